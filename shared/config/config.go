@@ -1,0 +1,192 @@
+// Package config loads the service's configuration once, at start-up, from
+// an injected getenv function (os.Getenv in mains, a map in tests). Every
+// error names the environment variable at fault.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/workflowchat/service/shared/logging"
+)
+
+// Config is the whole service's configuration. Each function reads the
+// fields it needs and calls Require for the ones it cannot run without.
+type Config struct {
+	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
+	InLambda bool
+
+	Region           string // AWS_REGION; default us-east-1
+	DynamoDBEndpoint string // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
+	UsersTable       string // USERS_TABLE; default "users" locally
+	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
+	DataTable        string // DATA_TABLE; default "data" locally
+
+	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
+
+	LogLevel  slog.Level     // LOG_LEVEL: debug, info, warn, error; default info
+	LogFormat logging.Format // LOG_FORMAT: json or text; default json in Lambda, text locally
+
+	DefaultModelID string // DEFAULT_MODEL_ID; default "builtin"
+
+	MCPServiceKey string        // MCP_SERVICE_KEY; a development key is generated locally when unset
+	MCPURL        string        // MCP_URL: the tool server's base URL
+	ToolsCacheTTL time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+
+	Port    int // PORT; default 3000 (dev server)
+	MCPPort int // MCP_PORT; default 3001 (dev server)
+
+	raw map[string]string
+}
+
+// Load reads the configuration from getenv. It fails on any malformed value,
+// naming the variable.
+func Load(getenv func(string) string) (Config, error) {
+	c := Config{raw: map[string]string{}}
+	get := func(name string) string {
+		v := strings.TrimSpace(getenv(name))
+		c.raw[name] = v
+		return v
+	}
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
+	}
+
+	c.InLambda = get("AWS_LAMBDA_FUNCTION_NAME") != ""
+	c.Region = or(get("AWS_REGION"), "us-east-1")
+	c.DynamoDBEndpoint = get("DYNAMODB_ENDPOINT")
+	if c.DynamoDBEndpoint != "" {
+		if u, err := url.Parse(c.DynamoDBEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("DYNAMODB_ENDPOINT", "must be an http(s) URL, got %q", c.DynamoDBEndpoint)
+		}
+	}
+	localDefault := func(v, def string) string {
+		if c.InLambda {
+			return v
+		}
+		return or(v, def)
+	}
+	c.UsersTable = localDefault(get("USERS_TABLE"), "users")
+	c.SessionsTable = localDefault(get("SESSIONS_TABLE"), "sessions")
+	c.DataTable = localDefault(get("DATA_TABLE"), "data")
+
+	for _, o := range strings.Split(get("ALLOWED_ORIGINS"), ",") {
+		o = strings.TrimRight(strings.TrimSpace(o), "/")
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+			bad("ALLOWED_ORIGINS", "%q is not an origin like https://app.example.com", o)
+			continue
+		}
+		c.AllowedOrigins = append(c.AllowedOrigins, o)
+	}
+
+	switch v := strings.ToLower(get("LOG_LEVEL")); v {
+	case "", "info":
+		c.LogLevel = slog.LevelInfo
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "warn", "warning":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		bad("LOG_LEVEL", "must be debug, info, warn or error, got %q", v)
+	}
+	switch v := strings.ToLower(get("LOG_FORMAT")); v {
+	case "":
+		c.LogFormat = logging.Text
+		if c.InLambda {
+			c.LogFormat = logging.JSON
+		}
+	case "json", "text":
+		c.LogFormat = logging.Format(v)
+	default:
+		bad("LOG_FORMAT", "must be json or text, got %q", v)
+	}
+
+	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
+	c.MCPServiceKey = get("MCP_SERVICE_KEY")
+	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
+		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
+	}
+	c.MCPURL = strings.TrimRight(get("MCP_URL"), "/")
+	if c.MCPURL != "" {
+		if u, err := url.Parse(c.MCPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("MCP_URL", "must be an http(s) URL, got %q", c.MCPURL)
+		}
+	}
+	c.ToolsCacheTTL = 5 * time.Minute
+	if v := get("TOOLS_CACHE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
+		}
+		c.ToolsCacheTTL = d
+	}
+
+	c.Port = port(get("PORT"), 3000, "PORT", bad)
+	c.MCPPort = port(get("MCP_PORT"), 3001, "MCP_PORT", bad)
+
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Require fails, naming every missing variable, unless each of the named
+// variables resolved to a value (set, or defaulted locally).
+func (c Config) Require(names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if c.value(n) == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("config: required but not set: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (c Config) value(name string) string {
+	switch name {
+	case "USERS_TABLE":
+		return c.UsersTable
+	case "SESSIONS_TABLE":
+		return c.SessionsTable
+	case "DATA_TABLE":
+		return c.DataTable
+	case "MCP_SERVICE_KEY":
+		return c.MCPServiceKey
+	case "MCP_URL":
+		return c.MCPURL
+	}
+	return c.raw[name]
+}
+
+func port(v string, def int, name string, bad func(string, string, ...any)) int {
+	if v == "" {
+		return def
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 0 || p > 65535 {
+		bad(name, "must be a port number 0-65535, got %q", v)
+	}
+	return p
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

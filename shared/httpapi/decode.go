@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// MaxBodyBytes is the largest request body accepted (1 MiB); larger bodies
+// get 413.
+const MaxBodyBytes = 1 << 20
+
+// Validator is implemented by request types that check their own fields.
+// Validate returns an errs.Invalid error (usually errs.FieldErrors.Err).
+type Validator interface {
+	Validate() error
+}
+
+// Empty is the input type of endpoints that take no body, and the output
+// type of endpoints that answer 204 No Content.
+type Empty struct{}
+
+// Decode reads r's JSON body into a T and validates it when T implements
+// Validator. Unknown fields are ignored. It fails with INVALID_JSON for
+// malformed JSON, an empty body or trailing data, VALIDATION_FAILED with
+// field details for wrongly typed or invalid fields, and PAYLOAD_TOO_LARGE
+// for bodies over MaxBodyBytes.
+func Decode[T any](r *http.Request) (T, error) {
+	const op = "httpapi.Decode"
+	var v T
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return v, errs.E(op, errs.TooLarge, "", "request body exceeds 1 MiB")
+		}
+		return v, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return v, errs.E(op, errs.Invalid, "INVALID_JSON", "request body must be a JSON object")
+	}
+	if err := UnmarshalStrict(body, &v); err != nil {
+		return v, errs.Wrap(op, err)
+	}
+	if val, ok := any(&v).(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return v, err
+		}
+	} else if val, ok := any(v).(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// UnmarshalStrict decodes one JSON object from data into v, with the error
+// kinds and codes Decode documents.
+func UnmarshalStrict(data []byte, v any) error {
+	const op = "httpapi.UnmarshalStrict"
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return errs.Fields(op, errs.FieldError{Field: typeErr.Field, Message: "must be " + jsonTypeName(typeErr.Type.Kind().String())})
+		}
+		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body is not valid JSON").WithCause(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonTypeName(goKind string) string {
+	switch {
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "slice", goKind == "array":
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// Endpoint adapts fn to an http.Handler: it decodes and validates the JSON
+// body into In (skipped when In is Empty), calls fn, and writes fn's result
+// wrapped in {"data": ...} with the given status (no body when Out is Empty).
+// Any error, from decoding or from fn, goes through WriteError.
+func Endpoint[In, Out any](status int, fn func(w http.ResponseWriter, r *http.Request, in In) (Out, error)) http.Handler {
+	_, noBody := any(*new(In)).(Empty)
+	_, noOutput := any(*new(Out)).(Empty)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if !noBody {
+			var err error
+			if in, err = Decode[In](r); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
+		out, err := fn(w, r, in)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if noOutput {
+			w.WriteHeader(status)
+			return
+		}
+		Respond(w, status, out)
+	})
+}

@@ -1,0 +1,221 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+)
+
+type createReq struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+func (c createReq) Validate() error {
+	var f errs.FieldErrors
+	if c.Name == "" {
+		f.Add("name", "is required")
+	}
+	if c.Count < 0 {
+		f.Add("count", "must be 0 or more")
+	}
+	return f.Err("test.create")
+}
+
+type created struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+func newAPI() http.Handler {
+	r := httpapi.NewRouter()
+	r.Handle("POST /things", httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in createReq) (created, error) {
+		if in.Name == "taken" {
+			return created{}, errs.E("test", errs.Conflict, "NAME_TAKEN", "name is taken")
+		}
+		if in.Name == "boom" {
+			return created{}, errors.New("database password=hunter2 exploded")
+		}
+		if in.Name == "panic" {
+			panic("kaboom")
+		}
+		return created{Name: in.Name, Count: in.Count}, nil
+	}))
+	r.Handle("GET /things/{id}", httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (map[string]string, error) {
+		id, err := httpapi.PathUUID(r, "id")
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"id": id}, nil
+	}))
+	r.Handle("DELETE /things/{id}", httpapi.Endpoint(http.StatusNoContent, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (httpapi.Empty, error) {
+		return httpapi.Empty{}, nil
+	}))
+	r.Handle("GET /pages", httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (httpapi.Page, error) {
+		return httpapi.ParsePage(r)
+	}))
+	return httpapi.Stack(r, httpapi.Options{AllowedOrigins: []string{"https://app.example.com"}})
+}
+
+type errorBody struct {
+	Error   string            `json:"error"`
+	Message string            `json:"message"`
+	Code    string            `json:"code"`
+	Details []errs.FieldError `json:"details"`
+}
+
+func TestEndpointErrors(t *testing.T) {
+	t.Parallel()
+	api := newAPI()
+	const uuid = "0b7c9a38-8f0c-4e43-9d7a-5bb1a3c5d0e1"
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+		field                    string
+		leak                     string
+	}{
+		{"malformed json", "POST", "/things", `{"name":`, 400, "INVALID_JSON", "", ""},
+		{"empty body", "POST", "/things", ``, 400, "INVALID_JSON", "", ""},
+		{"not an object", "POST", "/things", `["a"]`, 400, "INVALID_JSON", "", ""},
+		{"trailing data", "POST", "/things", `{"name":"a"} {}`, 400, "INVALID_JSON", "", ""},
+		{"wrong type", "POST", "/things", `{"name":"a","count":"x"}`, 400, "VALIDATION_FAILED", "count", ""},
+		{"missing field", "POST", "/things", `{"count":1}`, 400, "VALIDATION_FAILED", "name", ""},
+		{"domain conflict", "POST", "/things", `{"name":"taken"}`, 409, "NAME_TAKEN", "", ""},
+		{"internal error hides cause", "POST", "/things", `{"name":"boom"}`, 500, "INTERNAL_ERROR", "", "hunter2"},
+		{"panic recovered", "POST", "/things", `{"name":"panic"}`, 500, "INTERNAL_ERROR", "", "kaboom"},
+		{"too large", "POST", "/things", `{"name":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}`, 413, "PAYLOAD_TOO_LARGE", "", ""},
+		{"bad uuid", "GET", "/things/not-a-uuid", "", 400, "INVALID_ID", "id", ""},
+		{"uuid without dashes", "GET", "/things/0b7c9a388f0c4e439d7a5bb1a3c5d0e1", "", 400, "INVALID_ID", "id", ""},
+		{"unknown route", "GET", "/nope", "", 404, "ROUTE_NOT_FOUND", "", ""},
+		{"wrong method", "PUT", "/things", "", 405, "METHOD_NOT_ALLOWED", "", ""},
+		{"limit too big", "GET", "/pages?limit=101", "", 400, "INVALID_PAGINATION", "limit", ""},
+		{"limit zero", "GET", "/pages?limit=0", "", 400, "INVALID_PAGINATION", "limit", ""},
+		{"limit not a number", "GET", "/pages?limit=ten", "", 400, "INVALID_PAGINATION", "limit", ""},
+		{"negative offset", "GET", "/pages?offset=-1", "", 400, "INVALID_PAGINATION", "offset", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body)))
+			if rec.Code != tt.status {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.status, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			var b errorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+				t.Fatalf("body %q: %v", rec.Body, err)
+			}
+			if b.Code != tt.code || b.Error != http.StatusText(tt.status) || b.Message == "" {
+				t.Errorf("body = %+v, want code %s and error %q", b, tt.code, http.StatusText(tt.status))
+			}
+			if tt.field != "" && (len(b.Details) == 0 || b.Details[0].Field != tt.field) {
+				t.Errorf("details = %+v, want field %q", b.Details, tt.field)
+			}
+			if tt.leak != "" && strings.Contains(rec.Body.String(), tt.leak) {
+				t.Errorf("body leaks %q: %s", tt.leak, rec.Body)
+			}
+			if rec.Header().Get(httpapi.RequestIDHeader) == "" {
+				t.Error("no request id header")
+			}
+		})
+	}
+}
+
+func TestEndpointSuccess(t *testing.T) {
+	t.Parallel()
+	api := newAPI()
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"created envelope", "POST", "/things", `{"name":"a","count":2,"unknown":true}`, 201, `{"data":{"name":"a","count":2}}`},
+		{"uuid path", "GET", "/things/0B7C9A38-8F0C-4E43-9D7A-5BB1A3C5D0E1", "", 200, `{"data":{"id":"0B7C9A38-8F0C-4E43-9D7A-5BB1A3C5D0E1"}}`},
+		{"no content", "DELETE", "/things/x", "", 204, ``},
+		{"page defaults", "GET", "/pages", "", 200, `{"data":{"Limit":20,"Offset":0}}`},
+		{"page values", "GET", "/pages?limit=100&offset=40", "", 200, `{"data":{"Limit":100,"Offset":40}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body)))
+			if rec.Code != tt.status {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, tt.status, rec.Body)
+			}
+			if got := strings.TrimSpace(rec.Body.String()); got != tt.want {
+				t.Errorf("body = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	api := newAPI()
+	tests := []struct {
+		name, method, origin, reqMethod string
+		status                          int
+		allowOrigin                     string
+	}{
+		{"preflight allowed", "OPTIONS", "https://app.example.com", "POST", 204, "https://app.example.com"},
+		{"preflight refused", "OPTIONS", "https://evil.example", "POST", 403, ""},
+		{"simple allowed", "GET", "https://app.example.com", "", 200, "https://app.example.com"},
+		{"simple unknown origin gets no CORS headers", "GET", "https://evil.example", "", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(tt.method, "/pages", nil)
+			req.Header.Set("Origin", tt.origin)
+			if tt.reqMethod != "" {
+				req.Header.Set("Access-Control-Request-Method", tt.reqMethod)
+			}
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, req)
+			if rec.Code != tt.status {
+				t.Fatalf("status = %d, want %d", rec.Code, tt.status)
+			}
+			h := rec.Header()
+			if got := h.Get("Access-Control-Allow-Origin"); got != tt.allowOrigin {
+				t.Errorf("Allow-Origin = %q, want %q", got, tt.allowOrigin)
+			}
+			if tt.allowOrigin != "" && h.Get("Access-Control-Allow-Credentials") != "true" {
+				t.Error("credentials not allowed")
+			}
+			if h.Get("X-Content-Type-Options") != "nosniff" {
+				t.Error("missing nosniff")
+			}
+		})
+	}
+}
+
+func TestRequestIDPropagates(t *testing.T) {
+	t.Parallel()
+	api := newAPI()
+	req := httptest.NewRequest("GET", "/pages", nil)
+	req.Header.Set(httpapi.RequestIDHeader, "abc-123")
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, req)
+	if got := rec.Header().Get(httpapi.RequestIDHeader); got != "abc-123" {
+		t.Errorf("request id = %q, want abc-123", got)
+	}
+	req.Header.Set(httpapi.RequestIDHeader, "bad id\nwith newline")
+	rec = httptest.NewRecorder()
+	api.ServeHTTP(rec, req)
+	if got := rec.Header().Get(httpapi.RequestIDHeader); got == "" || strings.ContainsAny(got, " \n") {
+		t.Errorf("malformed request id not replaced: %q", got)
+	}
+	_, _ = io.Copy(io.Discard, rec.Body)
+}

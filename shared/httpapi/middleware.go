@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
+)
+
+// Middleware wraps a handler.
+type Middleware func(http.Handler) http.Handler
+
+// Chain applies mws to h so that the first runs first.
+func Chain(h http.Handler, mws ...Middleware) http.Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// Options configures Stack.
+type Options struct {
+	Logger         *slog.Logger
+	AllowedOrigins []string
+}
+
+// Stack wraps h in the standard middleware, outermost first: security
+// headers, request id, request logging, panic recovery, CORS and the body
+// limit.
+func Stack(h http.Handler, o Options) http.Handler {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover, CORS(o.AllowedOrigins), LimitBody(MaxBodyBytes))
+}
+
+// SecurityHeaders sets headers that are right for every API response.
+func SecurityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:=-]{1,128}$`)
+
+// RequestIDHeader carries the request id in requests and responses.
+const RequestIDHeader = "X-Request-Id"
+
+// RequestID takes a well-formed X-Request-Id from the request (API Gateway
+// and load balancers set one) or makes one, echoes it in the response, and
+// puts a logger carrying it into the request's context.
+func RequestID(base *slog.Logger) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get(RequestIDHeader)
+			if !requestIDPattern.MatchString(id) {
+				id = uuid.NewString()
+			}
+			w.Header().Set(RequestIDHeader, id)
+			ctx := logging.WithLogger(r.Context(), base.With("requestId", id))
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// statusWriter records the status and size of a response. It keeps the
+// wrapped writer reachable for http.ResponseController (Flush, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// Flush flushes the underlying writer when it can.
+func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Unwrap returns the wrapped writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// AccessLog logs one line per request: method, route, status, size and
+// duration. It never logs bodies, queries or headers.
+func AccessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		logging.FromContext(r.Context()).Log(r.Context(), level, "request",
+			"method", r.Method, "path", r.URL.Path, "route", r.Pattern,
+			"status", sw.status, "bytes", sw.bytes, "durationMs", time.Since(start).Milliseconds())
+	})
+}
+
+// Recover turns a panic into a logged 500 INTERNAL_ERROR response. It
+// re-panics http.ErrAbortHandler, which net/http uses to abort a response.
+func Recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			logging.FromContext(r.Context()).ErrorContext(r.Context(), "panic", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			WriteError(w, r, errs.E("httpapi.Recover", errs.Internal, "", "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// LimitBody answers 413 PAYLOAD_TOO_LARGE for a request whose declared
+// length exceeds limit, and caps the body it reads at limit (Decode turns
+// the overflow into the same 413).
+func LimitBody(limit int64) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit {
+				WriteError(w, r, errs.E("httpapi.LimitBody", errs.TooLarge, "", fmt.Sprintf("request body exceeds %d bytes", limit)))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// CORS allows the listed origins to call the API with credentials. A
+// preflight (OPTIONS with Access-Control-Request-Method) from an allowed
+// origin is answered 204; from any other origin it is refused with 403
+// ORIGIN_NOT_ALLOWED. Ordinary requests from other origins get no CORS
+// headers, so browsers will not expose the response.
+func CORS(allowed []string) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			origin := r.Header.Get("Origin")
+			preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+			if origin == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			h := w.Header()
+			h.Add("Vary", "Origin")
+			if !slices.Contains(allowed, strings.TrimRight(origin, "/")) {
+				if preflight {
+					WriteError(w, r, errs.E("httpapi.CORS", errs.Forbidden, "ORIGIN_NOT_ALLOWED", "origin not allowed"))
+					return
+				}
+				next.ServeHTTP(w, r)
+				return
+			}
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+			if preflight {
+				h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Content-Type, Accept, X-Request-Id")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

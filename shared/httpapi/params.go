@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// PathUUID returns the path parameter name of r, which must be a UUID in
+// its canonical 36-character form. Otherwise it fails with INVALID_ID.
+func PathUUID(r *http.Request, name string) (string, error) {
+	v := r.PathValue(name)
+	if !IsUUID(v) {
+		e := errs.E("httpapi.PathUUID", errs.Invalid, "INVALID_ID", name+" must be a UUID")
+		e.Details = []errs.FieldError{{Field: name, Message: "must be a UUID"}}
+		return "", e
+	}
+	return v, nil
+}
+
+// IsUUID reports whether s is a UUID in canonical form
+// (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, any case).
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
+}
+
+// Page is a parsed limit/offset pagination request.
+type Page struct {
+	Limit  int
+	Offset int
+}
+
+// Pagination bounds, from DESIGN.md.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 100
+)
+
+// ParsePage parses the limit (integer 1-100, default 20) and offset
+// (integer >= 0, default 0) query parameters. Anything else fails with
+// INVALID_PAGINATION and a detail per bad parameter.
+func ParsePage(r *http.Request) (Page, error) {
+	p := Page{Limit: DefaultLimit}
+	q := r.URL.Query()
+	var bad errs.FieldErrors
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxLimit {
+			bad.Add("limit", "must be an integer from 1 to %d", MaxLimit)
+		}
+		p.Limit = n
+	}
+	if v, ok := q["offset"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 0 {
+			bad.Add("offset", "must be an integer of 0 or more")
+		}
+		p.Offset = n
+	}
+	if len(bad) > 0 {
+		e := errs.Fields("httpapi.ParsePage", bad...)
+		e.Code = "INVALID_PAGINATION"
+		return Page{}, e
+	}
+	return p, nil
+}

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// Router is an http.ServeMux (Go 1.22 method patterns) whose unmatched
+// requests get JSON errors: 404 ROUTE_NOT_FOUND, or 405 METHOD_NOT_ALLOWED
+// with an Allow header.
+type Router struct {
+	mux      *http.ServeMux
+	patterns []string
+}
+
+// NewRouter returns an empty Router.
+func NewRouter() *Router { return &Router{mux: http.NewServeMux()} }
+
+// Handle registers h for pattern, e.g. "GET /api/chats/{chatId}". It panics
+// on a malformed or conflicting pattern, like http.ServeMux.
+func (rt *Router) Handle(pattern string, h http.Handler) {
+	rt.mux.Handle(pattern, h)
+	rt.patterns = append(rt.patterns, pattern)
+}
+
+// Patterns returns the registered patterns, in registration order. The
+// template check and the dev server use it to see which routes a function
+// serves.
+func (rt *Router) Patterns() []string { return append([]string(nil), rt.patterns...) }
+
+// Mount registers every pattern of patterns to h; it lets one router compose
+// several route groups (the local dev server).
+func (rt *Router) Mount(h http.Handler, patterns ...string) {
+	for _, p := range patterns {
+		rt.Handle(p, h)
+	}
+}
+
+// ServeHTTP dispatches r, answering unmatched requests with JSON errors.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := rt.mux.Handler(r); pattern != "" {
+		rt.mux.ServeHTTP(w, r)
+		return
+	}
+	// Let the mux decide between 404 and 405, then replace its plain-text body.
+	probe := &headerProbe{header: http.Header{}}
+	rt.mux.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		allowed := strings.ReplaceAll(probe.header.Get("Allow"), ",", ", ")
+		WriteError(w, r, errs.E("httpapi.Router", errs.MethodNotAllowed, "", "method not allowed; allowed: "+allowed))
+		return
+	}
+	WriteError(w, r, errs.E("httpapi.Router", errs.NotFound, "ROUTE_NOT_FOUND", "no route for "+r.Method+" "+r.URL.Path))
+}
+
+// headerProbe captures the status and headers the mux's fallback writes.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(code int)        { p.status = code }
