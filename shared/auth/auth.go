@@ -1,0 +1,275 @@
+// Package auth is sign-up, sign-in, sessions and sign-out (DESIGN.md
+// section 3), the middleware every protected handler sits behind, and the
+// ownership checks.
+//
+// A session is a random 256-bit token sent to the browser in the HttpOnly
+// session_token cookie; the store keeps only its SHA-256 hash, so a leaked
+// table does not leak live sessions. Sessions last SessionTTL and slide: a
+// session used more than RenewAfter after its last renewal is extended.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// Session lifetime rules.
+const (
+	SessionTTL = 7 * 24 * time.Hour
+	RenewAfter = 24 * time.Hour
+)
+
+// Input bounds.
+const (
+	MinPasswordLen = 8
+	MaxPasswordLen = 128
+	MaxNameLen     = 255
+	MaxEmailLen    = 254
+)
+
+// User is an account.
+type User struct {
+	ID        string    `json:"id"`
+	Email     string    `json:"email"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Session is a signed-in session. TokenHash is its storage key.
+type Session struct {
+	TokenHash string
+	User      User
+	CreatedAt time.Time
+	RenewedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Store persists users and sessions.
+type Store interface {
+	// CreateUser stores u with its password hash and its first session, in
+	// one transaction. It fails with Conflict EMAIL_TAKEN when the email is
+	// already registered.
+	CreateUser(ctx context.Context, u User, passwordHash string, s Session) error
+	// Credential returns the user registered with email and the password
+	// hash. NotFound when there is none.
+	Credential(ctx context.Context, email string) (User, string, error)
+	// CreateSession stores s.
+	CreateSession(ctx context.Context, s Session) error
+	// Session returns the session stored under tokenHash, expired or not.
+	// NotFound when there is none.
+	Session(ctx context.Context, tokenHash string) (Session, error)
+	// RenewSession sets the session's renewal and expiry times. NotFound
+	// when the session is gone.
+	RenewSession(ctx context.Context, tokenHash string, renewedAt, expiresAt time.Time) error
+	// DeleteSession removes the session; removing a missing one is not an error.
+	DeleteSession(ctx context.Context, tokenHash string) error
+}
+
+// Service implements the auth operations.
+type Service struct {
+	store  Store
+	hasher *Hasher
+	now    func() time.Time
+}
+
+// NewService returns a Service over store. now is the clock (time.Now in
+// production); hasher nil means DefaultHasher.
+func NewService(store Store, hasher *Hasher, now func() time.Time) *Service {
+	if hasher == nil {
+		hasher = DefaultHasher()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, hasher: hasher, now: now}
+}
+
+// Credentials are what sign-up and sign-in take.
+type Credentials struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Name     string `json:"name"`
+}
+
+// SignedIn is the outcome of sign-up and sign-in: the user, the session and
+// the raw token for the cookie (never stored).
+type SignedIn struct {
+	User    User
+	Session Session
+	Token   string
+}
+
+// NormalizeEmail trims and lower-cases an email address.
+func NormalizeEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+func validateEmail(f *errs.FieldErrors, email string) {
+	switch {
+	case email == "":
+		f.Add("email", "is required")
+	case len(email) > MaxEmailLen:
+		f.Add("email", "must be at most %d characters", MaxEmailLen)
+	default:
+		a, err := mail.ParseAddress(email)
+		if err != nil || a.Address != email || !strings.Contains(email[strings.LastIndexByte(email, '@')+1:], ".") {
+			f.Add("email", "must be a valid email address")
+		}
+	}
+}
+
+// SignUp creates an account and signs it in. Errors: Invalid
+// (VALIDATION_FAILED with details) for a malformed email, a password
+// shorter than 8 or longer than 128 characters, or an empty or over-long
+// name; Conflict EMAIL_TAKEN.
+func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
+	const op = "auth.SignUp"
+	email, name := NormalizeEmail(c.Email), strings.TrimSpace(c.Name)
+	var f errs.FieldErrors
+	validateEmail(&f, email)
+	if n := utf8.RuneCountInString(c.Password); n < MinPasswordLen || n > MaxPasswordLen {
+		f.Add("password", "must be %d to %d characters", MinPasswordLen, MaxPasswordLen)
+	}
+	if name == "" {
+		f.Add("name", "is required")
+	} else if utf8.RuneCountInString(name) > MaxNameLen {
+		f.Add("name", "must be at most %d characters", MaxNameLen)
+	}
+	if err := f.Err(op); err != nil {
+		return SignedIn{}, err
+	}
+	hash, err := s.hasher.Hash(c.Password)
+	if err != nil {
+		return SignedIn{}, errs.Wrap(op, err)
+	}
+	now := s.now().UTC()
+	u := User{ID: uuid.NewString(), Email: email, Name: name, CreatedAt: now, UpdatedAt: now}
+	token, sess := s.newSession(u, now)
+	if err := s.store.CreateUser(ctx, u, hash, sess); err != nil {
+		return SignedIn{}, errs.Wrap(op, err)
+	}
+	return SignedIn{User: u, Session: sess, Token: token}, nil
+}
+
+var errBadCredentials = errs.E("auth.SignIn", errs.Unauthenticated, "INVALID_CREDENTIALS", "invalid email or password")
+
+// SignIn checks an email and password and opens a session. An unknown
+// email and a wrong password both fail with Unauthenticated
+// INVALID_CREDENTIALS after the same work (one read, one password hash
+// verification), so timing does not tell registered emails apart. Invalid
+// when either field is missing.
+func (s *Service) SignIn(ctx context.Context, c Credentials) (SignedIn, error) {
+	const op = "auth.SignIn"
+	email := NormalizeEmail(c.Email)
+	var f errs.FieldErrors
+	if email == "" {
+		f.Add("email", "is required")
+	}
+	if c.Password == "" {
+		f.Add("password", "is required")
+	}
+	if err := f.Err(op); err != nil {
+		return SignedIn{}, err
+	}
+	u, hash, err := s.store.Credential(ctx, email)
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return SignedIn{}, errs.Wrap(op, err)
+	}
+	if err != nil {
+		hash = s.hasher.dummy() // same cost as a real verification
+	}
+	ok := s.hasher.Verify(hash, c.Password)
+	if err != nil || !ok {
+		return SignedIn{}, errBadCredentials
+	}
+	now := s.now().UTC()
+	token, sess := s.newSession(u, now)
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return SignedIn{}, errs.Wrap(op, err)
+	}
+	return SignedIn{User: u, Session: sess, Token: token}, nil
+}
+
+var errNoSession = errs.E("auth.Authenticate", errs.Unauthenticated, "UNAUTHORIZED", "a valid session is required")
+
+// Authenticate returns the live session of token, extending it when it was
+// last renewed more than RenewAfter ago (renewed is then true and the
+// cookie should be re-issued). Unauthenticated for a missing, unknown or
+// expired token.
+func (s *Service) Authenticate(ctx context.Context, token string) (sess Session, renewed bool, err error) {
+	const op = "auth.Authenticate"
+	if !validToken(token) {
+		return Session{}, false, errNoSession
+	}
+	sess, err = s.store.Session(ctx, HashToken(token))
+	if errs.Is(err, errs.NotFound) {
+		return Session{}, false, errNoSession
+	}
+	if err != nil {
+		return Session{}, false, errs.Wrap(op, err)
+	}
+	now := s.now().UTC()
+	if !now.Before(sess.ExpiresAt) {
+		return Session{}, false, errNoSession
+	}
+	if now.Sub(sess.RenewedAt) > RenewAfter {
+		exp := now.Add(SessionTTL)
+		switch err := s.store.RenewSession(ctx, sess.TokenHash, now, exp); {
+		case errs.Is(err, errs.NotFound):
+			return Session{}, false, errNoSession // signed out concurrently
+		case err != nil:
+			return Session{}, false, errs.Wrap(op, err)
+		}
+		sess.RenewedAt, sess.ExpiresAt = now, exp
+		return sess, true, nil
+	}
+	return sess, false, nil
+}
+
+// SignOut deletes the session of token. Unauthenticated when there is no
+// live session.
+func (s *Service) SignOut(ctx context.Context, token string) error {
+	sess, _, err := s.Authenticate(ctx, token)
+	if err != nil {
+		return errs.Wrap("auth.SignOut", err)
+	}
+	return errs.Wrap("auth.SignOut", s.store.DeleteSession(ctx, sess.TokenHash))
+}
+
+func (s *Service) newSession(u User, now time.Time) (string, Session) {
+	token := newToken()
+	return token, Session{TokenHash: HashToken(token), User: u, CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(SessionTTL)}
+}
+
+const tokenBytes = 32
+
+func newToken() string {
+	b := make([]byte, tokenBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func validToken(t string) bool {
+	if len(t) != base64.RawURLEncoding.EncodedLen(tokenBytes) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(t)
+	return err == nil
+}
+
+// HashToken returns the storage key of a session token: hex SHA-256. A
+// token has 256 bits of entropy, so a fast hash is enough.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,115 @@
+// Package model is the registry of the AI models this deployment can serve
+// and the interface every model provider implements. The built-in offline
+// model is always registered; provider adapters (Bedrock, OpenAI-compatible,
+// Anthropic) register their models when configured.
+package model
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// Model describes a model a user can pick.
+type Model struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+}
+
+// Message is one turn of a conversation sent to a model.
+type Message struct {
+	Role    string // "user" or "assistant"
+	Content string
+}
+
+// Request asks a model for a reply.
+type Request struct {
+	ModelID  string
+	System   string
+	Messages []Message
+}
+
+// Chunk is a piece of a streamed reply.
+type Chunk struct {
+	Delta string
+}
+
+// Usage is the token usage a provider reports.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// Provider generates replies for its models.
+type Provider interface {
+	// Models lists the models the provider serves. Their ids are unique
+	// across the registry.
+	Models() []Model
+	// Generate streams a reply to req through emit, in order, and returns
+	// the usage. It stops with ctx's error when ctx is done and with emit's
+	// error when emit fails.
+	Generate(ctx context.Context, req Request, emit func(Chunk) error) (Usage, error)
+}
+
+// Registry maps model ids to the providers that serve them. It is
+// immutable after construction and safe for concurrent use.
+type Registry struct {
+	models    []Model
+	providers map[string]Provider
+}
+
+// NewRegistry returns a registry of the providers' models, in the order
+// given. It fails when two models share an id.
+func NewRegistry(providers ...Provider) (*Registry, error) {
+	r := &Registry{providers: map[string]Provider{}}
+	for _, p := range providers {
+		for _, m := range p.Models() {
+			if _, dup := r.providers[m.ID]; dup {
+				return nil, fmt.Errorf("model: duplicate model id %q", m.ID)
+			}
+			r.providers[m.ID] = p
+			r.models = append(r.models, m)
+		}
+	}
+	return r, nil
+}
+
+// List returns every model, in registration order.
+func (r *Registry) List() []Model { return slices.Clone(r.models) }
+
+// Lookup returns the model with id. Invalid INVALID_MODEL when there is
+// none: callers get a model id from a client, so an unknown one is bad
+// input.
+func (r *Registry) Lookup(id string) (Model, error) {
+	if _, ok := r.providers[id]; ok {
+		for _, m := range r.models {
+			if m.ID == id {
+				return m, nil
+			}
+		}
+	}
+	e := errs.E("model.Lookup", errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", id))
+	e.Details = []errs.FieldError{{Field: "modelId", Message: "must be one of the ids listed by GET /api/models"}}
+	return Model{}, e
+}
+
+// Generate streams a reply from the model req.ModelID names. Invalid
+// INVALID_MODEL for an unknown model; otherwise the provider's errors.
+func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Usage, error) {
+	if _, err := r.Lookup(req.ModelID); err != nil {
+		return Usage{}, err
+	}
+	return r.providers[req.ModelID].Generate(ctx, req, emit)
+}
+
+// GenerateText returns the whole reply of modelID to a single prompt.
+func (r *Registry) GenerateText(ctx context.Context, modelID, system, prompt string) (string, error) {
+	var b strings.Builder
+	_, err := r.Generate(ctx, Request{ModelID: modelID, System: system, Messages: []Message{{Role: "user", Content: prompt}}},
+		func(c Chunk) error { b.WriteString(c.Delta); return nil })
+	return b.String(), err
+}

@@ -1,0 +1,138 @@
+// Package store is the DynamoDB storage of the service, written with
+// aws-sdk-go-v2 and guregu/dynamo. It implements the storage interfaces the
+// domain packages declare (auth.Store, model.Preferences, ...), and owns the
+// table definitions: the one place in Go that template.yaml is checked
+// against and that the local embedded engine is bootstrapped from.
+//
+// Data model:
+//   - Users (PK): USER#<id> is the profile (and the model preference);
+//     EMAIL#<email> is the credential, holding the password hash and a copy
+//     of the profile, so that sign-in is one read and an email is unique.
+//   - Sessions (PK = SHA-256 of the session token, never the token): a
+//     snapshot of the user, so an authenticated request costs one read;
+//     expiresAt is the TTL attribute (epoch seconds) and is also checked on
+//     every read, because TTL deletion is lazy.
+//   - Data (PK, SK, GSI1): item collections per chat and per workflow, used
+//     by the chat and workflow features.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Index is a global secondary index with string keys, projecting all
+// attributes.
+type Index struct {
+	Name     string
+	HashKey  string
+	RangeKey string
+}
+
+// Table is the definition of one DynamoDB table. All key attributes are
+// strings; billing is on demand.
+type Table struct {
+	// LogicalID is the table's resource name in template.yaml.
+	LogicalID string
+	// EnvVar is the environment variable holding the table's name.
+	EnvVar string
+	// LocalName is the table's name in the local embedded engine.
+	LocalName    string
+	HashKey      string
+	RangeKey     string
+	Indexes      []Index
+	TTLAttribute string
+}
+
+// The tables of the service.
+var (
+	UsersTable = Table{
+		LogicalID: "UsersTable", EnvVar: "USERS_TABLE", LocalName: "users",
+		HashKey: "PK",
+	}
+	SessionsTable = Table{
+		LogicalID: "SessionsTable", EnvVar: "SESSIONS_TABLE", LocalName: "sessions",
+		HashKey: "PK", TTLAttribute: "expiresAt",
+	}
+	DataTable = Table{
+		LogicalID: "DataTable", EnvVar: "DATA_TABLE", LocalName: "data",
+		HashKey: "PK", RangeKey: "SK",
+		Indexes: []Index{{Name: "GSI1", HashKey: "GSI1PK", RangeKey: "GSI1SK"}},
+	}
+)
+
+// Tables lists every table of the service.
+func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable} }
+
+// CreateTableInput returns the CreateTable request for t under name.
+func (t Table) CreateTableInput(name string) *dynamodb.CreateTableInput {
+	attrs := map[string]bool{}
+	var defs []types.AttributeDefinition
+	attr := func(n string) {
+		if n != "" && !attrs[n] {
+			attrs[n] = true
+			defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS})
+		}
+	}
+	keys := func(hash, rng string) []types.KeySchemaElement {
+		attr(hash)
+		attr(rng)
+		ks := []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}}
+		if rng != "" {
+			ks = append(ks, types.KeySchemaElement{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange})
+		}
+		return ks
+	}
+	in := &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   keys(t.HashKey, t.RangeKey),
+	}
+	for _, ix := range t.Indexes {
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName:  aws.String(ix.Name),
+			KeySchema:  keys(ix.HashKey, ix.RangeKey),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		})
+	}
+	in.AttributeDefinitions = defs
+	return in
+}
+
+// TableAPI is the part of the DynamoDB client CreateTables uses.
+type TableAPI interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// CreateTables creates every table under the name names gives it (by
+// EnvVar), enabling TTL where defined. Tables that already exist are left as
+// they are. In AWS the stack creates the tables; this is for local engines.
+func CreateTables(ctx context.Context, api TableAPI, names map[string]string) error {
+	for _, t := range Tables() {
+		name := names[t.EnvVar]
+		if name == "" {
+			return fmt.Errorf("store: create tables: no name for %s", t.EnvVar)
+		}
+		_, err := api.CreateTable(ctx, t.CreateTableInput(name))
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("store: create table %s: %w", name, err)
+		}
+		if t.TTLAttribute != "" {
+			_, err := api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+				TableName:               aws.String(name),
+				TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(t.TTLAttribute), Enabled: aws.Bool(true)},
+			})
+			if err != nil {
+				return fmt.Errorf("store: enable TTL on %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
