@@ -1,0 +1,1091 @@
+// Package template_test checks template.yaml, the SAM stack, against the Go
+// code it deploys: the function folders, the routes each function's router
+// registers, the table definitions in shared/store, and the least-privilege
+// IAM each function needs.
+//
+// The template is read twice through goformation's intrinsic processor with
+// the same options: once typed (goformation.ParseYAMLWithOptions) for
+// functions, events, tables and globals, and once as a generic JSON tree
+// (intrinsics.ProcessYAML) for the parts goformation's union types
+// represent lossily (inline IAM policies, CORS, outputs, resource types).
+// Ref, Fn::GetAtt and Fn::Sub are kept as marker strings ("Ref:UsersTable",
+// "GetAtt:UsersTable.Arn", "Sub:${DataTable.Arn}/index/GSI1") instead of
+// being resolved to nothing.
+//
+// TestTemplate runs every check on template.yaml; TestChecksCatchBrokenTemplates
+// proves each check fails on a template broken the way it guards against.
+package template_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
+	"github.com/awslabs/goformation/v7/cloudformation/global"
+	"github.com/awslabs/goformation/v7/cloudformation/serverless"
+	"github.com/awslabs/goformation/v7/intrinsics"
+
+	"github.com/workflowchat/service/infra/local"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/store"
+)
+
+const (
+	root         = "../.."
+	templateFile = root + "/template.yaml"
+
+	httpAPIID = "HttpApi" // the one AWS::Serverless::HttpApi every route hangs off
+
+	refMark    = "Ref:"
+	getAttMark = "GetAtt:"
+	subMark    = "Sub:"
+)
+
+// allowedActions are the only IAM actions a function policy may name: item
+// and query operations of DynamoDB. No wildcards, no Scan (DESIGN.md: no
+// Scan on any request path), no table administration. Add a non-DynamoDB
+// action (e.g. bedrock:InvokeModelWithResponseStream) here only together
+// with the code that needs it.
+var allowedActions = map[string]bool{
+	"dynamodb:GetItem":            true,
+	"dynamodb:PutItem":            true,
+	"dynamodb:UpdateItem":         true,
+	"dynamodb:DeleteItem":         true,
+	"dynamodb:ConditionCheckItem": true, // condition-check items of TransactWriteItems
+	"dynamodb:Query":              true,
+	"dynamodb:BatchGetItem":       true,
+	"dynamodb:BatchWriteItem":     true,
+}
+
+// wantGrants is the reviewed IAM contract: per function, per table, exactly
+// the DynamoDB actions its code performs (read from shared/store and the
+// packages each function's main wires). A transaction needs the per-item
+// actions (PutItem, UpdateItem, DeleteItem, ConditionCheckItem); there is no
+// IAM action for TransactWriteItems itself. Update it together with the
+// store code and template.yaml.
+var wantGrants = map[string]map[string][]string{
+	"HealthFunction": {},
+	"AuthFunction": {
+		// sign-up transaction: Put credential + Put profile; sign-in: GetItem.
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem"},
+		// create (also in the sign-up transaction), read, renew, sign out.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+	},
+	"ModelsFunction": {
+		// SetModelPreference: conditional UpdateItem.
+		"UsersTable": {"dynamodb:UpdateItem"},
+		// the auth middleware: Session (GetItem), RenewSession (UpdateItem).
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+	},
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------
+
+// stack is template.yaml in the two views described in the package comment.
+type stack struct {
+	tmpl      *cloudformation.Template
+	functions map[string]*serverless.Function
+	tables    map[string]*dynamodb.Table
+	globalFn  *global.Function // nil without Globals.Function
+	raw       map[string]any   // the whole template, intrinsics as markers
+}
+
+var processorOptions = &intrinsics.ProcessorOptions{
+	IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
+		"Ref": func(_ string, in, _ any) any { return refMark + fmt.Sprint(in) },
+		"Fn::GetAtt": func(_ string, in, _ any) any {
+			// !GetAtt A.B arrives as "A.B", the long form as ["A", "B"].
+			if parts, ok := in.([]any); ok {
+				s := make([]string, len(parts))
+				for i, p := range parts {
+					s[i] = fmt.Sprint(p)
+				}
+				return getAttMark + strings.Join(s, ".")
+			}
+			return getAttMark + fmt.Sprint(in)
+		},
+		"Fn::Sub": func(_ string, in, _ any) any {
+			// !Sub "s" or [ "s", {vars} ]: keep the string.
+			if parts, ok := in.([]any); ok && len(parts) > 0 {
+				return subMark + fmt.Sprint(parts[0])
+			}
+			return subMark + fmt.Sprint(in)
+		},
+	},
+	// Conditions are evaluated (with the markers above), so that the
+	// `CorsEnabled` branch of the HttpApi's CorsConfiguration is what both
+	// views see.
+	EvaluateConditions: true,
+}
+
+// parseMu serializes parsing: goformation registers its YAML tag resolvers
+// in a package-level map on every parse.
+var parseMu sync.Mutex
+
+func parse(data []byte) (*stack, error) {
+	parseMu.Lock()
+	defer parseMu.Unlock()
+	tmpl, err := goformation.ParseYAMLWithOptions(data, processorOptions)
+	if err != nil {
+		return nil, fmt.Errorf("goformation: %w", err)
+	}
+	js, err := intrinsics.ProcessYAML(data, processorOptions)
+	if err != nil {
+		return nil, fmt.Errorf("intrinsics: %w", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return nil, err
+	}
+	s := &stack{
+		tmpl:      tmpl,
+		functions: tmpl.GetAllServerlessFunctionResources(),
+		tables:    tmpl.GetAllDynamoDBTableResources(),
+		raw:       raw,
+	}
+	if g, err := tmpl.GetServerlessGlobalFunction(); err == nil {
+		s.globalFn = g
+	}
+	return s, nil
+}
+
+// resources returns the raw Resources section.
+func (s *stack) resources() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range asMap(s.raw["Resources"]) {
+		out[id] = asMap(r)
+	}
+	return out
+}
+
+// resourceType returns the Type of resource id, "" when there is none.
+func (s *stack) resourceType(id string) string {
+	t, _ := s.resources()[id]["Type"].(string)
+	return t
+}
+
+// env returns the function's environment: Globals merged with its own
+// variables (as SAM merges them).
+func (s *stack) env(fn *serverless.Function) map[string]string {
+	env := map[string]string{}
+	if s.globalFn != nil && s.globalFn.Environment != nil {
+		for k, v := range s.globalFn.Environment.Variables {
+			env[k] = v
+		}
+	}
+	if fn.Environment != nil {
+		for k, v := range fn.Environment.Variables {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// httpAPIEvents returns the function's HttpApi events by name.
+func httpAPIEvents(fn *serverless.Function) map[string]*serverless.Function_HttpApiEvent {
+	out := map[string]*serverless.Function_HttpApiEvent{}
+	for name, ev := range fn.Events {
+		if ev.Type != "HttpApi" {
+			continue
+		}
+		var p *serverless.Function_HttpApiEvent
+		if ev.Properties != nil {
+			p = ev.Properties.HttpApiEvent
+		}
+		if p == nil {
+			p = &serverless.Function_HttpApiEvent{}
+		}
+		out[name] = p
+	}
+	return out
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// strs reads a string or a list of strings.
+func strs(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			out = append(out, fmt.Sprint(e))
+		}
+		return out
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ---------------------------------------------------------------------------
+// The code side: function folders, the Makefile, the routers.
+// ---------------------------------------------------------------------------
+
+// codeFacts is what the checks compare the template with.
+type codeFacts struct {
+	dirs     []string               // folders under functions/
+	makefile string                 // the Makefile
+	routes   []localFunction        // local.Functions with their patterns
+	tables   map[string]store.Table // store.Tables() by LogicalID
+}
+
+type localFunction struct {
+	LogicalID, Dir string
+	Patterns       []string
+}
+
+// facts builds the stack of infra/local once (it starts the embedded
+// DynamoDB engine, which is closed again right after the routes are read).
+var facts = sync.OnceValues(func() (*codeFacts, error) {
+	f := &codeFacts{tables: map[string]store.Table{}}
+	entries, err := os.ReadDir(filepath.Join(root, "functions"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			f.dirs = append(f.dirs, e.Name())
+		}
+	}
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		return nil, err
+	}
+	f.makefile = string(mk)
+	for _, t := range store.Tables() {
+		f.tables[t.LogicalID] = t
+	}
+
+	env := map[string]string{"LOG_LEVEL": "error"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		return nil, err
+	}
+	st, err := local.New(context.Background(), cfg, local.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	for _, fn := range st.Functions {
+		f.routes = append(f.routes, localFunction{LogicalID: fn.LogicalID, Dir: fn.Dir, Patterns: fn.Router.Patterns()})
+	}
+	return f, nil
+})
+
+// routeKey turns a Go ServeMux pattern into an API Gateway route key
+// ("METHOD /path"): no method is ANY, "{name...}" is "{name+}", "{$}" is
+// dropped.
+func routeKey(pattern string) (string, error) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, path = "ANY", pattern
+	}
+	path = strings.TrimSpace(path)
+	if !strings.HasPrefix(path, "/") {
+		return "", fmt.Errorf("pattern %q: host patterns have no API Gateway route", pattern)
+	}
+	path = strings.TrimSuffix(path, "{$}")
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "...}") {
+			segs[i] = strings.TrimSuffix(s, "...}") + "+}"
+		}
+	}
+	return strings.ToUpper(method) + " " + strings.Join(segs, "/"), nil
+}
+
+// ---------------------------------------------------------------------------
+// Checks. Each returns the problems it found; none means the check passed.
+// ---------------------------------------------------------------------------
+
+type check func(s *stack, f *codeFacts) []string
+
+var checks = []struct {
+	name string
+	fn   check
+}{
+	{"a_functions_match_folders", checkFunctions},
+	{"b_routes_match_routers", checkRoutes},
+	{"c_tables_match_store", checkTables},
+	{"d_iam_least_privilege", checkIAM},
+	{"d_iam_reviewed_contract", checkGrantContract},
+	{"e_table_env_vars", checkTableEnv},
+	{"f_header_and_outputs", checkOutputs},
+	{"g_cors", checkCORS},
+}
+
+// (a) Every folder under functions/ has exactly one AWS::Serverless::Function
+// that the Makefile's build-%Function target builds from it (the logical id
+// minus "Function", lower-cased, is the folder: HealthFunction ->
+// functions/health), and every function has a folder. Each is a bootstrap
+// binary on provided.al2023 for arm64, built by the makefile builder from
+// the repository root.
+func checkFunctions(s *stack, f *codeFacts) []string {
+	var probs []string
+	if !strings.Contains(f.makefile, "\nbuild-%Function:") {
+		probs = append(probs, "Makefile: no build-%Function target for SAM's makefile builder")
+	}
+	dirOf := func(id string) (string, bool) {
+		base, ok := strings.CutSuffix(id, "Function")
+		if !ok || base == "" || base[0] < 'A' || base[0] > 'Z' {
+			return "", false
+		}
+		return strings.ToLower(base), true
+	}
+	byDir := map[string][]string{}
+	for _, id := range sortedKeys(s.functions) {
+		dir, ok := dirOf(id)
+		if !ok {
+			probs = append(probs, fmt.Sprintf("%s: logical id must be <Dir>Function for the Makefile's build-%%Function target", id))
+			continue
+		}
+		if !slices.Contains(f.dirs, dir) {
+			probs = append(probs, fmt.Sprintf("%s: no folder functions/%s", id, dir))
+		}
+		byDir[dir] = append(byDir[dir], id)
+	}
+	for _, dir := range f.dirs {
+		switch ids := byDir[dir]; len(ids) {
+		case 1:
+		case 0:
+			probs = append(probs, fmt.Sprintf("functions/%s: no AWS::Serverless::Function %sFunction", dir, strings.ToUpper(dir[:1])+dir[1:]))
+		default:
+			probs = append(probs, fmt.Sprintf("functions/%s: built by several functions %v", dir, ids))
+		}
+	}
+
+	var g global.Function
+	if s.globalFn != nil {
+		g = *s.globalFn
+	}
+	for _, id := range sortedKeys(s.functions) {
+		fn := s.functions[id]
+		runtime, handler, archs := deref(fn.Runtime), deref(fn.Handler), fn.Architectures
+		if runtime == "" {
+			runtime = deref(g.Runtime)
+		}
+		if handler == "" {
+			handler = deref(g.Handler)
+		}
+		if archs == nil {
+			archs = deref(g.Architectures)
+		}
+		if runtime != "provided.al2023" {
+			probs = append(probs, fmt.Sprintf("%s: Runtime %q, want provided.al2023", id, runtime))
+		}
+		if handler != "bootstrap" {
+			probs = append(probs, fmt.Sprintf("%s: Handler %q, want bootstrap", id, handler))
+		}
+		if !slices.Equal(archs, []string{"arm64"}) {
+			probs = append(probs, fmt.Sprintf("%s: Architectures %v, want [arm64] (the Makefile builds GOARCH=arm64)", id, archs))
+		}
+		if bm := fn.AWSCloudFormationMetadata["BuildMethod"]; bm != "makefile" {
+			probs = append(probs, fmt.Sprintf("%s: Metadata.BuildMethod %v, want makefile", id, bm))
+		}
+		codeURI := ""
+		if fn.CodeUri != nil {
+			codeURI = deref(fn.CodeUri.String)
+		} else if g.CodeUri != nil {
+			codeURI = deref(g.CodeUri.String)
+		}
+		if codeURI != "." {
+			probs = append(probs, fmt.Sprintf("%s: CodeUri %q, want \".\" (the Makefile is at the repository root)", id, codeURI))
+		}
+		if fn.PackageType != nil && *fn.PackageType != "Zip" {
+			probs = append(probs, fmt.Sprintf("%s: PackageType %s, want Zip", id, *fn.PackageType))
+		}
+	}
+	return probs
+}
+
+// (b) For every function of infra/local, its HttpApi events (Method+Path)
+// are exactly its router's patterns; every function with HttpApi events is
+// one of them; every HttpApi event hangs off the HttpApi resource with
+// payload format 2.0; no route is served twice; no REST API (Api) events.
+func checkRoutes(s *stack, f *codeFacts) []string {
+	var probs []string
+	if t := s.resourceType(httpAPIID); t != "AWS::Serverless::HttpApi" {
+		probs = append(probs, fmt.Sprintf("resource %s: type %q, want AWS::Serverless::HttpApi", httpAPIID, t))
+	}
+	served := map[string]string{} // route key -> function
+	templateRoutes := map[string]map[string]bool{}
+	for _, id := range sortedKeys(s.functions) {
+		fn := s.functions[id]
+		for _, name := range sortedKeys(fn.Events) {
+			if fn.Events[name].Type == "Api" {
+				probs = append(probs, fmt.Sprintf("%s event %s: type Api (REST API); routes belong on the HTTP API (type HttpApi)", id, name))
+			}
+		}
+		evs := httpAPIEvents(fn)
+		if len(evs) == 0 {
+			continue
+		}
+		templateRoutes[id] = map[string]bool{}
+		for _, name := range sortedKeys(evs) {
+			ev := evs[name]
+			if api := deref(ev.ApiId); api != refMark+httpAPIID {
+				probs = append(probs, fmt.Sprintf("%s event %s: ApiId %q, want !Ref %s", id, name, api, httpAPIID))
+			}
+			if v := deref(ev.PayloadFormatVersion); v != "" && v != "2.0" {
+				probs = append(probs, fmt.Sprintf("%s event %s: PayloadFormatVersion %s, want 2.0", id, name, v))
+			}
+			method, path := strings.ToUpper(deref(ev.Method)), deref(ev.Path)
+			if method == "" || path == "" {
+				probs = append(probs, fmt.Sprintf("%s event %s: Method and Path are required (no catch-all routes)", id, name))
+				continue
+			}
+			key := method + " " + path
+			if other, dup := served[key]; dup {
+				probs = append(probs, fmt.Sprintf("route %s: served by both %s and %s", key, other, id))
+			}
+			served[key] = id
+			templateRoutes[id][key] = true
+		}
+	}
+
+	inLocal := map[string]bool{}
+	for _, lf := range f.routes {
+		inLocal[lf.LogicalID] = true
+		if _, ok := s.functions[lf.LogicalID]; !ok {
+			probs = append(probs, fmt.Sprintf("%s (infra/local, functions/%s): not in the template", lf.LogicalID, lf.Dir))
+			continue
+		}
+		want := map[string]bool{}
+		for _, p := range lf.Patterns {
+			key, err := routeKey(p)
+			if err != nil {
+				probs = append(probs, fmt.Sprintf("%s: %v", lf.LogicalID, err))
+				continue
+			}
+			want[key] = true
+		}
+		got := templateRoutes[lf.LogicalID]
+		for _, k := range sortedKeys(want) {
+			if !got[k] {
+				probs = append(probs, fmt.Sprintf("%s: route %s is registered by its router but has no HttpApi event", lf.LogicalID, k))
+			}
+		}
+		for _, k := range sortedKeys(got) {
+			if !want[k] {
+				probs = append(probs, fmt.Sprintf("%s: HttpApi event %s is not registered by its router", lf.LogicalID, k))
+			}
+		}
+	}
+	for _, id := range sortedKeys(templateRoutes) {
+		if !inLocal[id] {
+			probs = append(probs, fmt.Sprintf("%s: has HttpApi events but is not in infra/local's Functions (its routes would be missing locally and unchecked)", id))
+		}
+	}
+	return probs
+}
+
+// (c) Every table of shared/store is an AWS::DynamoDB::Table with its
+// LogicalID whose keys, attribute definitions, GSIs (projection ALL),
+// billing and TTL are what the Go definition creates locally; no other
+// tables; data kept safe (PITR, SSE, Retain).
+func checkTables(s *stack, f *codeFacts) []string {
+	var probs []string
+	for id, r := range s.resources() {
+		if t, _ := r["Type"].(string); t == "AWS::Serverless::SimpleTable" {
+			probs = append(probs, fmt.Sprintf("%s: AWS::Serverless::SimpleTable; tables are AWS::DynamoDB::Table defined in shared/store", id))
+		}
+	}
+	for _, id := range sortedKeys(s.tables) {
+		if _, ok := f.tables[id]; !ok {
+			probs = append(probs, fmt.Sprintf("%s: table not defined in shared/store (store.Tables)", id))
+		}
+	}
+	for _, id := range sortedKeys(f.tables) {
+		def := f.tables[id]
+		tbl, ok := s.tables[id]
+		if !ok {
+			probs = append(probs, fmt.Sprintf("%s: store table missing from the template (or not an AWS::DynamoDB::Table)", id))
+			continue
+		}
+		want := def.CreateTableInput("unused")
+		add := func(format string, args ...any) {
+			probs = append(probs, id+": "+fmt.Sprintf(format, args...))
+		}
+
+		if got, w := deref(tbl.BillingMode), string(want.BillingMode); got != w {
+			add("BillingMode %q, want %q", got, w)
+		}
+		if tbl.ProvisionedThroughput != nil {
+			add("ProvisionedThroughput set; billing is on demand")
+		}
+
+		var wantKeys, gotKeys []string
+		for _, k := range want.KeySchema {
+			wantKeys = append(wantKeys, deref(k.AttributeName)+" "+string(k.KeyType))
+		}
+		for _, k := range tbl.KeySchema {
+			gotKeys = append(gotKeys, k.AttributeName+" "+k.KeyType)
+		}
+		if !slices.Equal(gotKeys, wantKeys) {
+			add("KeySchema %v, want %v", gotKeys, wantKeys)
+		}
+
+		var wantAttrs, gotAttrs []string
+		for _, a := range want.AttributeDefinitions {
+			wantAttrs = append(wantAttrs, deref(a.AttributeName)+" "+string(a.AttributeType))
+		}
+		for _, a := range tbl.AttributeDefinitions {
+			gotAttrs = append(gotAttrs, a.AttributeName+" "+a.AttributeType)
+		}
+		sort.Strings(wantAttrs)
+		sort.Strings(gotAttrs)
+		if !slices.Equal(gotAttrs, wantAttrs) {
+			add("AttributeDefinitions %v, want %v", gotAttrs, wantAttrs)
+		}
+
+		wantGSI := map[string]string{}
+		for _, ix := range want.GlobalSecondaryIndexes {
+			var ks []string
+			for _, k := range ix.KeySchema {
+				ks = append(ks, deref(k.AttributeName)+" "+string(k.KeyType))
+			}
+			wantGSI[deref(ix.IndexName)] = strings.Join(ks, ", ") + " / " + string(ix.Projection.ProjectionType)
+		}
+		gotGSI := map[string]string{}
+		for _, ix := range tbl.GlobalSecondaryIndexes {
+			var ks []string
+			for _, k := range ix.KeySchema {
+				ks = append(ks, k.AttributeName+" "+k.KeyType)
+			}
+			proj := ""
+			if ix.Projection != nil {
+				proj = deref(ix.Projection.ProjectionType)
+			}
+			gotGSI[ix.IndexName] = strings.Join(ks, ", ") + " / " + proj
+			if ix.ProvisionedThroughput != nil {
+				add("GSI %s: ProvisionedThroughput set; billing is on demand", ix.IndexName)
+			}
+		}
+		for _, name := range sortedKeys(wantGSI) {
+			if gotGSI[name] != wantGSI[name] {
+				add("GSI %s: %q, want %q", name, gotGSI[name], wantGSI[name])
+			}
+		}
+		for _, name := range sortedKeys(gotGSI) {
+			if _, ok := wantGSI[name]; !ok {
+				add("GSI %s: not in the Go definition", name)
+			}
+		}
+		if len(tbl.LocalSecondaryIndexes) > 0 {
+			add("LocalSecondaryIndexes: not in the Go definition")
+		}
+
+		switch ttl := tbl.TimeToLiveSpecification; {
+		case def.TTLAttribute == "" && ttl != nil && ttl.Enabled:
+			add("TTL enabled on %q; the Go definition has no TTL attribute", deref(ttl.AttributeName))
+		case def.TTLAttribute != "" && (ttl == nil || !ttl.Enabled || deref(ttl.AttributeName) != def.TTLAttribute):
+			add("TimeToLiveSpecification %+v, want enabled on %q", ttl, def.TTLAttribute)
+		}
+
+		if p := tbl.PointInTimeRecoverySpecification; p == nil || !deref(p.PointInTimeRecoveryEnabled) {
+			add("point-in-time recovery not enabled")
+		}
+		if sse := tbl.SSESpecification; sse == nil || !sse.SSEEnabled {
+			add("SSESpecification.SSEEnabled not true")
+		}
+		if tbl.AWSCloudFormationDeletionPolicy != "Retain" || tbl.AWSCloudFormationUpdateReplacePolicy != "Retain" {
+			add("DeletionPolicy %q / UpdateReplacePolicy %q, want Retain / Retain", tbl.AWSCloudFormationDeletionPolicy, tbl.AWSCloudFormationUpdateReplacePolicy)
+		}
+		if tbl.TableName != nil {
+			add("TableName set; let CloudFormation name tables (functions get names by !Ref)")
+		}
+	}
+	return probs
+}
+
+// grant is one resource a policy statement names.
+type grant struct {
+	table, index string // index "" for the table itself
+}
+
+// grants reads the function's inline policy statements, reporting anything
+// that is not an allowed action on a table or index of the template.
+func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
+	var probs []string
+	out := map[grant]map[string]bool{}
+	props := asMap(s.resources()[id]["Properties"])
+	if _, ok := props["Role"]; ok {
+		probs = append(probs, id+": Role set; use inline Policies so the SAM-made role is checkable")
+	}
+	if _, ok := props["PermissionsBoundary"]; ok {
+		probs = append(probs, id+": PermissionsBoundary is not expected")
+	}
+	pol, ok := props["Policies"]
+	if !ok {
+		return out, probs
+	}
+	docs, isList := pol.([]any)
+	if !isList {
+		docs = []any{pol}
+	}
+	for i, d := range docs {
+		doc := asMap(d)
+		if doc == nil || doc["Statement"] == nil {
+			probs = append(probs, fmt.Sprintf("%s: Policies[%d] %v is not an inline policy document (managed policies and SAM policy templates are too broad to check)", id, i, d))
+			continue
+		}
+		for k := range doc {
+			if k != "Statement" && k != "Version" {
+				probs = append(probs, fmt.Sprintf("%s: Policies[%d]: unexpected key %s", id, i, k))
+			}
+		}
+		stmts, isList := doc["Statement"].([]any)
+		if !isList {
+			stmts = []any{doc["Statement"]}
+		}
+		for j, st := range stmts {
+			stmt := asMap(st)
+			where := fmt.Sprintf("%s: Policies[%d].Statement[%d]", id, i, j)
+			if stmt["Effect"] != "Allow" {
+				probs = append(probs, fmt.Sprintf("%s: Effect %v, want Allow", where, stmt["Effect"]))
+			}
+			for _, k := range []string{"NotAction", "NotResource", "Principal", "NotPrincipal"} {
+				if _, ok := stmt[k]; ok {
+					probs = append(probs, fmt.Sprintf("%s: %s is not allowed", where, k))
+				}
+			}
+			actions := strs(stmt["Action"])
+			if len(actions) == 0 {
+				probs = append(probs, where+": no Action")
+			}
+			for _, a := range actions {
+				if !allowedActions[a] {
+					probs = append(probs, fmt.Sprintf("%s: action %q is not in the allow-list (no wildcards, no Scan)", where, a))
+				}
+			}
+			resources := strs(stmt["Resource"])
+			if len(resources) == 0 {
+				probs = append(probs, where+": no Resource")
+			}
+			for _, r := range resources {
+				g, err := resourceGrant(s, r)
+				if err != nil {
+					probs = append(probs, fmt.Sprintf("%s: %v", where, err))
+					continue
+				}
+				if g.index != "" {
+					for _, a := range actions {
+						if a != "dynamodb:Query" {
+							probs = append(probs, fmt.Sprintf("%s: index %s/%s with %s; grant only dynamodb:Query on indexes", where, g.table, g.index, a))
+						}
+					}
+				}
+				if out[g] == nil {
+					out[g] = map[string]bool{}
+				}
+				for _, a := range actions {
+					out[g][a] = true
+				}
+			}
+		}
+	}
+	return out, probs
+}
+
+// resourceGrant accepts only !GetAtt <Table>.Arn and
+// !Sub "${<Table>.Arn}/index/<GSI>" of tables and indexes in the template.
+func resourceGrant(s *stack, r string) (grant, error) {
+	if rest, ok := strings.CutPrefix(r, getAttMark); ok {
+		table, ok := strings.CutSuffix(rest, ".Arn")
+		if !ok || s.tables[table] == nil {
+			return grant{}, fmt.Errorf("resource %q: want !GetAtt <Table>.Arn of a table in the template", r)
+		}
+		return grant{table: table}, nil
+	}
+	if rest, ok := strings.CutPrefix(r, subMark+"${"); ok {
+		table, idx, ok := strings.Cut(rest, ".Arn}/index/")
+		if !ok || s.tables[table] == nil {
+			return grant{}, fmt.Errorf("resource %q: want !Sub \"${<Table>.Arn}/index/<GSI>\" of a table in the template", r)
+		}
+		for _, ix := range s.tables[table].GlobalSecondaryIndexes {
+			if ix.IndexName == idx {
+				return grant{table: table, index: idx}, nil
+			}
+		}
+		return grant{}, fmt.Errorf("resource %q: %s has no GSI %q", r, table, idx)
+	}
+	return grant{}, fmt.Errorf("resource %q: only tables and indexes of the template, by !GetAtt / !Sub", r)
+}
+
+// envTables returns the tables whose names the function receives.
+func envTables(s *stack, fn *serverless.Function) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range s.env(fn) {
+		if t, ok := strings.CutPrefix(v, refMark); ok && s.tables[t] != nil {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// (d) Every function's policy statements allow only listed DynamoDB actions
+// (no "*", no dynamodb:*, no Scan) on only tables/indexes of this template
+// (index ARNs only for Query), and the tables a function may touch are
+// exactly the tables whose names it receives.
+func checkIAM(s *stack, _ *codeFacts) []string {
+	var probs []string
+	if s.globalFn != nil && s.globalFn.Environment != nil {
+		// covered below too (every function would receive it), named here
+		// for a clearer message.
+		for k, v := range s.globalFn.Environment.Variables {
+			if t, ok := strings.CutPrefix(v, refMark); ok && s.tables[t] != nil {
+				probs = append(probs, fmt.Sprintf("Globals.Function.Environment %s: table names are per function, not global", k))
+			}
+		}
+	}
+	for _, id := range sortedKeys(s.functions) {
+		g, p := grants(s, id)
+		probs = append(probs, p...)
+		touched := map[string]bool{}
+		for gr := range g {
+			touched[gr.table] = true
+		}
+		named := envTables(s, s.functions[id])
+		for _, t := range sortedKeys(touched) {
+			if !named[t] {
+				probs = append(probs, fmt.Sprintf("%s: may access %s but does not receive its name", id, t))
+			}
+		}
+		for _, t := range sortedKeys(named) {
+			if !touched[t] {
+				probs = append(probs, fmt.Sprintf("%s: receives the name of %s but has no access to it", id, t))
+			}
+		}
+	}
+	return probs
+}
+
+// (d) The grants equal the reviewed per-function contract (wantGrants).
+func checkGrantContract(s *stack, _ *codeFacts) []string {
+	var probs []string
+	for _, id := range sortedKeys(s.functions) {
+		want, ok := wantGrants[id]
+		if !ok {
+			probs = append(probs, fmt.Sprintf("%s: not in wantGrants; review the DynamoDB calls its code makes and add it", id))
+			continue
+		}
+		got, _ := grants(s, id)
+		gotBy := map[string][]string{}
+		for gr, actions := range got {
+			key := gr.table
+			if gr.index != "" {
+				key += "/index/" + gr.index
+			}
+			for a := range actions {
+				gotBy[key] = append(gotBy[key], a)
+			}
+		}
+		for _, k := range sortedKeys(gotBy) {
+			sort.Strings(gotBy[k])
+		}
+		wantBy := map[string][]string{}
+		for k, v := range want {
+			wantBy[k] = slices.Sorted(slices.Values(v))
+		}
+		for _, k := range sortedKeys(wantBy) {
+			if !slices.Equal(gotBy[k], wantBy[k]) {
+				probs = append(probs, fmt.Sprintf("%s on %s: grants %v, want %v", id, k, gotBy[k], wantBy[k]))
+			}
+		}
+		for _, k := range sortedKeys(gotBy) {
+			if _, ok := wantBy[k]; !ok {
+				probs = append(probs, fmt.Sprintf("%s on %s: grants %v, want none", id, k, gotBy[k]))
+			}
+		}
+	}
+	for _, id := range sortedKeys(wantGrants) {
+		if s.functions[id] == nil {
+			probs = append(probs, fmt.Sprintf("wantGrants: %s is not a function of the template", id))
+		}
+	}
+	return probs
+}
+
+// (e) A function's env var that names a table is that table's store EnvVar
+// (the name config.Load reads), and a store EnvVar always holds !Ref of its
+// own table.
+func checkTableEnv(s *stack, f *codeFacts) []string {
+	var probs []string
+	byEnv := map[string]store.Table{}
+	for _, t := range f.tables {
+		byEnv[t.EnvVar] = t
+	}
+	for _, id := range sortedKeys(s.functions) {
+		env := s.env(s.functions[id])
+		for _, k := range sortedKeys(env) {
+			v := env[k]
+			if t, ok := strings.CutPrefix(v, refMark); ok {
+				if def, isTable := f.tables[t]; isTable && def.EnvVar != k {
+					probs = append(probs, fmt.Sprintf("%s: %s = !Ref %s; that table's variable is %s", id, k, t, def.EnvVar))
+				}
+			}
+			if def, isTableVar := byEnv[k]; isTableVar && v != refMark+def.LogicalID {
+				probs = append(probs, fmt.Sprintf("%s: %s = %q, want !Ref %s", id, k, v, def.LogicalID))
+			}
+		}
+	}
+	return probs
+}
+
+// (f) The template header, and the outputs: ApiUrl (the HTTP API's URL)
+// and each table's name.
+func checkOutputs(s *stack, f *codeFacts) []string {
+	var probs []string
+	if s.tmpl.AWSTemplateFormatVersion != "2010-09-09" {
+		probs = append(probs, fmt.Sprintf("AWSTemplateFormatVersion %q, want 2010-09-09", s.tmpl.AWSTemplateFormatVersion))
+	}
+	if tr := s.raw["Transform"]; tr != "AWS::Serverless-2016-10-31" {
+		probs = append(probs, fmt.Sprintf("Transform %v, want AWS::Serverless-2016-10-31", tr))
+	}
+	api, ok := s.tmpl.Outputs["ApiUrl"]
+	if !ok {
+		probs = append(probs, "Outputs: no ApiUrl")
+	} else if v := fmt.Sprint(api.Value); !strings.HasPrefix(v, subMark+"https://${"+httpAPIID+"}.execute-api.") {
+		probs = append(probs, fmt.Sprintf("Outputs.ApiUrl = %q, want !Sub https://${%s}.execute-api.${AWS::Region}.${AWS::URLSuffix}", v, httpAPIID))
+	}
+	outputRefs := map[string]bool{}
+	for _, o := range s.tmpl.Outputs {
+		if v, ok := o.Value.(string); ok {
+			outputRefs[v] = true
+		}
+	}
+	for _, id := range sortedKeys(f.tables) {
+		if !outputRefs[refMark+id] {
+			probs = append(probs, fmt.Sprintf("Outputs: no output with the name of %s (!Ref %s)", id, id))
+		}
+	}
+	return probs
+}
+
+// (g) CORS at the gateway agrees with the functions: origins from the
+// AllowedOrigins parameter (which also feeds ALLOWED_ORIGINS), credentials
+// allowed, every routed method allowed, the headers the middleware uses.
+func checkCORS(s *stack, _ *codeFacts) []string {
+	var probs []string
+	if _, ok := s.tmpl.Parameters["AllowedOrigins"]; !ok {
+		probs = append(probs, "Parameters: no AllowedOrigins")
+	}
+	if s.globalFn == nil || s.globalFn.Environment == nil || s.globalFn.Environment.Variables["ALLOWED_ORIGINS"] != refMark+"AllowedOrigins" {
+		probs = append(probs, "Globals.Function.Environment: ALLOWED_ORIGINS must be !Ref AllowedOrigins")
+	}
+	cors := asMap(asMap(s.resources()[httpAPIID]["Properties"])["CorsConfiguration"])
+	if cors == nil {
+		return append(probs, httpAPIID+": no CorsConfiguration object (with AllowedOrigins non-empty)")
+	}
+	lower := func(v any) []string {
+		out := strs(v)
+		for i := range out {
+			out[i] = strings.ToLower(out[i])
+		}
+		return out
+	}
+	if origins := strs(cors["AllowOrigins"]); !slices.Equal(origins, []string{refMark + "AllowedOrigins"}) {
+		probs = append(probs, fmt.Sprintf("CorsConfiguration.AllowOrigins %v, want !Split [\",\", !Ref AllowedOrigins]", origins))
+	}
+	if cors["AllowCredentials"] != true {
+		probs = append(probs, "CorsConfiguration.AllowCredentials must be true (session cookie)")
+	}
+	methods := map[string]bool{}
+	for _, m := range strs(cors["AllowMethods"]) {
+		methods[strings.ToUpper(m)] = true
+	}
+	if methods["*"] {
+		probs = append(probs, "CorsConfiguration.AllowMethods: list the methods, not *")
+	}
+	for _, id := range sortedKeys(s.functions) {
+		for _, ev := range httpAPIEvents(s.functions[id]) {
+			if m := strings.ToUpper(deref(ev.Method)); m != "" && !methods[m] {
+				probs = append(probs, fmt.Sprintf("CorsConfiguration.AllowMethods lacks %s (routed to %s)", m, id))
+			}
+		}
+	}
+	headers := lower(cors["AllowHeaders"])
+	for _, h := range []string{"content-type", "x-request-id"} {
+		if !slices.Contains(headers, h) {
+			probs = append(probs, fmt.Sprintf("CorsConfiguration.AllowHeaders lacks %s", h))
+		}
+	}
+	expose := lower(cors["ExposeHeaders"])
+	for _, h := range []string{"x-request-id", "retry-after"} {
+		if !slices.Contains(expose, h) {
+			probs = append(probs, fmt.Sprintf("CorsConfiguration.ExposeHeaders lacks %s", h))
+		}
+	}
+	return probs
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+func loadTemplate(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(templateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func loadFacts(t *testing.T) *codeFacts {
+	t.Helper()
+	f, err := facts()
+	if err != nil {
+		t.Fatalf("reading the code side (functions/, Makefile, infra/local): %v", err)
+	}
+	return f
+}
+
+func TestTemplate(t *testing.T) {
+	t.Parallel()
+	s, err := parse(loadTemplate(t))
+	if err != nil {
+		t.Fatalf("parse template.yaml: %v", err)
+	}
+	if len(s.functions) == 0 || len(s.tables) == 0 {
+		t.Fatalf("parsed %d functions and %d tables; the parse lost them", len(s.functions), len(s.tables))
+	}
+	f := loadFacts(t)
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, p := range c.fn(s, f) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// TestChecksCatchBrokenTemplates breaks template.yaml in memory, one way per
+// case, and requires the named check to report it: a check that cannot
+// fail checks nothing.
+func TestChecksCatchBrokenTemplates(t *testing.T) {
+	t.Parallel()
+	src := string(loadTemplate(t))
+	f := loadFacts(t)
+	byName := map[string]check{}
+	for _, c := range checks {
+		byName[c.name] = c.fn
+	}
+	cases := []struct {
+		name, check string
+		old, new    string // the first occurrence of old in template.yaml becomes new
+		want        string // a substring of one reported problem
+	}{
+		{"function renamed away from its folder", "a_functions_match_folders",
+			"  HealthFunction:\n", "  LivenessFunction:\n", "functions/health: no AWS::Serverless::Function"},
+		{"wrong runtime", "a_functions_match_folders",
+			"Runtime: provided.al2023", "Runtime: provided.al2", "want provided.al2023"},
+		{"x86 build", "a_functions_match_folders",
+			"Architectures: [arm64]", "Architectures: [x86_64]", "want [arm64]"},
+		{"not built by the Makefile", "a_functions_match_folders",
+			"Metadata:\n      BuildMethod: makefile", "Metadata:\n      BuildMethod: go1.x", "want makefile"},
+		{"route path drifts from the router", "b_routes_match_routers",
+			"Path: /api/models\n", "Path: /api/model\n", "route GET /api/models is registered by its router but has no HttpApi event"},
+		{"route method drifts from the router", "b_routes_match_routers",
+			"Method: GET\n            Path: /api/auth/session", "Method: POST\n            Path: /api/auth/session", "HttpApi event POST /api/auth/session is not registered"},
+		{"route on another API", "b_routes_match_routers",
+			"ApiId: !Ref HttpApi", "ApiId: !Ref OtherApi", "want !Ref HttpApi"},
+		{"TTL attribute drifts", "c_tables_match_store",
+			"AttributeName: expiresAt", "AttributeName: expires", `want enabled on "expiresAt"`},
+		{"GSI projection not ALL", "c_tables_match_store",
+			"ProjectionType: ALL", "ProjectionType: KEYS_ONLY", "GSI GSI1"},
+		{"range key dropped", "c_tables_match_store",
+			"        - AttributeName: SK\n          KeyType: RANGE\n", "", "DataTable: KeySchema"},
+		{"provisioned billing", "c_tables_match_store",
+			"BillingMode: PAY_PER_REQUEST", "BillingMode: PROVISIONED", "BillingMode"},
+		{"table missing from the Go definitions", "c_tables_match_store",
+			"  DataTable:\n", "  ExtraTable:\n", "ExtraTable: table not defined in shared/store"},
+		{"table not retained", "c_tables_match_store",
+			"DeletionPolicy: Retain", "DeletionPolicy: Delete", "want Retain / Retain"},
+		{"Scan granted", "d_iam_least_privilege",
+			"Action: [dynamodb:UpdateItem]", "Action: [dynamodb:UpdateItem, dynamodb:Scan]", `"dynamodb:Scan" is not in the allow-list`},
+		{"wildcard action", "d_iam_least_privilege",
+			"Action: [dynamodb:UpdateItem]", "Action: [\"dynamodb:*\"]", `"dynamodb:*" is not in the allow-list`},
+		{"wildcard resource", "d_iam_least_privilege",
+			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [\"*\"]", `resource "*"`},
+		{"access to a table whose name it does not receive", "d_iam_least_privilege",
+			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [!GetAtt UsersTable.Arn, !GetAtt DataTable.Arn]", "may access DataTable but does not receive its name"},
+		{"table name received without access", "d_iam_least_privilege",
+			"          SESSIONS_TABLE: !Ref SessionsTable\n", "          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n", "receives the name of DataTable but has no access"},
+		{"non-Query action on an index", "d_iam_least_privilege",
+			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [!GetAtt UsersTable.Arn, !Sub \"${DataTable.Arn}/index/GSI1\"]", "grant only dynamodb:Query on indexes"},
+		{"managed policy", "d_iam_least_privilege",
+			"      Policies:\n", "      Policies:\n        - AmazonDynamoDBFullAccess\n", "is not an inline policy document"},
+		{"more than the code performs", "d_iam_reviewed_contract",
+			"Action: [dynamodb:UpdateItem]", "Action: [dynamodb:UpdateItem, dynamodb:DeleteItem]", "ModelsFunction on UsersTable"},
+		{"table env var misnamed", "e_table_env_vars",
+			"USERS_TABLE: !Ref UsersTable", "USER_TABLE: !Ref UsersTable", "that table's variable is USERS_TABLE"},
+		{"table env var points at another table", "e_table_env_vars",
+			"USERS_TABLE: !Ref UsersTable", "USERS_TABLE: !Ref SessionsTable", "want !Ref UsersTable"},
+		{"no ApiUrl output", "f_header_and_outputs",
+			"  ApiUrl:\n", "  RestUrl:\n", "no ApiUrl"},
+		{"no table name output", "f_header_and_outputs",
+			"    Value: !Ref DataTable\n", "    Value: data\n", "no output with the name of DataTable"},
+		{"CORS without credentials", "g_cors",
+			"AllowCredentials: true", "AllowCredentials: false", "AllowCredentials must be true"},
+		{"CORS lacks a routed method", "g_cors",
+			"AllowMethods: [GET, POST, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PATCH, DELETE, OPTIONS]", "lacks POST"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fn, ok := byName[tc.check]
+			if !ok {
+				t.Fatalf("no check %q", tc.check)
+			}
+			if !strings.Contains(src, tc.old) {
+				t.Fatalf("template.yaml no longer contains %q: update this case", tc.old)
+			}
+			s, err := parse([]byte(strings.Replace(src, tc.old, tc.new, 1)))
+			if err != nil {
+				t.Fatalf("parse broken template: %v", err)
+			}
+			probs := fn(s, f)
+			for _, p := range probs {
+				if strings.Contains(p, tc.want) {
+					return
+				}
+			}
+			t.Errorf("check %s did not report %q; it reported %q", tc.check, tc.want, probs)
+		})
+	}
+}
