@@ -1,0 +1,82 @@
+package tools
+
+import (
+	"context"
+	"time"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultHTTPTimeout      = 20 * time.Second
+	DefaultMaxResponseBytes = 1 << 20 // 1 MiB
+)
+
+// maxTextOutput caps the text a tool builds (a rendered template, the
+// matches extracted from HTML), so that a small input cannot produce an
+// enormous output.
+const maxTextOutput = 1 << 20
+
+// TextGenerator generates text with a language model. The model registry
+// implements it; llm_generate uses it.
+type TextGenerator interface {
+	// GenerateText answers prompt, with the optional system instruction,
+	// using the model modelID (empty: the generator's default). Errors that
+	// are *errs.Error carry a client-safe message; the text of any other
+	// error is not shown to clients.
+	GenerateText(ctx context.Context, modelID, system, prompt string) (string, error)
+}
+
+// Config configures the built-in tools.
+type Config struct {
+	// AllowPrivateNetworks lets http_request reach loopback, private and
+	// link-local addresses. Local development and tests only.
+	AllowPrivateNetworks bool
+	// HTTPTimeout bounds one http_request call, redirects and body
+	// included. Zero means DefaultHTTPTimeout.
+	HTTPTimeout time.Duration
+	// MaxResponseBytes caps the response body http_request reads; a larger
+	// body fails the call. Zero means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	// Generator serves llm_generate; nil makes llm_generate fail with a
+	// message saying no model is configured.
+	Generator TextGenerator
+	// DefaultModelID is the model llm_generate uses when its input names
+	// none.
+	DefaultModelID string
+	// Now returns the current time for datetime_now; nil means time.Now.
+	Now func() time.Time
+}
+
+// Builtin returns the built-in tools, configured by cfg: http_request,
+// html_extract, json_query, csv_parse, text_template, regex_extract,
+// math_evaluate, datetime_now, llm_generate and hash. Each call returns new
+// Tool values.
+func Builtin(cfg Config) []*Tool {
+	if cfg.HTTPTimeout <= 0 {
+		cfg.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return []*Tool{
+		httpRequestTool(cfg),
+		htmlExtractTool(),
+		jsonQueryTool(),
+		csvParseTool(),
+		textTemplateTool(),
+		regexExtractTool(),
+		mathEvaluateTool(),
+		datetimeNowTool(cfg.Now),
+		llmGenerateTool(cfg.Generator, cfg.DefaultModelID),
+		hashTool(),
+	}
+}
+
+// computeOnly returns the annotations of a tool that only computes from
+// its input: read-only, idempotent, closed world.
+func computeOnly() Annotations {
+	return Annotations{ReadOnly: true, Idempotent: true}
+}

@@ -1,0 +1,318 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// idPattern is the syntax of a tool id: valid as a function name for every
+// model provider and MCP client.
+var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// Registry is an immutable set of tools with compiled schemas. It is safe
+// for concurrent use.
+type Registry struct {
+	tools []*Tool // sorted by id
+	byID  map[string]*entry
+}
+
+// entry is one registered tool with its compiled schemas.
+type entry struct {
+	tool          *Tool
+	input, output *jsonschema.Schema
+}
+
+// NewRegistry checks the tool definitions, compiles every schema once and
+// returns a registry of copies of them. It fails, naming every problem, on
+// a nil tool, an id not matching ^[a-z][a-z0-9_]{0,63}$, a duplicate id, an
+// empty name or description, an unknown category, a nil Run, a negative
+// timeout, and schemas that are not JSON objects with "type": "object" at
+// the top, refer to external documents, or do not compile.
+func NewRegistry(ts ...*Tool) (*Registry, error) {
+	r := &Registry{byID: make(map[string]*entry, len(ts))}
+	c := newCompiler()
+	var problems []error
+	for i, t := range ts {
+		if t == nil {
+			problems = append(problems, fmt.Errorf("tool %d is nil", i))
+			continue
+		}
+		if err := checkTool(t); err != nil {
+			problems = append(problems, fmt.Errorf("tool %q: %w", t.ID, err))
+			continue
+		}
+		if _, dup := r.byID[t.ID]; dup {
+			problems = append(problems, fmt.Errorf("tool %q: duplicate id", t.ID))
+			continue
+		}
+		cp := *t
+		cp.InputSchema = slices.Clone(t.InputSchema)
+		cp.OutputSchema = slices.Clone(t.OutputSchema)
+		in, err := compileObjectSchema(c, "mem:///tools/"+t.ID+"/input.json", cp.InputSchema)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("tool %q: input schema: %w", t.ID, err))
+			continue
+		}
+		out, err := compileObjectSchema(c, "mem:///tools/"+t.ID+"/output.json", cp.OutputSchema)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("tool %q: output schema: %w", t.ID, err))
+			continue
+		}
+		r.byID[t.ID] = &entry{tool: &cp, input: in, output: out}
+		r.tools = append(r.tools, &cp)
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("tools: invalid tool definitions: %w", errors.Join(problems...))
+	}
+	slices.SortFunc(r.tools, func(a, b *Tool) int { return strings.Compare(a.ID, b.ID) })
+	return r, nil
+}
+
+// checkTool checks a tool's fields other than its schemas.
+func checkTool(t *Tool) error {
+	switch {
+	case !idPattern.MatchString(t.ID):
+		return errors.New("id must match ^[a-z][a-z0-9_]{0,63}$")
+	case strings.TrimSpace(t.Name) == "":
+		return errors.New("name is empty")
+	case strings.TrimSpace(t.Description) == "":
+		return errors.New("description is empty")
+	case !slices.Contains(Categories(), t.Category):
+		return fmt.Errorf("unknown category %q (want one of %s)", t.Category, strings.Join(Categories(), ", "))
+	case t.Run == nil:
+		return errors.New("run function is nil")
+	case t.Timeout < 0:
+		return errors.New("timeout is negative")
+	}
+	return nil
+}
+
+// List returns every tool, ordered by id. The tools are shared with the
+// registry and must not be modified.
+func (r *Registry) List() []*Tool {
+	return slices.Clone(r.tools)
+}
+
+// Get returns the tool with the given id, or a NotFound error with code
+// TOOL_NOT_FOUND.
+func (r *Registry) Get(id string) (*Tool, error) {
+	e, err := r.entry("tools.Get", id)
+	if err != nil {
+		return nil, err
+	}
+	return e.tool, nil
+}
+
+func (r *Registry) entry(op, id string) (*entry, error) {
+	e, ok := r.byID[id]
+	if !ok {
+		return nil, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
+	}
+	return e, nil
+}
+
+// Search returns the tools matching query, case-insensitively. The query is
+// split into words; a tool matches when every word occurs in its id, name or
+// description. Tools where every word occurs in the id or name rank first,
+// the rest follow; ties are ordered by id. An empty (or blank) query matches
+// nothing.
+func (r *Registry) Search(query string) []*Tool {
+	words := strings.Fields(strings.ToLower(query))
+	if len(words) == 0 {
+		return nil
+	}
+	var primary, secondary []*Tool
+	for _, t := range r.tools { // already ordered by id
+		title := strings.ToLower(t.ID + " " + t.Name)
+		desc := strings.ToLower(t.Description)
+		inTitle, inAny := true, true
+		for _, w := range words {
+			tw := strings.Contains(title, w)
+			inTitle = inTitle && tw
+			inAny = inAny && (tw || strings.Contains(desc, w))
+		}
+		switch {
+		case inTitle:
+			primary = append(primary, t)
+		case inAny:
+			secondary = append(secondary, t)
+		}
+	}
+	return append(primary, secondary...)
+}
+
+// Validate checks input against the input schema of tool id. It fails with
+// TOOL_NOT_FOUND (NotFound) for an unknown tool and INVALID_PARAMS (Invalid)
+// when the input does not match, with one errs.FieldError per problem: the
+// field as a slash-separated path ("query", "headers/x-token") and the
+// schema validator's message.
+func (r *Registry) Validate(id string, input map[string]any) error {
+	const op = "tools.Validate"
+	e, err := r.entry(op, id)
+	if err != nil {
+		return err
+	}
+	_, err = validateInput(op, e, input)
+	return err
+}
+
+// validateInput normalizes input to plain JSON and validates it, returning
+// the normalized input.
+func validateInput(op string, e *entry, input map[string]any) (map[string]any, error) {
+	in, err := normalizeInput(input)
+	if err != nil {
+		return nil, invalidParams(op, e.tool.ID, []errs.FieldError{{Field: "", Message: err.Error()}})
+	}
+	if err := e.input.Validate(in); err != nil {
+		return nil, invalidParams(op, e.tool.ID, fieldErrors(err))
+	}
+	return in, nil
+}
+
+// ValidateOutput checks output against the output schema of tool id. The
+// Registry does not call it when running tools; it exists for tests and for
+// callers that want to verify a tool. It fails with TOOL_NOT_FOUND for an
+// unknown tool and with an Internal error, code INVALID_TOOL_OUTPUT and
+// field details, when the output does not match.
+func (r *Registry) ValidateOutput(id string, output map[string]any) error {
+	const op = "tools.ValidateOutput"
+	e, err := r.entry(op, id)
+	if err != nil {
+		return err
+	}
+	out, err := normalizeInput(output)
+	if err == nil {
+		err = e.output.Validate(out)
+	}
+	if err != nil {
+		details := fieldErrors(err)
+		return &errs.Error{Op: op, Kind: errs.Internal, Code: "INVALID_TOOL_OUTPUT",
+			Message: fmt.Sprintf("tool %s produced output that does not match its schema", id), Details: details, Err: err}
+	}
+	return nil
+}
+
+// Run validates input and runs tool id under its timeout. Errors:
+//   - TOOL_NOT_FOUND (NotFound): no such tool;
+//   - INVALID_PARAMS (Invalid): the input does not match the schema, or the
+//     tool rejected it (a pattern that does not compile, say);
+//   - TOOL_TIMEOUT (Timeout): the tool's deadline passed, or the caller's
+//     deadline did (then the error wraps context.DeadlineExceeded);
+//   - TOOL_EXECUTION_FAILED (Internal): the tool failed or panicked; the
+//     message is the tool's own client-safe text;
+//   - the caller's cancellation, wrapped: errors.Is(err, context.Canceled).
+//
+// A tool that ignores its context cannot hold Run past the deadline: Run
+// returns TOOL_TIMEOUT and abandons it.
+func (r *Registry) Run(ctx context.Context, id string, input map[string]any) (map[string]any, error) {
+	op := "tools.Run(" + id + ")"
+	e, err := r.entry(op, id)
+	if err != nil {
+		return nil, err
+	}
+	in, err := validateInput(op, e, input)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, callerDone(op, id, err)
+	}
+
+	timeout := e.tool.timeout()
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	type result struct {
+		out map[string]any
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned tool must not block forever
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{err: &errs.Error{Op: op, Kind: errs.Internal, Code: CodeToolExecutionFailed,
+					Message: "tool " + id + " failed unexpectedly", Err: fmt.Errorf("panic: %v", p)}}
+			}
+		}()
+		out, err := e.tool.Run(runCtx, in)
+		done <- result{out, err}
+	}()
+
+	select {
+	case res := <-done:
+		if res.err != nil {
+			if runCtx.Err() != nil {
+				return nil, deadlineError(op, id, ctx, timeout, res.err)
+			}
+			return nil, toolError(op, id, res.err)
+		}
+		if res.out == nil {
+			res.out = map[string]any{}
+		}
+		return res.out, nil
+	case <-runCtx.Done():
+		return nil, deadlineError(op, id, ctx, timeout, runCtx.Err())
+	}
+}
+
+// deadlineError classifies the end of a run whose context is done: the
+// caller's cancellation or deadline, or else the tool's own timeout.
+func deadlineError(op, id string, caller context.Context, timeout time.Duration, cause error) error {
+	if err := caller.Err(); err != nil {
+		return callerDone(op, id, err)
+	}
+	return &errs.Error{Op: op, Kind: errs.Timeout, Code: CodeToolTimeout,
+		Message: fmt.Sprintf("tool %s did not finish within %s", id, timeout), Err: cause}
+}
+
+// callerDone wraps the caller's context error: a deadline is TOOL_TIMEOUT,
+// a cancellation an Internal error with the default code; both wrap err, so
+// errors.Is(result, err) holds.
+func callerDone(op, id string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &errs.Error{Op: op, Kind: errs.Timeout, Code: CodeToolTimeout,
+			Message: fmt.Sprintf("tool %s did not finish before the caller's deadline", id), Err: err}
+	}
+	return errs.E(op, errs.Internal, "", fmt.Sprintf("tool %s was canceled", id)).WithCause(err)
+}
+
+// toolError maps an error returned by a tool: Invalid errors become
+// INVALID_PARAMS (with at least one detail), Timeout errors TOOL_TIMEOUT, anything else
+// TOOL_EXECUTION_FAILED with the tool's client-safe message.
+func toolError(op, id string, err error) error {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		c := *e
+		if c.Op == "" {
+			c.Op = op
+		} else {
+			c.Op = op + ": " + c.Op
+		}
+		switch e.Kind {
+		case errs.Invalid:
+			c.Code = CodeInvalidParams
+			if len(c.Details) == 0 {
+				c.Details = []errs.FieldError{{Field: "", Message: c.Message}}
+			}
+			return &c
+		case errs.Timeout:
+			c.Code = CodeToolTimeout
+			return &c
+		}
+		msg := e.Message
+		if msg == "" {
+			msg = "tool " + id + " failed"
+		}
+		return &errs.Error{Op: op, Kind: errs.Internal, Code: CodeToolExecutionFailed, Message: msg, Err: err}
+	}
+	return &errs.Error{Op: op, Kind: errs.Internal, Code: CodeToolExecutionFailed, Message: err.Error(), Err: err}
+}
