@@ -1,0 +1,4 @@
+package dynamolocal
+
+// RewriteKeyConditions exposes rewriteKeyConditions to the external tests.
+var RewriteKeyConditions = rewriteKeyConditions
