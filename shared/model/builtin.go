@@ -1,8 +1,11 @@
 package model
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -12,6 +15,11 @@ const BuiltinID = "builtin"
 // Builtin is the built-in offline model (DESIGN.md section 4): a
 // deterministic assistant that needs no network and no credentials, so the
 // whole product works locally and in tests.
+//
+// In chat it replies in several chunks. When the last user message names an
+// offered tool and gives a JSON object, e.g. `run json_query with {"query":
+// ".a", "input": {"a": 1}}`, it calls that tool; given the tool's result it
+// reports it.
 type Builtin struct{}
 
 // Models lists the built-in model.
@@ -19,47 +27,118 @@ func (Builtin) Models() []Model {
 	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin"}}
 }
 
-// Generate streams a deterministic reply to the last user message, a few
-// words per chunk. It reports usage as word counts.
-func (Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Usage, error) {
-	var last string
-	words := 0
+// Generate answers one turn deterministically. Usage is reported as word
+// counts. It fails only with ctx's or emit's error.
+func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error) {
+	var res Result
+	words := len(strings.Fields(req.System))
 	for _, m := range req.Messages {
-		words += len(strings.Fields(m.Content))
-		if m.Role == "user" {
-			last = m.Content
+		words += len(strings.Fields(m.Content)) + len(m.ToolCalls)
+	}
+	res.Usage.InputTokens = words
+
+	var reply string
+	switch last := lastMessage(req.Messages); {
+	case last.Role == RoleTool:
+		reply = toolReport(req.Messages)
+	default:
+		if call, ok := findToolCall(last.Content, req.Tools, len(req.Messages)); ok {
+			res.ToolCalls = []ToolCall{call}
+			reply = fmt.Sprintf("Running %s.", call.Name)
+		} else {
+			reply = builtinReply(last.Content, req.Tools)
 		}
 	}
-	reply := builtinReply(last)
-	usage := Usage{InputTokens: words + len(strings.Fields(req.System)), OutputTokens: len(strings.Fields(reply))}
-	for _, c := range chunkWords(reply, 4) {
+	res.Usage.OutputTokens = len(strings.Fields(reply))
+	for _, c := range ChunkWords(reply, 4) {
 		if err := ctx.Err(); err != nil {
-			return usage, err
+			return res, err
 		}
 		if err := emit(Chunk{Delta: c}); err != nil {
-			return usage, err
+			return res, err
 		}
 	}
-	return usage, nil
+	return res, nil
 }
 
-func builtinReply(prompt string) string {
+func lastMessage(ms []Message) Message {
+	if len(ms) == 0 {
+		return Message{Role: RoleUser}
+	}
+	return ms[len(ms)-1]
+}
+
+var wordRE = regexp.MustCompile(`[a-z][a-z0-9_]*`)
+
+// findToolCall looks for the first offered tool id named in text and a JSON
+// object after it.
+func findToolCall(text string, tools []ToolSpec, n int) (ToolCall, bool) {
+	offered := map[string]bool{}
+	for _, t := range tools {
+		offered[t.Name] = true
+	}
+	for _, loc := range wordRE.FindAllStringIndex(text, -1) {
+		name := text[loc[0]:loc[1]]
+		if !offered[name] {
+			continue
+		}
+		rest := text[loc[1]:]
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return ToolCall{}, false
+		}
+		var args json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(rest[i:]))
+		if err := dec.Decode(&args); err != nil {
+			return ToolCall{}, false
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, args); err != nil {
+			return ToolCall{}, false
+		}
+		return ToolCall{ID: fmt.Sprintf("call_%d", n), Name: name, Args: compact.Bytes()}, true
+	}
+	return ToolCall{}, false
+}
+
+// toolReport summarises the tool results that follow the last assistant
+// turn with tool calls.
+func toolReport(ms []Message) string {
+	var parts []string
+	for i := len(ms) - 1; i >= 0 && ms[i].Role == RoleTool; i-- {
+		parts = append([]string{ms[i].Content}, parts...)
+	}
+	var names []string
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Role == RoleAssistant && len(ms[i].ToolCalls) > 0 {
+			for _, c := range ms[i].ToolCalls {
+				names = append(names, c.Name)
+			}
+			break
+		}
+	}
+	return fmt.Sprintf("The %s tool returned: %s", strings.Join(names, ", "), strings.Join(parts, "; "))
+}
+
+func builtinReply(prompt string, tools []ToolSpec) string {
 	p := strings.TrimSpace(prompt)
 	if p == "" {
 		return "Hello! I am the built-in offline assistant. Ask me anything, or ask me to run a tool."
 	}
-	quoted := p
-	if len(quoted) > 200 {
-		quoted = quoted[:200] + "..."
+	if len(p) > 200 {
+		p = p[:200] + "..."
 	}
-	return fmt.Sprintf("You said: %q. I am the built-in offline assistant: I answer without a network, "+
-		"and I can run a tool when you name it with JSON arguments, for example: "+
-		"run json_query with {\"query\": \".a\", \"input\": {\"a\": 1}}.", quoted)
+	reply := fmt.Sprintf("You said: %q. I am the built-in offline assistant: I answer without a network.", p)
+	if len(tools) > 0 {
+		reply += " I can run a tool when you name it with JSON arguments, for example: " +
+			`run json_query with {"query": ".a", "input": {"a": 1}}.`
+	}
+	return reply
 }
 
-// chunkWords splits s into pieces of n words, keeping the spaces, so that
-// the pieces concatenate back to s.
-func chunkWords(s string, n int) []string {
+// ChunkWords splits s into pieces of n words each, keeping the spaces, so
+// that the pieces concatenate back to s.
+func ChunkWords(s string, n int) []string {
 	var out []string
 	start, count := 0, 0
 	for i := 0; i < len(s); i++ {

@@ -6,6 +6,7 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,17 +21,52 @@ type Model struct {
 	Provider string `json:"provider"`
 }
 
+// Roles of conversation messages.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	// RoleTool carries the result of a tool call back to the model.
+	RoleTool = "tool"
+)
+
 // Message is one turn of a conversation sent to a model.
 type Message struct {
-	Role    string // "user" or "assistant"
+	Role    string
 	Content string
+	// ToolCalls are the calls an assistant turn made (RoleAssistant).
+	ToolCalls []ToolCall
+	// ToolCallID names the call a RoleTool message answers.
+	ToolCallID string
 }
 
-// Request asks a model for a reply.
+// ToolSpec offers a tool to a model for native tool calling.
+type ToolSpec struct {
+	// Name is the tool id (matches ^[a-z][a-z0-9_]{0,63}$, valid for every
+	// provider).
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments ("type": "object").
+	InputSchema json.RawMessage
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	// ID is the provider's id of the call, echoed in the tool result.
+	ID   string
+	Name string
+	// Args is the JSON object of arguments.
+	Args json.RawMessage
+}
+
+// Request asks a model for its next turn.
 type Request struct {
 	ModelID  string
 	System   string
 	Messages []Message
+	// Tools are offered to the model; it may answer with ToolCalls.
+	Tools []ToolSpec
+	// MaxTokens bounds the reply; zero means the provider's default.
+	MaxTokens int
 }
 
 // Chunk is a piece of a streamed reply.
@@ -44,15 +80,31 @@ type Usage struct {
 	OutputTokens int
 }
 
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Result is the end of one model turn: the text was streamed through emit;
+// ToolCalls, when any, ask the caller to run tools and call again with
+// their results appended (an assistant Message with the ToolCalls, then a
+// RoleTool Message per call).
+type Result struct {
+	ToolCalls []ToolCall
+	Usage     Usage
+}
+
 // Provider generates replies for its models.
 type Provider interface {
 	// Models lists the models the provider serves. Their ids are unique
 	// across the registry.
 	Models() []Model
-	// Generate streams a reply to req through emit, in order, and returns
-	// the usage. It stops with ctx's error when ctx is done and with emit's
-	// error when emit fails.
-	Generate(ctx context.Context, req Request, emit func(Chunk) error) (Usage, error)
+	// Generate streams one turn of a reply to req through emit, in order,
+	// and returns the tool calls the model made and the usage. It stops
+	// with ctx's error when ctx is done and with emit's error when emit
+	// fails. Provider failures are errs.Unavailable (retryable: throttling,
+	// 5xx, network) or errs.Internal, with client-safe messages.
+	Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error)
 }
 
 // Registry maps model ids to the providers that serve them. It is
@@ -99,9 +151,9 @@ func (r *Registry) Lookup(id string) (Model, error) {
 
 // Generate streams a reply from the model req.ModelID names. Invalid
 // INVALID_MODEL for an unknown model; otherwise the provider's errors.
-func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Usage, error) {
+func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error) {
 	if _, err := r.Lookup(req.ModelID); err != nil {
-		return Usage{}, err
+		return Result{}, err
 	}
 	return r.providers[req.ModelID].Generate(ctx, req, emit)
 }
