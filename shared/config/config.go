@@ -34,9 +34,24 @@ type Config struct {
 
 	DefaultModelID string // DEFAULT_MODEL_ID; default "builtin"
 
+	// Model providers: each is enabled by its configuration.
+	OpenAIAPIKey     string   // OPENAI_API_KEY
+	OpenAIBaseURL    string   // OPENAI_BASE_URL: an OpenAI-compatible server (Ollama, vLLM); default the OpenAI API
+	OpenAIModels     []string // OPENAI_MODELS, comma separated model names
+	AnthropicAPIKey  string   // ANTHROPIC_API_KEY
+	AnthropicBaseURL string   // ANTHROPIC_BASE_URL; default the Anthropic API
+	AnthropicModels  []string // ANTHROPIC_MODELS, comma separated model names
+	BedrockModels    []string // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
+	BedrockEndpoint  string   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
+
 	MCPServiceKey string        // MCP_SERVICE_KEY; a development key is generated locally when unset
 	MCPURL        string        // MCP_URL: the tool server's base URL
 	ToolsCacheTTL time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+
+	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
+	// true/false, 1/0; default false) lets http_request reach loopback,
+	// private and link-local addresses. Local development and tests only.
+	ToolsAllowPrivateNetworks bool
 
 	Port    int // PORT; default 3000 (dev server)
 	MCPPort int // MCP_PORT; default 3001 (dev server)
@@ -114,6 +129,31 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 
 	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
+	c.OpenAIAPIKey = get("OPENAI_API_KEY")
+	c.OpenAIBaseURL = strings.TrimRight(get("OPENAI_BASE_URL"), "/")
+	c.OpenAIModels = list(get("OPENAI_MODELS"))
+	c.AnthropicAPIKey = get("ANTHROPIC_API_KEY")
+	c.AnthropicBaseURL = strings.TrimRight(get("ANTHROPIC_BASE_URL"), "/")
+	c.AnthropicModels = list(get("ANTHROPIC_MODELS"))
+	c.BedrockModels = list(get("BEDROCK_MODELS"))
+	c.BedrockEndpoint = strings.TrimRight(get("BEDROCK_ENDPOINT"), "/")
+	for _, v := range []struct{ name, value string }{
+		{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"BEDROCK_ENDPOINT", c.BedrockEndpoint},
+	} {
+		if v.value == "" {
+			continue
+		}
+		if u, err := url.Parse(v.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(v.name, "must be an http(s) URL, got %q", v.value)
+		}
+	}
+	if len(c.OpenAIModels) > 0 && c.OpenAIAPIKey == "" && c.OpenAIBaseURL == "" {
+		bad("OPENAI_API_KEY", "is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server")
+	}
+	if len(c.AnthropicModels) > 0 && c.AnthropicAPIKey == "" {
+		bad("ANTHROPIC_API_KEY", "is required for ANTHROPIC_MODELS")
+	}
+
 	c.MCPServiceKey = get("MCP_SERVICE_KEY")
 	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
 		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
@@ -131,6 +171,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
 		}
 		c.ToolsCacheTTL = d
+	}
+
+	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("TOOLS_ALLOW_PRIVATE_NETWORKS", "must be a boolean (true or false), got %q", v)
+		}
+		c.ToolsAllowPrivateNetworks = b
 	}
 
 	c.Port = port(get("PORT"), 3000, "PORT", bad)
@@ -182,6 +230,17 @@ func port(v string, def int, name string, bad func(string, string, ...any)) int 
 		bad(name, "must be a port number 0-65535, got %q", v)
 	}
 	return p
+}
+
+// list splits a comma-separated value, dropping blanks.
+func list(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func or(v, def string) string {

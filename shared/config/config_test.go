@@ -1,0 +1,87 @@
+package config_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/logging"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InLambda || c.UsersTable != "users" || c.SessionsTable != "sessions" || c.DataTable != "data" ||
+		c.Port != 3000 || c.MCPPort != 3001 || c.LogFormat != logging.Text || c.LogLevel != slog.LevelInfo ||
+		c.DefaultModelID != "builtin" || c.ToolsCacheTTL != 5*time.Minute || c.Region != "us-east-1" {
+		t.Errorf("local defaults = %+v", c)
+	}
+	c, err = config.Load(env(map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.InLambda || c.UsersTable != "" || c.LogFormat != logging.JSON {
+		t.Errorf("lambda defaults = %+v", c)
+	}
+	if err := c.Require("USERS_TABLE", "SESSIONS_TABLE"); err == nil || !strings.Contains(err.Error(), "USERS_TABLE, SESSIONS_TABLE") {
+		t.Errorf("Require = %v", err)
+	}
+}
+
+func TestLoadValues(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(map[string]string{
+		"ALLOWED_ORIGINS": " https://app.example.com/, http://localhost:5173 ", "LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json",
+		"PORT": "0", "TOOLS_CACHE_TTL": "30s", "MCP_SERVICE_KEY": "0123456789abcdef", "OPENAI_MODELS": "llama3, ,qwen",
+		"OPENAI_BASE_URL": "http://localhost:11434/v1/",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.AllowedOrigins, " ") != "https://app.example.com http://localhost:5173" || c.LogLevel != slog.LevelDebug ||
+		c.Port != 0 || c.ToolsCacheTTL != 30*time.Second || strings.Join(c.OpenAIModels, " ") != "llama3 qwen" ||
+		c.OpenAIBaseURL != "http://localhost:11434/v1" {
+		t.Errorf("config = %+v", c)
+	}
+	if err := c.Require("MCP_SERVICE_KEY", "USERS_TABLE"); err != nil {
+		t.Errorf("Require = %v", err)
+	}
+}
+
+func TestLoadErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, value string }{
+		{"DYNAMODB_ENDPOINT", "localhost:8000"},
+		{"ALLOWED_ORIGINS", "*"},
+		{"ALLOWED_ORIGINS", "https://app.example.com/path"},
+		{"LOG_LEVEL", "loud"},
+		{"LOG_FORMAT", "xml"},
+		{"MCP_SERVICE_KEY", "short"},
+		{"MCP_URL", "ftp://x"},
+		{"TOOLS_CACHE_TTL", "5 minutes"},
+		{"TOOLS_CACHE_TTL", "-1s"},
+		{"PORT", "http"},
+		{"MCP_PORT", "70000"},
+		{"OPENAI_BASE_URL", "not a url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(env(map[string]string{tt.name: tt.value}))
+			if err == nil || !strings.Contains(err.Error(), tt.name) {
+				t.Errorf("err = %v, want it to name %s", err, tt.name)
+			}
+		})
+	}
+	_, err := config.Load(env(map[string]string{"ANTHROPIC_MODELS": "claude"}))
+	if err == nil || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+		t.Errorf("anthropic models without key: %v", err)
+	}
+}
