@@ -232,3 +232,13 @@ func (f FieldErrors) Err(op string) error {
 	}
 	return Fields(op, f...)
 }
+
+// MessageOf returns the client-safe message of the first *Error in err's
+// chain, or fallback when there is none or it has no message.
+func MessageOf(err error, fallback string) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return fallback
+}

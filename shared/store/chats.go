@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/guregu/dynamo/v2"
+
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+)
+
+// Chats stores chats and their messages in the Data table: each chat is an
+// item collection (PK CHAT#<id>) holding the chat item (SK CHAT) and its
+// messages (SK MSG#<time>#<id>), so one Query returns the chat with its
+// conversation in order. Per user, GSI1 (GSI1PK USER#<id>#CHATS) lists the
+// chats by updatedAt beside the user's chat counter, whose GSI1SK sorts
+// after every timestamp: one descending Query returns the total and a page.
+// It implements chat.Store.
+type Chats struct {
+	db    *dynamo.DB
+	table dynamo.Table
+}
+
+// NewChats returns a Chats over the named Data table.
+func NewChats(db *dynamo.DB, dataTable string) *Chats {
+	return &Chats{db: db, table: db.Table(dataTable)}
+}
+
+const (
+	chatSK       = "CHAT"
+	counterGSISK = "~COUNT" // sorts after every RFC 3339 timestamp
+	timeKey      = "2006-01-02T15:04:05.000000000Z"
+)
+
+func chatPK(id string) string           { return "CHAT#" + id }
+func userChatsGSI(userID string) string { return "USER#" + userID + "#CHATS" }
+func chatGSISK(c chat.Chat) string      { return c.UpdatedAt.UTC().Format(timeKey) + "#" + c.ID }
+func messageSK(m chat.Message) string   { return "MSG#" + m.CreatedAt.UTC().Format(timeKey) + "#" + m.ID }
+func chatCounterKey(userID string) (string, string) {
+	return "USER#" + userID, "COUNTER#CHATS"
+}
+
+type chatItem struct {
+	PK, SK         string
+	GSI1PK, GSI1SK string
+	Type           string    `dynamo:"type"`
+	ID             string    `dynamo:"id"`
+	UserID         string    `dynamo:"userId"`
+	Title          string    `dynamo:"title"`
+	WorkflowID     string    `dynamo:"workflowId,omitempty"`
+	CreatedAt      time.Time `dynamo:"createdAt"`
+	UpdatedAt      time.Time `dynamo:"updatedAt"`
+}
+
+type messageItem struct {
+	PK, SK       string
+	Type         string    `dynamo:"type"`
+	ID           string    `dynamo:"id"`
+	ChatID       string    `dynamo:"chatId"`
+	Role         string    `dynamo:"role"`
+	Content      string    `dynamo:"content"`
+	ModelID      string    `dynamo:"modelId,omitempty"`
+	ToolCalls    string    `dynamo:"toolCalls,omitempty"` // JSON
+	InputTokens  int       `dynamo:"inputTokens,omitempty"`
+	OutputTokens int       `dynamo:"outputTokens,omitempty"`
+	CreatedAt    time.Time `dynamo:"createdAt"`
+}
+
+// collectionItem reads any item of a chat collection.
+type collectionItem struct {
+	chatItem
+	ChatID       string `dynamo:"chatId"`
+	Role         string `dynamo:"role"`
+	Content      string `dynamo:"content"`
+	ModelID      string `dynamo:"modelId"`
+	ToolCalls    string `dynamo:"toolCalls"`
+	InputTokens  int    `dynamo:"inputTokens"`
+	OutputTokens int    `dynamo:"outputTokens"`
+}
+
+func newChatItem(c chat.Chat) chatItem {
+	return chatItem{
+		PK: chatPK(c.ID), SK: chatSK, GSI1PK: userChatsGSI(c.UserID), GSI1SK: chatGSISK(c), Type: "chat",
+		ID: c.ID, UserID: c.UserID, Title: c.Title, WorkflowID: c.WorkflowID, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+}
+
+func (it chatItem) chat() chat.Chat {
+	return chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+}
+
+func newMessageItem(m chat.Message) (messageItem, error) {
+	it := messageItem{
+		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
+		ModelID: m.ModelID, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CreatedAt: m.CreatedAt,
+	}
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return it, err
+		}
+		it.ToolCalls = string(b)
+	}
+	return it, nil
+}
+
+func (it collectionItem) message() chat.Message {
+	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID,
+		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, CreatedAt: it.CreatedAt}
+	if it.ToolCalls != "" {
+		_ = json.Unmarshal([]byte(it.ToolCalls), &m.ToolCalls)
+	}
+	return m
+}
+
+var errChatNotFound = errs.E("store.Chats", errs.NotFound, "CHAT_NOT_FOUND", "chat not found")
+
+// CreateChat stores c and increments its owner's chat counter in one
+// transaction.
+func (s *Chats) CreateChat(ctx context.Context, c chat.Chat) error {
+	const op = "store.CreateChat"
+	pk, sk := chatCounterKey(c.UserID)
+	err := s.db.WriteTx().
+		Put(s.table.Put(newChatItem(c)).If("attribute_not_exists(PK)")).
+		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", 1).
+			Set("GSI1PK", userChatsGSI(c.UserID)).Set("GSI1SK", counterGSISK).Set("type", "counter")).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, "CHAT_EXISTS", "a chat with this id exists")
+	}
+	return storeError(op, err)
+}
+
+// Chat returns the chat with id. NotFound CHAT_NOT_FOUND.
+func (s *Chats) Chat(ctx context.Context, id string) (chat.Chat, error) {
+	const op = "store.Chat"
+	var it chatItem
+	if err := s.table.Get("PK", chatPK(id)).Range("SK", dynamo.Equal, chatSK).One(ctx, &it); err != nil {
+		if errors.Is(err, dynamo.ErrNotFound) {
+			return chat.Chat{}, errs.Wrap(op, errChatNotFound)
+		}
+		return chat.Chat{}, storeError(op, err)
+	}
+	return it.chat(), nil
+}
+
+// ownerFailure explains a failed owner-conditioned write: NotFound when the
+// chat is gone, Forbidden when another user owns it.
+func (s *Chats) ownerFailure(ctx context.Context, op, id string) error {
+	if _, err := s.Chat(ctx, id); err != nil {
+		return errs.Wrap(op, err)
+	}
+	return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
+}
+
+// UpdateChat sets the title of the chat id owned by userID. One conditional
+// update; NotFound or Forbidden when the condition fails.
+func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (chat.Chat, error) {
+	const op = "store.UpdateChat"
+	var it chatItem
+	err := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
+		Set("title", title).Set("updatedAt", now).Set("GSI1SK", now.UTC().Format(timeKey)+"#"+id).
+		If("attribute_exists(PK) AND userId = ?", userID).Value(ctx, &it)
+	if isConditionFailure(err) {
+		return chat.Chat{}, s.ownerFailure(ctx, op, id)
+	}
+	if err != nil {
+		return chat.Chat{}, storeError(op, err)
+	}
+	return it.chat(), nil
+}
+
+// DeleteChat removes every item of the chat's collection but the chat item
+// in batches, then the chat item and one from the owner's counter in one
+// transaction conditioned on the owner. A failure part-way leaves the chat
+// in place, so retrying the delete finishes it and nothing is orphaned.
+func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
+	const op = "store.DeleteChat"
+	c, err := s.Chat(ctx, id)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	if c.UserID != userID {
+		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
+	}
+	if err := s.deleteCollection(ctx, chatPK(id), chatSK); err != nil {
+		return errs.Wrap(op, err)
+	}
+	pk, sk := chatCounterKey(userID)
+	err = s.db.WriteTx().
+		Delete(s.table.Delete("PK", chatPK(id)).Range("SK", chatSK).If("userId = ?", userID)).
+		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return s.ownerFailure(ctx, op, id)
+	}
+	return storeError(op, err)
+}
+
+// deleteCollection batch-deletes every item under pk except the one with
+// sort key keep.
+func (s *Chats) deleteCollection(ctx context.Context, pk, keep string) error {
+	const op = "store.deleteCollection"
+	var keys []struct{ PK, SK string }
+	if err := s.table.Get("PK", pk).Project("PK", "SK").Consistent(true).All(ctx, &keys); err != nil {
+		return storeError(op, err)
+	}
+	var del []dynamo.Keyed
+	for _, k := range keys {
+		if k.SK != keep {
+			del = append(del, dynamo.Keys{k.PK, k.SK})
+		}
+	}
+	for len(del) > 0 {
+		n := min(len(del), 25)
+		if _, err := s.table.Batch("PK", "SK").Write().Delete(del[:n]...).Run(ctx); err != nil {
+			return storeError(op, err)
+		}
+		del = del[n:]
+	}
+	return nil
+}
+
+// ListChats returns a page of the user's chats, most recently updated
+// first, and the user's chat count, from one Query of GSI1.
+func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page) ([]chat.Chat, int, error) {
+	const op = "store.ListChats"
+	var items []struct {
+		chatItem
+		N int `dynamo:"n"`
+	}
+	err := s.table.Get("GSI1PK", userChatsGSI(userID)).Index("GSI1").Order(dynamo.Descending).
+		Limit(page.Offset + page.Limit + 1).All(ctx, &items)
+	if err != nil {
+		return nil, 0, storeError(op, err)
+	}
+	total, skipped := 0, 0
+	chats := []chat.Chat{}
+	for _, it := range items {
+		if it.GSI1SK == counterGSISK {
+			total = it.N
+			continue
+		}
+		if skipped < page.Offset {
+			skipped++
+			continue
+		}
+		if len(chats) < page.Limit {
+			chats = append(chats, it.chat())
+		}
+	}
+	return chats, total, nil
+}
+
+// Conversation returns the chat and its messages in order, from one Query
+// of the chat's collection.
+func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []chat.Message, error) {
+	const op = "store.Conversation"
+	var items []collectionItem
+	if err := s.table.Get("PK", chatPK(chatID)).All(ctx, &items); err != nil {
+		return chat.Chat{}, nil, storeError(op, err)
+	}
+	var c *chat.Chat
+	msgs := []chat.Message{}
+	for _, it := range items {
+		switch it.Type {
+		case "chat":
+			cc := it.chat()
+			c = &cc
+		case "message":
+			msgs = append(msgs, it.message())
+		}
+	}
+	if c == nil {
+		return chat.Chat{}, nil, errs.Wrap(op, errChatNotFound)
+	}
+	return *c, msgs, nil
+}
+
+// AddMessages stores msgs and moves the chat's updatedAt to the last
+// message's time, in one transaction conditioned on the chat existing.
+func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Message) error {
+	const op = "store.AddMessages"
+	if len(msgs) == 0 {
+		return nil
+	}
+	tx := s.db.WriteTx()
+	for _, m := range msgs {
+		it, err := newMessageItem(m)
+		if err != nil {
+			return errs.Wrap(op, fmt.Errorf("encode tool calls: %w", err))
+		}
+		tx.Put(s.table.Put(it))
+	}
+	last := msgs[len(msgs)-1].CreatedAt
+	c.UpdatedAt = last
+	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
+		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If("attribute_exists(PK)"))
+	err := tx.Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, errChatNotFound)
+	}
+	return storeError(op, err)
+}

@@ -1,0 +1,154 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+)
+
+func newChat(user string, at time.Time) chat.Chat {
+	return chat.Chat{ID: uuid.NewString(), UserID: user, Title: "t", CreatedAt: at, UpdatedAt: at}
+}
+
+func TestChatsListAndCounter(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range 7 {
+		c := newChat("u1", t0.Add(time.Duration(i)*time.Minute))
+		if err := s.CreateChat(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	if err := s.CreateChat(ctx, newChat("u2", t0)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A message moves chat 0 to the top.
+	c0, _ := s.Chat(ctx, ids[0])
+	msg := chat.Message{ID: uuid.NewString(), ChatID: ids[0], Role: "user", Content: "hi", CreatedAt: t0.Add(time.Hour)}
+	if err := s.AddMessages(ctx, c0, msg); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ids[0], ids[6], ids[5], ids[4], ids[3], ids[2], ids[1]}
+	tests := []struct{ limit, offset, from, to int }{{20, 0, 0, 7}, {3, 0, 0, 3}, {3, 3, 3, 6}, {3, 6, 6, 7}, {5, 7, 7, 7}, {1, 100, 7, 7}}
+	for _, tt := range tests {
+		db.Counter.Reset()
+		chats, total, err := s.ListChats(ctx, "u1", httpapi.Page{Limit: tt.limit, Offset: tt.offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != 7 {
+			t.Errorf("limit %d offset %d: total = %d, want 7", tt.limit, tt.offset, total)
+		}
+		var got []string
+		for _, c := range chats {
+			got = append(got, c.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[tt.from:tt.to]) && !(len(got) == 0 && tt.from == tt.to) {
+			t.Errorf("limit %d offset %d: ids = %v, want %v", tt.limit, tt.offset, got, want[tt.from:tt.to])
+		}
+		if n := db.Counter.Count(); n != 1 {
+			t.Errorf("ListChats cost %d calls, want 1", n)
+		}
+	}
+
+	// Delete keeps the counter right and leaves nothing of the chat behind.
+	if err := s.DeleteChat(ctx, ids[0], "u2"); errs.KindOf(err) != errs.Forbidden {
+		t.Errorf("delete by another user: %v", err)
+	}
+	if err := s.DeleteChat(ctx, ids[0], "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteChat(ctx, ids[0], "u1"); errs.KindOf(err) != errs.NotFound {
+		t.Errorf("second delete: %v", err)
+	}
+	_, total, _ := s.ListChats(ctx, "u1", httpapi.Page{Limit: 20})
+	if total != 6 {
+		t.Errorf("total after delete = %d", total)
+	}
+	var left []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "CHAT#"+ids[0]).All(ctx, &left); err != nil || len(left) != 0 {
+		t.Errorf("items left after delete: %v %v", left, err)
+	}
+	if _, total, _ := s.ListChats(ctx, "nobody", httpapi.Page{Limit: 20}); total != 0 {
+		t.Errorf("total of a user without chats = %d", total)
+	}
+}
+
+func TestConversationOrderAndUpdate(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	c := newChat("u1", t0)
+	if err := s.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 12 {
+		role := []string{"user", "assistant"}[i%2]
+		m := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: role, Content: fmt.Sprint(i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		if role == "assistant" {
+			m.InputTokens, m.OutputTokens, m.ModelID = 10, 3, "builtin"
+			m.ToolCalls = []chat.ToolCall{{ToolName: "hash", ToolArgs: []byte(`{"text":"a"}`), Result: []byte(`{"digest":"x"}`)}}
+		}
+		if err := s.AddMessages(ctx, c, m); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m.Content)
+	}
+	db.Counter.Reset()
+	got, msgs, err := s.Conversation(ctx, c.ID)
+	if err != nil || got.ID != c.ID {
+		t.Fatal(got, err)
+	}
+	if n := db.Counter.Count(); n != 1 {
+		t.Errorf("Conversation cost %d calls", n)
+	}
+	var order []string
+	for _, m := range msgs {
+		order = append(order, m.Content)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("order = %v", order)
+	}
+	if a := msgs[1]; a.InputTokens != 10 || a.OutputTokens != 3 || len(a.ToolCalls) != 1 || string(a.ToolCalls[0].Result) != `{"digest":"x"}` {
+		t.Errorf("assistant message = %+v", a)
+	}
+	if got.UpdatedAt.Equal(t0) {
+		// Conversation read the chat item written at creation; AddMessages moved updatedAt.
+		t.Errorf("chat updatedAt not moved by messages: %v", got.UpdatedAt)
+	}
+
+	if _, err := s.UpdateChat(ctx, c.ID, "u2", "x", t0); errs.KindOf(err) != errs.Forbidden {
+		t.Errorf("update by another user: %v", err)
+	}
+	if _, err := s.UpdateChat(ctx, uuid.NewString(), "u1", "x", t0); errs.KindOf(err) != errs.NotFound {
+		t.Errorf("update of a missing chat: %v", err)
+	}
+	up, err := s.UpdateChat(ctx, c.ID, "u1", "renamed", t0.Add(time.Hour))
+	if err != nil || up.Title != "renamed" || !up.UpdatedAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("update = %+v, %v", up, err)
+	}
+	if err := s.AddMessages(ctx, chat.Chat{ID: uuid.NewString(), UserID: "u1"}, chat.Message{ID: "m", ChatID: "x", CreatedAt: t0}); errs.KindOf(err) != errs.NotFound {
+		t.Errorf("message into a missing chat: %v", err)
+	}
+	if _, _, err := s.Conversation(ctx, uuid.NewString()); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Errorf("missing conversation: %v", err)
+	}
+}
