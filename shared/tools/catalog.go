@@ -1,0 +1,215 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
+)
+
+// Summary is a catalog item as GET /api/tools and GET /api/tools/search
+// return it.
+type Summary struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// Detail is one tool as GET /api/tools/{toolId} returns it: the summary's
+// fields plus the output schema.
+type Detail struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Category     string          `json:"category"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+}
+
+// Catalog is the source of the REST tool endpoints: the tool server, seen
+// through its client (toolserver.Client.Catalog). It is an interface here
+// because the tool server depends on this package, not the other way
+// round.
+type Catalog interface {
+	// ListTools returns every tool.
+	ListTools(ctx context.Context) ([]Summary, error)
+	// SearchTools returns the tools matching query, best first.
+	SearchTools(ctx context.Context, query string) ([]Summary, error)
+	// GetTool returns one tool; NotFound (TOOL_NOT_FOUND) when it does not
+	// exist.
+	GetTool(ctx context.Context, id string) (Detail, error)
+}
+
+// CodeToolsUnavailable is the code of a 500 from the REST tool endpoints
+// when the tool server fails and no cached copy can stand in.
+const CodeToolsUnavailable = "TOOLS_UNAVAILABLE"
+
+// staleRetry bounds how long a stale copy is served without asking the
+// tool server again after a failed reload, so that an outage does not make
+// every request wait for the tool server to fail. It is capped by the TTL.
+const staleRetry = 30 * time.Second
+
+// cachedCatalog is an in-memory cache of a Catalog's list and of the tools
+// fetched one by one. Entries live for ttl. A failed reload serves the
+// previous copy (stale) with a logged warning; concurrent reloads of the
+// same entry are coalesced into one call. Only successful answers are
+// cached, so the cache never holds more than the catalog.
+type cachedCatalog struct {
+	src   Catalog
+	ttl   time.Duration
+	now   func() time.Time
+	group singleflight.Group
+
+	mu      sync.Mutex
+	list    *entryOf[[]Summary]
+	details map[string]*entryOf[Detail]
+	gen     uint64 // bumped by a forced reload; older detail loads are not stored
+}
+
+// entryOf is one cached value and the time it must be reloaded.
+type entryOf[T any] struct {
+	value   T
+	expires time.Time
+}
+
+func newCachedCatalog(src Catalog, ttl time.Duration, now func() time.Time) *cachedCatalog {
+	if now == nil {
+		now = time.Now
+	}
+	if ttl < 0 {
+		ttl = 0
+	}
+	return &cachedCatalog{src: src, ttl: ttl, now: now, details: map[string]*entryOf[Detail]{}}
+}
+
+// unavailable is the error of a failed load with nothing cached.
+func unavailable(op string, err error) error {
+	return &errs.Error{Op: op, Kind: errs.Internal, Code: CodeToolsUnavailable,
+		Message: "the tool catalog is unavailable; try again later", Err: err}
+}
+
+// List returns the catalog: the cached copy while it is fresh, otherwise a
+// reload (force reloads even a fresh copy). When the reload fails, the
+// previous copy is served if there is one; otherwise the error is
+// TOOLS_UNAVAILABLE (Internal, 500).
+func (c *cachedCatalog) List(ctx context.Context, force bool) ([]Summary, error) {
+	const op = "tools.Catalog.List"
+	c.mu.Lock()
+	if e := c.list; e != nil && !force && c.now().Before(e.expires) {
+		c.mu.Unlock()
+		return e.value, nil
+	}
+	if force {
+		// A forced reload refreshes the tools fetched one by one too.
+		clear(c.details)
+		c.gen++
+	}
+	c.mu.Unlock()
+
+	v, err, _ := c.group.Do("list", func() (any, error) {
+		// Detached from the caller: the reload is shared by every waiting
+		// request, so one client going away must not fail the others. The
+		// client's own timeout bounds it.
+		tools, err := c.src.ListTools(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
+		}
+		if tools == nil {
+			tools = []Summary{}
+		}
+		c.mu.Lock()
+		c.list = &entryOf[[]Summary]{value: tools, expires: c.now().Add(c.ttl)}
+		c.mu.Unlock()
+		return tools, nil
+	})
+	if err == nil {
+		return v.([]Summary), nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.list; e != nil {
+		c.backOff(&e.expires)
+		logging.FromContext(ctx).WarnContext(ctx, "tool catalog reload failed; serving the cached copy",
+			"err", err.Error(), "retryAt", e.expires)
+		return e.value, nil
+	}
+	return nil, unavailable(op, err)
+}
+
+// backOff sets expires so that a stale copy is served for a little while
+// (staleRetry, at most the TTL) before the tool server is asked again.
+// Callers hold c.mu.
+func (c *cachedCatalog) backOff(expires *time.Time) {
+	*expires = c.now().Add(min(c.ttl, staleRetry))
+}
+
+// Get returns one tool, cached like the list. NotFound (TOOL_NOT_FOUND)
+// for an id that is malformed or that the tool server does not know;
+// a failure of the tool server serves the previous copy of the tool if
+// there is one, else TOOLS_UNAVAILABLE.
+func (c *cachedCatalog) Get(ctx context.Context, id string) (Detail, error) {
+	const op = "tools.Catalog.Get"
+	if !idPattern.MatchString(id) {
+		return Detail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
+	}
+	c.mu.Lock()
+	if e := c.details[id]; e != nil && c.now().Before(e.expires) {
+		c.mu.Unlock()
+		return e.value, nil
+	}
+	gen := c.gen
+	c.mu.Unlock()
+
+	v, err, _ := c.group.Do("get:"+id, func() (any, error) {
+		d, err := c.src.GetTool(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.gen == gen {
+			c.details[id] = &entryOf[Detail]{value: d, expires: c.now().Add(c.ttl)}
+		}
+		c.mu.Unlock()
+		return d, nil
+	})
+	if err == nil {
+		return v.(Detail), nil
+	}
+	if errs.Is(err, errs.NotFound) {
+		c.mu.Lock()
+		delete(c.details, id)
+		c.mu.Unlock()
+		return Detail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id).WithCause(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.details[id]; e != nil {
+		c.backOff(&e.expires)
+		logging.FromContext(ctx).WarnContext(ctx, "tool reload failed; serving the cached copy",
+			"toolId", id, "err", err.Error(), "retryAt", e.expires)
+		return e.value, nil
+	}
+	return Detail{}, unavailable(op, err)
+}
+
+// Search asks the catalog's source, which ranks the matches (the tool
+// server's searchTools); it is not cached. Its items have the list's
+// shape. A failure is TOOLS_UNAVAILABLE.
+func (c *cachedCatalog) Search(ctx context.Context, query string) ([]Summary, error) {
+	const op = "tools.Catalog.Search"
+	tools, err := c.src.SearchTools(ctx, query)
+	if err != nil {
+		return nil, unavailable(op, err)
+	}
+	if tools == nil {
+		tools = []Summary{}
+	}
+	return tools, nil
+}

@@ -1,0 +1,102 @@
+package toolserver_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
+)
+
+// benchInput is the json_query input of both benchmarks; it is the input of
+// shared/tools' BenchmarkJSONQuery.
+func benchInput() map[string]any {
+	return map[string]any{
+		"input": map[string]any{"items": []any{
+			map[string]any{"name": "a", "price": 3.0},
+			map[string]any{"name": "b", "price": 1.0},
+		}},
+		"query": "[.items[] | select(.price > 2) | .name]",
+	}
+}
+
+// reportPercentiles reports the p50 and p99 of the per-op durations.
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	at := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))].Nanoseconds()) }
+	b.ReportMetric(at(0.50), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+}
+
+// BenchmarkRunToolOverhead is runTool of json_query through the whole
+// handler, in process: the standard middleware, key check, body read and
+// dispatch, request and params decoding, schema validation, the run under
+// the tool's timeout, and response encoding. Compare it with
+// BenchmarkBareJSONQuery (the floor) to see the serving overhead.
+func BenchmarkRunToolOverhead(b *testing.B) {
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := httpapi.Stack(toolserver.Routes(reg, testKey), httpapi.Options{Logger: slog.New(slog.DiscardHandler)})
+	body := []byte(jsonOf(b, map[string]any{"method": toolserver.MethodRunTool, "params": map[string]any{"toolId": "json_query", "input": benchInput()}}))
+	want := []byte(`"result":{"result":["a"]}`)
+
+	var durations []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		req := httptest.NewRequest(http.MethodPost, toolserver.Path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(toolserver.ServiceKeyHeader, testKey)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		durations = append(durations, time.Since(start))
+		if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), want) {
+			b.Fatalf("runTool = %d %s", rec.Code, rec.Body)
+		}
+	}
+	reportPercentiles(b, durations)
+}
+
+// BenchmarkBareJSONQuery is the floor: the json_query tool's Run called
+// directly on the same input (no registry, validation, timeout or HTTP), as
+// shared/tools' BenchmarkJSONQuery does.
+func BenchmarkBareJSONQuery(b *testing.B) {
+	var tool *tools.Tool
+	for _, t := range tools.Builtin(tools.Config{}) {
+		if t.ID == "json_query" {
+			tool = t
+		}
+	}
+	if tool == nil {
+		b.Fatal("no json_query tool")
+	}
+	input := benchInput()
+	ctx := context.Background()
+
+	var durations []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		out, err := tool.Run(ctx, input)
+		durations = append(durations, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, ok := out["result"].([]any); !ok || len(r) != 1 || r[0] != "a" {
+			b.Fatalf("unexpected result %v", out)
+		}
+	}
+	reportPercentiles(b, durations)
+}

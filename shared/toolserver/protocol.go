@@ -1,0 +1,105 @@
+// Package toolserver is the key-protected tool server (McpFunction, POST
+// /mcp) and its client. The server speaks two protocols on one endpoint:
+// the service protocol of SPEC.md ({"method", "params"} in, {"data"} out)
+// and the Model Context Protocol (JSON-RPC 2.0, Streamable HTTP,
+// stateless), both over the same tools.Registry. The client speaks the
+// service protocol; the REST tool endpoints, chat and workflow execution
+// use it.
+package toolserver
+
+import (
+	"encoding/json"
+
+	"github.com/workflowchat/service/shared/tools"
+)
+
+// The service protocol's methods.
+const (
+	MethodListTools   = "listTools"
+	MethodSearchTools = "searchTools"
+	MethodGetTool     = "getTool"
+	MethodRunTool     = "runTool"
+)
+
+// ServiceKeyHeader carries the service key.
+const ServiceKeyHeader = "X-Service-Key"
+
+// Request is a service-protocol call.
+type Request struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// SearchParams are the params of searchTools.
+type SearchParams struct {
+	Query string `json:"query"`
+}
+
+// GetParams are the params of getTool.
+type GetParams struct {
+	ToolID string `json:"toolId"`
+}
+
+// RunParams are the params of runTool.
+type RunParams struct {
+	ToolID string         `json:"toolId"`
+	Input  map[string]any `json:"input"`
+}
+
+// ToolSummary is an item of listTools and searchTools: SPEC.md's {id,
+// name, description}, plus the category and input schema (additive fields,
+// so that one listTools call yields the REST catalog).
+type ToolSummary struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// ToolsResult is the data of listTools and searchTools.
+type ToolsResult struct {
+	Tools []ToolSummary `json:"tools"`
+}
+
+// Annotations are a tool's MCP behaviour hints, as getTool reports them.
+type Annotations struct {
+	ReadOnlyHint    bool `json:"readOnlyHint"`
+	DestructiveHint bool `json:"destructiveHint"`
+	IdempotentHint  bool `json:"idempotentHint"`
+	OpenWorldHint   bool `json:"openWorldHint"`
+}
+
+// ToolDetail is the data of getTool: SPEC.md's {id, name, description,
+// inputSchema}, plus category, outputSchema, outputs and annotations.
+type ToolDetail struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Category     string          `json:"category"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+	Outputs      []string        `json:"outputs"`
+	Annotations  Annotations     `json:"annotations"`
+}
+
+// RunResult is the data of runTool. ExecutionTime is whole milliseconds.
+type RunResult struct {
+	Result        map[string]any `json:"result"`
+	ExecutionTime int64          `json:"executionTime"`
+}
+
+// Summary returns t as a listTools item.
+func Summary(t *tools.Tool) ToolSummary {
+	return ToolSummary{ID: t.ID, Name: t.Name, Description: t.Description, Category: t.Category, InputSchema: t.InputSchema}
+}
+
+// Detail returns t as getTool's data.
+func Detail(t *tools.Tool) ToolDetail {
+	a := t.Annotations
+	return ToolDetail{
+		ID: t.ID, Name: t.Name, Description: t.Description, Category: t.Category,
+		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Outputs: t.Outputs(),
+		Annotations: Annotations{ReadOnlyHint: a.ReadOnly, DestructiveHint: a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld},
+	}
+}

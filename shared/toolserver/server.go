@@ -1,0 +1,291 @@
+package toolserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/tools"
+)
+
+// Path is the tool server's endpoint.
+const Path = "/mcp"
+
+// Error codes of the service protocol besides the Registry's
+// (tools.CodeToolNotFound, tools.CodeInvalidParams, tools.CodeToolTimeout,
+// tools.CodeToolExecutionFailed) and the common ones (UNAUTHORIZED,
+// INVALID_JSON, PAYLOAD_TOO_LARGE).
+const (
+	CodeInvalidRequest = "INVALID_REQUEST"
+	CodeMethodNotFound = "METHOD_NOT_FOUND"
+	CodeUnauthorized   = "UNAUTHORIZED"
+	CodeInvalidJSON    = "INVALID_JSON"
+)
+
+// Routes returns the tool server's handler (McpFunction): POST /mcp, protected by the service key.
+//
+// Every request must carry the service key, in X-Service-Key or (for MCP
+// clients) as "Authorization: Bearer <key>"; an empty serviceKey refuses
+// every request. The body (at most httpapi.MaxBodyBytes) is then
+// dispatched: a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0", or a
+// batch array of them) goes to a stateless MCP Streamable HTTP handler
+// serving reg's tools; anything else is the service protocol ({"method",
+// "params"} in, {"data"} out). GET and DELETE /mcp are 405: a stateless
+// server offers no standalone SSE stream and no sessions to delete.
+func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
+	s := &server{
+		reg:    reg,
+		keySet: serviceKey != "",
+		key:    sha256.Sum256([]byte(serviceKey)),
+		mcp:    newMCPHandler(reg),
+	}
+	rt := httpapi.NewRouter()
+	rt.Handle("POST "+Path, s)
+	return rt
+}
+
+// server is the POST /mcp handler.
+type server struct {
+	reg    *tools.Registry
+	keySet bool
+	key    [sha256.Size]byte // SHA-256 of the service key
+	mcp    http.Handler
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	const op = "toolserver.ServeHTTP"
+	if !s.authorized(r) {
+		httpapi.WriteError(w, r, errs.E(op, errs.Unauthenticated, CodeUnauthorized, "invalid or missing service key"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			httpapi.WriteError(w, r, errs.E(op, errs.TooLarge, "", fmt.Sprintf("request body exceeds %d bytes", httpapi.MaxBodyBytes)))
+			return
+		}
+		httpapi.WriteError(w, r, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
+		return
+	}
+	msg, isRPC, err := parseBody(body)
+	if err != nil {
+		httpapi.WriteError(w, r, err)
+		return
+	}
+	if isRPC {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		s.mcp.ServeHTTP(w, r)
+		return
+	}
+	data, err := s.call(r, msg)
+	if err != nil {
+		httpapi.WriteError(w, r, err)
+		return
+	}
+	httpapi.Respond(w, http.StatusOK, data)
+}
+
+// authorized reports whether r carries the service key: X-Service-Key when
+// present, else an "Authorization: Bearer" credential. The digests of the
+// presented and expected keys are compared in constant time, so neither the
+// key's content nor its length leaks through timing.
+func (s *server) authorized(r *http.Request) bool {
+	key, ok := presentedKey(r)
+	if !ok || !s.keySet {
+		return false
+	}
+	got := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(got[:], s.key[:]) == 1
+}
+
+// presentedKey returns the key r presents, if any.
+func presentedKey(r *http.Request) (string, bool) {
+	if vs := r.Header.Values(ServiceKeyHeader); len(vs) > 0 {
+		return vs[0], vs[0] != ""
+	}
+	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != ""
+}
+
+// parseBody classifies a request body: a JSON-RPC 2.0 message or batch
+// (isRPC), or a service-protocol object, returned as its members. It fails
+// with INVALID_JSON for malformed JSON and INVALID_REQUEST for valid JSON
+// that is not an object.
+func parseBody(body []byte) (msg map[string]json.RawMessage, isRPC bool, err error) {
+	const op = "toolserver.parseBody"
+	trimmed := bytes.TrimSpace(body)
+	if !json.Valid(trimmed) {
+		return nil, false, errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON")
+	}
+	switch trimmed[0] {
+	case '{':
+		if err := json.Unmarshal(trimmed, &msg); err != nil {
+			return nil, false, errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON").WithCause(err)
+		}
+		return msg, isJSONRPC(msg), nil
+	case '[':
+		var batch []json.RawMessage
+		if err := json.Unmarshal(trimmed, &batch); err == nil && len(batch) > 0 {
+			var first map[string]json.RawMessage
+			if json.Unmarshal(batch[0], &first) == nil && isJSONRPC(first) {
+				return nil, true, nil
+			}
+		}
+	}
+	return nil, false, errs.E(op, errs.Invalid, CodeInvalidRequest, "request body must be a JSON object with a string method and an object params")
+}
+
+// isJSONRPC reports whether msg is a JSON-RPC 2.0 message.
+func isJSONRPC(msg map[string]json.RawMessage) bool {
+	var v string
+	raw, ok := msg["jsonrpc"]
+	return ok && json.Unmarshal(raw, &v) == nil && v == "2.0"
+}
+
+// call runs one service-protocol request and returns its data.
+func (s *server) call(r *http.Request, msg map[string]json.RawMessage) (any, error) {
+	const op = "toolserver.call"
+	var details errs.FieldErrors
+	var method string
+	if raw, ok := msg["method"]; !ok || isNull(raw) {
+		details.Add("method", "is required")
+	} else if json.Unmarshal(raw, &method) != nil {
+		details.Add("method", "must be a string")
+	} else if method == "" {
+		details.Add("method", "must not be empty")
+	}
+	params, ok := msg["params"]
+	switch {
+	case !ok || isNull(params):
+		details.Add("params", "is required")
+	case !isObject(params):
+		details.Add("params", "must be an object")
+	}
+	if len(details) > 0 {
+		return nil, invalidRequest(op, details)
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, invalidRequest(op, errs.FieldErrors{{Field: "params", Message: "must be an object"}})
+	}
+
+	switch method {
+	case MethodListTools:
+		return toolsResult(s.reg.List()), nil
+	case MethodSearchTools:
+		var query string
+		stringParam(p, "query", &query, &details)
+		if err := invalidParams(op, details); err != nil {
+			return nil, err
+		}
+		return toolsResult(s.reg.Search(query)), nil
+	case MethodGetTool:
+		var id string
+		stringParam(p, "toolId", &id, &details)
+		if err := invalidParams(op, details); err != nil {
+			return nil, err
+		}
+		t, err := s.reg.Get(id)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		return Detail(t), nil
+	case MethodRunTool:
+		var id string
+		stringParam(p, "toolId", &id, &details)
+		var input map[string]any
+		if raw, ok := p["input"]; ok && !isNull(raw) {
+			if !isObject(raw) || json.Unmarshal(raw, &input) != nil {
+				details.Add("input", "must be an object")
+			}
+		}
+		if err := invalidParams(op, details); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		out, err := s.reg.Run(r.Context(), id, input)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		return RunResult{Result: out, ExecutionTime: time.Since(start).Milliseconds()}, nil
+	default:
+		return nil, errs.E(op, errs.Invalid, CodeMethodNotFound, fmt.Sprintf("unknown method %q; the methods are %s, %s, %s and %s",
+			truncate(method, 64), MethodListTools, MethodSearchTools, MethodGetTool, MethodRunTool))
+	}
+}
+
+// toolsResult is the data of listTools and searchTools.
+func toolsResult(ts []*tools.Tool) ToolsResult {
+	out := ToolsResult{Tools: make([]ToolSummary, 0, len(ts))}
+	for _, t := range ts {
+		out.Tools = append(out.Tools, Summary(t))
+	}
+	return out
+}
+
+// stringParam reads the required, non-blank string param name into dst,
+// recording a problem in details.
+func stringParam(p map[string]json.RawMessage, name string, dst *string, details *errs.FieldErrors) {
+	raw, ok := p[name]
+	switch {
+	case !ok || isNull(raw):
+		details.Add(name, "is required")
+	case json.Unmarshal(raw, dst) != nil:
+		details.Add(name, "must be a string")
+	case strings.TrimSpace(*dst) == "":
+		details.Add(name, "must not be empty")
+	}
+}
+
+// invalidRequest is the INVALID_REQUEST error listing details.
+func invalidRequest(op string, details errs.FieldErrors) error {
+	return &errs.Error{Op: op, Kind: errs.Invalid, Code: CodeInvalidRequest, Message: fieldsMessage("invalid request", details), Details: details}
+}
+
+// invalidParams is the INVALID_PARAMS error listing details, or nil when
+// there are none.
+func invalidParams(op string, details errs.FieldErrors) error {
+	if len(details) == 0 {
+		return nil
+	}
+	return &errs.Error{Op: op, Kind: errs.Invalid, Code: tools.CodeInvalidParams, Message: fieldsMessage("invalid params", details), Details: details}
+}
+
+func fieldsMessage(prefix string, details errs.FieldErrors) string {
+	parts := make([]string, len(details))
+	for i, d := range details {
+		parts[i] = d.Field + ": " + d.Message
+	}
+	return prefix + ": " + strings.Join(parts, "; ")
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// truncate shortens s to at most n runes.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
