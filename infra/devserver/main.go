@@ -40,12 +40,8 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	stack, err := local.New(ctx, cfg, local.Options{Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer stack.Close()
-
+	// Listen first, so the REST tool endpoints can reach the tool server
+	// over real HTTP, as they do in AWS.
 	apiLn, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("PORT: %w", err)
@@ -54,6 +50,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("MCP_PORT: %w", err)
 	}
+	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String()})
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+
 	servers := []*http.Server{
 		{Handler: stack.API, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: stack.Tools, ReadHeaderTimeout: 10 * time.Second},

@@ -13,17 +13,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/health"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
 )
 
 // Function is one Lambda function of template.yaml and the routes it serves.
@@ -33,6 +38,10 @@ type Function struct {
 	// Dir is the function's folder under functions/.
 	Dir    string
 	Router *httpapi.Router
+	// FunctionURL is true for a function served through its own Lambda
+	// function URL (behind CloudFront) instead of the HTTP API: the chat
+	// stream, which needs response streaming.
+	FunctionURL bool
 }
 
 // Stack is the whole service in one process.
@@ -61,6 +70,16 @@ type Options struct {
 	// Hasher, when set, replaces the production password hasher (tests use
 	// cheaper parameters).
 	Hasher *auth.Hasher
+	// ToolServerURL is the base URL (without /mcp) at which Stack.Tools is
+	// served, e.g. http://127.0.0.1:3001: the REST tool endpoints then call
+	// the tool server over real HTTP with the service key, as
+	// ToolsFunction does in AWS. Empty (tests that only use Stack.API):
+	// they call Stack.Tools in process, through the same client, request
+	// and response bytes, minus the network.
+	ToolServerURL string
+	// PingInterval is the stream's keep-alive interval; zero means
+	// chat.PingInterval.
+	PingInterval time.Duration
 }
 
 // New builds the stack from cfg. Close releases it. It fails when the
@@ -98,24 +117,70 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 
 	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
 	authn := auth.NewService(users, o.Hasher, o.Now)
-	models, err := model.NewRegistry(model.Builtin{})
+	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	registry, err := tools.NewRegistry(tools.Builtin(tools.Config{
+		Generator:            models,
+		DefaultModelID:       cfg.DefaultModelID,
+		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
+	})...)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
+	// The tool server (McpFunction) is a function URL, not an HttpApi
+	// route, so it is not one of s.Functions.
+	s.Tools = httpapi.Stack(toolserver.Routes(registry, s.ServiceKey), mw)
+	toolClient := toolserver.NewClient(o.ToolServerURL, s.ServiceKey, nil)
+	if o.ToolServerURL == "" {
+		toolClient = toolserver.NewClient(inProcessURL, s.ServiceKey,
+			&http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolserver.DefaultClientTimeout})
+	}
+
+	chats := chat.NewService(chat.Options{
+		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
+		Tools: toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now), Now: o.Now,
+	})
 	s.Functions = []Function{
 		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
 		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn)},
 		{LogicalID: "ModelsFunction", Dir: "models", Router: model.Routes(models, users, authn)},
+		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(toolClient.Catalog(), authn, cfg.ToolsCacheTTL, o.Now)},
+		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn)},
+		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval), FunctionURL: true},
 	}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
 		api.Mount(f.Router, f.Router.Patterns()...)
 	}
-	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
 	s.API = httpapi.Stack(api, mw)
-	s.Tools = httpapi.Stack(httpapi.NewRouter(), mw)
 	return s, nil
+}
+
+// inProcessURL is the base URL of the tool server when it is called in
+// process; handlerTransport ignores the host.
+const inProcessURL = "http://tool-server.in-process"
+
+// handlerTransport is an http.RoundTripper that serves every request with
+// h in process, as a server would receive it.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	req := r.Clone(r.Context())
+	req.RequestURI = r.URL.RequestURI()
+	req.RemoteAddr = "127.0.0.1:0"
+	if req.Body == nil {
+		req.Body = http.NoBody
+	}
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
 }
 
 // Close stops the embedded engine, if any.

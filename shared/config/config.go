@@ -32,7 +32,8 @@ type Config struct {
 	LogLevel  slog.Level     // LOG_LEVEL: debug, info, warn, error; default info
 	LogFormat logging.Format // LOG_FORMAT: json or text; default json in Lambda, text locally
 
-	DefaultModelID string // DEFAULT_MODEL_ID; default "builtin"
+	DefaultModelID    string        // DEFAULT_MODEL_ID; default "builtin"
+	BuiltinChunkDelay time.Duration // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
 
 	// Model providers: each is enabled by its configuration.
 	OpenAIAPIKey     string   // OPENAI_API_KEY
@@ -129,6 +130,13 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 
 	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
+	if v := get("BUILTIN_CHUNK_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 10*time.Second {
+			bad("BUILTIN_CHUNK_DELAY", "must be a Go duration from 0 to 10s, got %q", v)
+		}
+		c.BuiltinChunkDelay = d
+	}
 	c.OpenAIAPIKey = get("OPENAI_API_KEY")
 	c.OpenAIBaseURL = strings.TrimRight(get("OPENAI_BASE_URL"), "/")
 	c.OpenAIModels = list(get("OPENAI_MODELS"))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // BuiltinID is the id of the built-in offline model.
@@ -20,7 +21,11 @@ const BuiltinID = "builtin"
 // offered tool and gives a JSON object, e.g. `run json_query with {"query":
 // ".a", "input": {"a": 1}}`, it calls that tool; given the tool's result it
 // reports it.
-type Builtin struct{}
+type Builtin struct {
+	// ChunkDelay paces the chunks of a reply (BUILTIN_CHUNK_DELAY), to
+	// demonstrate and test streaming, keep-alives and disconnects.
+	ChunkDelay time.Duration
+}
 
 // Models lists the built-in model.
 func (Builtin) Models() []Model {
@@ -50,7 +55,13 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 		}
 	}
 	res.Usage.OutputTokens = len(strings.Fields(reply))
-	for _, c := range ChunkWords(reply, 4) {
+	for i, c := range ChunkWords(reply, 4) {
+		if i > 0 && b.ChunkDelay > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(b.ChunkDelay):
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/tmaxmax/go-sse"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/lambdahttp"
+	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
+)
+
+// TestStreamFunctionEvent drives the stream function with a recorded
+// function URL event and reads the events from the streaming body as they
+// arrive: start comes before the reply is finished (the assistant message
+// is stored only at the end), tool events follow, end closes.
+func TestStreamFunctionEvent(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	const key = "stream-test-key-0123456789"
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
+	defer ts.Close()
+	h, err := newHandler(ctx, db.Env(t, map[string]string{
+		"AWS_LAMBDA_FUNCTION_NAME": "StreamFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "BUILTIN_CHUNK_DELAY": "100ms", "LOG_LEVEL": "error",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := store.NewUsers(db.DB, db.Users(), db.Sessions())
+	me, err := auth.NewService(users, &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil).
+		SignUp(ctx, auth.Credentials{Email: "s@example.com", Password: "password1", Name: "S"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chats := store.NewChats(db.DB, db.Data())
+	c := chat.Chat{ID: "7f1c2d3e-4b5a-4c6d-8e9f-0a1b2c3d4e5f", UserID: me.User.ID, Title: "t", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := chats.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := os.ReadFile("testdata/stream.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := strings.ReplaceAll(strings.ReplaceAll(string(b), "CHAT_ID", c.ID), "USER_ID", me.User.ID)
+	var ev events.LambdaFunctionURLRequest
+	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.Cookies = []string{auth.CookieName + "=" + me.Token}
+
+	resp, err := lambdahttp.NewFunctionURLStreaming(h)(ctx, &ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "text/event-stream" {
+		t.Fatalf("status %d headers %v", resp.StatusCode, resp.Headers)
+	}
+	var types []string
+	var deltas strings.Builder
+	var startID string
+	for e, err := range sse.Read(resp.Body, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got chat.Event
+		if err := json.Unmarshal([]byte(e.Data), &got); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, got.Type)
+		switch got.Type {
+		case "start":
+			startID = got.MessageID
+			// Streaming, not buffering: the reply is not finished yet.
+			if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 1 {
+				t.Errorf("at start: %d messages stored (%v), want only the user message", len(msgs), err)
+			}
+		case "content":
+			deltas.WriteString(got.Delta)
+		case "tool_result":
+			if string(got.Result) != `{"result":1}` {
+				t.Errorf("tool result = %s", got.Result)
+			}
+		case "end":
+			if got.MessageID != startID {
+				t.Errorf("end id %s != start id %s", got.MessageID, startID)
+			}
+		}
+	}
+	if got := strings.Join(types, ","); !strings.HasPrefix(got, "start,content") || !strings.Contains(got, "tool_call,tool_result,content") || !strings.HasSuffix(got, ",end") {
+		t.Errorf("event order = %s", got)
+	}
+	_, msgs, err := chats.Conversation(ctx, c.ID)
+	if err != nil || len(msgs) != 2 || msgs[1].ID != startID || msgs[1].Content != deltas.String() || msgs[1].ModelID != model.BuiltinID {
+		t.Errorf("stored = %+v, %v; deltas %q", msgs, err, deltas.String())
+	}
+
+	// Anonymous: a plain JSON 401 before any event.
+	ev.Cookies = nil
+	resp, err = lambdahttp.NewFunctionURLStreaming(h)(ctx, &ev)
+	if err != nil || resp.StatusCode != 401 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") {
+		t.Errorf("anonymous: %+v %v", resp, err)
+	}
+}

@@ -1,0 +1,182 @@
+// Package chat is conversations with the assistant: chats, their messages,
+// the reply loop with native tool calling, and the Server-Sent Events
+// stream. It is storage- and provider-agnostic: a Store persists chats, a
+// model.Registry generates replies, and Tools runs tool calls.
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/model"
+)
+
+// Limits.
+const (
+	MaxTitleLen   = 200
+	MaxContentLen = 32000
+	// MaxToolRounds bounds the model turns of one reply that may call tools.
+	MaxToolRounds = 5
+	// MaxHistory is how many earlier messages are sent to the model as context.
+	MaxHistory = 50
+)
+
+// Chat is a conversation owned by a user.
+type Chat struct {
+	ID         string    `json:"id"`
+	UserID     string    `json:"userId"`
+	Title      string    `json:"title"`
+	WorkflowID string    `json:"workflowId,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// Message is one message of a chat.
+type Message struct {
+	ID      string `json:"id"`
+	ChatID  string `json:"chatId"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// ModelID is the model that wrote an assistant message.
+	ModelID string `json:"modelId,omitempty"`
+	// ToolCalls are the tools an assistant message called, with results.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// InputTokens and OutputTokens are the usage the provider reported for
+	// an assistant message, summed over its model turns.
+	InputTokens  int       `json:"inputTokens,omitempty"`
+	OutputTokens int       `json:"outputTokens,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// ToolCall records one tool call of an assistant message.
+type ToolCall struct {
+	ToolName string          `json:"toolName"`
+	ToolArgs json.RawMessage `json:"toolArgs"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// Store persists chats and messages.
+type Store interface {
+	// CreateChat stores c and increments its owner's chat count, in one
+	// transaction.
+	CreateChat(ctx context.Context, c Chat) error
+	// Chat returns the chat with id. NotFound CHAT_NOT_FOUND.
+	Chat(ctx context.Context, id string) (Chat, error)
+	// UpdateChat sets the title of the chat id owned by userID and returns
+	// it. NotFound CHAT_NOT_FOUND, Forbidden for another user's chat.
+	UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (Chat, error)
+	// DeleteChat removes the chat id owned by userID with everything in
+	// it, and decrements the owner's chat count. NotFound, Forbidden.
+	DeleteChat(ctx context.Context, id, userID string) error
+	// ListChats returns a page of userID's chats, most recently updated
+	// first, and the number of chats the user has.
+	ListChats(ctx context.Context, userID string, page httpapi.Page) ([]Chat, int, error)
+	// Conversation returns the chat and all its messages in conversation
+	// order, in one read. NotFound CHAT_NOT_FOUND.
+	Conversation(ctx context.Context, chatID string) (Chat, []Message, error)
+	// AddMessages stores msgs in chat and sets the chat's updatedAt to the
+	// last message's time, in one transaction. NotFound when the chat is
+	// gone.
+	AddMessages(ctx context.Context, chat Chat, msgs ...Message) error
+}
+
+// Tools lists and runs the tools a model may call.
+type Tools interface {
+	// Specs returns the tools offered to models.
+	Specs(ctx context.Context) ([]model.ToolSpec, error)
+	// Run runs tool name with args and returns its result.
+	Run(ctx context.Context, name string, args map[string]any) (map[string]any, error)
+}
+
+// Preferences gives a user's preferred model.
+type Preferences interface {
+	ModelPreference(ctx context.Context, userID string) (string, error)
+}
+
+// CreateRequest is the body of POST /api/chats.
+type CreateRequest struct {
+	Title      *string `json:"title"`
+	WorkflowID *string `json:"workflowId"`
+}
+
+// Validate checks the title's length and the workflow id's format.
+func (r CreateRequest) Validate() error {
+	var f errs.FieldErrors
+	if r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen {
+		f.Add("title", "must be at most %d characters", MaxTitleLen)
+	}
+	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
+		f.Add("workflowId", "must be a UUID")
+	}
+	return f.Err("chat.CreateRequest")
+}
+
+// UpdateRequest is the body of PATCH /api/chats/{chatId}.
+type UpdateRequest struct {
+	Title *string `json:"title"`
+}
+
+// Validate requires a title of at most MaxTitleLen characters.
+func (r UpdateRequest) Validate() error {
+	var f errs.FieldErrors
+	switch {
+	case r.Title == nil:
+		f.Add("title", "is required")
+	case utf8.RuneCountInString(*r.Title) > MaxTitleLen:
+		f.Add("title", "must be at most %d characters", MaxTitleLen)
+	}
+	return f.Err("chat.UpdateRequest")
+}
+
+// MessageRequest is the body of POST /api/chats/{chatId}/messages and of
+// the stream.
+type MessageRequest struct {
+	Content    string  `json:"content"`
+	ModelID    string  `json:"modelId"`
+	UserID     *string `json:"userId"`
+	WorkflowID *string `json:"workflowId"`
+}
+
+// Validate checks the content's length and the workflow id's format.
+func (r MessageRequest) Validate() error {
+	var f errs.FieldErrors
+	validateContent(&f, r.Content)
+	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
+		f.Add("workflowId", "must be a UUID")
+	}
+	return f.Err("chat.MessageRequest")
+}
+
+func validateContent(f *errs.FieldErrors, content string) {
+	switch n := utf8.RuneCountInString(content); {
+	case n == 0:
+		f.Add("content", "is required")
+	case n > MaxContentLen:
+		f.Add("content", "must be at most %d characters", MaxContentLen)
+	}
+}
+
+// StreamRequest is the body of the stream: modelId and userId are required.
+type StreamRequest struct {
+	MessageRequest
+}
+
+// Validate requires content, modelId and userId.
+func (r StreamRequest) Validate() error {
+	var f errs.FieldErrors
+	validateContent(&f, r.Content)
+	if r.ModelID == "" {
+		f.Add("modelId", "is required")
+	}
+	if r.UserID == nil || *r.UserID == "" {
+		f.Add("userId", "is required")
+	}
+	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
+		f.Add("workflowId", "must be a UUID")
+	}
+	return f.Err("chat.StreamRequest")
+}

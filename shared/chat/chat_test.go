@@ -1,0 +1,230 @@
+package chat_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tmaxmax/go-sse"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
+)
+
+// loopProvider always asks for another tool call, to prove the round bound.
+type loopProvider struct{ calls atomic.Int32 }
+
+func (p *loopProvider) Models() []model.Model {
+	return []model.Model{{ID: "loop", Name: "loop", Provider: "test"}}
+}
+
+func (p *loopProvider) Generate(ctx context.Context, req model.Request, emit func(model.Chunk) error) (model.Result, error) {
+	p.calls.Add(1)
+	if err := emit(model.Chunk{Delta: "step"}); err != nil {
+		return model.Result{}, err
+	}
+	if len(req.Tools) == 0 {
+		return model.Result{Usage: model.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+	}
+	return model.Result{
+		ToolCalls: []model.ToolCall{{ID: "c", Name: "hash", Args: json.RawMessage(`{"text":"a","algorithm":"md5"}`)}},
+		Usage:     model.Usage{InputTokens: 1, OutputTokens: 1},
+	}, nil
+}
+
+type fixture struct {
+	srv    *httptest.Server
+	cookie string
+	userID string
+	loop   *loopProvider
+}
+
+func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
+	t.Helper()
+	db := storetest.New(t)
+	users := store.NewUsers(db.DB, db.Users(), db.Sessions())
+	authn := auth.NewService(users, &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil)
+	loop := &loopProvider{}
+	models, err := model.NewRegistry(model.Builtin{ChunkDelay: chunkDelay}, loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: models, DefaultModelID: "builtin"})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "test-service-key-0123456789"
+	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
+	t.Cleanup(ts.Close)
+	svc := chat.NewService(chat.Options{
+		Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
+		Tools: toolserver.NewModelTools(toolserver.NewClient(ts.URL, key, nil), time.Minute, nil),
+	})
+	api := httpapi.NewRouter()
+	for _, r := range []*httpapi.Router{auth.Routes(authn), chat.Routes(svc, authn), chat.StreamRoutes(svc, authn, ping)} {
+		api.Mount(r, r.Patterns()...)
+	}
+	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv, loop: loop}
+	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password1","name":"C"}`)
+	var body struct{ Data struct{ User struct{ ID string } } }
+	decode(t, resp, &body)
+	f.userID = body.Data.User.ID
+	for _, c := range resp.Cookies() {
+		f.cookie = c.Name + "=" + c.Value
+	}
+	return f
+}
+
+func (f *fixture) request(ctx context.Context, t *testing.T, method, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", f.cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string) *http.Response {
+	return f.request(context.Background(), t, method, path, body)
+}
+
+func decode(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) newChat(t *testing.T) string {
+	t.Helper()
+	var c struct{ Data chat.Chat }
+	resp := f.do(t, "POST", "/api/chats", `{}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("create chat: %d", resp.StatusCode)
+	}
+	decode(t, resp, &c)
+	return c.Data.ID
+}
+
+// TestToolRoundsAreBounded: a model that always calls a tool is stopped
+// after MaxToolRounds rounds and must answer in text in the last one.
+func TestToolRoundsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0, 0)
+	id := f.newChat(t)
+	resp := f.do(t, "POST", "/api/chats/"+id+"/messages", `{"content":"go","modelId":"loop"}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var ex struct{ Data chat.Exchange }
+	decode(t, resp, &ex)
+	if got := f.loop.calls.Load(); got != chat.MaxToolRounds+1 {
+		t.Errorf("model turns = %d, want %d", got, chat.MaxToolRounds+1)
+	}
+	r := ex.Data.Response
+	if len(r.ToolCalls) != chat.MaxToolRounds || r.InputTokens != chat.MaxToolRounds+1 || r.OutputTokens != chat.MaxToolRounds+1 {
+		t.Errorf("response = %d tool calls, usage %d/%d", len(r.ToolCalls), r.InputTokens, r.OutputTokens)
+	}
+	if want := strings.Repeat("step\n\n", chat.MaxToolRounds) + "step"; r.Content != want {
+		t.Errorf("content = %q, want %q", r.Content, want)
+	}
+	if string(r.ToolCalls[0].Result) != `{"digest":"0cc175b9c0f1b6a831c399e269772661"}` {
+		t.Errorf("tool result = %s", r.ToolCalls[0].Result)
+	}
+}
+
+// TestStreamKeepAlive: a silent stream gets ": ping" comments, which SSE
+// clients ignore.
+func TestStreamKeepAlive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 150*time.Millisecond, 40*time.Millisecond)
+	id := f.newChat(t)
+	resp := f.do(t, "POST", "/api/chats/"+id+"/messages/stream", `{"content":"one two three four five six seven eight nine","modelId":"builtin","userId":"`+f.userID+`"}`)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "\n: ping\n\n") && !strings.HasPrefix(string(raw), ": ping\n\n") {
+		t.Errorf("no keep-alive comment in %q", raw)
+	}
+	var types []string
+	for ev, err := range sse.Read(strings.NewReader(string(raw)), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e chat.Event
+		if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+	}
+	if len(types) < 3 || types[0] != "start" || types[len(types)-1] != "end" {
+		t.Errorf("event types = %v", types)
+	}
+}
+
+// TestStreamDisconnectKeepsPartialReply: a client that leaves mid-stream
+// stops generation; what was generated is stored under the announced id.
+func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 50*time.Millisecond, 0)
+	id := f.newChat(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	long := strings.Repeat("word ", 40)
+	resp := f.request(ctx, t, "POST", "/api/chats/"+id+"/messages/stream", `{"content":"`+long+`","modelId":"builtin","userId":"`+f.userID+`"}`)
+	var announced, got string
+	rd := bufio.NewReader(resp.Body)
+	for ev, err := range sse.Read(rd, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e chat.Event
+		_ = json.Unmarshal([]byte(ev.Data), &e)
+		if e.Type == "start" {
+			announced = e.MessageID
+		}
+		if e.Type == "content" {
+			got += e.Delta
+			break
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var list struct{ Data struct{ Messages []chat.Message } }
+		decode(t, f.do(t, "GET", "/api/chats/"+id+"/messages", ""), &list)
+		if n := len(list.Data.Messages); n == 2 {
+			a := list.Data.Messages[1]
+			if a.ID != announced || a.Role != "assistant" || !strings.HasPrefix(a.Content, got) || len(a.Content) >= len(`You said: "`+long) {
+				t.Fatalf("partial message = %+v (first delta %q)", a, got)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("partial assistant message never stored")
+}

@@ -1,0 +1,192 @@
+package chat
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/model"
+)
+
+// Service implements the chat operations.
+type Service struct {
+	store        Store
+	models       *model.Registry
+	tools        Tools
+	prefs        Preferences
+	defaultModel string
+	now          func() time.Time
+}
+
+// Options are the dependencies of NewService. Tools may be nil (no tool
+// calling); Now nil means time.Now.
+type Options struct {
+	Store          Store
+	Models         *model.Registry
+	Tools          Tools
+	Preferences    Preferences
+	DefaultModelID string
+	Now            func() time.Time
+}
+
+// NewService returns a Service.
+func NewService(o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, defaultModel: o.DefaultModelID, now: o.Now}
+}
+
+func (s *Service) clock() time.Time { return s.now().UTC() }
+
+// Create creates a chat for the signed-in user.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
+	const op = "chat.Create"
+	if req.WorkflowID != nil {
+		return Chat{}, errs.Fields(op, errs.FieldError{Field: "workflowId", Message: "workflow chats are not available yet"})
+	}
+	now := s.clock()
+	c := Chat{ID: uuid.NewString(), UserID: auth.UserID(ctx), CreatedAt: now, UpdatedAt: now}
+	if req.Title != nil {
+		c.Title = strings.TrimSpace(*req.Title)
+	}
+	if c.Title == "" {
+		c.Title = "New chat"
+	}
+	if err := s.store.CreateChat(ctx, c); err != nil {
+		return Chat{}, errs.Wrap(op, err)
+	}
+	return c, nil
+}
+
+// Get returns the chat id. NotFound, then Forbidden for another user's.
+func (s *Service) Get(ctx context.Context, id string) (Chat, error) {
+	return auth.Owned(ctx, "chat.Get", func(ctx context.Context) (Chat, error) { return s.store.Chat(ctx, id) },
+		func(c Chat) string { return c.UserID })
+}
+
+// Update renames the chat id. NotFound, Forbidden.
+func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Chat, error) {
+	title := strings.TrimSpace(*req.Title)
+	c, err := s.store.UpdateChat(ctx, id, auth.UserID(ctx), title, s.clock())
+	return c, errs.Wrap("chat.Update", err)
+}
+
+// Delete removes the chat id with its messages. NotFound, Forbidden.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	return errs.Wrap("chat.Delete", s.store.DeleteChat(ctx, id, auth.UserID(ctx)))
+}
+
+// List returns a page of userID's chats and their total. Forbidden unless
+// userID is the signed-in user.
+func (s *Service) List(ctx context.Context, userID string, page httpapi.Page) ([]Chat, int, error) {
+	const op = "chat.List"
+	if err := auth.Authorize(ctx, op, userID); err != nil {
+		return nil, 0, err
+	}
+	chats, total, err := s.store.ListChats(ctx, userID, page)
+	return chats, total, errs.Wrap(op, err)
+}
+
+// Messages returns the messages of chat id in conversation order.
+// NotFound, Forbidden.
+func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
+	const op = "chat.Messages"
+	c, msgs, err := s.store.Conversation(ctx, id)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// Exchange is a user message and the assistant's reply.
+type Exchange struct {
+	Message
+	Response Message `json:"response"`
+}
+
+// Send posts a user message to chat id and returns it with the assistant's
+// whole reply; both are stored in one transaction. The model is req's, else
+// the user's preference, else the deployment default. Errors: Invalid
+// (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
+// other than the caller's), and the model's errors.
+func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
+	const op = "chat.Send"
+	var (
+		c       Chat
+		history []Message
+		pref    string
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		c, history, err = s.store.Conversation(gctx, id)
+		return err
+	})
+	if req.ModelID == "" && s.prefs != nil {
+		g.Go(func() (err error) {
+			pref, err = s.prefs.ModelPreference(gctx, auth.UserID(ctx))
+			if errs.Is(err, errs.NotFound) {
+				err = nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.authorizeMessage(ctx, op, c, req); err != nil {
+		return Exchange{}, err
+	}
+	modelID := firstNonEmpty(req.ModelID, pref, s.defaultModel, model.BuiltinID)
+	if _, err := s.models.Lookup(modelID); err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	user := s.newMessage(c.ID, model.RoleUser, req.Content)
+	reply, err := s.reply(ctx, history, user, modelID, uuid.NewString(), func(Event) error { return nil })
+	if err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.store.AddMessages(ctx, c, user, reply); err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	return Exchange{Message: user, Response: reply}, nil
+}
+
+// authorizeMessage checks that the caller owns c and that a userId in the
+// body, if any, is the caller's.
+func (s *Service) authorizeMessage(ctx context.Context, op string, c Chat, req MessageRequest) error {
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return err
+	}
+	if req.UserID != nil && *req.UserID != auth.UserID(ctx) {
+		return errs.E(op, errs.Forbidden, "FORBIDDEN", "userId must be the signed-in user")
+	}
+	return nil
+}
+
+func (s *Service) newMessage(chatID, role, content string) Message {
+	return Message{ID: uuid.NewString(), ChatID: chatID, Role: role, Content: content, CreatedAt: s.clock()}
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func logWarn(ctx context.Context, msg string, args ...any) {
+	logging.FromContext(ctx).WarnContext(ctx, msg, args...)
+}

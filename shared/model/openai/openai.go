@@ -1,0 +1,509 @@
+// Package openai is the model.Provider for OpenAI's Chat Completions API
+// (https://platform.openai.com/docs/api-reference/chat) and for any
+// OpenAI-compatible server reached through a base URL (Ollama, vLLM, LM
+// Studio, llama.cpp). It streams replies with Chat.Completions.NewStreaming
+// of the official Go SDK, offers tools as native function tools and maps
+// provider failures to the service's errors: throttling, 5xx and network
+// failures are errs.Unavailable (MODEL_UNAVAILABLE), every other failure
+// errs.Internal (MODEL_PROVIDER_ERROR), with client-safe messages that never
+// carry the API key or the provider's response bodies.
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/model"
+)
+
+const (
+	// ProviderName is the Provider of every model this package serves.
+	ProviderName = "openai"
+	// IDPrefix starts the registry id of every model this package serves:
+	// "openai/<model>".
+	IDPrefix = ProviderName + "/"
+
+	// Error codes of the API contract.
+	codeUnavailable   = "MODEL_UNAVAILABLE"
+	codeProviderError = "MODEL_PROVIDER_ERROR"
+
+	// Client-safe messages.
+	msgUnavailable = "the model provider is unavailable; retry shortly"
+	msgCredentials = "the model provider rejected the service's credentials"
+	msgRejected    = "the model provider could not handle the request"
+	msgMalformed   = "the model provider sent a malformed reply"
+	msgBadToolArgs = "the model produced malformed tool call arguments"
+
+	// responseHeaderTimeout bounds the wait for the response headers with
+	// the default HTTP client (an OpenAI-compatible server may first load
+	// the model); the body of a stream is bounded by ctx only, so long
+	// replies are never cut.
+	responseHeaderTimeout = 2 * time.Minute
+	// maxRetryDelay caps the SDK's single retry: a provider that asks for a
+	// longer wait (Retry-After) fails at once and the caller is told when
+	// to retry instead of the request hanging.
+	maxRetryDelay = 2 * time.Second
+	// maxCauseMessage bounds the provider's error message kept in a cause.
+	maxCauseMessage = 300
+)
+
+// Options configure a Provider.
+type Options struct {
+	// APIKey is sent as a bearer token. Required unless BaseURL is set
+	// (Ollama and vLLM usually need none).
+	APIKey string
+	// BaseURL is the API root of an OpenAI-compatible server including its
+	// version path, as every OpenAI SDK expects, e.g.
+	// "http://localhost:11434/v1"; requests go to BaseURL +
+	// "/chat/completions". Empty means OpenAI (https://api.openai.com/v1).
+	BaseURL string
+	// Models are the model names served, e.g. "gpt-4o-mini" or
+	// "llama3.2". Required.
+	Models []string
+	// HTTPClient sends the requests; nil means a client with a
+	// response-header timeout and no overall timeout (streams last as long
+	// as their ctx).
+	HTTPClient *http.Client
+}
+
+// Provider is the model.Provider for OpenAI and OpenAI-compatible servers.
+// It is immutable and safe for concurrent use.
+type Provider struct {
+	client sdk.Client
+	models []model.Model
+	names  map[string]bool
+	// compatible is true for a server other than OpenAI (BaseURL set).
+	compatible bool
+}
+
+var _ model.Provider = (*Provider)(nil)
+
+// New returns the provider of o.Models. It fails when o.Models is empty or
+// holds a blank or repeated name, when neither o.APIKey nor o.BaseURL is
+// set, or when o.BaseURL is not an absolute http(s) URL. It makes no
+// request.
+//
+// The API key and the base URL come from o only: the SDK's reading of
+// OPENAI_API_KEY and OPENAI_BASE_URL is overridden, so a key from the
+// environment is never sent to an OpenAI-compatible server. Without an API
+// key no Authorization header is sent. The SDK retries a failed request at
+// most once and never waits longer than a couple of seconds to do so, so a
+// throttled or failing provider fails fast.
+func New(o Options) (*Provider, error) {
+	if len(o.Models) == 0 {
+		return nil, errors.New("openai: at least one model is required")
+	}
+	apiKey := strings.TrimSpace(o.APIKey)
+	baseURL := strings.TrimRight(strings.TrimSpace(o.BaseURL), "/")
+	if apiKey == "" && baseURL == "" {
+		return nil, errors.New("openai: an API key is required unless a base URL names an OpenAI-compatible server")
+	}
+	if baseURL != "" {
+		u, err := url.Parse(baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("openai: base URL must be an absolute http(s) URL, got %q", o.BaseURL)
+		}
+	}
+	p := &Provider{names: make(map[string]bool, len(o.Models)), compatible: baseURL != ""}
+	label := " (OpenAI)"
+	if p.compatible {
+		label = " (OpenAI-compatible)"
+	}
+	for _, name := range o.Models {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, errors.New("openai: blank model name")
+		}
+		if p.names[name] {
+			return nil, fmt.Errorf("openai: model %q listed twice", name)
+		}
+		p.names[name] = true
+		p.models = append(p.models, model.Model{ID: IDPrefix + name, Name: name + label, Provider: ProviderName})
+	}
+	if baseURL == "" {
+		baseURL = "https://api.openai.com/v1"
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	p.client = sdk.NewClient(
+		option.WithBaseURL(baseURL),
+		option.WithAPIKey(apiKey), // "" clears a key read from the environment
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(1),
+		option.WithMaxRetryDelay(maxRetryDelay),
+		option.WithMiddleware(normalizeErrorBody),
+	)
+	return p, nil
+}
+
+// maxErrorBody bounds the error answer read by normalizeErrorBody.
+const maxErrorBody = 1 << 20
+
+// normalizeErrorBody rewrites an error answer whose "error" member is not
+// an object, as vLLM's {"error":"Unauthorized"}, into OpenAI's shape
+// {"error":{"message":...}}: the SDK fails to decode the former and would
+// lose the HTTP status. Other answers pass unchanged (bounded in size).
+func normalizeErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res == nil || res.StatusCode < 400 || res.Body == nil {
+		return res, err
+	}
+	body, readErr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	_ = res.Body.Close()
+	if readErr != nil {
+		body = nil // the status still tells what failed
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) == nil {
+		if e, ok := m["error"]; ok && !bytes.HasPrefix(bytes.TrimSpace(e), []byte("{")) {
+			msg := string(e)
+			var str string
+			if json.Unmarshal(e, &str) == nil {
+				msg = str
+			}
+			if b, err := json.Marshal(map[string]any{"error": map[string]any{"message": msg}}); err == nil {
+				body = b
+			}
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Del("Content-Length")
+	return res, nil
+}
+
+// defaultHTTPClient returns a client whose transport bounds the wait for
+// response headers but not the body, so streams are bounded by ctx only.
+func defaultHTTPClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = responseHeaderTimeout
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{}
+}
+
+// Models lists the configured models, ids "openai/<model>".
+func (p *Provider) Models() []model.Model { return slices.Clone(p.models) }
+
+// Generate streams one turn of the model req.ModelID names through emit,
+// every content delta in order as it arrives, and returns the tool calls
+// the model made and the usage the provider reported.
+//
+// It fails with ctx's error when ctx is done (the stream is closed at
+// once), with emit's error when emit fails, with errs.Invalid
+// INVALID_MODEL for a model this provider does not serve, with
+// errs.Unavailable MODEL_UNAVAILABLE for throttling (429), 5xx, network
+// failures and streams that end early (RetryAfter from the provider's
+// Retry-After when present), and with errs.Internal MODEL_PROVIDER_ERROR
+// for rejected credentials (401, 403), other rejected requests, malformed
+// replies and malformed tool call arguments.
+func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(model.Chunk) error) (model.Result, error) {
+	const op = "openai.Generate"
+	name, ok := strings.CutPrefix(req.ModelID, IDPrefix)
+	if !ok || !p.names[name] {
+		return model.Result{}, errs.E(op, errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", req.ModelID))
+	}
+	params, err := p.params(name, req)
+	if err != nil {
+		return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return model.Result{}, err
+	}
+
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	// The transport aborts a blocked read when ctx is done; closing the
+	// stream as well makes that prompt whatever the HTTP client.
+	stop := context.AfterFunc(ctx, func() { _ = stream.Close() })
+	defer stop()
+
+	var (
+		calls    toolCalls
+		usage    model.Usage
+		finished bool
+	)
+	for stream.Next() {
+		chunk := stream.Current()
+		if chunk.JSON.Usage.Valid() {
+			usage = model.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+		}
+		for _, choice := range chunk.Choices {
+			if choice.Index != 0 {
+				continue // only one choice is requested
+			}
+			for _, text := range []string{choice.Delta.Content, choice.Delta.Refusal} {
+				if text == "" {
+					continue
+				}
+				if err := emit(model.Chunk{Delta: text}); err != nil {
+					return model.Result{}, err
+				}
+			}
+			calls.add(choice.Delta.ToolCalls)
+			if choice.FinishReason != "" {
+				finished = true
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return model.Result{}, err
+	}
+	if err := stream.Err(); err != nil {
+		return model.Result{}, mapError(op, err)
+	}
+	if !finished {
+		return model.Result{}, errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).
+			WithCause(errors.New("the stream ended before the reply finished"))
+	}
+	toolCalls, err := calls.result()
+	if err != nil {
+		return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgBadToolArgs).WithCause(err)
+	}
+	return model.Result{ToolCalls: toolCalls, Usage: usage}, nil
+}
+
+// params builds the streaming request for the model name. It fails on a
+// message role it does not know or a tool schema that is not a JSON object.
+func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionNewParams, error) {
+	params := sdk.ChatCompletionNewParams{
+		Model:         shared.ChatModel(name),
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+	}
+	if req.System != "" {
+		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case model.RoleUser:
+			params.Messages = append(params.Messages, sdk.UserMessage(m.Content))
+		case model.RoleAssistant:
+			var a sdk.ChatCompletionAssistantMessageParam
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				args := strings.TrimSpace(string(c.Args))
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
+					},
+				})
+			}
+			params.Messages = append(params.Messages, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		case model.RoleTool:
+			params.Messages = append(params.Messages, sdk.ToolMessage(m.Content, m.ToolCallID))
+		default:
+			return params, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	for _, t := range req.Tools {
+		schema := sdk.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		if len(t.InputSchema) > 0 {
+			schema = nil
+			if err := json.Unmarshal(t.InputSchema, &schema); err != nil || schema == nil {
+				return params, fmt.Errorf("tool %q: the input schema is not a JSON object", t.Name)
+			}
+		}
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
+		if t.Description != "" {
+			fn.Description = param.NewOpt(t.Description)
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	if req.MaxTokens > 0 {
+		// OpenAI replaced max_tokens by max_completion_tokens (its reasoning
+		// models refuse the former); compatible servers know max_tokens.
+		if p.compatible {
+			params.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+		} else {
+			params.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
+		}
+	}
+	return params, nil
+}
+
+// toolCalls accumulates streamed tool call fragments: the first fragment
+// of a call carries its id and name, the next ones pieces of its arguments,
+// all under the call's index.
+type toolCalls struct {
+	calls   []*toolCall
+	byIndex map[int64]*toolCall
+}
+
+type toolCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+// add records the fragments of one delta.
+func (tc *toolCalls) add(deltas []sdk.ChatCompletionChunkChoiceDeltaToolCall) {
+	for _, d := range deltas {
+		if tc.byIndex == nil {
+			tc.byIndex = map[int64]*toolCall{}
+		}
+		idx := max(d.Index, 0) // some servers send -1 for a single call
+		c := tc.byIndex[idx]
+		// A new id under a used index is a new call: some servers send
+		// every (whole) call with index 0.
+		if c == nil || (d.ID != "" && c.id != "" && d.ID != c.id) {
+			c = &toolCall{}
+			tc.byIndex[idx] = c
+			tc.calls = append(tc.calls, c)
+		}
+		if d.ID != "" {
+			c.id = d.ID
+		}
+		if n := d.Function.Name; n != "" && n != c.name {
+			c.name += n
+		}
+		c.args.WriteString(d.Function.Arguments)
+	}
+}
+
+// result returns the accumulated calls in the order they began, each with
+// a JSON object of arguments ("{}" when the model sent none). It fails on
+// a call without a name or with arguments that are not a JSON object.
+func (tc *toolCalls) result() ([]model.ToolCall, error) {
+	var out []model.ToolCall
+	for i, c := range tc.calls {
+		if c.name == "" {
+			return nil, fmt.Errorf("tool call %d has no name", i)
+		}
+		id := c.id
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i) // servers that send no id ignore it
+		}
+		args, err := objectArgs(c.args.String())
+		if err != nil {
+			return nil, fmt.Errorf("tool call %d (%s): %w", i, c.name, err)
+		}
+		out = append(out, model.ToolCall{ID: id, Name: c.name, Args: args})
+	}
+	return out, nil
+}
+
+// objectArgs returns s, compacted, when it is a JSON object, "{}" when it
+// is empty or null.
+func objectArgs(s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		return nil, errors.New("the arguments are not a JSON object")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(b.Bytes()), nil
+}
+
+// mapError turns a failure of the SDK into the service's error: the SDK's
+// own error is a request the provider answered with an HTTP error; an
+// error event in the stream is the provider failing mid-reply; a reply
+// that does not decode is malformed; anything else is a network failure.
+func mapError(op string, err error) error {
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) {
+		return statusError(op, apiErr)
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(err)
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) || errors.Is(err, bufio.ErrTooLong) {
+		return errs.E(op, errs.Internal, codeProviderError, msgMalformed).WithCause(err)
+	}
+	return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(err)
+}
+
+// statusError maps an HTTP error answer of the provider. The cause keeps
+// the status and the provider's error type, code and param for the logs,
+// and its message unless the credentials were rejected (that message may
+// quote part of the key).
+func statusError(op string, apiErr *sdk.Error) error {
+	status := apiErr.StatusCode
+	detail := fmt.Sprintf("type=%q code=%q param=%q", apiErr.Type, apiErr.Code, apiErr.Param)
+	if status != http.StatusUnauthorized && status != http.StatusForbidden && apiErr.Message != "" {
+		detail += fmt.Sprintf(" message=%q", truncate(apiErr.Message, maxCauseMessage))
+	}
+	cause := fmt.Errorf("%w (%s)", apiErr, detail)
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
+		e := errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(cause)
+		if apiErr.Response != nil {
+			e.RetryAfter = retryAfter(apiErr.Response.Header)
+		}
+		return e
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return errs.E(op, errs.Internal, codeProviderError, msgCredentials).WithCause(cause)
+	default:
+		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
+	}
+}
+
+// retryAfter returns the wait in whole seconds, rounded up, that h asks
+// for in Retry-After (seconds or an HTTP date) or OpenAI's retry-after-ms;
+// zero when it asks for none.
+func retryAfter(h http.Header) int {
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			return ceilSeconds(s)
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return ceilSeconds(time.Until(t).Seconds())
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			return ceilSeconds(ms / 1000)
+		}
+	}
+	return 0
+}
+
+func ceilSeconds(s float64) int {
+	if math.IsNaN(s) || s <= 0 {
+		return 0
+	}
+	const maxHint = 24 * 60 * 60
+	return int(math.Ceil(min(s, maxHint)))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
