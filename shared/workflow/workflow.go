@@ -1,0 +1,137 @@
+// Package workflow is the user's workflows (ordered steps, each running one
+// tool), the assistant's proposals to change them (applied or rejected by
+// the user), and workflow runs recorded per chat.
+package workflow
+
+import (
+	"time"
+)
+
+// Limits (SPEC.md section 8 and DESIGN.md).
+const (
+	MaxNameLen        = 255
+	MaxDescriptionLen = 1000
+	MaxSteps          = 50
+)
+
+// Step is one step of a workflow: it runs ToolID with Inputs, whose string
+// values may reference an earlier step's output as {{step_id.output}}.
+type Step struct {
+	ID     string         `json:"id"`
+	ToolID string         `json:"toolId"`
+	Inputs map[string]any `json:"inputs"`
+	// Outputs are the property names of the tool's output schema.
+	Outputs []string `json:"outputs"`
+}
+
+// Workflow is a user's workflow. Version increases with every change
+// (optimistic concurrency).
+type Workflow struct {
+	ID          string    `json:"id"`
+	UserID      string    `json:"userId"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Steps       []Step    `json:"steps"`
+	Version     int       `json:"version"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+// Change types of a proposal (DESIGN.md section 3).
+const (
+	ChangeAddStep        = "add_step"
+	ChangeUpdateStep     = "update_step"
+	ChangeRemoveStep     = "remove_step"
+	ChangeMoveStep       = "move_step"
+	ChangeUpdateWorkflow = "update_workflow"
+)
+
+// StepSpec is the step of an add_step change.
+type StepSpec struct {
+	ID     string         `json:"id"`
+	ToolID string         `json:"toolId"`
+	Inputs map[string]any `json:"inputs"`
+}
+
+// Change is one proposed change to a workflow.
+type Change struct {
+	Type string `json:"type"`
+	// add_step
+	Step     *StepSpec `json:"step,omitempty"`
+	Position *int      `json:"position,omitempty"` // add_step (default: append), move_step
+	// update_step, remove_step, move_step
+	StepID string `json:"stepId,omitempty"`
+	// update_step
+	ToolID *string         `json:"toolId,omitempty"`
+	Inputs *map[string]any `json:"inputs,omitempty"`
+	// update_workflow
+	Name        *string `json:"name,omitempty"`
+	Description *string `json:"description,omitempty"`
+}
+
+// Proposal states.
+const (
+	ProposalPending  = "pending"
+	ProposalApplied  = "applied"
+	ProposalRejected = "rejected"
+)
+
+// Proposal is a set of changes the assistant proposed, made against
+// BaseVersion of the workflow.
+type Proposal struct {
+	ID          string     `json:"id"`
+	WorkflowID  string     `json:"workflowId"`
+	MessageID   string     `json:"messageId"`
+	Status      string     `json:"status"`
+	Changes     []Change   `json:"changes"`
+	BaseVersion int        `json:"baseVersion"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	AppliedAt   *time.Time `json:"appliedAt,omitempty"`
+	RejectedAt  *time.Time `json:"rejectedAt,omitempty"`
+}
+
+// Message is a message of a workflow's chat; assistant messages may carry
+// a proposal.
+type Message struct {
+	ID         string    `json:"id"`
+	WorkflowID string    `json:"workflowId"`
+	Role       string    `json:"role"`
+	Content    string    `json:"content"`
+	Proposal   *Proposal `json:"proposal,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// Run states, of a run and of its steps (steps also use StepSkipped).
+const (
+	RunPending   = "pending"
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+	StepSkipped  = "skipped"
+)
+
+// Run is one execution of a workflow, recorded in a chat.
+type Run struct {
+	ID          string     `json:"id"`
+	ChatID      string     `json:"chatId"`
+	WorkflowID  string     `json:"workflowId"`
+	UserID      string     `json:"userId"`
+	Status      string     `json:"status"`
+	Steps       []RunStep  `json:"steps"`
+	Error       string     `json:"error,omitempty"`
+	StartedAt   time.Time  `json:"startedAt"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+}
+
+// RunStep is the record of one step of a run.
+type RunStep struct {
+	ID          string         `json:"id"`
+	ToolID      string         `json:"toolId"`
+	Status      string         `json:"status"`
+	StartedAt   *time.Time     `json:"startedAt,omitempty"`
+	CompletedAt *time.Time     `json:"completedAt,omitempty"`
+	Input       map[string]any `json:"input,omitempty"`
+	Output      map[string]any `json:"output,omitempty"`
+	Error       string         `json:"error,omitempty"`
+}
