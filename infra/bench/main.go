@@ -24,7 +24,11 @@ var suites = []struct {
 	pkg, pattern, floor, title, note string
 }{
 	{"./infra/local/", "BenchmarkEndpoints", "BenchmarkEndpoints/liveness_(no_storage)", "REST endpoints, in process, embedded DynamoDB over loopback HTTP",
-		"Floor: GET /api/liveness, the full middleware stack with no storage. `ddbcalls/op` counts DynamoDB API calls per request with an aws-sdk middleware: an authenticated request costs exactly one read for the session plus what the endpoint needs."},
+		"Floor: GET /api/liveness, the full middleware stack with no storage. `ddbcalls/op` counts DynamoDB API calls per request with an aws-sdk middleware: an authenticated read costs exactly one read for the session plus one for the endpoint; a write costs the session read plus one write (a transaction where several items change)."},
+	{"./infra/local/", "BenchmarkStreamFirstByte|BenchmarkListMessages1000|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Chat stream and long conversations",
+		"Stream: time to the first byte and to the `start` event over loopback HTTP with the built-in model (the user message is stored before `start`, so this includes the session read, the conversation Query and one transaction). ListMessages1000: GET messages of a chat with 1,000 messages; one Query of the chat's item collection (paged by DynamoDB's 1 MB limit). Floor: liveness."},
+	{"./shared/toolserver/", "BenchmarkRunToolOverhead|BenchmarkBareJSONQuery", "BenchmarkBareJSONQuery", "Tool server: runTool overhead for json_query",
+		"Floor: the json_query tool's bare function call. RunToolOverhead is the whole POST /mcp handler in process: middleware, constant-time key check, dispatch, decoding, schema validation, the run under the tool's timeout, encoding."},
 }
 
 type result struct {

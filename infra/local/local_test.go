@@ -1,12 +1,20 @@
 package local_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/google/uuid"
+	"github.com/workflowchat/service/infra/latency"
+	"github.com/workflowchat/service/shared/chat"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
@@ -20,6 +28,7 @@ type fixture struct {
 	counter *store.CallCounter
 	cookie  string
 	userID  string
+	chatID  string
 }
 
 func newFixture(tb testing.TB) *fixture {
@@ -29,7 +38,7 @@ func newFixture(tb testing.TB) *fixture {
 		tb.Fatal(err)
 	}
 	counter := &store.CallCounter{}
-	s, err := local.New(context.Background(), cfg, local.Options{Counter: counter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}})
+	s, err := local.New(context.Background(), cfg, local.Options{Counter: counter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,7 +56,15 @@ func newFixture(tb testing.TB) *fixture {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		tb.Fatal(err)
 	}
-	return &fixture{stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
+	f := &fixture{stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
+	rec = httptest.NewRecorder()
+	s.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{"title":"bench"}`))
+	var created struct{ Data struct{ ID string } }
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || rec.Code != 201 {
+		tb.Fatalf("create chat: %d %s", rec.Code, rec.Body)
+	}
+	f.chatID = created.Data.ID
+	return f
 }
 
 func (f *fixture) request(method, path, body string) *http.Request {
@@ -78,6 +95,14 @@ func callBudgets(f *fixture) []struct {
 		{"models", "GET", "/api/models", "", 200, 1},
 		{"set preference", "POST", "/api/users/" + f.userID + "/model-preference", `{"modelId":"builtin"}`, 200, 2},
 		{"preference of another user", "POST", "/api/users/00000000-0000-4000-8000-000000000000/model-preference", `{"modelId":"builtin"}`, 403, 1},
+		{"tools (cached catalog)", "GET", "/api/tools", "", 200, 1},
+		{"create chat", "POST", "/api/chats", `{"title":"x"}`, 201, 2},
+		{"get chat", "GET", "/api/chats/" + f.chatID, "", 200, 2},
+		{"rename chat", "PATCH", "/api/chats/" + f.chatID, `{"title":"y"}`, 200, 2},
+		{"list chats", "GET", "/api/users/" + f.userID + "/chats?limit=10", "", 200, 2},
+		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 3},
+		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 4},
 	}
 }
 
@@ -105,7 +130,10 @@ func TestDynamoDBCallBudget(t *testing.T) {
 func BenchmarkEndpoints(b *testing.B) {
 	f := newFixture(b)
 	for _, tt := range callBudgets(f) {
-		b.Run(strings.ReplaceAll(tt.name, " ", "_"), func(b *testing.B) {
+		if tt.method == "POST" && tt.status/100 == 2 && !strings.Contains(tt.name, "preference") {
+			continue // writes that grow the data would skew later iterations
+		}
+		b.Run(strings.NewReplacer(" ", "_", ",", "").Replace(tt.name), func(b *testing.B) {
 			f.counter.Reset()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -118,4 +146,82 @@ func BenchmarkEndpoints(b *testing.B) {
 			b.ReportMetric(float64(f.counter.Count())/float64(b.N), "ddbcalls/op")
 		})
 	}
+}
+
+// BenchmarkStreamFirstByte measures, over real loopback HTTP with the
+// built-in model, the time to the stream's first byte and to its start
+// event (the user message is stored before start), reported as p50/p99.
+func BenchmarkStreamFirstByte(b *testing.B) {
+	f := newFixture(b)
+	srv := httptest.NewServer(f.stack.API)
+	defer srv.Close()
+	body := `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`
+	var ttfb, toStart []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		// A fresh chat per request keeps the conversation (read each time) small.
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{}`))
+		var c struct{ Data struct{ ID string } }
+		_ = json.Unmarshal(rec.Body.Bytes(), &c)
+
+		req, _ := http.NewRequest("POST", srv.URL+"/api/chats/"+c.Data.ID+"/messages/stream", strings.NewReader(body))
+		req.Header.Set("Cookie", f.cookie)
+		req.Header.Set("Accept", "text/event-stream")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd := bufio.NewReader(resp.Body)
+		if _, err := rd.Peek(1); err != nil {
+			b.Fatal(err)
+		}
+		ttfb = append(ttfb, time.Since(start))
+		line, err := rd.ReadString('\n')
+		if err != nil || !strings.Contains(line, `"type":"start"`) {
+			b.Fatalf("first line %q: %v", line, err)
+		}
+		toStart = append(toStart, time.Since(start))
+		_, _ = io.Copy(io.Discard, rd)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(latency.Percentile(ttfb, 0.5).Nanoseconds()), "ttfb-p50-ns")
+	b.ReportMetric(float64(latency.Percentile(ttfb, 0.99).Nanoseconds()), "ttfb-p99-ns")
+	b.ReportMetric(float64(latency.Percentile(toStart, 0.5).Nanoseconds()), "start-p50-ns")
+	b.ReportMetric(float64(latency.Percentile(toStart, 0.99).Nanoseconds()), "start-p99-ns")
+}
+
+// BenchmarkListMessages1000 reads a chat of 1,000 messages (one Query of
+// its item collection, paged by DynamoDB's 1 MB limit) and reports p50/p99.
+func BenchmarkListMessages1000(b *testing.B) {
+	f := newFixture(b)
+	ctx := context.Background()
+	chats := store.NewChats(f.stack.DB, "data")
+	c, err := chats.Chat(ctx, f.chatID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	for i := 0; i < 1000; i += 2 {
+		u := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "question number " + strconv.Itoa(i), CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		a := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "assistant", Content: strings.Repeat("answer ", 30), ModelID: "builtin", CreatedAt: t0.Add(time.Duration(i+1) * time.Millisecond)}
+		if err := chats.AddMessages(ctx, c, u, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var d []time.Duration
+	f.counter.Reset()
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("GET", "/api/chats/"+f.chatID+"/messages", ""))
+		d = append(d, time.Since(start))
+		if rec.Code != 200 || strings.Count(rec.Body.String(), `"role"`) != 1000 {
+			b.Fatalf("status %d, %d messages", rec.Code, strings.Count(rec.Body.String(), `"role"`))
+		}
+	}
+	b.ReportMetric(float64(f.counter.Count())/float64(b.N), "ddbcalls/op")
+	latency.Report(b, d)
 }

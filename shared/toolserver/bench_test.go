@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/latency"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
@@ -25,17 +25,6 @@ func benchInput() map[string]any {
 		}},
 		"query": "[.items[] | select(.price > 2) | .name]",
 	}
-}
-
-// reportPercentiles reports the p50 and p99 of the per-op durations.
-func reportPercentiles(b *testing.B, d []time.Duration) {
-	if len(d) == 0 {
-		return
-	}
-	slices.Sort(d)
-	at := func(p float64) float64 { return float64(d[min(len(d)-1, int(p*float64(len(d))))].Nanoseconds()) }
-	b.ReportMetric(at(0.50), "p50-ns")
-	b.ReportMetric(at(0.99), "p99-ns")
 }
 
 // BenchmarkRunToolOverhead is runTool of json_query through the whole
@@ -66,7 +55,7 @@ func BenchmarkRunToolOverhead(b *testing.B) {
 			b.Fatalf("runTool = %d %s", rec.Code, rec.Body)
 		}
 	}
-	reportPercentiles(b, durations)
+	latency.Report(b, durations)
 }
 
 // BenchmarkBareJSONQuery is the floor: the json_query tool's Run called
@@ -98,5 +87,5 @@ func BenchmarkBareJSONQuery(b *testing.B) {
 			b.Fatalf("unexpected result %v", out)
 		}
 	}
-	reportPercentiles(b, durations)
+	latency.Report(b, durations)
 }
