@@ -81,7 +81,9 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	t.Cleanup(srv.Close)
 	f := &fixture{srv: srv, loop: loop}
 	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password1","name":"C"}`)
-	var body struct{ Data struct{ User struct{ ID string } } }
+	var body struct {
+		Data struct{ User struct{ ID string } }
+	}
 	decode(t, resp, &body)
 	f.userID = body.Data.User.ID
 	for _, c := range resp.Cookies() {
@@ -215,7 +217,9 @@ func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
 
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		var list struct{ Data struct{ Messages []chat.Message } }
+		var list struct {
+			Data struct{ Messages []chat.Message }
+		}
 		decode(t, f.do(t, "GET", "/api/chats/"+id+"/messages", ""), &list)
 		if n := len(list.Data.Messages); n == 2 {
 			a := list.Data.Messages[1]

@@ -235,7 +235,7 @@ func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page)
 		N int `dynamo:"n"`
 	}
 	err := s.table.Get("GSI1PK", userChatsGSI(userID)).Index("GSI1").Order(dynamo.Descending).
-		Limit(page.Offset + page.Limit + 1).All(ctx, &items)
+		Limit(page.Offset+page.Limit+1).All(ctx, &items)
 	if err != nil {
 		return nil, 0, storeError(op, err)
 	}
