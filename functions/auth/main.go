@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/store"
 )
 
 func main() {
@@ -26,18 +22,13 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require("USERS_TABLE", "SESSIONS_TABLE")
-	}
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE")
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	b, err := wiring.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	authn := auth.NewService(store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable), nil, time.Now)
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	return httpapi.Stack(auth.Routes(authn), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return wiring.Stack(cfg, auth.Routes(b.Auth)), nil
 }

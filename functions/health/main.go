@@ -7,23 +7,24 @@ import (
 	"os"
 	"time"
 
-	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/health"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
 )
 
 func main() {
-	cfg, err := config.Load(os.Getenv)
+	h, err := newHandler(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lambdahttp.Start(newHandler(cfg))
+	lambdahttp.Start(h)
 }
 
-func newHandler(cfg config.Config) http.Handler {
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	return httpapi.Stack(health.Routes(time.Now), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins})
+func newHandler(getenv func(string) string) (http.Handler, error) {
+	cfg, err := wiring.Config(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return wiring.Stack(cfg, health.Routes(time.Now)), nil
 }

@@ -6,18 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
 )
 
 func TestHealthFunctionEvent(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Load(func(k string) string { return map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "HealthFunction"}[k] })
+	h, err := newHandler(func(k string) string { return map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "HealthFunction"}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := lambdahttp.NewAPIGatewayV2(newHandler(cfg))(context.Background(), lambdatest.LoadV2(t, "testdata/liveness.json"))
+	resp, err := lambdahttp.NewAPIGatewayV2(h)(context.Background(), lambdatest.LoadV2(t, "testdata/liveness.json"))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("liveness: %d %s %v", resp.StatusCode, resp.Body, err)
 	}

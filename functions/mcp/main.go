@@ -4,16 +4,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/model"
-	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
 
@@ -27,25 +24,17 @@ func main() {
 }
 
 func newHandler(getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require("MCP_SERVICE_KEY")
-	}
+	cfg, err := wiring.Config(getenv, "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
-	models, err := model.NewRegistry(model.Builtin{})
+	models, err := wiring.Models(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{
-		Generator:            models,
-		DefaultModelID:       cfg.DefaultModelID,
-		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
-	})...)
+	reg, err := wiring.ToolRegistry(cfg, models)
 	if err != nil {
 		return nil, err
 	}
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	return httpapi.Stack(toolserver.Routes(reg, cfg.MCPServiceKey), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return wiring.Stack(cfg, toolserver.Routes(reg, cfg.MCPServiceKey)), nil
 }

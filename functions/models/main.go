@@ -1,4 +1,5 @@
-// Command models is ModelsFunction: the model list and model preferences.
+// Command models is ModelsFunction: the models this deployment serves and
+// users' model preferences.
 package main
 
 import (
@@ -6,15 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
-	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
-	"github.com/workflowchat/service/shared/store"
 )
 
 func main() {
@@ -27,23 +23,17 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require("USERS_TABLE", "SESSIONS_TABLE")
-	}
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE")
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	b, err := wiring.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
-	models, err := model.NewRegistry(model.Builtin{})
+	models, err := wiring.Models(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	routes := model.Routes(models, users, auth.NewService(users, nil, time.Now))
-	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return wiring.Stack(cfg, model.Routes(models, b.Users, b.Auth)), nil
 }

@@ -7,17 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
-	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/chat"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/model/providers"
-	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/toolserver"
 )
 
 func main() {
@@ -30,27 +23,17 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require("USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
-	}
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	b, err := wiring.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	models, err := providers.Registry(ctx, cfg)
+	svc, err := wiring.Chat(ctx, cfg, b)
 	if err != nil {
 		return nil, err
 	}
-	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
-	svc := chat.NewService(chat.Options{
-		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
-		Tools: toolserver.NewModelTools(toolserver.NewClient(cfg.MCPURL, cfg.MCPServiceKey, nil), cfg.ToolsCacheTTL, time.Now),
-	})
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	routes := chat.StreamRoutes(svc, auth.NewService(users, nil, time.Now), chat.PingInterval)
-	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return wiring.Stack(cfg, chat.StreamRoutes(svc, b.Auth, chat.PingInterval)), nil
 }

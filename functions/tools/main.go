@@ -10,14 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
 )
 
 // toolServerTimeout bounds one call to the tool server: below the
@@ -36,23 +31,16 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		// The session middleware reads and renews sessions only: no
-		// USERS_TABLE (template.yaml grants ToolsFunction no access to it).
-		err = cfg.Require("SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
-	}
+	// The session middleware reads and renews sessions only: no
+	// USERS_TABLE (template.yaml grants ToolsFunction no access to it).
+	cfg, err := wiring.Config(getenv, "SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	b, err := wiring.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	authn := auth.NewService(store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable), nil, time.Now)
-	hc := &http.Client{Timeout: toolServerTimeout}
-	catalog := toolserver.NewClient(cfg.MCPURL, cfg.MCPServiceKey, hc).Catalog()
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	routes := tools.Routes(catalog, authn, cfg.ToolsCacheTTL, time.Now)
-	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	catalog := wiring.ToolClient(cfg, toolServerTimeout).Catalog()
+	return wiring.Stack(cfg, tools.Routes(catalog, b.Auth, cfg.ToolsCacheTTL, time.Now)), nil
 }

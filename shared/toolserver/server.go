@@ -130,25 +130,34 @@ func presentedKey(r *http.Request) (string, bool) {
 func parseBody(body []byte) (msg map[string]json.RawMessage, isRPC bool, err error) {
 	const op = "toolserver.parseBody"
 	trimmed := bytes.TrimSpace(body)
-	if !json.Valid(trimmed) {
-		return nil, false, errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON")
+	malformed := errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON")
+	notObject := errs.E(op, errs.Invalid, CodeInvalidRequest, "request body must be a JSON object with a string method and an object params")
+	if len(trimmed) == 0 {
+		return nil, false, malformed
 	}
 	switch trimmed[0] {
-	case '{':
+	case '{': // the common case: decoding validates the whole body, trailing data included
 		if err := json.Unmarshal(trimmed, &msg); err != nil {
-			return nil, false, errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON").WithCause(err)
+			return nil, false, malformed.WithCause(err)
 		}
 		return msg, isJSONRPC(msg), nil
 	case '[':
 		var batch []json.RawMessage
-		if err := json.Unmarshal(trimmed, &batch); err == nil && len(batch) > 0 {
+		if err := json.Unmarshal(trimmed, &batch); err != nil {
+			return nil, false, malformed.WithCause(err)
+		}
+		if len(batch) > 0 {
 			var first map[string]json.RawMessage
 			if json.Unmarshal(batch[0], &first) == nil && isJSONRPC(first) {
 				return nil, true, nil
 			}
 		}
+		return nil, false, notObject
 	}
-	return nil, false, errs.E(op, errs.Invalid, CodeInvalidRequest, "request body must be a JSON object with a string method and an object params")
+	if !json.Valid(trimmed) {
+		return nil, false, malformed
+	}
+	return nil, false, notObject
 }
 
 // isJSONRPC reports whether msg is a JSON-RPC 2.0 message.

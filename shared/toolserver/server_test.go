@@ -145,6 +145,8 @@ func TestErrors(t *testing.T) {
 		{"malformed JSON", srv, withKey, strings.NewReader(`{"method":`), 400, "INVALID_JSON", "", ""},
 		{"empty body", srv, withKey, strings.NewReader(``), 400, "INVALID_JSON", "", ""},
 		{"trailing data", srv, withKey, strings.NewReader(`{"method":"listTools","params":{}} {}`), 400, "INVALID_JSON", "", ""},
+		{"malformed array", srv, withKey, strings.NewReader(`[{"jsonrpc":"2.0"`), 400, "INVALID_JSON", "", ""},
+		{"malformed scalar", srv, withKey, strings.NewReader(`nul`), 400, "INVALID_JSON", "", ""},
 		{"not an object: array", srv, withKey, strings.NewReader(`[1,2]`), 400, "INVALID_REQUEST", "", ""},
 		{"not an object: empty array", srv, withKey, strings.NewReader(`[]`), 400, "INVALID_REQUEST", "", ""},
 		{"not an object: string", srv, withKey, strings.NewReader(`"listTools"`), 400, "INVALID_REQUEST", "", ""},
