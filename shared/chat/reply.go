@@ -87,10 +87,10 @@ func (s *Service) reply(ctx context.Context, history []Message, user Message, mo
 		}
 		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: content.String(), ToolCalls: res.ToolCalls})
 		for _, call := range res.ToolCalls {
-			result := s.runTool(ctx, call)
 			if err := emit(Event{Type: EventToolCall, ToolName: call.Name, ToolArgs: call.Args}); err != nil {
 				return finish(err)
 			}
+			result := s.runTool(ctx, call)
 			if err := emit(Event{Type: EventToolResult, ToolName: call.Name, Result: result}); err != nil {
 				return finish(err)
 			}
