@@ -3,17 +3,26 @@
 // registers, the table definitions in shared/store, and the least-privilege
 // IAM each function needs.
 //
-// The template is read twice through goformation's intrinsic processor with
-// the same options: once typed (goformation.ParseYAMLWithOptions) for
-// functions, events, tables and globals, and once as a generic JSON tree
+// The template is read three times through goformation's intrinsic
+// processor: typed (goformation.ParseYAMLWithOptions) for functions,
+// events, tables and globals, and as a generic JSON tree
 // (intrinsics.ProcessYAML) for the parts goformation's union types
-// represent lossily (inline IAM policies, CORS, outputs, resource types).
-// Ref, Fn::GetAtt and Fn::Sub are kept as marker strings ("Ref:UsersTable",
+// represent lossily (inline IAM policies, CORS, outputs, resource types),
+// both with conditions evaluated; and once more as a structural tree in
+// which conditions and the other intrinsics (Fn::If, Fn::Select, Fn::Split,
+// ...) are kept as {"Fn::If": [...]} objects, for what depends on them
+// (the CloudFront origins, the Bedrock condition). Ref, Fn::GetAtt and
+// Fn::Sub are kept as marker strings ("Ref:UsersTable",
 // "GetAtt:UsersTable.Arn", "Sub:${DataTable.Arn}/index/GSI1") instead of
 // being resolved to nothing.
 //
+// edge_test.go holds the checks of the Lambda edge: streaming function
+// URLs, the CloudFront distribution and the model providers.
+//
 // TestTemplate runs every check on template.yaml; TestChecksCatchBrokenTemplates
-// proves each check fails on a template broken the way it guards against.
+// proves each check fails on a template broken the way it guards against,
+// and TestChecksCatchCodeDrift that the checks which read the code fail
+// when the code moves away from the template.
 package template_test
 
 import (
@@ -88,7 +97,60 @@ var wantGrants = map[string]map[string][]string{
 		// the auth middleware: Session (GetItem), RenewSession (UpdateItem).
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
+	"ToolsFunction": {
+		// the auth middleware only; the catalog comes from the tool server.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+	},
+	// The tool server has no storage.
+	"McpFunction": {},
+	"ChatsFunction": {
+		// Send without modelId: store.Users.ModelPreference (GetItem).
+		"UsersTable": {"dynamodb:GetItem"},
+		// the auth middleware.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.Chats: Chat (GetItem); Conversation and deleteCollection's
+		// key listing (Query); CreateChat (tx: Put chat + Update counter),
+		// AddMessages (tx: Put messages + Update chat), DeleteChat (tx:
+		// Delete chat + Update counter; no ConditionCheck items);
+		// UpdateChat (UpdateItem); deleteCollection's batches
+		// (BatchWriteItem).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
+		// ListChats: one Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
+	},
+	"StreamFunction": {
+		// the auth middleware. No UsersTable: StartStream requires modelId
+		// and never reads the preference (see nameOnly).
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// StartStream: Conversation (Query); AddMessages for the user and
+		// then the assistant message (tx: Put message + Update chat).
+		"DataTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+	},
 }
+
+// nameOnly lists, per function, tables whose name it receives without any
+// access: its main requires the variable (config.Require) although no
+// code path of the function touches the table. The alternative, a grant
+// the code never uses, is what least privilege rules out. checkIAM keeps
+// each entry honest: the main must still name the variable, and the
+// function must have no access to the table.
+var nameOnly = map[string][]string{
+	// functions/stream requires USERS_TABLE because store.NewUsers takes
+	// both table names; the stream requires modelId, so it never reads
+	// the user's model preference.
+	"StreamFunction": {"UsersTable"},
+}
+
+// The tool server (functions/mcp) is reached through its function URL, not
+// the HTTP API; the functions that call it get its URL and key.
+const (
+	toolServerID    = "McpFunction"
+	toolServerURL   = getAttMark + toolServerID + "Url.FunctionUrl" // SAM's <Function>Url resource
+	serviceKeyParam = "MCPServiceKey"
+	// minToolServerTimeout: a tool runs up to 30 s (tools.DefaultTimeout);
+	// the function must outlive it to report TOOL_TIMEOUT.
+	minToolServerTimeout = 31
+)
 
 // ---------------------------------------------------------------------------
 // Parsing
@@ -101,6 +163,7 @@ type stack struct {
 	tables    map[string]*dynamodb.Table
 	globalFn  *global.Function // nil without Globals.Function
 	raw       map[string]any   // the whole template, intrinsics as markers
+	tree      map[string]any   // the whole template, conditions and other intrinsics kept
 }
 
 var processorOptions = &intrinsics.ProcessorOptions{
@@ -131,6 +194,24 @@ var processorOptions = &intrinsics.ProcessorOptions{
 	EvaluateConditions: true,
 }
 
+// keepIntrinsic keeps an intrinsic as an object {name: processed args}.
+func keepIntrinsic(name string, in, _ any) any { return map[string]any{name: in} }
+
+// structuralOptions produce the structural tree: the same markers for Ref,
+// Fn::GetAtt and Fn::Sub, every other intrinsic kept, no condition
+// evaluated.
+var structuralOptions = func() *intrinsics.ProcessorOptions {
+	o := &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{}}
+	for k, h := range processorOptions.IntrinsicHandlerOverrides {
+		o.IntrinsicHandlerOverrides[k] = h
+	}
+	for _, name := range []string{"Fn::If", "Fn::Not", "Fn::Equals", "Fn::And", "Fn::Or",
+		"Fn::Select", "Fn::Split", "Fn::Join", "Fn::FindInMap", "Fn::Base64", "Fn::GetAZs", "Fn::ImportValue"} {
+		o.IntrinsicHandlerOverrides[name] = keepIntrinsic
+	}
+	return o
+}()
+
 // parseMu serializes parsing: goformation registers its YAML tag resolvers
 // in a package-level map on every parse.
 var parseMu sync.Mutex
@@ -150,11 +231,20 @@ func parse(data []byte) (*stack, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return nil, err
 	}
+	js, err = intrinsics.ProcessYAML(data, structuralOptions)
+	if err != nil {
+		return nil, fmt.Errorf("intrinsics (structural): %w", err)
+	}
+	var tree map[string]any
+	if err := json.Unmarshal(js, &tree); err != nil {
+		return nil, err
+	}
 	s := &stack{
 		tmpl:      tmpl,
 		functions: tmpl.GetAllServerlessFunctionResources(),
 		tables:    tmpl.GetAllDynamoDBTableResources(),
 		raw:       raw,
+		tree:      tree,
 	}
 	if g, err := tmpl.GetServerlessGlobalFunction(); err == nil {
 		s.globalFn = g
@@ -257,28 +347,48 @@ func sortedKeys[V any](m map[string]V) []string {
 // codeFacts is what the checks compare the template with.
 type codeFacts struct {
 	dirs     []string               // folders under functions/
+	mains    map[string]string      // functions/<dir>/main.go by dir
 	makefile string                 // the Makefile
 	routes   []localFunction        // local.Functions with their patterns
 	tables   map[string]store.Table // store.Tables() by LogicalID
+	// bedrockActions are the IAM actions of the Bedrock runtime calls in
+	// shared/model/bedrock (sorted).
+	bedrockActions []string
+	// registryBuilders are the calls that build the model registry:
+	// providers.Registry and the functions of functions/internal/*
+	// packages that call it (e.g. "wiring.Models").
+	registryBuilders []string
 }
 
 type localFunction struct {
 	LogicalID, Dir string
 	Patterns       []string
+	// FunctionURL: served by its own function URL behind CloudFront, not
+	// by the HTTP API.
+	FunctionURL bool
 }
 
 // facts builds the stack of infra/local once (it starts the embedded
 // DynamoDB engine, which is closed again right after the routes are read).
 var facts = sync.OnceValues(func() (*codeFacts, error) {
-	f := &codeFacts{tables: map[string]store.Table{}}
+	f := &codeFacts{tables: map[string]store.Table{}, mains: map[string]string{}}
 	entries, err := os.ReadDir(filepath.Join(root, "functions"))
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.IsDir() {
-			f.dirs = append(f.dirs, e.Name())
+		// A function is a folder with a main.go; others (functions/internal
+		// with the shared wiring, a function being written) are not.
+		if !e.IsDir() {
+			continue
 		}
+		if src, err := os.ReadFile(filepath.Join(root, "functions", e.Name(), "main.go")); err == nil {
+			f.dirs = append(f.dirs, e.Name())
+			f.mains[e.Name()] = string(src)
+		}
+	}
+	if f.registryBuilders, err = registryBuildersOf(filepath.Join(root, "functions", "internal")); err != nil {
+		return nil, err
 	}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
@@ -287,6 +397,9 @@ var facts = sync.OnceValues(func() (*codeFacts, error) {
 	f.makefile = string(mk)
 	for _, t := range store.Tables() {
 		f.tables[t.LogicalID] = t
+	}
+	if f.bedrockActions, err = bedrockActionsOf(filepath.Join(root, "shared", "model", "bedrock")); err != nil {
+		return nil, err
 	}
 
 	env := map[string]string{"LOG_LEVEL": "error"}
@@ -300,7 +413,7 @@ var facts = sync.OnceValues(func() (*codeFacts, error) {
 	}
 	defer st.Close()
 	for _, fn := range st.Functions {
-		f.routes = append(f.routes, localFunction{LogicalID: fn.LogicalID, Dir: fn.Dir, Patterns: fn.Router.Patterns()})
+		f.routes = append(f.routes, localFunction{LogicalID: fn.LogicalID, Dir: fn.Dir, Patterns: fn.Router.Patterns(), FunctionURL: fn.FunctionURL})
 	}
 	return f, nil
 })
@@ -345,9 +458,13 @@ var checks = []struct {
 	{"e_table_env_vars", checkTableEnv},
 	{"f_header_and_outputs", checkOutputs},
 	{"g_cors", checkCORS},
+	{"h_function_urls_and_tool_server", checkFunctionURLs},
+	{"i_streaming_function_urls", checkStreamingURLs},
+	{"j_cloudfront_single_origin", checkCloudFront},
+	{"k_model_providers", checkModelProviders},
 }
 
-// (a) Every folder under functions/ has exactly one AWS::Serverless::Function
+// (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
 // that the Makefile's build-%Function target builds from it (the logical id
 // minus "Function", lower-cased, is the folder: HealthFunction ->
 // functions/health), and every function has a folder. Each is a bootstrap
@@ -373,7 +490,7 @@ func checkFunctions(s *stack, f *codeFacts) []string {
 			continue
 		}
 		if !slices.Contains(f.dirs, dir) {
-			probs = append(probs, fmt.Sprintf("%s: no folder functions/%s", id, dir))
+			probs = append(probs, fmt.Sprintf("%s: no functions/%s/main.go", id, dir))
 		}
 		byDir[dir] = append(byDir[dir], id)
 	}
@@ -431,10 +548,12 @@ func checkFunctions(s *stack, f *codeFacts) []string {
 	return probs
 }
 
-// (b) For every function of infra/local, its HttpApi events (Method+Path)
-// are exactly its router's patterns; every function with HttpApi events is
-// one of them; every HttpApi event hangs off the HttpApi resource with
-// payload format 2.0; no route is served twice; no REST API (Api) events.
+// (b) For every HTTP API function of infra/local, its HttpApi events
+// (Method+Path) are exactly its router's patterns; every function with
+// HttpApi events is one of them; every HttpApi event hangs off the HttpApi
+// resource with payload format 2.0; no route is served twice; no REST API
+// (Api) events. Functions served by their own function URL (FunctionURL in
+// infra/local) are check (i)'s and (j)'s.
 func checkRoutes(s *stack, f *codeFacts) []string {
 	var probs []string
 	if t := s.resourceType(httpAPIID); t != "AWS::Serverless::HttpApi" {
@@ -481,6 +600,9 @@ func checkRoutes(s *stack, f *codeFacts) []string {
 		inLocal[lf.LogicalID] = true
 		if _, ok := s.functions[lf.LogicalID]; !ok {
 			probs = append(probs, fmt.Sprintf("%s (infra/local, functions/%s): not in the template", lf.LogicalID, lf.Dir))
+			continue
+		}
+		if lf.FunctionURL {
 			continue
 		}
 		want := map[string]bool{}
@@ -657,6 +779,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 		docs = []any{pol}
 	}
 	for i, d := range docs {
+		if d == noValue {
+			continue // an Fn::If branch that adds no policy
+		}
 		doc := asMap(d)
 		if doc == nil || doc["Statement"] == nil {
 			probs = append(probs, fmt.Sprintf("%s: Policies[%d] %v is not an inline policy document (managed policies and SAM policy templates are too broad to check)", id, i, d))
@@ -672,8 +797,19 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			stmts = []any{doc["Statement"]}
 		}
 		for j, st := range stmts {
+			if st == noValue {
+				continue
+			}
 			stmt := asMap(st)
 			where := fmt.Sprintf("%s: Policies[%d].Statement[%d]", id, i, j)
+			if n := countBedrock(strs(stmt["Action"])); n > 0 {
+				// Bedrock statements are check (k)'s: their own policy,
+				// under the BedrockEnabled condition.
+				if n < len(strs(stmt["Action"])) {
+					probs = append(probs, fmt.Sprintf("%s: mixes bedrock: and other actions; Bedrock gets its own conditional policy", where))
+				}
+				continue
+			}
 			if stmt["Effect"] != "Allow" {
 				probs = append(probs, fmt.Sprintf("%s: Effect %v, want Allow", where, stmt["Effect"]))
 			}
@@ -759,8 +895,9 @@ func envTables(s *stack, fn *serverless.Function) map[string]bool {
 // (d) Every function's policy statements allow only listed DynamoDB actions
 // (no "*", no dynamodb:*, no Scan) on only tables/indexes of this template
 // (index ARNs only for Query), and the tables a function may touch are
-// exactly the tables whose names it receives.
-func checkIAM(s *stack, _ *codeFacts) []string {
+// exactly the tables whose names it receives, but for the reviewed
+// nameOnly entries, each of which must still be needed by the code.
+func checkIAM(s *stack, f *codeFacts) []string {
 	var probs []string
 	if s.globalFn != nil && s.globalFn.Environment != nil {
 		// covered below too (every function would receive it), named here
@@ -785,9 +922,26 @@ func checkIAM(s *stack, _ *codeFacts) []string {
 			}
 		}
 		for _, t := range sortedKeys(named) {
-			if !touched[t] {
+			if !touched[t] && !slices.Contains(nameOnly[id], t) {
 				probs = append(probs, fmt.Sprintf("%s: receives the name of %s but has no access to it", id, t))
 			}
+		}
+		for _, t := range nameOnly[id] {
+			dir := strings.ToLower(strings.TrimSuffix(id, "Function"))
+			envVar := f.tables[t].EnvVar
+			switch {
+			case touched[t]:
+				probs = append(probs, fmt.Sprintf("nameOnly: %s may access %s; drop the entry or the access", id, t))
+			case !strings.Contains(f.mains[dir], `"`+envVar+`"`):
+				probs = append(probs, fmt.Sprintf("nameOnly: functions/%s no longer names %s; drop it from %s's environment and from nameOnly", dir, envVar, id))
+			case !named[t]:
+				probs = append(probs, fmt.Sprintf("%s: functions/%s requires %s but does not receive it", id, dir, envVar))
+			}
+		}
+	}
+	for _, id := range sortedKeys(nameOnly) {
+		if s.functions[id] == nil {
+			probs = append(probs, fmt.Sprintf("nameOnly: %s is not a function of the template", id))
 		}
 	}
 	return probs
@@ -952,6 +1106,94 @@ func checkCORS(s *stack, _ *codeFacts) []string {
 	return probs
 }
 
+// (h) A function without HttpApi events is reached through a function URL
+// with AuthType NONE (the service key or session cookie is checked in
+// code; callers do not sign requests). The tool server (McpFunction) is
+// such a function, BUFFERED, with a timeout above a tool's 30 s and the
+// key. Every function whose main names MCP_URL / MCP_SERVICE_KEY receives
+// !GetAtt McpFunctionUrl.FunctionUrl / !Ref MCPServiceKey, and no other
+// value; the key is a NoEcho parameter of at least 16 characters, per
+// function (not global), and no output reveals it; ToolServerUrl outputs
+// the URL.
+func checkFunctionURLs(s *stack, f *codeFacts) []string {
+	var probs []string
+	for _, id := range sortedKeys(s.functions) {
+		fn := s.functions[id]
+		url := fn.FunctionUrlConfig
+		if len(httpAPIEvents(fn)) == 0 && url == nil {
+			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events nor a FunctionUrlConfig; nothing can reach it", id))
+		}
+		if url != nil && url.AuthType != "NONE" {
+			probs = append(probs, fmt.Sprintf("%s: FunctionUrlConfig.AuthType %q, want NONE (credentials are checked in code; callers do not sign requests)", id, url.AuthType))
+		}
+	}
+
+	if mcp := s.functions[toolServerID]; mcp == nil {
+		probs = append(probs, toolServerID+": not in the template (the tool server, functions/mcp)")
+	} else {
+		if len(httpAPIEvents(mcp)) > 0 {
+			probs = append(probs, toolServerID+": has HttpApi events; the tool server is served by its function URL only")
+		}
+		if url := mcp.FunctionUrlConfig; url != nil && deref(url.InvokeMode) != "" && deref(url.InvokeMode) != "BUFFERED" {
+			probs = append(probs, fmt.Sprintf("%s: FunctionUrlConfig.InvokeMode %q, want BUFFERED (JSON responses)", toolServerID, deref(url.InvokeMode)))
+		}
+		timeout := deref(mcp.Timeout)
+		if timeout == 0 && s.globalFn != nil {
+			timeout = deref(s.globalFn.Timeout)
+		}
+		if timeout < minToolServerTimeout {
+			probs = append(probs, fmt.Sprintf("%s: Timeout %d, want at least %d s (a tool may run 30 s)", toolServerID, timeout, minToolServerTimeout))
+		}
+		if s.env(mcp)["MCP_SERVICE_KEY"] == "" {
+			probs = append(probs, toolServerID+": no MCP_SERVICE_KEY")
+		}
+	}
+
+	if s.globalFn != nil && s.globalFn.Environment != nil {
+		for _, k := range []string{"MCP_SERVICE_KEY", "MCP_URL"} {
+			if _, ok := s.globalFn.Environment.Variables[k]; ok {
+				probs = append(probs, fmt.Sprintf("Globals.Function.Environment %s: per function, only where the code needs it", k))
+			}
+		}
+	}
+	for _, id := range sortedKeys(s.functions) {
+		env := s.env(s.functions[id])
+		if v, ok := env["MCP_URL"]; ok && v != toolServerURL {
+			probs = append(probs, fmt.Sprintf("%s: MCP_URL = %q, want !GetAtt %sUrl.FunctionUrl", id, v, toolServerID))
+		}
+		if v, ok := env["MCP_SERVICE_KEY"]; ok && v != refMark+serviceKeyParam {
+			probs = append(probs, fmt.Sprintf("%s: MCP_SERVICE_KEY = %q, want !Ref %s", id, v, serviceKeyParam))
+		}
+		dir := strings.ToLower(strings.TrimSuffix(id, "Function"))
+		for _, k := range []string{"MCP_URL", "MCP_SERVICE_KEY"} {
+			if strings.Contains(f.mains[dir], `"`+k+`"`) && env[k] == "" {
+				probs = append(probs, fmt.Sprintf("%s: functions/%s needs %s but does not receive it", id, dir, k))
+			}
+		}
+	}
+
+	param := asMap(asMap(s.raw["Parameters"])[serviceKeyParam])
+	if param == nil {
+		probs = append(probs, "Parameters: no "+serviceKeyParam)
+	} else {
+		if param["NoEcho"] != true {
+			probs = append(probs, serviceKeyParam+": NoEcho must be true (the key is a secret)")
+		}
+		if n, _ := param["MinLength"].(float64); n < 16 {
+			probs = append(probs, fmt.Sprintf("%s: MinLength %v, want at least 16 (config.Load refuses shorter keys)", serviceKeyParam, param["MinLength"]))
+		}
+	}
+	for _, name := range sortedKeys(s.tmpl.Outputs) {
+		if v := fmt.Sprint(s.tmpl.Outputs[name].Value); strings.Contains(v, serviceKeyParam) {
+			probs = append(probs, fmt.Sprintf("Outputs.%s reveals the service key (%s)", name, v))
+		}
+	}
+	if o, ok := s.tmpl.Outputs["ToolServerUrl"]; !ok || fmt.Sprint(o.Value) != toolServerURL {
+		probs = append(probs, fmt.Sprintf("Outputs: no ToolServerUrl = !GetAtt %sUrl.FunctionUrl", toolServerID))
+	}
+	return probs
+}
+
 // ---------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------
@@ -994,6 +1236,14 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// brokenCase is one way to break template.yaml and what the named check
+// must then report.
+type brokenCase struct {
+	name, check string
+	old, new    string // the first occurrence of old in template.yaml becomes new
+	want        string // a substring of one reported problem
+}
+
 // TestChecksCatchBrokenTemplates breaks template.yaml in memory, one way per
 // case, and requires the named check to report it: a check that cannot
 // fail checks nothing.
@@ -1005,11 +1255,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 	for _, c := range checks {
 		byName[c.name] = c.fn
 	}
-	cases := []struct {
-		name, check string
-		old, new    string // the first occurrence of old in template.yaml becomes new
-		want        string // a substring of one reported problem
-	}{
+	cases := []brokenCase{
 		{"function renamed away from its folder", "a_functions_match_folders",
 			"  HealthFunction:\n", "  LivenessFunction:\n", "functions/health: no AWS::Serverless::Function"},
 		{"wrong runtime", "a_functions_match_folders",
@@ -1064,7 +1310,34 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"AllowCredentials: true", "AllowCredentials: false", "AllowCredentials must be true"},
 		{"CORS lacks a routed method", "g_cors",
 			"AllowMethods: [GET, POST, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PATCH, DELETE, OPTIONS]", "lacks POST"},
+		{"tool server granted storage", "d_iam_reviewed_contract",
+			"        # llm_generate may run on a Bedrock model", "        - Statement:\n            - Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n        # llm_generate may run on a Bedrock model", "McpFunction on SessionsTable"},
+		{"tool server unreachable", "h_function_urls_and_tool_server",
+			"      FunctionUrlConfig:\n        AuthType: NONE\n        InvokeMode: BUFFERED\n", "", "McpFunction: neither HttpApi events nor a FunctionUrlConfig"},
+		{"tool server URL needs signed requests", "h_function_urls_and_tool_server",
+			"      FunctionUrlConfig:\n        AuthType: NONE", "      FunctionUrlConfig:\n        AuthType: AWS_IAM", "AuthType \"AWS_IAM\""},
+		{"tool server streams", "h_function_urls_and_tool_server",
+			"InvokeMode: BUFFERED", "InvokeMode: RESPONSE_STREAM", "want BUFFERED"},
+		{"tool server times out before its tools", "h_function_urls_and_tool_server",
+			"      Timeout: 40\n", "      Timeout: 30\n", "want at least 31"},
+		{"MCP_URL not the tool server's URL", "h_function_urls_and_tool_server",
+			"MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl", "MCP_URL: https://tools.example.com", "MCP_URL = \"https://tools.example.com\""},
+		{"caller without the key", "h_function_urls_and_tool_server",
+			"          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n", "          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n", "functions/tools needs MCP_SERVICE_KEY"},
+		{"caller without the URL", "h_function_urls_and_tool_server",
+			"          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n", "", "functions/tools needs MCP_URL"},
+		{"key given to every function", "h_function_urls_and_tool_server",
+			"        LOG_FORMAT: json\n", "        LOG_FORMAT: json\n        MCP_SERVICE_KEY: !Ref MCPServiceKey\n", "Globals.Function.Environment MCP_SERVICE_KEY"},
+		{"key echoed", "h_function_urls_and_tool_server",
+			"    NoEcho: true\n", "    NoEcho: false\n", "NoEcho must be true"},
+		{"short key allowed", "h_function_urls_and_tool_server",
+			"    MinLength: 16\n", "    MinLength: 8\n", "MinLength 8"},
+		{"key in an output", "h_function_urls_and_tool_server",
+			"Outputs:\n", "Outputs:\n  Key:\n    Value: !Ref MCPServiceKey\n", "Outputs.Key reveals the service key"},
+		{"no ToolServerUrl output", "h_function_urls_and_tool_server",
+			"  ToolServerUrl:\n", "  McpUrl:\n", "no ToolServerUrl"},
 	}
+	cases = append(cases, edgeCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
