@@ -21,17 +21,20 @@ type Service struct {
 	models       *model.Registry
 	tools        Tools
 	prefs        Preferences
+	workflows    WorkflowRunner
 	defaultModel string
 	now          func() time.Time
 }
 
 // Options are the dependencies of NewService. Tools may be nil (no tool
-// calling); Now nil means time.Now.
+// calling); Workflows may be nil (the stream refuses workflowId with
+// WORKFLOWS_UNAVAILABLE); Now nil means time.Now.
 type Options struct {
 	Store          Store
 	Models         *model.Registry
 	Tools          Tools
 	Preferences    Preferences
+	Workflows      WorkflowRunner
 	DefaultModelID string
 	Now            func() time.Time
 }
@@ -41,7 +44,7 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, defaultModel: o.DefaultModelID, now: o.Now}
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, defaultModel: o.DefaultModelID, now: o.Now}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }

@@ -22,11 +22,17 @@ type Turn struct {
 	ModelID string
 	// ReplyID is the id of the assistant message, announced in start.
 	ReplyID string
+	// Workflow, when not nil, is the workflow the reply runs (the
+	// request's workflowId) instead of a model reply.
+	Workflow *PreparedRun
 }
 
 // StartStream checks a stream request and stores its user message, so
 // that every error it returns can still be a plain JSON response: Invalid
-// (INVALID_MODEL, WORKFLOWS_UNAVAILABLE), NotFound, Forbidden.
+// (INVALID_MODEL, WORKFLOWS_UNAVAILABLE when no WorkflowRunner is
+// configured), NotFound, Forbidden. With a workflowId, the workflow must be
+// the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked after
+// the chat.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
 	const op = "chat.StartStream"
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
@@ -39,18 +45,27 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if err := s.authorizeMessage(ctx, op, c, req.MessageRequest); err != nil {
 		return nil, err
 	}
+	var run *PreparedRun
 	if req.WorkflowID != nil {
-		return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available yet")
+		if s.workflows == nil {
+			return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
+		}
+		p, err := s.workflows.PrepareRun(ctx, c.ID, *req.WorkflowID)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		run = &p
 	}
 	user := s.newMessage(c.ID, "user", req.Content)
 	if err := s.store.AddMessages(ctx, c, user); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: uuid.NewString()}, nil
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: uuid.NewString(), Workflow: run}, nil
 }
 
 // RunStream generates t's reply as events through emit: start, content,
-// tool_call and tool_result events, then end; a failure becomes an error
+// tool_call and tool_result events, then end (with a workflow: a
+// tool_call and tool_result per step, then the summary as content); a failure becomes an error
 // event followed by end. The assistant message is stored with the announced
 // id and the concatenated deltas as its content, also when ctx is cancelled
 // (the client left): what was generated is kept. It returns the stored
@@ -59,7 +74,15 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, emit func(Event) error
 	if err := emit(Event{Type: EventStart, MessageID: t.ReplyID}); err != nil {
 		return Message{}, err
 	}
-	msg, genErr := s.reply(ctx, t.History, t.User, t.ModelID, t.ReplyID, emit)
+	var (
+		msg    Message
+		genErr error
+	)
+	if t.Workflow != nil {
+		msg, genErr = s.runWorkflow(ctx, t, emit)
+	} else {
+		msg, genErr = s.reply(ctx, t.History, t.User, t.ModelID, t.ReplyID, emit)
+	}
 	if msg.Content != "" || len(msg.ToolCalls) > 0 || genErr == nil {
 		// Store even when the client is gone: a detached context with its
 		// own deadline.

@@ -1,0 +1,64 @@
+package workflow
+
+import (
+	"net/http"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+)
+
+// StartRunRequest is the body of POST /api/chats/{chatId}/workflow-runs.
+type StartRunRequest struct {
+	WorkflowID string `json:"workflowId"`
+}
+
+// Validate requires workflowId, a UUID.
+func (r StartRunRequest) Validate() error {
+	var f errs.FieldErrors
+	switch {
+	case r.WorkflowID == "":
+		f.Add("workflowId", "is required")
+	case !httpapi.IsUUID(r.WorkflowID):
+		f.Add("workflowId", "must be a UUID")
+	}
+	return f.Err("workflow.StartRunRequest")
+}
+
+type runsList struct {
+	WorkflowRuns []Run `json:"workflowRuns"`
+}
+
+func handleStartRun(s *RunService) http.Handler {
+	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in StartRunRequest) (Run, error) {
+		chatID, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			return Run{}, err
+		}
+		return s.Start(r.Context(), chatID, in.WorkflowID)
+	})
+}
+
+func handleCancelRun(s *RunService) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Run, error) {
+		chatID, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			return Run{}, err
+		}
+		runID, err := httpapi.PathUUID(r, "runId")
+		if err != nil {
+			return Run{}, err
+		}
+		return s.Cancel(r.Context(), chatID, runID)
+	})
+}
+
+func handleListRuns(s *RunService) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (runsList, error) {
+		chatID, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			return runsList{}, err
+		}
+		runs, err := s.List(r.Context(), chatID)
+		return runsList{WorkflowRuns: runs}, err
+	})
+}
