@@ -1,18 +1,56 @@
 # Workflow Chat Service. `make run` and `make test` need nothing but Go.
 GO        ?= go
-FUNCTIONS := $(notdir $(wildcard functions/*))
+FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
-.PHONY: run test test-short vet build deploy bench clean
+.PHONY: run test test-short vet build deploy bench load soak clean fuzz fuzz-short fuzz-run
 
-## run: start the whole service locally (REST API :3000, tool server :3001) on the embedded store.
+# DATA_FILE keeps `make run`'s data across restarts (git-ignored);
+# `make run DATA_FILE=` keeps it in memory only.
+DATA_FILE ?= .data/devserver.json
+
+## run: start the whole service locally (REST API :3000, tool server :3001) on the embedded store, kept in $(DATA_FILE).
 run:
-	$(GO) run ./infra/devserver
+	DATA_FILE='$(DATA_FILE)' $(GO) run ./infra/devserver
 
-## test: vet, then every test (unit, storage integration, Lambda events, template, end-to-end).
+## test: vet, then every test (unit, storage integration, Lambda events, template, end-to-end), then a short fuzz run.
 test: vet
 	$(GO) test -count=1 -race -timeout 20m ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Fuzz targets as package:FuzzName. `go test -fuzz` fuzzes one target per
+# invocation, so they run one after another; seed corpora are committed
+# under each package's testdata/fuzz/<FuzzName>/ and run as ordinary tests.
+FUZZ_TARGETS := \
+	./shared/httpapi:FuzzDecode \
+	./shared/httpapi:FuzzUnmarshalStrict \
+	./shared/workflow:FuzzResolve \
+	./shared/workflow:FuzzRefs \
+	./shared/workflow:FuzzApplyChanges \
+	./shared/toolserver:FuzzDispatch \
+	./shared/sse:FuzzEncode \
+	./shared/sse:FuzzEncodeStream
+FUZZTIME         ?= 60s
+FUZZTIME_SHORT   ?= 3s
+# Minimizing each new interesting input may take go test's default 60s,
+# during which nothing else is fuzzed; keep it short.
+FUZZMINIMIZETIME ?= 5s
+
+## fuzz: fuzz every target for FUZZTIME each (default 60s), one after another.
+fuzz:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME)
+
+## fuzz-short: fuzz every target for FUZZTIME_SHORT each (default 3s); part of `make test`.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME_SHORT)
+
+fuzz-run:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZ_FOR)"; \
+		$(GO) test -run="^$$name\$$" -fuzz="^$$name\$$" -fuzztime=$(FUZZ_FOR) -fuzzminimizetime=$(FUZZMINIMIZETIME) $$pkg; \
+	done
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -32,9 +70,17 @@ build-%Function:
 deploy:
 	sam build && sam deploy
 
-## bench: run the Go benchmarks and write docs/benchmarks.md.
+## bench: Go benchmarks, cold start per function, a 15 s load test; writes docs/benchmarks.md (~4 min).
 bench:
 	$(GO) run ./infra/bench -out docs/benchmarks.md
+
+## load: the load generator on a dev server of its own (LOAD_FLAGS="-c 16 -d 1m -json load.json").
+load:
+	$(GO) run ./infra/load -spawn -c 8 -d 30s $(LOAD_FLAGS)
+
+## soak: 2 minutes at low concurrency, failing if the dev server's RSS keeps growing (LOAD_FLAGS="-d 10m").
+soak:
+	$(GO) run ./infra/load -spawn -soak $(LOAD_FLAGS)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -108,8 +108,9 @@ func handleStream(s *Service, ping time.Duration) http.Handler {
 		}
 		out := sse.NewWriter(w)
 		ctx, stop := context.WithCancel(r.Context())
-		defer stop()
-		go out.KeepAlive(ctx, ping)
+		pinging := make(chan struct{})
+		go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
+		defer func() { stop(); <-pinging }() // no write after the handler returns
 		if _, err := s.RunStream(ctx, turn, func(e Event) error { return out.Send(e) }); err != nil {
 			logging.FromContext(ctx).InfoContext(ctx, "stream ended early", "err", err.Error())
 		}

@@ -15,6 +15,9 @@ import (
 	"github.com/workflowchat/service/shared/model"
 )
 
+// defaultTitle names a chat created or renamed without a title.
+const defaultTitle = "New chat"
+
 // Service implements the chat operations.
 type Service struct {
 	store        Store
@@ -61,7 +64,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 		c.Title = strings.TrimSpace(*req.Title)
 	}
 	if c.Title == "" {
-		c.Title = "New chat"
+		c.Title = defaultTitle
 	}
 	if err := s.store.CreateChat(ctx, c); err != nil {
 		return Chat{}, errs.Wrap(op, err)
@@ -78,6 +81,9 @@ func (s *Service) Get(ctx context.Context, id string) (Chat, error) {
 // Update renames the chat id. NotFound, Forbidden.
 func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Chat, error) {
 	title := strings.TrimSpace(*req.Title)
+	if title == "" {
+		title = defaultTitle
+	}
 	c, err := s.store.UpdateChat(ctx, id, auth.UserID(ctx), title, s.clock())
 	return c, errs.Wrap("chat.Update", err)
 }
@@ -125,6 +131,11 @@ type Exchange struct {
 // other than the caller's), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
+	if req.ModelID != "" {
+		if _, err := s.models.Lookup(req.ModelID); err != nil { // 400 before 404/403
+			return Exchange{}, errs.Wrap(op, err)
+		}
+	}
 	var (
 		c       Chat
 		history []Message

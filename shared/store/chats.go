@@ -120,6 +120,10 @@ func (it collectionItem) message() chat.Message {
 
 var errChatNotFound = errs.E("store.Chats", errs.NotFound, "CHAT_NOT_FOUND", "chat not found")
 
+// chatWritable is the condition on a chat item for adding to its
+// collection: it exists and no delete has begun.
+const chatWritable = "attribute_exists(PK) AND attribute_not_exists(deleting)"
+
 // CreateChat stores c and increments its owner's chat counter in one
 // transaction.
 func (s *Chats) CreateChat(ctx context.Context, c chat.Chat) error {
@@ -140,7 +144,7 @@ func (s *Chats) CreateChat(ctx context.Context, c chat.Chat) error {
 func (s *Chats) Chat(ctx context.Context, id string) (chat.Chat, error) {
 	const op = "store.Chat"
 	var it chatItem
-	if err := s.table.Get("PK", chatPK(id)).Range("SK", dynamo.Equal, chatSK).One(ctx, &it); err != nil {
+	if err := s.table.Get("PK", chatPK(id)).Range("SK", dynamo.Equal, chatSK).Consistent(true).One(ctx, &it); err != nil {
 		if errors.Is(err, dynamo.ErrNotFound) {
 			return chat.Chat{}, errs.Wrap(op, errChatNotFound)
 		}
@@ -175,7 +179,9 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 	return it.chat(), nil
 }
 
-// DeleteChat removes every item of the chat's collection but the chat item
+// DeleteChat first marks the chat as being deleted (from then on nothing
+// can be added to it: every write into a chat's collection is conditioned
+// on the mark's absence), then removes every other item of its collection
 // in batches, then the chat item and one from the owner's counter in one
 // transaction conditioned on the owner. A failure part-way leaves the chat
 // in place, so retrying the delete finishes it and nothing is orphaned.
@@ -187,6 +193,13 @@ func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
 	}
 	if c.UserID != userID {
 		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
+	}
+	err = s.table.Update("PK", chatPK(id)).Range("SK", chatSK).Set("deleting", true).If("userId = ?", userID).Run(ctx)
+	if isConditionFailure(err) {
+		return s.ownerFailure(ctx, op, id)
+	}
+	if err != nil {
+		return storeError(op, err)
 	}
 	if err := s.deleteCollection(ctx, chatPK(id), chatSK); err != nil {
 		return errs.Wrap(op, err)
@@ -205,9 +218,16 @@ func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
 // deleteCollection batch-deletes every item under pk except the one with
 // sort key keep.
 func (s *Chats) deleteCollection(ctx context.Context, pk, keep string) error {
+	return deleteCollection(ctx, s.table, pk, keep)
+}
+
+// deleteCollection batch-deletes every item of table under pk except the
+// one with sort key keep (the collection's own item, deleted last by the
+// caller so that a failure part-way can be retried).
+func deleteCollection(ctx context.Context, table dynamo.Table, pk, keep string) error {
 	const op = "store.deleteCollection"
 	var keys []struct{ PK, SK string }
-	if err := s.table.Get("PK", pk).Project("PK", "SK").Consistent(true).All(ctx, &keys); err != nil {
+	if err := table.Get("PK", pk).Project("PK", "SK").Consistent(true).All(ctx, &keys); err != nil {
 		return storeError(op, err)
 	}
 	var del []dynamo.Keyed
@@ -218,7 +238,7 @@ func (s *Chats) deleteCollection(ctx context.Context, pk, keep string) error {
 	}
 	for len(del) > 0 {
 		n := min(len(del), 25)
-		if _, err := s.table.Batch("PK", "SK").Write().Delete(del[:n]...).Run(ctx); err != nil {
+		if _, err := table.Batch("PK", "SK").Write().Delete(del[:n]...).Run(ctx); err != nil {
 			return storeError(op, err)
 		}
 		del = del[n:]
@@ -262,7 +282,7 @@ func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page)
 func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []chat.Message, error) {
 	const op = "store.Conversation"
 	var items []collectionItem
-	if err := s.table.Get("PK", chatPK(chatID)).All(ctx, &items); err != nil {
+	if err := s.table.Get("PK", chatPK(chatID)).Consistent(true).All(ctx, &items); err != nil {
 		return chat.Chat{}, nil, storeError(op, err)
 	}
 	var c *chat.Chat
@@ -300,7 +320,7 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
 	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If("attribute_exists(PK)"))
+		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If(chatWritable))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errChatNotFound)

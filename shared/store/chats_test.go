@@ -13,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 func newChat(user string, at time.Time) chat.Chat {
@@ -150,5 +151,45 @@ func TestConversationOrderAndUpdate(t *testing.T) {
 	}
 	if _, _, err := s.Conversation(ctx, uuid.NewString()); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Errorf("missing conversation: %v", err)
+	}
+}
+
+// TestNothingJoinsAChatBeingDeleted: once a delete has begun (the chat is
+// marked), a message or a run written concurrently is refused instead of
+// being orphaned when the delete completes.
+func TestNothingJoinsAChatBeingDeleted(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	runs := store.NewRuns(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Now().UTC()
+	c := newChat("u1", t0)
+	if err := s.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// The first step of DeleteChat, as a concurrent request would see it.
+	if err := db.Table(db.Data()).Update("PK", "CHAT#"+c.ID).Range("SK", "CHAT").Set("deleting", true).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "late", CreatedAt: t0}
+	if err := s.AddMessages(ctx, c, m); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Errorf("message into a chat being deleted: %v", err)
+	}
+	r := workflow.Run{ID: uuid.NewString(), ChatID: c.ID, WorkflowID: uuid.NewString(), UserID: "u1", Status: workflow.RunPending, StartedAt: t0}
+	if err := runs.CreateRun(ctx, r); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Errorf("run in a chat being deleted: %v", err)
+	}
+	r.ChatID = uuid.NewString()
+	if err := runs.CreateRun(ctx, r); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Errorf("run in a missing chat: %v", err)
+	}
+	// The interrupted delete can be retried and finishes.
+	if err := s.DeleteChat(ctx, c.ID, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	var left []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "CHAT#"+c.ID).All(ctx, &left); err != nil || len(left) != 0 {
+		t.Errorf("left behind: %v %v", left, err)
 	}
 }

@@ -96,16 +96,24 @@ func (it runItem) run() workflow.Run {
 
 var errRunNotFound = errs.E("store.Runs", errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
 
-// CreateRun stores a new run, conditioned on its key being new.
+// CreateRun stores a new run, in one transaction with a check that its
+// chat exists and is not being deleted (so a run is never orphaned).
+// NotFound CHAT_NOT_FOUND otherwise.
 func (s *Runs) CreateRun(ctx context.Context, r workflow.Run) error {
 	const op = "store.CreateRun"
 	it, err := newRunItem(r)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	err = s.table.Put(it).If("attribute_not_exists(PK)").Run(ctx)
-	if isConditionFailure(err) {
+	err = s.db.WriteTx().
+		Put(s.table.Put(it).If("attribute_not_exists(PK)")).
+		Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(chatWritable)).
+		Run(ctx)
+	switch {
+	case failedCondition(err, 0):
 		return errs.E(op, errs.Conflict, "RUN_EXISTS", "a workflow run with this id exists")
+	case isConditionFailure(err):
+		return errs.Wrap(op, errChatNotFound)
 	}
 	return storeError(op, err)
 }

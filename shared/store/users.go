@@ -192,6 +192,17 @@ func isConditionFailure(err error) bool {
 	return false
 }
 
+// failedCondition reports whether the transaction item at index i (in the
+// order the items were added) failed its condition.
+func failedCondition(err error, i int) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || i >= len(tce.CancellationReasons) {
+		return false
+	}
+	c := tce.CancellationReasons[i].Code
+	return c != nil && *c == "ConditionalCheckFailed"
+}
+
 // storeError classifies a DynamoDB error: throttling and service
 // unavailability become Unavailable (503, retry after a second), anything
 // else Internal. The cause is kept for logs. nil stays nil.
