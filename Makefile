@@ -32,7 +32,7 @@ FUZZ_TARGETS := \
 	./shared/sse:FuzzEncode \
 	./shared/sse:FuzzEncodeStream
 FUZZTIME         ?= 60s
-FUZZTIME_SHORT   ?= 3s
+FUZZTIME_SHORT   ?= 2s
 # Minimizing each new interesting input may take go test's default 60s,
 # during which nothing else is fuzzed; keep it short.
 FUZZMINIMIZETIME ?= 5s
@@ -41,7 +41,7 @@ FUZZMINIMIZETIME ?= 5s
 fuzz:
 	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME)
 
-## fuzz-short: fuzz every target for FUZZTIME_SHORT each (default 3s); part of `make test`.
+## fuzz-short: fuzz every target for FUZZTIME_SHORT each (default 2s); part of `make test`.
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz-run FUZZ_FOR=$(FUZZTIME_SHORT)
 

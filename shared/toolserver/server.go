@@ -129,7 +129,9 @@ func presentedKey(r *http.Request) (string, bool) {
 // that is not an object.
 func parseBody(body []byte) (msg map[string]json.RawMessage, isRPC bool, err error) {
 	const op = "toolserver.parseBody"
-	trimmed := bytes.TrimSpace(body)
+	// JSON whitespace only: bytes.TrimSpace would also drop \v, \f, U+0085
+	// and U+00A0, making a body such as "{...}\v" pass for valid JSON.
+	trimmed := bytes.Trim(body, " \t\r\n")
 	malformed := errs.E(op, errs.Invalid, CodeInvalidJSON, "request body is not valid JSON")
 	notObject := errs.E(op, errs.Invalid, CodeInvalidRequest, "request body must be a JSON object with a string method and an object params")
 	if len(trimmed) == 0 {
