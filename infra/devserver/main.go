@@ -2,7 +2,9 @@
 // Lambda function's routes, the chat stream included) on PORT (3000) and the
 // tool server on MCP_PORT (3001), on the embedded DynamoDB engine unless
 // DYNAMODB_ENDPOINT is set. It needs no AWS account and no API keys, and
-// shuts down gracefully on SIGINT or SIGTERM.
+// shuts down gracefully on SIGINT or SIGTERM. With DATA_FILE the embedded
+// engine's data survives restarts: it is restored at start and saved every
+// SNAPSHOT_INTERVAL and at shutdown (`make run` keeps it in .data/).
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -56,6 +59,7 @@ func run() error {
 	}
 	defer stack.Close()
 
+	storage := storageLine(cfg, stack)
 	servers := []*http.Server{
 		{Handler: stack.API, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: stack.Tools, ReadHeaderTimeout: 10 * time.Second},
@@ -64,10 +68,6 @@ func run() error {
 	for i, ln := range []net.Listener{apiLn, mcpLn} {
 		go func() { errc <- servers[i].Serve(ln) }()
 	}
-	store := "embedded DynamoDB (in memory)"
-	if cfg.DynamoDBEndpoint != "" {
-		store = "DynamoDB at " + cfg.DynamoDBEndpoint
-	}
 	fmt.Printf("REST API     http://%s\n", apiLn.Addr())
 	fmt.Printf("Tool server  http://%s/mcp\n", mcpLn.Addr())
 	if cfg.MCPServiceKey == "" {
@@ -75,7 +75,10 @@ func run() error {
 	} else {
 		fmt.Printf("Service key  from MCP_SERVICE_KEY\n")
 	}
-	fmt.Printf("Storage      %s\n", store)
+	fmt.Printf("Storage      %s\n", storage)
+	if cfg.DataFile != "" && cfg.DynamoDBEndpoint != "" {
+		fmt.Printf("Note         DATA_FILE is ignored: DYNAMODB_ENDPOINT is set, and that store keeps its own data\n")
+	}
 	fmt.Printf("Stop with Ctrl+C (SIGINT) or SIGTERM.\n")
 
 	select {
@@ -88,10 +91,45 @@ func run() error {
 	fmt.Println("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var shutdownErr error
 	for _, s := range servers {
-		if err := s.Shutdown(shutdownCtx); err != nil {
-			return fmt.Errorf("shutdown: %w", err)
+		if err := s.Shutdown(shutdownCtx); err != nil && shutdownErr == nil {
+			shutdownErr = fmt.Errorf("shutdown: %w", err)
 		}
 	}
-	return nil
+	// Closing the stack saves the embedded engine's data (DATA_FILE), after
+	// the last request.
+	if err := stack.Close(); err != nil {
+		return errors.Join(shutdownErr, err)
+	}
+	if stack.Engine != nil && cfg.DataFile != "" {
+		fmt.Printf("data kept in %s\n", absPath(cfg.DataFile))
+	}
+	return shutdownErr
+}
+
+// storageLine describes where the data is kept.
+func storageLine(cfg config.Config, stack *local.Stack) string {
+	switch {
+	case stack.Engine == nil:
+		return "DynamoDB at " + cfg.DynamoDBEndpoint
+	case cfg.DataFile == "":
+		return "embedded DynamoDB, in memory (set DATA_FILE to keep data across restarts)"
+	}
+	when := "at shutdown"
+	if cfg.SnapshotInterval > 0 {
+		when = "every " + cfg.SnapshotInterval.String() + " and at shutdown"
+	}
+	from := "new file"
+	if r := stack.Engine.Restored; r != nil {
+		from = fmt.Sprintf("restored %d tables, %d items from %s", r.Tables, r.Items, r.SavedAt.Local().Format(time.DateTime))
+	}
+	return fmt.Sprintf("embedded DynamoDB, kept in %s (%s; saved %s)", absPath(cfg.DataFile), from, when)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

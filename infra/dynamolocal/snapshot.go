@@ -1,0 +1,762 @@
+package dynamolocal
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options configure StartWith.
+type Options struct {
+	// DataFile, when set, keeps the engine's data across restarts.
+	// StartWith restores every table from it before serving (a missing file
+	// means start empty; an unreadable or corrupt one is an error, and the
+	// file is left untouched), the engine saves a snapshot to it every
+	// Interval when something changed, and Close saves a final one. Empty:
+	// in memory only. A name ending in .gz is gzip-compressed.
+	DataFile string
+	// Interval is the time between periodic snapshots to DataFile; zero or
+	// negative saves only at Close.
+	Interval time.Duration
+	// Logger receives restore and save messages; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// SnapshotInfo summarizes a snapshot file.
+type SnapshotInfo struct {
+	Path    string
+	SavedAt time.Time
+	Tables  int
+	Items   int
+}
+
+// The snapshot file format. Version 1 is a JSON object:
+//
+//	{"format":"dynamolocal-snapshot","version":1,"savedAt":"<RFC 3339>","tables":[
+//	{"name":"t","createdAt":"<RFC 3339>","definition":{<CreateTable request>},
+//	 "timeToLive":{"AttributeName":"expiresAt","Enabled":true},"items":[
+//	{<item in DynamoDB JSON>},
+//	...
+//	]},
+//	...
+//	]}
+//
+// definition is the CreateTable request that recreates the table as it is
+// now (key schema, attribute definitions, billing, throughput, GSIs and LSIs
+// with their projections, including indexes added by UpdateTable);
+// timeToLive is absent when TTL is disabled. Items are attribute-value maps
+// exactly as DynamoDB's JSON protocol writes them, so every type round-trips
+// unchanged: numbers keep their digits, B and BS stay base64, sets stay sets,
+// and empty lists, maps and binaries keep their type even though the engine
+// answers them as NULL. Readers reject other formats and versions.
+const (
+	snapshotFormat  = "dynamolocal-snapshot"
+	snapshotVersion = 1
+)
+
+type snapshotFile struct {
+	Format  string          `json:"format"`
+	Version int             `json:"version"`
+	SavedAt time.Time       `json:"savedAt"`
+	Tables  []snapshotTable `json:"tables"`
+}
+
+type snapshotTable struct {
+	Name       string            `json:"name"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	Definition tableDef          `json:"definition"`
+	TimeToLive *ttlSpec          `json:"timeToLive,omitempty"`
+	Items      []json.RawMessage `json:"items"`
+}
+
+// tableDef is a CreateTable request.
+type tableDef struct {
+	TableName              string
+	AttributeDefinitions   json.RawMessage `json:",omitempty"`
+	KeySchema              []keyElem
+	BillingMode            string      `json:",omitempty"`
+	ProvisionedThroughput  *capacity   `json:",omitempty"`
+	GlobalSecondaryIndexes []indexSpec `json:",omitempty"`
+	LocalSecondaryIndexes  []indexSpec `json:",omitempty"`
+}
+
+type indexSpec struct {
+	IndexName  string
+	KeySchema  []keyElem
+	Projection struct {
+		ProjectionType   string
+		NonKeyAttributes []string `json:",omitempty"`
+	}
+	ProvisionedThroughput *capacity `json:",omitempty"`
+}
+
+type ttlSpec struct {
+	AttributeName string
+	Enabled       bool
+}
+
+func (s *snapshotFile) info(path string) *SnapshotInfo {
+	in := &SnapshotInfo{Path: path, SavedAt: s.SavedAt, Tables: len(s.Tables)}
+	for _, t := range s.Tables {
+		in.Items += len(t.Items)
+	}
+	return in
+}
+
+// Snapshot writes every table (definition, TTL setting and items) to path,
+// atomically: a new file is written next to it, synced and renamed over it,
+// so path always holds a complete snapshot, the old one if writing fails.
+// The snapshot is consistent: it is taken while no request is being served,
+// so every write is either wholly in it or not at all. The file is created
+// with mode 0600 (it holds the application's data); missing directories are
+// created.
+func (e *Engine) Snapshot(path string) error {
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	_, err := e.snapshotLocked(path)
+	return err
+}
+
+// Restore loads the snapshot at path into the engine, while no request is
+// being served. It fails, changing nothing, if the file cannot be read, is
+// not a snapshot, or names a table the engine already has; a table or item
+// the engine rejects stops it midway.
+func (e *Engine) Restore(path string) error {
+	snap, err := readSnapshot(path)
+	if err != nil {
+		return fmt.Errorf("dynamolocal: restore %s: %w", path, err)
+	}
+	defer e.writes.Add(1)
+	if err := e.h.restore(context.Background(), snap); err != nil {
+		return fmt.Errorf("dynamolocal: restore %s: %w", path, err)
+	}
+	return nil
+}
+
+// snapshotLocked captures and writes a snapshot; callers hold e.saveMu.
+func (e *Engine) snapshotLocked(path string) (*SnapshotInfo, error) {
+	snap, err := e.h.capture(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("dynamolocal: snapshot: %w", err)
+	}
+	if err := writeAtomic(path, func(w io.Writer) error { return encodeSnapshot(w, snap) }, e.beforeRename); err != nil {
+		return nil, fmt.Errorf("dynamolocal: snapshot to %s: %w", path, err)
+	}
+	return snap.info(path), nil
+}
+
+// saveDataFile saves a snapshot to Options.DataFile unless nothing was
+// written since the last save (or the restore).
+func (e *Engine) saveDataFile() error {
+	if e.opts.DataFile == "" {
+		return nil
+	}
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	n := e.writes.Load() // writes counted after they complete: n never overstates the snapshot
+	if n == e.saved {
+		return nil
+	}
+	info, err := e.snapshotLocked(e.opts.DataFile)
+	if err != nil {
+		return err
+	}
+	e.saved = n
+	e.opts.Logger.Debug("dynamolocal: saved snapshot", "file", info.Path, "tables", info.Tables, "items", info.Items)
+	return nil
+}
+
+// saveEvery saves to the data file every d until stopSaving.
+func (e *Engine) saveEvery(d time.Duration) {
+	defer close(e.saverDone)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stopSaver:
+			return
+		case <-t.C:
+			if err := e.saveDataFile(); err != nil {
+				e.opts.Logger.Error("dynamolocal: periodic snapshot failed; retrying at the next interval", "err", err)
+			}
+		}
+	}
+}
+
+// stopSaving stops the periodic saver, waiting for a save in progress.
+func (e *Engine) stopSaving() {
+	if e.stopSaver != nil {
+		close(e.stopSaver)
+		<-e.saverDone
+	}
+}
+
+// openDataFile prepares Options.DataFile at start: it returns the snapshot
+// to restore (nil when the file does not exist yet) and checks that the
+// file's directory is writable, so a bad path fails now rather than at
+// shutdown.
+func openDataFile(path string) (*snapshotFile, error) {
+	snap, err := readSnapshot(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		snap, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dynamolocal: data file %s: %w (the file is left untouched: fix it, or move it away to start empty)", path, err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("dynamolocal: data file %s: %w", path, err)
+	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+".probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("dynamolocal: data file %s: directory not writable: %w", path, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return snap, nil
+}
+
+// readSnapshot reads and validates a snapshot file (plain or gzip JSON).
+func readSnapshot(path string) (*snapshotFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("corrupt gzip: %w", err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	dec := json.NewDecoder(r)
+	var head struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+	}
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		_, syntax := errors.AsType[*json.SyntaxError](err)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, errors.New("empty file, not a snapshot")
+		case syntax || errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("corrupt snapshot: invalid JSON: %w", err)
+		}
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("corrupt snapshot: unexpected data after the JSON object")
+	}
+	if err := json.Unmarshal(raw, &head); err != nil || head.Format != snapshotFormat {
+		return nil, fmt.Errorf("not a %s file (format %q)", snapshotFormat, head.Format)
+	}
+	if head.Version != snapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d is not supported (this build reads version %d)", head.Version, snapshotVersion)
+	}
+	var snap snapshotFile
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		return nil, fmt.Errorf("corrupt snapshot: %w", err)
+	}
+	seen := map[string]bool{}
+	for i, t := range snap.Tables {
+		switch {
+		case t.Name == "":
+			return nil, fmt.Errorf("corrupt snapshot: table %d has no name", i)
+		case seen[t.Name]:
+			return nil, fmt.Errorf("corrupt snapshot: table %s appears twice", t.Name)
+		case len(t.Definition.KeySchema) == 0:
+			return nil, fmt.Errorf("corrupt snapshot: table %s has no key schema", t.Name)
+		}
+		seen[t.Name] = true
+		snap.Tables[i].Definition.TableName = t.Name
+		for j, item := range t.Items {
+			if len(item) == 0 || item[0] != '{' {
+				return nil, fmt.Errorf("corrupt snapshot: table %s item %d is not an object", t.Name, j)
+			}
+		}
+	}
+	return &snap, nil
+}
+
+// encodeSnapshot writes snap as JSON, one table header and one item per
+// line.
+func encodeSnapshot(w io.Writer, snap *snapshotFile) error {
+	bw := bufio.NewWriter(w)
+	// open writes v, whose last field is a nil list, without its closing
+	// "null}", so that the list can follow.
+	open := func(v any) error {
+		b, err := marshalRaw(v)
+		if err != nil {
+			return err
+		}
+		p, ok := bytes.CutSuffix(b, []byte("null}"))
+		if !ok {
+			return fmt.Errorf("encode snapshot: unexpected %s", b)
+		}
+		_, err = bw.Write(p)
+		return err
+	}
+	head := *snap
+	head.Tables = nil
+	if err := open(head); err != nil {
+		return err
+	}
+	bw.WriteString("[")
+	for i, t := range snap.Tables {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n")
+		items := t.Items
+		t.Items = nil
+		if err := open(t); err != nil {
+			return err
+		}
+		bw.WriteString("[")
+		for j, item := range items {
+			if j > 0 {
+				bw.WriteString(",")
+			}
+			bw.WriteString("\n")
+			bw.Write(item)
+		}
+		if len(items) > 0 {
+			bw.WriteString("\n")
+		}
+		bw.WriteString("]}")
+	}
+	if len(snap.Tables) > 0 {
+		bw.WriteString("\n")
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
+}
+
+// marshalRaw is json.Marshal without HTML escaping (the snapshot is meant
+// to be readable) and without the trailing newline.
+func marshalRaw(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// writeAtomic writes path through a temporary file in the same directory
+// that is synced and then renamed over path, so that a crash or error at any
+// point leaves either the old file or the new one, never a partial file.
+// beforeRename, when set (tests), runs just before the rename; its error
+// aborts the write.
+func writeAtomic(path string, write func(io.Writer) error, beforeRename func(tmp string) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	var w io.Writer = f
+	var zw *gzip.Writer
+	if strings.HasSuffix(path, ".gz") {
+		zw = gzip.NewWriter(f)
+		w = zw
+	}
+	if err := write(w); err != nil {
+		return err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if beforeRename != nil {
+		if err := beforeRename(tmp); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	// Make the rename durable; not every platform can sync a directory.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// capture reads every table's definition, TTL setting and items while no
+// request is being served (the exclusive lock), so no write is half in it.
+func (h *handler) capture(ctx context.Context) (*snapshotFile, error) {
+	h.lock.Lock()
+	defer h.lock.Unlock()
+	h.mu.Lock()
+	infos := map[string]tableInfo{}
+	for name, info := range h.tables {
+		c := *info
+		c.throughput = maps.Clone(info.throughput)
+		infos[name] = c
+	}
+	h.mu.Unlock()
+	snap := &snapshotFile{Format: snapshotFormat, Version: snapshotVersion, SavedAt: time.Now().UTC(), Tables: []snapshotTable{}}
+	for _, name := range slices.Sorted(maps.Keys(infos)) {
+		t, err := h.captureTable(ctx, name, infos[name])
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", name, err)
+		}
+		if t != nil {
+			snap.Tables = append(snap.Tables, *t)
+		}
+	}
+	return snap, nil
+}
+
+// captureTable captures one table; nil if the backend no longer has it
+// (removed behind the layer's back, e.g. Backend.Reset). Callers hold the
+// exclusive lock.
+func (h *handler) captureTable(ctx context.Context, name string, info tableInfo) (*snapshotTable, error) {
+	rep := h.call(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": name}))
+	if rep.status != http.StatusOK {
+		if bytes.Contains(rep.body, []byte("ResourceNotFoundException")) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("describe: %d %s", rep.status, bytes.TrimSpace(rep.body))
+	}
+	var d struct{ Table tableDef }
+	if err := json.Unmarshal(rep.body, &d); err != nil {
+		return nil, fmt.Errorf("decode description: %w", err)
+	}
+	rep = h.call(ctx, "Scan", mustJSON(map[string]string{"TableName": name}))
+	if rep.status != http.StatusOK {
+		return nil, fmt.Errorf("scan: %d %s", rep.status, bytes.TrimSpace(rep.body))
+	}
+	var all struct{ Items []map[string]any }
+	dec := json.NewDecoder(bytes.NewReader(rep.body))
+	dec.UseNumber()
+	if err := dec.Decode(&all); err != nil {
+		return nil, fmt.Errorf("decode scan: %w", err)
+	}
+	def := d.Table
+	def.TableName = name
+	def.AttributeDefinitions = info.attrDefs
+	def.BillingMode = info.billing
+	tput := func(idx string) *capacity {
+		if c, ok := info.throughput[idx]; ok {
+			return &c
+		}
+		return nil
+	}
+	def.ProvisionedThroughput = tput("")
+	for i := range def.GlobalSecondaryIndexes {
+		def.GlobalSecondaryIndexes[i].ProvisionedThroughput = tput(def.GlobalSecondaryIndexes[i].IndexName)
+	}
+	for i := range def.LocalSecondaryIndexes {
+		def.LocalSecondaryIndexes[i].ProvisionedThroughput = nil
+	}
+	byName := func(a, b indexSpec) int { return strings.Compare(a.IndexName, b.IndexName) }
+	slices.SortFunc(def.GlobalSecondaryIndexes, byName) // minidyn lists them in map order
+	slices.SortFunc(def.LocalSecondaryIndexes, byName)
+	if len(def.AttributeDefinitions) == 0 {
+		def.AttributeDefinitions = deriveAttrDefs(def, all.Items)
+	}
+	keys := pairOf(def.KeySchema).names()
+	h.resolveEmpty(ctx, name, keys, all.Items)
+	t := &snapshotTable{Name: name, CreatedAt: info.created.UTC(), Definition: def, Items: make([]json.RawMessage, len(all.Items))}
+	if info.ttlAttr != "" {
+		t.TimeToLive = &ttlSpec{AttributeName: info.ttlAttr, Enabled: true}
+	}
+	for i, item := range all.Items {
+		b, err := marshalRaw(item)
+		if err != nil {
+			return nil, fmt.Errorf("encode item: %w", err)
+		}
+		t.Items[i] = b
+	}
+	return t, nil
+}
+
+// deriveAttrDefs builds attribute definitions for the key attributes of a
+// table the layer did not see created, typing each from the items (S when
+// no item has it).
+func deriveAttrDefs(def tableDef, items []map[string]any) json.RawMessage {
+	type attrDef struct{ AttributeName, AttributeType string }
+	var defs []attrDef
+	add := func(ks []keyElem) {
+		for _, k := range ks {
+			if slices.ContainsFunc(defs, func(d attrDef) bool { return d.AttributeName == k.AttributeName }) {
+				continue
+			}
+			typ := "S"
+			for _, item := range items {
+				if av, ok := item[k.AttributeName].(map[string]any); ok && len(av) == 1 {
+					for t := range av {
+						typ = t
+					}
+					break
+				}
+			}
+			defs = append(defs, attrDef{k.AttributeName, typ})
+		}
+	}
+	add(def.KeySchema)
+	for _, ix := range slices.Concat(def.GlobalSecondaryIndexes, def.LocalSecondaryIndexes) {
+		add(ix.KeySchema)
+	}
+	return mustJSON(defs)
+}
+
+// hole is an attribute value the backend answered as {}: an empty list, map
+// or binary, which minidyn stores faithfully but cannot encode.
+type hole struct {
+	item int
+	path []any // attribute names (string) and list indexes (int)
+	set  func(av any)
+}
+
+func findHoles(av any, item int, path []any, set func(any), out *[]hole) {
+	m, ok := av.(map[string]any)
+	if !ok {
+		return
+	}
+	if len(m) == 0 {
+		*out = append(*out, hole{item: item, path: path, set: set})
+		return
+	}
+	if l, ok := m["L"].([]any); ok {
+		for i, e := range l {
+			findHoles(e, item, append(slices.Clip(path), i), func(v any) { l[i] = v }, out)
+		}
+	}
+	if mm, ok := m["M"].(map[string]any); ok {
+		for k, e := range mm {
+			findHoles(e, item, append(slices.Clip(path), k), func(v any) { mm[k] = v }, out)
+		}
+	}
+}
+
+// resolveEmpty replaces the {} values of items by their real type, asking
+// minidyn's expression interpreter, which sees the stored values: a Scan
+// filtered by attribute_type(path, "L"), then "M", for each distinct path.
+// The interpreter fails on a whole Scan when an item holds a value it
+// cannot evaluate (an empty binary, or the typeless value minidyn leaves of
+// an empty list or map after it rolls back a failed transaction); then each
+// value is probed on its own item, and the values of items the interpreter
+// cannot evaluate at all are saved as empty binaries, which restore the
+// same behaviour (read as NULL, unevaluable). items must be in the
+// backend's Scan order. Callers hold the exclusive lock.
+func (h *handler) resolveEmpty(ctx context.Context, table string, keys []string, items []map[string]any) {
+	var holes []hole
+	for i, item := range items {
+		for k, av := range item {
+			findHoles(av, i, []any{k}, func(v any) { item[k] = v }, &holes)
+		}
+	}
+	if len(holes) == 0 {
+		return
+	}
+	keyOf := func(item map[string]any) string {
+		k := map[string]any{}
+		for _, n := range keys {
+			k[n] = item[n]
+		}
+		return string(mustJSON(k))
+	}
+	groups := map[string][]hole{}
+	var order []string
+	for _, hl := range holes {
+		sig := string(mustJSON(hl.path))
+		if groups[sig] == nil {
+			order = append(order, sig)
+		}
+		groups[sig] = append(groups[sig], hl)
+	}
+	empty := map[string]func() any{
+		"L": func() any { return map[string]any{"L": []any{}} },
+		"M": func() any { return map[string]any{"M": map[string]any{}} },
+		"B": func() any { return map[string]any{"B": ""} },
+	}
+	for _, sig := range order {
+		group := groups[sig]
+		path := group[0].path
+		typed := map[string]string{} // item key -> type
+		tableWide := true
+		for _, typ := range []string{"L", "M"} {
+			found, ok := h.probeTable(ctx, table, keys, path, typ)
+			if !ok {
+				tableWide = false
+				break
+			}
+			for _, item := range found {
+				typed[keyOf(item)] = typ
+			}
+		}
+		for _, hl := range group {
+			typ := "B"
+			if tableWide {
+				if t, ok := typed[keyOf(items[hl.item])]; ok {
+					typ = t
+				}
+			} else {
+				var after map[string]any // the key of the item before it in Scan order
+				if hl.item > 0 {
+					after = map[string]any{}
+					for _, n := range keys {
+						after[n] = items[hl.item-1][n]
+					}
+				}
+				for _, t := range []string{"L", "M"} {
+					if h.probeItem(ctx, table, after, path, t) {
+						typ = t
+						break
+					}
+				}
+			}
+			hl.set(empty[typ]())
+		}
+	}
+}
+
+// typeCondition renders attribute_type(path, :t) with placeholders.
+func typeCondition(path []any, typ string, names map[string]string) (string, map[string]any) {
+	var b strings.Builder
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			ph := fmt.Sprintf("#p%d", len(names))
+			names[ph] = p
+			b.WriteString(ph)
+		case int:
+			fmt.Fprintf(&b, "[%d]", p)
+		}
+	}
+	return "attribute_type(" + b.String() + ", :t)", map[string]any{":t": map[string]string{"S": typ}}
+}
+
+// probeTable returns the keys of the items whose value at path has type
+// typ; false if the interpreter failed.
+func (h *handler) probeTable(ctx context.Context, table string, keys []string, path []any, typ string) ([]map[string]any, bool) {
+	names := map[string]string{}
+	cond, values := typeCondition(path, typ, names)
+	var proj []string
+	for i, k := range keys {
+		ph := fmt.Sprintf("#k%d", i)
+		names[ph] = k
+		proj = append(proj, ph)
+	}
+	rep := h.call(ctx, "Scan", mustJSON(map[string]any{"TableName": table, "FilterExpression": cond,
+		"ProjectionExpression": strings.Join(proj, ", "), "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}))
+	if rep.status != http.StatusOK {
+		return nil, false
+	}
+	var out struct{ Items []map[string]any }
+	dec := json.NewDecoder(bytes.NewReader(rep.body))
+	dec.UseNumber()
+	if dec.Decode(&out) != nil {
+		return nil, false
+	}
+	return out.Items, true
+}
+
+// probeItem reports whether the value at path of the item that follows
+// after in the backend's Scan order (the first item when after is nil) has
+// type typ. minidyn evaluates only that item: it skips the items up to the
+// start key unevaluated and stops after one (Limit counts the items
+// evaluated). Not a ConditionCheck: a failed transaction makes minidyn roll
+// the table back from a copy that loses every empty list and map.
+func (h *handler) probeItem(ctx context.Context, table string, after map[string]any, path []any, typ string) bool {
+	names := map[string]string{}
+	cond, values := typeCondition(path, typ, names)
+	req := map[string]any{"TableName": table, "FilterExpression": cond, "Limit": 1,
+		"ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+	if after != nil {
+		req["ExclusiveStartKey"] = after
+	}
+	rep := h.call(ctx, "Scan", mustJSON(req))
+	var out struct{ Count int }
+	return rep.status == http.StatusOK && json.Unmarshal(rep.body, &out) == nil && out.Count == 1
+}
+
+// restore creates the snapshot's tables and puts their items, while no
+// request is being served. It changes nothing if a table already exists.
+func (h *handler) restore(ctx context.Context, snap *snapshotFile) error {
+	h.lock.Lock()
+	defer h.lock.Unlock()
+	for _, t := range snap.Tables {
+		if h.call(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": t.Name})).status == http.StatusOK {
+			return fmt.Errorf("table %s already exists", t.Name)
+		}
+	}
+	for _, t := range snap.Tables {
+		rep := h.call(ctx, "CreateTable", mustJSON(t.Definition))
+		if rep.status != http.StatusOK {
+			return fmt.Errorf("create table %s: %s", t.Name, bytes.TrimSpace(rep.body))
+		}
+		info := &tableInfo{created: t.CreatedAt, attrDefs: t.Definition.AttributeDefinitions,
+			billing: t.Definition.BillingMode, throughput: map[string]capacity{}}
+		if info.created.IsZero() {
+			info.created = time.Now()
+		}
+		if c := t.Definition.ProvisionedThroughput; c != nil {
+			info.throughput[""] = *c
+		}
+		for _, g := range t.Definition.GlobalSecondaryIndexes {
+			if g.ProvisionedThroughput != nil {
+				info.throughput[g.IndexName] = *g.ProvisionedThroughput
+			}
+		}
+		if t.TimeToLive != nil && t.TimeToLive.Enabled {
+			info.ttlAttr = t.TimeToLive.AttributeName
+		}
+		h.mu.Lock()
+		h.tables[t.Name] = info
+		h.mu.Unlock()
+		for i, item := range t.Items {
+			rep := h.call(ctx, "PutItem", mustJSON(map[string]any{"TableName": t.Name, "Item": item}))
+			if rep.status != http.StatusOK {
+				return fmt.Errorf("table %s item %d: %s", t.Name, i, bytes.TrimSpace(rep.body))
+			}
+		}
+	}
+	return nil
+}
