@@ -1,0 +1,26 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseInitTrace(t *testing.T) {
+	t.Parallel()
+	trace := []byte("init internal/bytealg @0.008 ms, 0 ms clock, 0 bytes, 0 allocs\n" +
+		"init net/http @1.2 ms, 0.35 ms clock, 1234 bytes, 12 allocs\n" +
+		"some other line\n" +
+		"init github.com/x/y @2.0 ms, 0.05 ms clock, 10 bytes, 1 allocs\n")
+	total, top := parseInitTrace(trace)
+	if total != 400*time.Microsecond || top != "net/http (0.35 ms)" {
+		t.Errorf("got %v %q", total, top)
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	rs := parse([]byte("goos: linux\nBenchmarkX/y-2  1000  1234 ns/op  3.00 ddbcalls/op  456 B/op  7 allocs/op\nPASS\n"))
+	if len(rs) != 1 || rs[0].name != "BenchmarkX/y" || rs[0].nsPerOp != 1234 || rs[0].metrics["ddbcalls/op"] != "3.00" {
+		t.Errorf("got %+v", rs)
+	}
+}
