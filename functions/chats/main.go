@@ -22,7 +22,7 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
@@ -34,5 +34,5 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, chat.Routes(svc, b.Auth)), nil
+	return wiring.Stack(cfg, chat.Routes(svc, b.Auth, wiring.ChatLimits(cfg, b))), nil
 }

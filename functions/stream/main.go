@@ -23,7 +23,7 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
@@ -35,5 +35,5 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, chat.StreamRoutes(svc, b.Auth, chat.PingInterval)), nil
+	return wiring.Stack(cfg, chat.StreamRoutes(svc, b.Auth, chat.PingInterval, wiring.ChatLimits(cfg, b))), nil
 }

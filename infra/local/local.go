@@ -2,8 +2,8 @@
 // for the local dev server and the end-to-end tests: the REST API on one
 // handler (every function's routes, as API Gateway would route them) and
 // the tool server on another. With no DYNAMODB_ENDPOINT it starts the
-// embedded DynamoDB engine and creates the tables from the same definitions
-// as template.yaml.
+// embedded DynamoDB engine (restoring it from DATA_FILE when set) and
+// creates the tables from the same definitions as template.yaml.
 package local
 
 import (
@@ -16,7 +16,11 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
+	"github.com/guregu/dynamo/v2/dynamodbiface"
 
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
@@ -26,6 +30,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
@@ -97,7 +102,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	}
 	endpoint := cfg.DynamoDBEndpoint
 	if endpoint == "" {
-		eng, err := dynamolocal.Start()
+		eng, err := dynamolocal.StartWith(dynamolocal.Options{DataFile: cfg.DataFile, Interval: cfg.SnapshotInterval, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("local: start embedded DynamoDB: %w", err)
 		}
@@ -109,8 +114,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.DB = db
-	names := map[string]string{"USERS_TABLE": cfg.UsersTable, "SESSIONS_TABLE": cfg.SessionsTable, "DATA_TABLE": cfg.DataTable}
-	if err := store.CreateTables(ctx, db.Client(), names); err != nil {
+	names := map[string]string{"USERS_TABLE": cfg.UsersTable, "SESSIONS_TABLE": cfg.SessionsTable, "DATA_TABLE": cfg.DataTable,
+		"RATE_LIMITS_TABLE": cfg.RateLimitsTable}
+	if err := store.CreateTables(ctx, ttlTolerant{db.Client()}, names); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -145,13 +151,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
 		Tools: toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now), Now: o.Now,
 	})
+	limiter := ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), o.Now)
+	chatLimits := chat.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
 	s.Functions = []Function{
 		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
 		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn)},
 		{LogicalID: "ModelsFunction", Dir: "models", Router: model.Routes(models, users, authn)},
 		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(toolClient.Catalog(), authn, cfg.ToolsCacheTTL, o.Now)},
-		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn)},
-		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval), FunctionURL: true},
+		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn, chatLimits)},
+		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval, chatLimits), FunctionURL: true},
 	}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
@@ -183,7 +191,28 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// Close stops the embedded engine, if any.
+// ttlTolerant lets store.CreateTables run on tables that already exist with
+// TTL enabled (restored from DATA_FILE, or kept by the DYNAMODB_ENDPOINT
+// engine across restarts): enabling TTL again, which DynamoDB refuses, is
+// accepted when it is already enabled on the same attribute.
+type ttlTolerant struct{ dynamodbiface.DynamoDBAPI }
+
+func (c ttlTolerant) UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	out, err := c.DynamoDBAPI.UpdateTimeToLive(ctx, in, opts...)
+	spec := in.TimeToLiveSpecification
+	if err == nil || spec == nil || !aws.ToBool(spec.Enabled) {
+		return out, err
+	}
+	d, derr := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: in.TableName}, opts...)
+	if derr == nil && d.TimeToLiveDescription != nil && d.TimeToLiveDescription.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabled &&
+		aws.ToString(d.TimeToLiveDescription.AttributeName) == aws.ToString(spec.AttributeName) {
+		return &dynamodb.UpdateTimeToLiveOutput{TimeToLiveSpecification: spec}, nil
+	}
+	return out, err
+}
+
+// Close stops the embedded engine, if any, saving its data to DATA_FILE
+// when set.
 func (s *Stack) Close() error {
 	if s.Engine != nil {
 		return s.Engine.Close()

@@ -33,7 +33,10 @@ type fixture struct {
 
 func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
-	cfg, err := config.Load(func(string) string { return "" })
+	// The rate limits stay on, so that their DynamoDB call is counted, but
+	// high enough for benchmark loops.
+	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -79,7 +82,9 @@ func (f *fixture) request(method, path, body string) *http.Request {
 }
 
 // callBudgets are the DynamoDB calls each request may make: the session
-// lookup (one read) plus what the endpoint itself needs.
+// lookup (one read) plus what the endpoint itself needs. Posting a message
+// and the stream also count the user's rate-limit window (one UpdateItem,
+// shared/ratelimit).
 func callBudgets(f *fixture) []struct {
 	name, method, path, body string
 	status                   int
@@ -101,8 +106,9 @@ func callBudgets(f *fixture) []struct {
 		{"rename chat", "PATCH", "/api/chats/" + f.chatID, `{"title":"y"}`, 200, 2},
 		{"list chats", "GET", "/api/users/" + f.userID + "/chats?limit=10", "", 200, 2},
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 3},
-		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 4},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 4},
+		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 5},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 5},
 	}
 }
 

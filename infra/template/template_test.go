@@ -117,6 +117,9 @@ var wantGrants = map[string]map[string][]string{
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListChats: one Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// the rate limit of posting a message: store.RateLimits.Hit, one
+		// UpdateItem (ADD) per request.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"StreamFunction": {
 		// the auth middleware. No UsersTable: StartStream requires modelId
@@ -125,6 +128,8 @@ var wantGrants = map[string]map[string][]string{
 		// StartStream: Conversation (Query); AddMessages for the user and
 		// then the assistant message (tx: Put message + Update chat).
 		"DataTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 }
 
@@ -1302,6 +1307,16 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"USERS_TABLE: !Ref UsersTable", "USER_TABLE: !Ref UsersTable", "that table's variable is USERS_TABLE"},
 		{"table env var points at another table", "e_table_env_vars",
 			"USERS_TABLE: !Ref UsersTable", "USERS_TABLE: !Ref SessionsTable", "want !Ref UsersTable"},
+		{"rate-limit windows never expire", "c_tables_match_store",
+			"      TimeToLiveSpecification:\n        AttributeName: expiresAt\n        Enabled: true\n      PointInTimeRecoverySpecification:\n        PointInTimeRecoveryEnabled: true\n      SSESpecification:\n        SSEEnabled: true\n\nOutputs:",
+			"      PointInTimeRecoverySpecification:\n        PointInTimeRecoveryEnabled: true\n      SSESpecification:\n        SSEEnabled: true\n\nOutputs:",
+			`RateLimitsTable: TimeToLiveSpecification <nil>, want enabled on "expiresAt"`},
+		{"rate limiter without its grant", "d_iam_least_privilege",
+			"            - Sid: RateLimits\n              Effect: Allow\n              Action: [dynamodb:UpdateItem]\n              Resource: [!GetAtt RateLimitsTable.Arn]\n", "",
+			"ChatsFunction: receives the name of RateLimitsTable but has no access"},
+		{"rate limiter granted reads", "d_iam_reviewed_contract",
+			"Action: [dynamodb:UpdateItem]\n              Resource: [!GetAtt RateLimitsTable.Arn]", "Action: [dynamodb:UpdateItem, dynamodb:GetItem]\n              Resource: [!GetAtt RateLimitsTable.Arn]",
+			"ChatsFunction on RateLimitsTable"},
 		{"no ApiUrl output", "f_header_and_outputs",
 			"  ApiUrl:\n", "  RestUrl:\n", "no ApiUrl"},
 		{"no table name output", "f_header_and_outputs",

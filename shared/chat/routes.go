@@ -5,30 +5,57 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/ratelimit"
 )
 
+// Limits are the per-user rate limits of the chat routes that call a
+// model. The zero value, like passing none, limits nothing (a nil Limiter).
+type Limits struct {
+	Limiter *ratelimit.Limiter
+	// Messages limits POST /api/chats/{chatId}/messages.
+	Messages ratelimit.Rule
+	// Streams limits POST /api/chats/{chatId}/messages/stream.
+	Streams ratelimit.Rule
+}
+
 // Routes returns the handler of the chat endpoints (ChatsFunction). Every
-// route requires a session.
-func Routes(s *Service, authn *auth.Service) *httpapi.Router {
+// route requires a session; posting a message is rate limited per user by
+// the Messages rule of lim (at most one Limits; checked after the session,
+// before the body).
+func Routes(s *Service, authn *auth.Service, lim ...Limits) *httpapi.Router {
+	l := limitsOf(lim)
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats", authn.Require(handleCreate(s)))
 	r.Handle("GET /api/chats/{chatId}", authn.Require(handleGet(s)))
 	r.Handle("PATCH /api/chats/{chatId}", authn.Require(handleUpdate(s)))
 	r.Handle("DELETE /api/chats/{chatId}", authn.Require(handleDelete(s)))
 	r.Handle("GET /api/users/{userId}/chats", authn.Require(handleList(s)))
-	r.Handle("POST /api/chats/{chatId}/messages", authn.Require(handleSend(s)))
+	r.Handle("POST /api/chats/{chatId}/messages", authn.Require(l.Limiter.Limit(l.Messages)(handleSend(s))))
 	r.Handle("GET /api/chats/{chatId}/messages", authn.Require(handleMessages(s)))
 	return r
 }
 
 // StreamRoutes returns the handler of the chat stream (StreamFunction,
-// behind a function URL with response streaming). ping is the silence
-// after which a keep-alive comment is sent; zero means PingInterval.
-func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration) *httpapi.Router {
+// behind a function URL with response streaming), rate limited per user by
+// the Streams rule of lim (at most one Limits). ping is the silence after
+// which a keep-alive comment is sent; zero means PingInterval.
+func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, lim ...Limits) *httpapi.Router {
+	l := limitsOf(lim)
 	if ping <= 0 {
 		ping = PingInterval
 	}
 	r := httpapi.NewRouter()
-	r.Handle("POST /api/chats/{chatId}/messages/stream", authn.Require(handleStream(s, ping)))
+	r.Handle("POST /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Streams)(handleStream(s, ping))))
 	return r
+}
+
+// limitsOf returns the one Limits given, or none.
+func limitsOf(lim []Limits) Limits {
+	switch len(lim) {
+	case 0:
+		return Limits{}
+	case 1:
+		return lim[0]
+	}
+	panic("chat: more than one Limits")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/ratelimit"
 )
 
 // Config is the whole service's configuration. Each function reads the
@@ -26,6 +27,16 @@ type Config struct {
 	UsersTable       string // USERS_TABLE; default "users" locally
 	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
 	DataTable        string // DATA_TABLE; default "data" locally
+	RateLimitsTable  string // RATE_LIMITS_TABLE; default "rate_limits" locally
+
+	// DataFile (DATA_FILE) is where the local embedded engine keeps its
+	// data across restarts; empty: in memory only. Ignored with
+	// DYNAMODB_ENDPOINT.
+	DataFile string
+	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
+	// how often the embedded engine saves to DataFile, besides at shutdown;
+	// 0 saves only at shutdown.
+	SnapshotInterval time.Duration
 
 	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
 
@@ -54,11 +65,25 @@ type Config struct {
 	// private and link-local addresses. Local development and tests only.
 	ToolsAllowPrivateNetworks bool
 
+	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
+	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
+	// e.g. "30/m" or "30/m,500/h".
+	RateLimitMessages ratelimit.Rule // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
+	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
+	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
+
 	Port    int // PORT; default 3000 (dev server)
 	MCPPort int // MCP_PORT; default 3001 (dev server)
 
 	raw map[string]string
 }
+
+// The default per-user rate limits.
+const (
+	DefaultRateLimitMessages = "30/m"
+	DefaultRateLimitStreams  = "30/m"
+	DefaultRateLimitRuns     = "20/m"
+)
 
 // Load reads the configuration from getenv. It fails on any malformed value,
 // naming the variable.
@@ -91,6 +116,16 @@ func Load(getenv func(string) string) (Config, error) {
 	c.UsersTable = localDefault(get("USERS_TABLE"), "users")
 	c.SessionsTable = localDefault(get("SESSIONS_TABLE"), "sessions")
 	c.DataTable = localDefault(get("DATA_TABLE"), "data")
+	c.RateLimitsTable = localDefault(get("RATE_LIMITS_TABLE"), "rate_limits")
+	c.DataFile = get("DATA_FILE")
+	c.SnapshotInterval = 30 * time.Second
+	if v := get("SNAPSHOT_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 saves only at shutdown), got %q", v)
+		}
+		c.SnapshotInterval = d
+	}
 
 	for _, o := range strings.Split(get("ALLOWED_ORIGINS"), ",") {
 		o = strings.TrimRight(strings.TrimSpace(o), "/")
@@ -189,6 +224,22 @@ func Load(getenv func(string) string) (Config, error) {
 		c.ToolsAllowPrivateNetworks = b
 	}
 
+	for _, l := range []struct {
+		rule        *ratelimit.Rule
+		env, name   string
+		defaultSpec string
+	}{
+		{&c.RateLimitMessages, "RATE_LIMIT_MESSAGES", "messages", DefaultRateLimitMessages},
+		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
+		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
+	} {
+		r, err := ratelimit.Parse(l.name, or(get(l.env), l.defaultSpec))
+		if err != nil {
+			bad(l.env, "%v", err)
+		}
+		*l.rule = r
+	}
+
 	c.Port = port(get("PORT"), 3000, "PORT", bad)
 	c.MCPPort = port(get("MCP_PORT"), 3001, "MCP_PORT", bad)
 
@@ -221,6 +272,8 @@ func (c Config) value(name string) string {
 		return c.SessionsTable
 	case "DATA_TABLE":
 		return c.DataTable
+	case "RATE_LIMITS_TABLE":
+		return c.RateLimitsTable
 	case "MCP_SERVICE_KEY":
 		return c.MCPServiceKey
 	case "MCP_URL":

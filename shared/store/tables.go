@@ -14,6 +14,9 @@
 //     every read, because TTL deletion is lazy.
 //   - Data (PK, SK, GSI1): item collections per chat and per workflow, used
 //     by the chat and workflow features.
+//   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
+//     one request counter per user, rule and fixed window (ratelimits.go);
+//     expiresAt (epoch seconds) is the TTL attribute.
 package store
 
 import (
@@ -64,10 +67,14 @@ var (
 		HashKey: "PK", RangeKey: "SK",
 		Indexes: []Index{{Name: "GSI1", HashKey: "GSI1PK", RangeKey: "GSI1SK"}},
 	}
+	RateLimitsTable = Table{
+		LogicalID: "RateLimitsTable", EnvVar: "RATE_LIMITS_TABLE", LocalName: "rate_limits",
+		HashKey: "PK", TTLAttribute: "expiresAt",
+	}
 )
 
 // Tables lists every table of the service.
-func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable} }
+func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable, RateLimitsTable} }
 
 // CreateTableInput returns the CreateTable request for t under name.
 func (t Table) CreateTableInput(name string) *dynamodb.CreateTableInput {

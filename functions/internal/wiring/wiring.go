@@ -19,6 +19,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
@@ -42,11 +43,14 @@ func Stack(cfg config.Config, routes http.Handler) http.Handler {
 }
 
 // Base is what every authenticated function needs: DynamoDB, the users
-// store and the auth service.
+// store and the auth service, and the per-user rate limiter (over
+// RATE_LIMITS_TABLE; only the functions with limited routes use it, and
+// they require that variable).
 type Base struct {
-	DB    *dynamo.DB
-	Users *store.Users
-	Auth  *auth.Service
+	DB      *dynamo.DB
+	Users   *store.Users
+	Auth    *auth.Service
+	Limiter *ratelimit.Limiter
 }
 
 // Open connects to DynamoDB (AWS, or DYNAMODB_ENDPOINT) and builds Base.
@@ -56,7 +60,14 @@ func Open(ctx context.Context, cfg config.Config) (Base, error) {
 		return Base{}, err
 	}
 	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
-	return Base{DB: db, Users: users, Auth: auth.NewService(users, nil, time.Now)}, nil
+	return Base{DB: db, Users: users, Auth: auth.NewService(users, nil, time.Now),
+		Limiter: ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), time.Now)}, nil
+}
+
+// ChatLimits returns the rate limits of the chat routes: the configured
+// RATE_LIMIT_MESSAGES and RATE_LIMIT_STREAMS rules on b's limiter.
+func ChatLimits(cfg config.Config, b Base) chat.Limits {
+	return chat.Limits{Limiter: b.Limiter, Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
 }
 
 // Models builds the registry of every model the configuration enables.

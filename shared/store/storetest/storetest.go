@@ -49,6 +49,9 @@ func (d *DB) Sessions() string { return d.Names[store.SessionsTable.EnvVar] }
 // Data returns the name of the Data table.
 func (d *DB) Data() string { return d.Names[store.DataTable.EnvVar] }
 
+// RateLimits returns the name of the RateLimits table.
+func (d *DB) RateLimits() string { return d.Names[store.RateLimitsTable.EnvVar] }
+
 // New creates every table under a unique prefix on the shared engine and
 // returns a client that counts its calls.
 func New(t testing.TB) *DB {
