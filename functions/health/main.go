@@ -1,4 +1,5 @@
-// Command health is HealthFunction: GET /api/liveness.
+// Command health is HealthFunction: GET /api/liveness. It needs no storage
+// and imports nothing else, so it stays the smallest, fastest function.
 package main
 
 import (
@@ -7,9 +8,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/workflowchat/service/functions/internal/wiring"
+	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/health"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
+	"github.com/workflowchat/service/shared/logging"
 )
 
 func main() {
@@ -22,9 +25,10 @@ func main() {
 }
 
 func newHandler(getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv)
+	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, health.Routes(time.Now)), nil
+	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
+	return httpapi.Stack(health.Routes(time.Now), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/workflowchat/service/functions/internal/services"
 	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/toolserver"
@@ -28,11 +29,11 @@ func newHandler(getenv func(string) string) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, err := wiring.Models(context.Background(), cfg)
+	models, err := services.Models(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := wiring.ToolRegistry(cfg, models)
+	reg, err := services.ToolRegistry(cfg, models)
 	if err != nil {
 		return nil, err
 	}

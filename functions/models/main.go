@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/workflowchat/service/functions/internal/services"
 	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/model"
@@ -31,7 +32,7 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	models, err := wiring.Models(ctx, cfg)
+	models, err := services.Models(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

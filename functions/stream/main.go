@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/workflowchat/service/functions/internal/services"
 	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/lambdahttp"
@@ -31,9 +32,9 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	svc, err := wiring.Chat(ctx, cfg, b)
+	svc, err := services.Chat(ctx, cfg, b)
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, chat.StreamRoutes(svc, b.Auth, chat.PingInterval, wiring.ChatLimits(cfg, b))), nil
+	return wiring.Stack(cfg, chat.StreamRoutes(svc, b.Auth, chat.PingInterval, services.ChatLimits(cfg, b))), nil
 }

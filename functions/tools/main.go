@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/workflowchat/service/functions/internal/services"
 	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/tools"
@@ -41,6 +42,6 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	catalog := wiring.ToolClient(cfg, toolServerTimeout).Catalog()
+	catalog := services.ToolClient(cfg, toolServerTimeout).Catalog()
 	return wiring.Stack(cfg, tools.Routes(catalog, b.Auth, cfg.ToolsCacheTTL, time.Now)), nil
 }

@@ -905,7 +905,7 @@ var edgeCases = []brokenCase{
 	{"model caller without provider configuration", "k_model_providers",
 		"          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          # Model providers (config.Load validates them together).\n          DEFAULT_MODEL_ID: !Ref DefaultModelId\n          BEDROCK_MODELS: !Ref BedrockModels\n",
 		"          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          DEFAULT_MODEL_ID: !Ref DefaultModelId\n",
-		"ChatsFunction: functions/chats builds the model registry (wiring.Chat) but does not receive BEDROCK_MODELS"},
+		"ChatsFunction: functions/chats builds the model registry (services.Chat) but does not receive BEDROCK_MODELS"},
 	{"API key as a literal", "k_model_providers",
 		"OPENAI_API_KEY: !Ref OpenAIApiKey", "OPENAI_API_KEY: sk-test", `OPENAI_API_KEY = "sk-test"`},
 	{"API key given to every function", "k_model_providers",
@@ -937,10 +937,10 @@ func TestChecksCatchCodeDrift(t *testing.T) {
 			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], `"USERS_TABLE", `, "")
 		}, "nameOnly: functions/stream no longer names USERS_TABLE"},
 		{"health builds the model registry", "k_model_providers", func(f *codeFacts) {
-			f.mains["health"] += "\nvar _, _ = wiring.Models(ctx, cfg)\n"
-		}, "HealthFunction: functions/health builds the model registry (wiring.Models) but is neither in wantBedrock nor in modelListers"},
+			f.mains["health"] += "\nvar _, _ = services.Models(ctx, cfg)\n"
+		}, "HealthFunction: functions/health builds the model registry (services.Models) but is neither in wantBedrock nor in modelListers"},
 		{"tool server stops building the model registry", "k_model_providers", func(f *codeFacts) {
-			f.mains["mcp"] = strings.ReplaceAll(f.mains["mcp"], "wiring.Models(", "builtinModels(")
+			f.mains["mcp"] = strings.ReplaceAll(f.mains["mcp"], "services.Models(", "builtinModels(")
 		}, "McpFunction: in wantBedrock/modelListers but functions/mcp does not build the model registry"},
 		{"Bedrock provider switches to Converse", "k_model_providers", func(f *codeFacts) {
 			f.bedrockActions = []string{"bedrock:InvokeModel"}

@@ -361,7 +361,7 @@ type codeFacts struct {
 	bedrockActions []string
 	// registryBuilders are the calls that build the model registry:
 	// providers.Registry and the functions of functions/internal/*
-	// packages that call it (e.g. "wiring.Models").
+	// packages that call it (e.g. "services.Models").
 	registryBuilders []string
 }
 
