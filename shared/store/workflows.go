@@ -1,0 +1,439 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/guregu/dynamo/v2"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// Workflows stores workflows, their chat messages and proposals in the
+// Data table: each workflow is an item collection (PK WF#<id>) holding the
+// workflow item (SK WF, steps as JSON, a version attribute for optimistic
+// concurrency), its messages (SK MSG#<time>#<id>) and its proposals (SK
+// PROP#<id>), so that one Query returns the workflow with its whole chat
+// and the proposals' states. Per user, GSI1 (GSI1PK USER#<id>#WORKFLOWS)
+// lists the workflows by updatedAt beside the user's workflow counter
+// (GSI1SK "~COUNT", sorting after every timestamp): one descending Query
+// returns the total and a page. It implements workflow.Store.
+type Workflows struct {
+	db    *dynamo.DB
+	table dynamo.Table
+}
+
+// NewWorkflows returns a Workflows over the named Data table.
+func NewWorkflows(db *dynamo.DB, dataTable string) *Workflows {
+	return &Workflows{db: db, table: db.Table(dataTable)}
+}
+
+const workflowSK = "WF"
+
+func workflowPK(id string) string           { return "WF#" + id }
+func userWorkflowsGSI(userID string) string { return "USER#" + userID + "#WORKFLOWS" }
+func workflowGSISK(updatedAt time.Time, id string) string {
+	return updatedAt.UTC().Format(timeKey) + "#" + id
+}
+func workflowMessageSK(m workflow.Message) string {
+	return "MSG#" + m.CreatedAt.UTC().Format(timeKey) + "#" + m.ID
+}
+func proposalSK(id string) string { return "PROP#" + id }
+func workflowCounterKey(userID string) (string, string) {
+	return "USER#" + userID, "COUNTER#WORKFLOWS"
+}
+
+type workflowItem struct {
+	PK, SK         string
+	GSI1PK, GSI1SK string
+	Type           string    `dynamo:"type"`
+	ID             string    `dynamo:"id"`
+	UserID         string    `dynamo:"userId"`
+	Name           string    `dynamo:"name"`
+	Description    string    `dynamo:"description"`
+	Steps          string    `dynamo:"steps"` // JSON array
+	Version        int       `dynamo:"version"`
+	CreatedAt      time.Time `dynamo:"createdAt"`
+	UpdatedAt      time.Time `dynamo:"updatedAt"`
+}
+
+type wfMessageItem struct {
+	PK, SK     string
+	Type       string    `dynamo:"type"`
+	ID         string    `dynamo:"id"`
+	WorkflowID string    `dynamo:"workflowId"`
+	Role       string    `dynamo:"role"`
+	Content    string    `dynamo:"content"`
+	CreatedAt  time.Time `dynamo:"createdAt"`
+}
+
+type proposalItem struct {
+	PK, SK      string
+	Type        string     `dynamo:"type"`
+	ID          string     `dynamo:"id"`
+	WorkflowID  string     `dynamo:"workflowId"`
+	MessageID   string     `dynamo:"messageId"`
+	Status      string     `dynamo:"status"`
+	Changes     string     `dynamo:"changes"` // JSON array
+	BaseVersion int        `dynamo:"baseVersion"`
+	CreatedAt   time.Time  `dynamo:"createdAt"`
+	AppliedAt   *time.Time `dynamo:"appliedAt,omitempty"`
+	RejectedAt  *time.Time `dynamo:"rejectedAt,omitempty"`
+}
+
+// wfCollectionItem reads any item of a workflow collection.
+type wfCollectionItem struct {
+	workflowItem
+	WorkflowID  string     `dynamo:"workflowId"`
+	Role        string     `dynamo:"role"`
+	Content     string     `dynamo:"content"`
+	MessageID   string     `dynamo:"messageId"`
+	Status      string     `dynamo:"status"`
+	Changes     string     `dynamo:"changes"`
+	BaseVersion int        `dynamo:"baseVersion"`
+	AppliedAt   *time.Time `dynamo:"appliedAt"`
+	RejectedAt  *time.Time `dynamo:"rejectedAt"`
+}
+
+func newWorkflowItem(w workflow.Workflow) (workflowItem, error) {
+	steps := w.Steps
+	if steps == nil {
+		steps = []workflow.Step{}
+	}
+	b, err := json.Marshal(steps)
+	if err != nil {
+		return workflowItem{}, fmt.Errorf("encode steps: %w", err)
+	}
+	return workflowItem{
+		PK: workflowPK(w.ID), SK: workflowSK, GSI1PK: userWorkflowsGSI(w.UserID), GSI1SK: workflowGSISK(w.UpdatedAt, w.ID),
+		Type: "workflow", ID: w.ID, UserID: w.UserID, Name: w.Name, Description: w.Description, Steps: string(b),
+		Version: w.Version, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+	}, nil
+}
+
+func (it workflowItem) workflow() workflow.Workflow {
+	w := workflow.Workflow{ID: it.ID, UserID: it.UserID, Name: it.Name, Description: it.Description,
+		Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+	if it.Steps != "" {
+		_ = json.Unmarshal([]byte(it.Steps), &w.Steps)
+	}
+	if w.Steps == nil {
+		w.Steps = []workflow.Step{}
+	}
+	for i := range w.Steps {
+		if w.Steps[i].Inputs == nil {
+			w.Steps[i].Inputs = map[string]any{}
+		}
+		if w.Steps[i].Outputs == nil {
+			w.Steps[i].Outputs = []string{}
+		}
+	}
+	return w
+}
+
+func newProposalItem(p workflow.Proposal) (proposalItem, error) {
+	changes := p.Changes
+	if changes == nil {
+		changes = []workflow.Change{}
+	}
+	b, err := json.Marshal(changes)
+	if err != nil {
+		return proposalItem{}, fmt.Errorf("encode changes: %w", err)
+	}
+	return proposalItem{
+		PK: workflowPK(p.WorkflowID), SK: proposalSK(p.ID), Type: "proposal", ID: p.ID, WorkflowID: p.WorkflowID,
+		MessageID: p.MessageID, Status: p.Status, Changes: string(b), BaseVersion: p.BaseVersion,
+		CreatedAt: p.CreatedAt, AppliedAt: p.AppliedAt, RejectedAt: p.RejectedAt,
+	}, nil
+}
+
+func (it wfCollectionItem) proposal() workflow.Proposal {
+	p := workflow.Proposal{ID: it.ID, WorkflowID: it.WorkflowID, MessageID: it.MessageID, Status: it.Status,
+		BaseVersion: it.BaseVersion, CreatedAt: it.CreatedAt, AppliedAt: it.AppliedAt, RejectedAt: it.RejectedAt}
+	if it.Changes != "" {
+		_ = json.Unmarshal([]byte(it.Changes), &p.Changes)
+	}
+	if p.Changes == nil {
+		p.Changes = []workflow.Change{}
+	}
+	return p
+}
+
+func (it wfCollectionItem) message() workflow.Message {
+	return workflow.Message{ID: it.ID, WorkflowID: it.WorkflowID, Role: it.Role, Content: it.Content, CreatedAt: it.CreatedAt}
+}
+
+var errWorkflowNotFound = errs.E("store.Workflows", errs.NotFound, workflow.CodeWorkflowNotFound, "workflow not found")
+
+func concurrentUpdate(op string, err error) error {
+	return errs.E(op, errs.Conflict, workflow.CodeConcurrentUpdate, "the workflow or proposal changed concurrently").WithCause(err)
+}
+
+// isTxConflict reports whether a transaction was cancelled because another
+// transaction was writing the same items at the same time.
+func isTxConflict(err error) bool {
+	var conflict *types.TransactionConflictException
+	if errors.As(err, &conflict) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if r.Code != nil && *r.Code == "TransactionConflict" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CreateWorkflow stores w and increments its owner's workflow counter in
+// one transaction.
+func (s *Workflows) CreateWorkflow(ctx context.Context, w workflow.Workflow) error {
+	const op = "store.CreateWorkflow"
+	it, err := newWorkflowItem(w)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	pk, sk := workflowCounterKey(w.UserID)
+	err = s.db.WriteTx().
+		Put(s.table.Put(it).If("attribute_not_exists(PK)")).
+		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", 1).
+			Set("GSI1PK", userWorkflowsGSI(w.UserID)).Set("GSI1SK", counterGSISK).Set("type", "counter")).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, "WORKFLOW_EXISTS", "a workflow with this id exists")
+	}
+	return storeError(op, err)
+}
+
+// Workflow returns the workflow id. NotFound WORKFLOW_NOT_FOUND.
+func (s *Workflows) Workflow(ctx context.Context, id string) (workflow.Workflow, error) {
+	const op = "store.Workflow"
+	var it workflowItem
+	if err := s.table.Get("PK", workflowPK(id)).Range("SK", dynamo.Equal, workflowSK).One(ctx, &it); err != nil {
+		if errors.Is(err, dynamo.ErrNotFound) {
+			return workflow.Workflow{}, errs.Wrap(op, errWorkflowNotFound)
+		}
+		return workflow.Workflow{}, storeError(op, err)
+	}
+	return it.workflow(), nil
+}
+
+// ownerFailure explains a failed owner-conditioned write: NotFound when the
+// workflow is gone, Forbidden when another user owns it.
+func (s *Workflows) ownerFailure(ctx context.Context, op, id string) error {
+	if _, err := s.Workflow(ctx, id); err != nil {
+		return errs.Wrap(op, err)
+	}
+	return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this workflow")
+}
+
+// UpdateWorkflow sets name and/or description, increments the version and
+// moves updatedAt, in one conditional update; NotFound or Forbidden when
+// the condition fails.
+func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name, description *string, now time.Time) (workflow.Workflow, error) {
+	const op = "store.UpdateWorkflow"
+	u := s.table.Update("PK", workflowPK(id)).Range("SK", workflowSK).
+		Set("updatedAt", now).Set("GSI1SK", workflowGSISK(now, id)).Add("version", 1)
+	if name != nil {
+		u.Set("name", *name)
+	}
+	if description != nil {
+		u.Set("description", *description)
+	}
+	var it workflowItem
+	err := u.If("attribute_exists(PK) AND userId = ?", userID).Value(ctx, &it)
+	if isConditionFailure(err) {
+		return workflow.Workflow{}, s.ownerFailure(ctx, op, id)
+	}
+	if err != nil {
+		return workflow.Workflow{}, storeError(op, err)
+	}
+	return it.workflow(), nil
+}
+
+// DeleteWorkflow removes every message and proposal of the workflow in
+// batches, then the workflow item and one from the owner's counter in one
+// transaction conditioned on the owner, then sweeps the collection once
+// more for anything written concurrently. A failure before the transaction
+// leaves the workflow in place, so retrying the delete finishes it and
+// nothing is orphaned.
+func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error {
+	const op = "store.DeleteWorkflow"
+	w, err := s.Workflow(ctx, id)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	if w.UserID != userID {
+		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this workflow")
+	}
+	if err := deleteCollection(ctx, s.table, workflowPK(id), workflowSK); err != nil {
+		return errs.Wrap(op, err)
+	}
+	pk, sk := workflowCounterKey(userID)
+	err = s.db.WriteTx().
+		Delete(s.table.Delete("PK", workflowPK(id)).Range("SK", workflowSK).If("userId = ?", userID)).
+		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return s.ownerFailure(ctx, op, id)
+	}
+	if err != nil {
+		return storeError(op, err)
+	}
+	// A message written between the sweep and the transaction (its own
+	// transaction checks that the workflow item exists, so none can land
+	// after it) is swept now.
+	return errs.Wrap(op, deleteCollection(ctx, s.table, workflowPK(id), workflowSK))
+}
+
+// ListWorkflows returns a page of the user's workflows, most recently
+// updated first, and the user's workflow count, from one Query of GSI1.
+func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page httpapi.Page) ([]workflow.Workflow, int, error) {
+	const op = "store.ListWorkflows"
+	var items []struct {
+		workflowItem
+		N int `dynamo:"n"`
+	}
+	err := s.table.Get("GSI1PK", userWorkflowsGSI(userID)).Index("GSI1").Order(dynamo.Descending).
+		Limit(page.Offset+page.Limit+1).All(ctx, &items)
+	if err != nil {
+		return nil, 0, storeError(op, err)
+	}
+	total, skipped := 0, 0
+	ws := []workflow.Workflow{}
+	for _, it := range items {
+		if it.GSI1SK == counterGSISK {
+			total = it.N
+			continue
+		}
+		if skipped < page.Offset {
+			skipped++
+			continue
+		}
+		if len(ws) < page.Limit {
+			ws = append(ws, it.workflow())
+		}
+	}
+	return ws, total, nil
+}
+
+// Conversation returns the workflow and its messages in order, assistant
+// messages with their proposals, from one Query of the collection.
+func (s *Workflows) Conversation(ctx context.Context, id string) (workflow.Workflow, []workflow.Message, error) {
+	const op = "store.WorkflowConversation"
+	var items []wfCollectionItem
+	if err := s.table.Get("PK", workflowPK(id)).All(ctx, &items); err != nil {
+		return workflow.Workflow{}, nil, storeError(op, err)
+	}
+	var w *workflow.Workflow
+	msgs := []workflow.Message{}
+	proposals := map[string]*workflow.Proposal{}
+	for _, it := range items {
+		switch it.Type {
+		case "workflow":
+			ww := it.workflow()
+			w = &ww
+		case "message":
+			msgs = append(msgs, it.message())
+		case "proposal":
+			p := it.proposal()
+			proposals[p.MessageID] = &p
+		}
+	}
+	if w == nil {
+		return workflow.Workflow{}, nil, errs.Wrap(op, errWorkflowNotFound)
+	}
+	for i := range msgs {
+		msgs[i].Proposal = proposals[msgs[i].ID]
+	}
+	return *w, msgs, nil
+}
+
+// AddMessages stores msgs and p (when not nil) in one transaction
+// conditioned on the workflow existing.
+func (s *Workflows) AddMessages(ctx context.Context, workflowID string, p *workflow.Proposal, msgs ...workflow.Message) error {
+	const op = "store.AddWorkflowMessages"
+	tx := s.db.WriteTx()
+	for _, m := range msgs {
+		tx.Put(s.table.Put(wfMessageItem{PK: workflowPK(workflowID), SK: workflowMessageSK(m), Type: "message",
+			ID: m.ID, WorkflowID: workflowID, Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt}))
+	}
+	if p != nil {
+		it, err := newProposalItem(*p)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		tx.Put(s.table.Put(it).If("attribute_not_exists(PK)"))
+	}
+	tx.Check(s.table.Check("PK", workflowPK(workflowID)).Range("SK", workflowSK).If("attribute_exists(PK)"))
+	err := tx.Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, errWorkflowNotFound)
+	}
+	return storeError(op, err)
+}
+
+// WorkflowProposal reads the workflow and one of its proposals in one
+// consistent transactional read.
+func (s *Workflows) WorkflowProposal(ctx context.Context, workflowID, proposalID string) (workflow.Workflow, workflow.Proposal, bool, error) {
+	const op = "store.WorkflowProposal"
+	var wi workflowItem
+	var pi wfCollectionItem
+	err := s.db.GetTx().
+		GetOne(s.table.Get("PK", workflowPK(workflowID)).Range("SK", dynamo.Equal, workflowSK), &wi).
+		GetOne(s.table.Get("PK", workflowPK(workflowID)).Range("SK", dynamo.Equal, proposalSK(proposalID)), &pi).
+		Run(ctx)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return workflow.Workflow{}, workflow.Proposal{}, false, storeError(op, err)
+	}
+	if wi.ID == "" {
+		return workflow.Workflow{}, workflow.Proposal{}, false, errs.Wrap(op, errWorkflowNotFound)
+	}
+	if pi.ID == "" {
+		return wi.workflow(), workflow.Proposal{}, false, nil
+	}
+	return wi.workflow(), pi.proposal(), true, nil
+}
+
+// ApplyProposal writes next and marks the proposal applied in one
+// transaction conditioned on the proposal being pending and the workflow's
+// version being readVersion. Conflict CONCURRENT_UPDATE when either
+// condition fails or another transaction got in the way.
+func (s *Workflows) ApplyProposal(ctx context.Context, next workflow.Workflow, readVersion int, proposalID string, at time.Time) error {
+	const op = "store.ApplyProposal"
+	it, err := newWorkflowItem(next)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	err = s.db.WriteTx().
+		Update(s.table.Update("PK", workflowPK(next.ID)).Range("SK", proposalSK(proposalID)).
+			Set("status", workflow.ProposalApplied).Set("appliedAt", at).
+			If("$ = ?", "status", workflow.ProposalPending)).
+		Put(s.table.Put(it).If("$ = ? AND userId = ?", "version", readVersion, next.UserID)).
+		Run(ctx)
+	if isConditionFailure(err) || isTxConflict(err) {
+		return concurrentUpdate(op, err)
+	}
+	return storeError(op, err)
+}
+
+// RejectProposal marks the proposal rejected, conditioned on it being
+// pending; Conflict CONCURRENT_UPDATE otherwise.
+func (s *Workflows) RejectProposal(ctx context.Context, workflowID, proposalID string, at time.Time) error {
+	const op = "store.RejectProposal"
+	err := s.table.Update("PK", workflowPK(workflowID)).Range("SK", proposalSK(proposalID)).
+		Set("status", workflow.ProposalRejected).Set("rejectedAt", at).
+		If("attribute_exists(PK) AND $ = ?", "status", workflow.ProposalPending).Run(ctx)
+	if isConditionFailure(err) {
+		return concurrentUpdate(op, err)
+	}
+	return storeError(op, err)
+}

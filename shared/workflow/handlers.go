@@ -1,0 +1,101 @@
+package workflow
+
+import (
+	"net/http"
+
+	"github.com/workflowchat/service/shared/httpapi"
+)
+
+type workflowsPage struct {
+	Workflows []Workflow `json:"workflows"`
+	Total     int        `json:"total"`
+}
+
+type messagesList struct {
+	Messages []Message `json:"messages"`
+}
+
+func handleCreate(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (Workflow, error) {
+		return s.Create(r.Context(), in)
+	})
+}
+
+func handleGet(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Workflow, error) {
+		id, err := httpapi.PathUUID(r, "workflowId")
+		if err != nil {
+			return Workflow{}, err
+		}
+		return s.Get(r.Context(), id)
+	})
+}
+
+// handleUpdate checks the path before the body (both are 400s).
+func handleUpdate(s *Service) http.Handler {
+	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Workflow, error) {
+		return s.Update(r.Context(), r.PathValue("workflowId"), in)
+	}))
+}
+
+func handleDelete(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusNoContent, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (httpapi.Empty, error) {
+		id, err := httpapi.PathUUID(r, "workflowId")
+		if err != nil {
+			return httpapi.Empty{}, err
+		}
+		return httpapi.Empty{}, s.Delete(r.Context(), id)
+	})
+}
+
+func handleList(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (workflowsPage, error) {
+		page, err := httpapi.ParsePage(r)
+		if err != nil {
+			return workflowsPage{}, err
+		}
+		ws, total, err := s.List(r.Context(), r.PathValue("userId"), page)
+		return workflowsPage{Workflows: ws, Total: total}, err
+	})
+}
+
+func handleMessages(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (messagesList, error) {
+		id, err := httpapi.PathUUID(r, "workflowId")
+		if err != nil {
+			return messagesList{}, err
+		}
+		msgs, err := s.Messages(r.Context(), id)
+		return messagesList{Messages: msgs}, err
+	})
+}
+
+func handleSend(s *Service) http.Handler {
+	return withWorkflowID(httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in MessageRequest) (Exchange, error) {
+		return s.Send(r.Context(), r.PathValue("workflowId"), in)
+	}))
+}
+
+func handleApply(s *Service) http.Handler {
+	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in ProposalRequest) (Applied, error) {
+		return s.Apply(r.Context(), r.PathValue("workflowId"), in.ProposalID)
+	}))
+}
+
+func handleReject(s *Service) http.Handler {
+	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in ProposalRequest) (Rejected, error) {
+		return s.Reject(r.Context(), r.PathValue("workflowId"), in.ProposalID)
+	}))
+}
+
+// withWorkflowID answers 400 INVALID_ID for a malformed workflowId before
+// next reads the body.
+func withWorkflowID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := httpapi.PathUUID(r, "workflowId"); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
