@@ -1,5 +1,5 @@
 // Command workflows is WorkflowsFunction: workflows, their chat and
-// proposals.
+// proposals, and workflow runs in chats.
 package main
 
 import (
@@ -7,16 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
-	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/functions/internal/services"
+	"github.com/workflowchat/service/functions/internal/wiring"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/model/providers"
-	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/toolserver"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -30,29 +24,21 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require("USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
-	}
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
 	if err != nil {
 		return nil, err
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	b, err := wiring.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	models, err := providers.Registry(ctx, cfg)
+	svc, runs, err := services.Workflows(ctx, cfg, b)
 	if err != nil {
 		return nil, err
 	}
-	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
-	svc := workflow.NewService(workflow.Options{
-		Store:   store.NewWorkflows(db, cfg.DataTable),
-		Runs:    store.NewRuns(db, cfg.DataTable),
-		Models:  models,
-		Catalog: workflow.NewToolserverCatalog(toolserver.NewClient(cfg.MCPURL, cfg.MCPServiceKey, nil), cfg.ToolsCacheTTL),
-	})
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	routes := workflow.Routes(svc, auth.NewService(users, nil, time.Now))
-	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	lim := services.WorkflowLimits(cfg, b)
+	routes := workflow.Routes(svc, b.Auth, lim)
+	runRoutes := workflow.RunRoutes(runs, b.Auth, lim)
+	routes.Mount(runRoutes, runRoutes.Patterns()...)
+	return wiring.Stack(cfg, routes), nil
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Function is one Lambda function of template.yaml and the routes it serves.
@@ -147,12 +148,23 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 			&http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolserver.DefaultClientTimeout})
 	}
 
+	modelTools := toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now)
+	workflows, runs := store.NewWorkflows(db, cfg.DataTable), store.NewRuns(db, cfg.DataTable)
+	runService := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now})
+	workflowService := workflow.NewService(workflow.Options{
+		Store: workflows, Runs: runs, Models: models, Now: o.Now,
+		Catalog: workflow.NewToolserverCatalog(toolClient, cfg.ToolsCacheTTL),
+	})
 	chats := chat.NewService(chat.Options{
 		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
-		Tools: toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now), Now: o.Now,
+		Tools: modelTools, Workflows: runService.ChatRunner(), Now: o.Now,
 	})
 	limiter := ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), o.Now)
 	chatLimits := chat.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
+	workflowLimits := workflow.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
+	workflowRoutes := workflow.Routes(workflowService, authn, workflowLimits)
+	runRoutes := workflow.RunRoutes(runService, authn, workflowLimits)
+	workflowRoutes.Mount(runRoutes, runRoutes.Patterns()...)
 	s.Functions = []Function{
 		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
 		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn)},
@@ -160,6 +172,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(toolClient.Catalog(), authn, cfg.ToolsCacheTTL, o.Now)},
 		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn, chatLimits)},
 		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval, chatLimits), FunctionURL: true},
+		{LogicalID: "WorkflowsFunction", Dir: "workflows", Router: workflowRoutes},
 	}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {

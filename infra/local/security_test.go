@@ -45,18 +45,19 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // one, so that body validation (400) cannot preempt the 401/403 checks. A
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
-	"POST /api/auth/sign-out":                          "",
-	"POST /api/users/{userId}/model-preference":        `{"modelId":"builtin"}`,
-	"POST /api/chats":                                  `{"title":"t"}`,
-	"PATCH /api/chats/{chatId}":                        `{"title":"t2"}`,
-	"POST /api/chats/{chatId}/messages":                `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/chats/{chatId}/messages/stream":         `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
-	"POST /api/workflows":                              `{"userId":"{me}","name":"w"}`,
-	"PATCH /api/workflows/{workflowId}":                `{"name":"w2"}`,
-	"POST /api/workflows/{workflowId}/messages":        `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/workflows/{workflowId}/messages/apply":  `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/workflows/{workflowId}/messages/reject": `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/chats/{chatId}/workflow-runs":           `{"workflowId":"{workflow}"}`,
+	"POST /api/auth/sign-out":                               "",
+	"POST /api/users/{userId}/model-preference":             `{"modelId":"builtin"}`,
+	"POST /api/chats":                                       `{"title":"t"}`,
+	"PATCH /api/chats/{chatId}":                             `{"title":"t2"}`,
+	"POST /api/chats/{chatId}/messages":                     `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/chats/{chatId}/messages/stream":              `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
+	"POST /api/workflows":                                   `{"userId":"{me}","name":"w"}`,
+	"PATCH /api/workflows/{workflowId}":                     `{"name":"w2"}`,
+	"POST /api/workflows/{workflowId}/messages":             `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/workflows/{workflowId}/messages/apply":       `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/workflows/{workflowId}/messages/reject":      `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/chats/{chatId}/workflow-runs":                `{"workflowId":"{workflow}"}`,
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel": "",
 }
 
 // publicRoutes need no session.

@@ -52,14 +52,23 @@ func NewService(o Options) *Service {
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
 
-// Create creates a chat for the signed-in user.
+// Create creates a chat for the signed-in user, attached to one of the
+// user's workflows when req names one: NotFound WORKFLOW_NOT_FOUND, then
+// Forbidden for another user's; Invalid WORKFLOWS_UNAVAILABLE where this
+// deployment has no workflows.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 	const op = "chat.Create"
-	if req.WorkflowID != nil {
-		return Chat{}, errs.Fields(op, errs.FieldError{Field: "workflowId", Message: "workflow chats are not available yet"})
-	}
 	now := s.clock()
 	c := Chat{ID: uuid.NewString(), UserID: auth.UserID(ctx), CreatedAt: now, UpdatedAt: now}
+	if req.WorkflowID != nil {
+		if s.workflows == nil {
+			return Chat{}, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "this deployment cannot run workflows")
+		}
+		if err := s.workflows.CheckWorkflow(ctx, *req.WorkflowID); err != nil {
+			return Chat{}, errs.Wrap(op, err)
+		}
+		c.WorkflowID = *req.WorkflowID
+	}
 	if req.Title != nil {
 		c.Title = strings.TrimSpace(*req.Title)
 	}

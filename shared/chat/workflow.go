@@ -17,6 +17,9 @@ type WorkflowRunner interface {
 	// (NotFound WORKFLOW_NOT_FOUND, then Forbidden) and returns the run to
 	// execute in chat chatID. Nothing is recorded yet.
 	PrepareRun(ctx context.Context, chatID, workflowID string) (PreparedRun, error)
+	// CheckWorkflow checks that workflowID is the signed-in user's
+	// workflow: NotFound WORKFLOW_NOT_FOUND, then Forbidden.
+	CheckWorkflow(ctx context.Context, workflowID string) error
 }
 
 // PreparedRun is a workflow ready to run in a chat.

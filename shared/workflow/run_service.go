@@ -133,6 +133,12 @@ func (s *RunService) ChatRunner() chat.WorkflowRunner { return chatRunner{s} }
 
 type chatRunner struct{ s *RunService }
 
+// CheckWorkflow checks that workflowID is the caller's workflow.
+func (c chatRunner) CheckWorkflow(ctx context.Context, workflowID string) error {
+	_, err := c.s.ownedWorkflow(ctx, "workflow.CheckWorkflow", workflowID)
+	return err
+}
+
 // PrepareRun checks the caller's workflow (the chat has been checked by
 // the stream) and returns its execution.
 func (c chatRunner) PrepareRun(ctx context.Context, chatID, workflowID string) (chat.PreparedRun, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // ChatLimits returns the rate limits of the chat routes: the configured
@@ -52,14 +53,43 @@ func ToolRegistry(cfg config.Config, models *model.Registry) (*tools.Registry, e
 }
 
 // Chat builds the chat service: chats in the Data table, the configured
-// models, the tool server's tools, the users' model preferences.
+// models, the tool server's tools, the users' model preferences, and the
+// workflow runner for chats that run workflows.
 func Chat(ctx context.Context, cfg config.Config, b wiring.Base) (*chat.Service, error) {
 	models, err := Models(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	tools := toolserver.NewModelTools(ToolClient(cfg, 0), cfg.ToolsCacheTTL, time.Now)
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(b.DB, cfg.DataTable), Models: models, Preferences: b.Users, DefaultModelID: cfg.DefaultModelID,
-		Tools: toolserver.NewModelTools(ToolClient(cfg, 0), cfg.ToolsCacheTTL, time.Now),
+		Tools: tools, Workflows: runService(cfg, b, tools).ChatRunner(),
 	}), nil
+}
+
+func runService(cfg config.Config, b wiring.Base, tools *toolserver.ModelTools) *workflow.RunService {
+	return workflow.NewRunService(workflow.RunServiceOptions{
+		Runs: store.NewRuns(b.DB, cfg.DataTable), Workflows: store.NewWorkflows(b.DB, cfg.DataTable), Tools: tools,
+	})
+}
+
+// Workflows builds the workflow service (workflows, their chat, proposals)
+// and the run service.
+func Workflows(ctx context.Context, cfg config.Config, b wiring.Base) (*workflow.Service, *workflow.RunService, error) {
+	models, err := Models(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := ToolClient(cfg, 0)
+	svc := workflow.NewService(workflow.Options{
+		Store: store.NewWorkflows(b.DB, cfg.DataTable), Runs: store.NewRuns(b.DB, cfg.DataTable), Models: models,
+		Catalog: workflow.NewToolserverCatalog(client, cfg.ToolsCacheTTL),
+	})
+	return svc, runService(cfg, b, toolserver.NewModelTools(client, cfg.ToolsCacheTTL, time.Now)), nil
+}
+
+// WorkflowLimits returns the rate limits of the workflow routes: the
+// configured RATE_LIMIT_MESSAGES and RATE_LIMIT_RUNS rules on b's limiter.
+func WorkflowLimits(cfg config.Config, b wiring.Base) workflow.Limits {
+	return workflow.Limits{Limiter: b.Limiter, Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
 }

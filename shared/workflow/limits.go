@@ -1,0 +1,21 @@
+package workflow
+
+import "github.com/workflowchat/service/shared/ratelimit"
+
+// Limits are the per-user rate limits of the workflow routes that call a
+// model or run tools. The zero value limits nothing (a nil Limiter).
+type Limits struct {
+	Limiter *ratelimit.Limiter
+	// Messages limits POST /api/workflows/{workflowId}/messages (it shares
+	// its count with chat messages: the same rule).
+	Messages ratelimit.Rule
+	// Runs limits POST /api/chats/{chatId}/workflow-runs.
+	Runs ratelimit.Rule
+}
+
+func limitsOf(lim []Limits) Limits {
+	if len(lim) == 0 {
+		return Limits{}
+	}
+	return lim[0]
+}
