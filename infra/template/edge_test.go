@@ -66,11 +66,13 @@ var optionalParams = []string{bedrockParam, "OpenAIApiKey", "OpenAIModels", "Ope
 
 // wantBedrock is the reviewed set of functions that invoke models (and so
 // Bedrock when BedrockModels is set): their mains build the model registry
-// and generate with it (chat replies; llm_generate in the tool server).
+// and generate with it (chat replies; the workflow assistant's replies and
+// proposals; llm_generate in the tool server).
 var wantBedrock = map[string]bool{
-	"ChatsFunction":  true,
-	"StreamFunction": true,
-	"McpFunction":    true,
+	"ChatsFunction":     true,
+	"StreamFunction":    true,
+	"WorkflowsFunction": true,
+	"McpFunction":       true,
 }
 
 // modelListers build the model registry only to list and validate model
@@ -936,6 +938,19 @@ func TestChecksCatchCodeDrift(t *testing.T) {
 		{"stream stops requiring USERS_TABLE", "d_iam_least_privilege", func(f *codeFacts) {
 			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], `"USERS_TABLE", `, "")
 		}, "nameOnly: functions/stream no longer names USERS_TABLE"},
+		{"workflows stops requiring USERS_TABLE", "d_iam_least_privilege", func(f *codeFacts) {
+			f.mains["workflows"] = strings.ReplaceAll(f.mains["workflows"], `"USERS_TABLE", `, "")
+		}, "nameOnly: functions/workflows no longer names USERS_TABLE"},
+		{"new workflow route", "b_routes_match_routers", func(f *codeFacts) {
+			for i := range f.routes {
+				if f.routes[i].LogicalID == "WorkflowsFunction" {
+					f.routes[i].Patterns = append(f.routes[i].Patterns, "GET /api/workflows/{workflowId}/runs")
+				}
+			}
+		}, "WorkflowsFunction: route GET /api/workflows/{workflowId}/runs is registered by its router but has no HttpApi event"},
+		{"workflows stops building the model registry", "k_model_providers", func(f *codeFacts) {
+			f.mains["workflows"] = strings.ReplaceAll(f.mains["workflows"], "services.Workflows(", "workflowsOffline(")
+		}, "WorkflowsFunction: in wantBedrock/modelListers but functions/workflows does not build the model registry"},
 		{"health builds the model registry", "k_model_providers", func(f *codeFacts) {
 			f.mains["health"] += "\nvar _, _ = services.Models(ctx, cfg)\n"
 		}, "HealthFunction: functions/health builds the model registry (services.Models) but is neither in wantBedrock nor in modelListers"},

@@ -110,10 +110,12 @@ var wantGrants = map[string]map[string][]string{
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// store.Chats: Chat (GetItem); Conversation and deleteCollection's
 		// key listing (Query); CreateChat (tx: Put chat + Update counter),
-		// AddMessages (tx: Put messages + Update chat), DeleteChat (tx:
-		// Delete chat + Update counter; no ConditionCheck items);
-		// UpdateChat (UpdateItem); deleteCollection's batches
-		// (BatchWriteItem).
+		// AddMessages (tx: Put messages + Update chat), DeleteChat (mark:
+		// UpdateItem; tx: Delete chat + Update counter; no ConditionCheck
+		// items); UpdateChat (UpdateItem); deleteCollection's batches
+		// (BatchWriteItem). Create with a workflowId: CheckWorkflow reads
+		// the workflow (store.Workflows.Workflow: GetItem). No chat route
+		// runs a workflow, so no ConditionCheckItem.
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListChats: one Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
@@ -127,8 +129,36 @@ var wantGrants = map[string]map[string][]string{
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// StartStream: Conversation (Query); AddMessages for the user and
 		// then the assistant message (tx: Put message + Update chat).
-		"DataTable": {"dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// With a workflowId (services.Chat's RunService): PrepareRun's
+		// store.Workflows.Workflow (GetItem); the engine's
+		// store.Runs.CreateRun (tx: Put run + ConditionCheck on the chat
+		// item) and SaveRun (UpdateItem). Neither GSI1 nor deletes.
+		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
+	"WorkflowsFunction": {
+		// the auth middleware. No UsersTable: the workflow chat requires
+		// modelId and never reads the preference (see nameOnly).
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.Workflows: Workflow and ownerFailure (GetItem);
+		// WorkflowProposal (TransactGetItems: GetItem per item);
+		// Conversation and deleteCollection's key listing (Query);
+		// CreateWorkflow (tx: Put workflow + Update counter), AddMessages
+		// (tx: Put messages/proposal + ConditionCheck on the workflow),
+		// ApplyProposal (tx: Update proposal + Put workflow),
+		// DeleteWorkflow (tx: Delete workflow + Update counter);
+		// UpdateWorkflow, RejectProposal (UpdateItem); deleteCollection's
+		// batches (BatchWriteItem).
+		// store.Runs: ChatOwner (GetItem), ChatRuns (Query), CreateRun
+		// (tx: Put run + ConditionCheck on the chat), SaveRun / CancelRun
+		// (UpdateItem), DeleteWorkflowRuns' batches (BatchWriteItem).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
+		// ListWorkflows and DeleteWorkflowRuns: Queries of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// the rate limits of the workflow chat and of runs:
+		// store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 }
@@ -144,6 +174,9 @@ var nameOnly = map[string][]string{
 	// both table names; the stream requires modelId, so it never reads
 	// the user's model preference.
 	"StreamFunction": {"UsersTable"},
+	// functions/workflows likewise (wiring.Open builds store.NewUsers for
+	// the auth middleware); the workflow chat requires modelId.
+	"WorkflowsFunction": {"UsersTable"},
 }
 
 // The tool server (functions/mcp) is reached through its function URL, not
@@ -155,6 +188,11 @@ const (
 	// minToolServerTimeout: a tool runs up to 30 s (tools.DefaultTimeout);
 	// the function must outlive it to report TOOL_TIMEOUT.
 	minToolServerTimeout = 31
+	// maxAPITimeout: API Gateway ends every HTTP API integration at 30 s;
+	// a function behind it that runs longer (a synchronous workflow run, a
+	// long reply) keeps running after the client got 503. Long work
+	// belongs in the stream (check (i)).
+	maxAPITimeout = 30
 )
 
 // ---------------------------------------------------------------------------
@@ -557,8 +595,9 @@ func checkFunctions(s *stack, f *codeFacts) []string {
 // (Method+Path) are exactly its router's patterns; every function with
 // HttpApi events is one of them; every HttpApi event hangs off the HttpApi
 // resource with payload format 2.0; no route is served twice; no REST API
-// (Api) events. Functions served by their own function URL (FunctionURL in
-// infra/local) are check (i)'s and (j)'s.
+// (Api) events; a function with HttpApi events times out within the
+// integration limit (maxAPITimeout). Functions served by their own
+// function URL (FunctionURL in infra/local) are check (i)'s and (j)'s.
 func checkRoutes(s *stack, f *codeFacts) []string {
 	var probs []string
 	if t := s.resourceType(httpAPIID); t != "AWS::Serverless::HttpApi" {
@@ -576,6 +615,9 @@ func checkRoutes(s *stack, f *codeFacts) []string {
 		evs := httpAPIEvents(fn)
 		if len(evs) == 0 {
 			continue
+		}
+		if t := s.timeout(id); t > maxAPITimeout {
+			probs = append(probs, fmt.Sprintf("%s: Timeout %d s behind the HTTP API, whose integrations end at %d s; long work belongs in the stream", id, t, maxAPITimeout))
 		}
 		templateRoutes[id] = map[string]bool{}
 		for _, name := range sortedKeys(evs) {
@@ -1351,6 +1393,38 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"Outputs:\n", "Outputs:\n  Key:\n    Value: !Ref MCPServiceKey\n", "Outputs.Key reveals the service key"},
 		{"no ToolServerUrl output", "h_function_urls_and_tool_server",
 			"  ToolServerUrl:\n", "  McpUrl:\n", "no ToolServerUrl"},
+
+		// WorkflowsFunction, and the workflow runs of the stream.
+		{"workflow run route missing", "b_routes_match_routers",
+			"Path: /api/chats/{chatId}/workflow-runs/{runId}/cancel\n", "Path: /api/chats/{chatId}/workflow-runs/{runId}/stop\n",
+			"WorkflowsFunction: route POST /api/chats/{chatId}/workflow-runs/{runId}/cancel is registered by its router but has no HttpApi event"},
+		{"synchronous runs outlive the HTTP API", "b_routes_match_routers",
+			"      Timeout: 30\n      Environment:\n        Variables:\n          # functions/workflows requires",
+			"      Timeout: 120\n      Environment:\n        Variables:\n          # functions/workflows requires",
+			"WorkflowsFunction: Timeout 120 s behind the HTTP API"},
+		{"workflow messages cannot check their workflow", "d_iam_reviewed_contract",
+			"                - dynamodb:ConditionCheckItem\n", "", "WorkflowsFunction on DataTable"},
+		{"workflow listing without the index", "d_iam_reviewed_contract",
+			"            # ListWorkflows (the user's workflows beside their counter) and\n            # DeleteWorkflowRuns (a workflow's runs, keys only): Queries of\n            # GSI1. Query only, on the index.\n            - Sid: DataGSI1\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n",
+			"", "WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
+		{"workflows granted the users table it never reads (name-only)", "d_iam_least_privilege",
+			"            # store.Workflows: Workflow and the owner check",
+			"            - Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # store.Workflows: Workflow and the owner check",
+			"nameOnly: WorkflowsFunction may access UsersTable"},
+		{"workflows without the table name its main requires", "d_iam_least_privilege",
+			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
+			"          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
+			"WorkflowsFunction: functions/workflows requires USERS_TABLE but does not receive it"},
+		{"stream cannot record a workflow run", "d_iam_reviewed_contract",
+			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]",
+			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem]", "StreamFunction on DataTable"},
+		{"stream granted the index it never queries", "d_iam_reviewed_contract",
+			"            # The rate limiter: one atomic counter UpdateItem (ADD) per\n            # stream",
+			"            - Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n            # The rate limiter: one atomic counter UpdateItem (ADD) per\n            # stream",
+			"StreamFunction on DataTable/index/GSI1: grants [dynamodb:Query], want none"},
+		{"workflow assistant without Bedrock", "k_model_providers",
+			"        # The workflow assistant generates with the configured models:\n        # the same conditional Bedrock policy as ChatsFunction.\n" + bedrockBlock, "",
+			"WorkflowsFunction: in wantBedrock but has no Bedrock permission"},
 	}
 	cases = append(cases, edgeCases...)
 	for _, tc := range cases {
