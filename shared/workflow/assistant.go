@@ -95,9 +95,36 @@ func (s *Service) assist(ctx context.Context, modelID string, w Workflow, histor
 		if err := json.Unmarshal(call.Args, &args); err != nil {
 			return strings.TrimSpace(text + "\n\nI tried to propose changes, but the proposal was malformed: " + err.Error()), nil, false, nil
 		}
+		for i := range args.Changes {
+			args.Changes[i] = normalizeChange(args.Changes[i])
+		}
 		return text, args.Changes, true, nil
 	}
 	return text, nil, false, nil
+}
+
+// normalizeChange keeps only the fields of c's type, as a model may send
+// others, and makes absent inputs an empty object.
+func normalizeChange(c Change) Change {
+	n := Change{Type: c.Type}
+	switch c.Type {
+	case ChangeAddStep:
+		n.Step, n.Position = c.Step, c.Position
+		if n.Step != nil && n.Step.Inputs == nil {
+			n.Step.Inputs = map[string]any{}
+		}
+	case ChangeUpdateStep:
+		n.StepID, n.ToolID, n.Inputs = c.StepID, c.ToolID, c.Inputs
+	case ChangeRemoveStep:
+		n.StepID = c.StepID
+	case ChangeMoveStep:
+		n.StepID, n.Position = c.StepID, c.Position
+	case ChangeUpdateWorkflow:
+		n.Name, n.Description = c.Name, c.Description
+	default:
+		return c // validation reports the unknown type
+	}
+	return n
 }
 
 func systemPrompt(w Workflow, tools []ToolInfo) string {

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -182,6 +183,24 @@ func TestBuiltinProposer(t *testing.T) {
 		_, cs, _ := builtinPropose(Workflow{}, nil, "add a step using "+tl.ID, catalog)
 		if _, probs := ApplyChanges(Workflow{}, cs, catalog); len(probs) > 0 {
 			t.Logf("%s: placeholder inputs do not validate: %v", tl.ID, probs)
+		}
+	}
+}
+
+func TestNormalizeChangeKeepsOnlyTheTypesFields(t *testing.T) {
+	t.Parallel()
+	pos, name := 1, "n"
+	tests := []struct {
+		in, want Change
+	}{
+		{Change{Type: ChangeRemoveStep, StepID: "a", Position: &pos, Name: &name}, Change{Type: ChangeRemoveStep, StepID: "a"}},
+		{Change{Type: ChangeAddStep, Step: &StepSpec{ID: "s", ToolID: "hash"}, StepID: "x"}, Change{Type: ChangeAddStep, Step: &StepSpec{ID: "s", ToolID: "hash", Inputs: map[string]any{}}}},
+		{Change{Type: ChangeUpdateWorkflow, Name: &name, StepID: "x"}, Change{Type: ChangeUpdateWorkflow, Name: &name}},
+		{Change{Type: ChangeMoveStep, StepID: "a", Position: &pos, Name: &name}, Change{Type: ChangeMoveStep, StepID: "a", Position: &pos}},
+	}
+	for _, tt := range tests {
+		if got := normalizeChange(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("normalizeChange(%+v) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}
 }
