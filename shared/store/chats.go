@@ -236,12 +236,35 @@ func deleteCollection(ctx context.Context, table dynamo.Table, pk, keep string) 
 			del = append(del, dynamo.Keys{k.PK, k.SK})
 		}
 	}
-	for len(del) > 0 {
-		n := min(len(del), 25)
-		if _, err := table.Batch("PK", "SK").Write().Delete(del[:n]...).Run(ctx); err != nil {
+	return batchDelete(ctx, op, table, del)
+}
+
+// unprocessedBudget bounds how long one BatchWriteItem of batchDelete
+// keeps re-sending the items DynamoDB left unprocessed (guregu re-sends
+// them with exponential backoff for up to 15 minutes, then without pause).
+const unprocessedBudget = 5 * time.Second
+
+// batchDelete deletes keys of table in batches of 25. A batch whose items
+// stay unprocessed past unprocessedBudget fails the delete with
+// Unavailable (503, retry after a second): the callers delete the
+// collection's own item last, so a retry finishes the job.
+func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dynamo.Keyed) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 25)
+		bctx, cancel := context.WithTimeout(ctx, unprocessedBudget)
+		_, err := table.Batch("PK", "SK").Write().Delete(keys[:n]...).Run(bctx)
+		budgetSpent := bctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
+			if budgetSpent {
+				e := errs.E(op, errs.Unavailable, "STORAGE_UNAVAILABLE", "storage is temporarily unavailable; retry shortly").
+					WithCause(fmt.Errorf("items still unprocessed after %s: %w", unprocessedBudget, err))
+				e.RetryAfter = 1
+				return e
+			}
 			return storeError(op, err)
 		}
-		del = del[n:]
+		keys = keys[n:]
 	}
 	return nil
 }

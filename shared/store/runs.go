@@ -259,12 +259,5 @@ func (s *Runs) DeleteWorkflowRuns(ctx context.Context, workflowID string) error 
 	for _, k := range keys {
 		del = append(del, dynamo.Keys{k.PK, k.SK})
 	}
-	for len(del) > 0 {
-		n := min(len(del), 25)
-		if _, err := s.table.Batch("PK", "SK").Write().Delete(del[:n]...).Run(ctx); err != nil {
-			return storeError(op, err)
-		}
-		del = del[n:]
-	}
-	return nil
+	return batchDelete(ctx, op, s.table, del)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
@@ -203,25 +205,56 @@ func failedCondition(err error, i int) bool {
 	return c != nil && *c == "ConditionalCheckFailed"
 }
 
-// storeError classifies a DynamoDB error: throttling and service
-// unavailability become Unavailable (503, retry after a second), anything
-// else Internal. The cause is kept for logs. nil stays nil.
+// storeError classifies a DynamoDB error, as it comes out of the retryer
+// (MaxAttempts spent, or not retryable): what a later retry may fix —
+// throttling (of a request or of a transaction), internal and 5xx errors,
+// a transaction conflict, a connection that failed — becomes Unavailable
+// (503 STORAGE_UNAVAILABLE, retry after a second); anything else, a
+// request DynamoDB refuses (validation, a cancelled transaction that is not
+// transient), Internal. Failed conditions are the callers' to map to their
+// domain errors before calling it. The cause is kept for logs. nil stays
+// nil.
 func storeError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var (
-		throughput *types.ProvisionedThroughputExceededException
-		limit      *types.RequestLimitExceeded
-		internal   *types.InternalServerError
-		tce        *types.TransactionCanceledException
-		conflict   *types.TransactionConflictException
-	)
-	switch {
-	case errors.As(err, &throughput), errors.As(err, &limit), errors.As(err, &internal), errors.As(err, &conflict), errors.As(err, &tce), isThrottle(err):
+	if transient(err) {
 		e := errs.E(op, errs.Unavailable, "STORAGE_UNAVAILABLE", "storage is temporarily unavailable; retry shortly").WithCause(err)
 		e.RetryAfter = 1
 		return e
 	}
 	return &errs.Error{Op: op, Kind: errs.Internal, Err: err}
+}
+
+// transient reports whether err is a failure a later retry may fix.
+func transient(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		// Transient only when every reason is: throttling or a conflict
+		// (the others, None aside, fail again).
+		found := false
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "", "None":
+			case "ThrottlingError", "ProvisionedThroughputExceeded", "TransactionConflict":
+				found = true
+			default:
+				return false
+			}
+		}
+		return found
+	}
+	var (
+		throughput *types.ProvisionedThroughputExceededException
+		limit      *types.RequestLimitExceeded
+		internal   *types.InternalServerError
+		conflict   *types.TransactionConflictException
+	)
+	if errors.As(err, &throughput) || errors.As(err, &limit) || errors.As(err, &internal) || errors.As(err, &conflict) || isThrottle(err) {
+		return true
+	}
+	// What the SDK itself deems retryable: 5xx answers (with or without
+	// a DynamoDB error body), throttling codes, failed connections. A
+	// cancelled context (the client left) is not.
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }

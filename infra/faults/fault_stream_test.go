@@ -1,0 +1,186 @@
+package faults_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// streamDeadline is how long a stream may take before the test calls it
+// hung: generous, it bounds the end, it measures no latency.
+const streamDeadline = 30 * time.Second
+
+// runJSONQuery makes the built-in model call json_query.
+const runJSONQuery = `run json_query with {"query": ".a", "input": {"a": 1}}`
+
+func requireEvents(t *testing.T, evs []event, types ...string) {
+	t.Helper()
+	var got []string
+	for _, e := range evs {
+		if e.Type != chat.EventContent && e.Type != "ping" {
+			got = append(got, e.Type)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(types, ",") {
+		t.Fatalf("events %v (content omitted), want %v: %+v", got, types, evs)
+	}
+}
+
+func toolError(t *testing.T, ev event) string {
+	t.Helper()
+	var r struct{ Error string }
+	if err := json.Unmarshal(ev.Result, &r); err != nil || r.Error == "" {
+		t.Fatalf("tool_result %s: want {\"error\": ...}", ev.Result)
+	}
+	return r.Error
+}
+
+// TestFaultStreamStorage fails the stream's writes after it started: the
+// client gets an error event (STORAGE_UNAVAILABLE) and then end, and what
+// was stored before stays whole.
+func TestFaultStreamStorage(t *testing.T) {
+	t.Parallel()
+	t.Run("assistant message", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		chatID := e.createChat()
+		// The user message's transaction passes, the assistant's fails.
+		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: throttled})
+		m, ops := e.proxy.mark(), e.counter.Count()
+		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "hello", ""), streamDeadline)
+		e.proxy.clear()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		requireEvents(t, evs, chat.EventStart, chat.EventError, chat.EventEnd)
+		if errEv := eventsOf(evs, chat.EventError)[0]; errEv.Error != "STORAGE_UNAVAILABLE" || errEv.Message == "" {
+			t.Errorf("error event %+v", errEv)
+		}
+		e.expectRetries(t, m, ops, 1)
+		msgs := e.messages(chatID)
+		if len(msgs) != 1 || msgs[0].Role != "user" {
+			t.Errorf("messages %+v, want the user message alone", msgs)
+		}
+	})
+	t.Run("workflow run record", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		chatID, wfID := e.createChat(), e.workflowWithStep()
+		// The user message passes; the run cannot be recorded.
+		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: internal})
+		resp, evs, body := e.stream(e.wf, chatID, streamBody(e, "go", wfID), streamDeadline)
+		e.proxy.clear()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		requireEvents(t, evs, chat.EventStart, chat.EventError, chat.EventEnd)
+		if errEv := eventsOf(evs, chat.EventError)[0]; errEv.Error != "STORAGE_UNAVAILABLE" {
+			t.Errorf("error event %+v", errEv)
+		}
+		if runs := e.runs(chatID); len(runs) != 0 {
+			t.Errorf("runs %+v, want none", runs)
+		}
+	})
+}
+
+// TestFaultToolServer makes the tool server unreachable (its port closed)
+// or slow (answering after the client's timeout) during streams and runs.
+// A chat reply reports the failed tool to the model (a tool_result
+// {"error": ...}) and goes on to its end; a workflow's failed step fails
+// the run, recorded as failed, and the stream ends. Nothing hangs.
+func TestFaultToolServer(t *testing.T) {
+	t.Parallel()
+	t.Run("unreachable from the start: chat stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{toolURL: closedURL(t)})
+		chatID := e.createChat()
+		// No tools can be listed: the model answers without them.
+		_, evs, _ := e.stream(e.api, chatID, streamBody(e, runJSONQuery, ""), streamDeadline)
+		requireEvents(t, evs, chat.EventStart, chat.EventEnd)
+	})
+	t.Run("unreachable: chat stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		chatID := e.createChat()
+		_, evs, _ := e.stream(e.wf, chatID, streamBody(e, runJSONQuery, ""), streamDeadline) // the tools are listed and cached
+		requireEvents(t, evs, chat.EventStart, chat.EventToolCall, chat.EventToolResult, chat.EventEnd)
+		e.tools.shut()
+		_, evs, _ = e.stream(e.wf, chatID, streamBody(e, runJSONQuery, ""), streamDeadline)
+		requireEvents(t, evs, chat.EventStart, chat.EventToolCall, chat.EventToolResult, chat.EventEnd)
+		if msg := toolError(t, eventsOf(evs, chat.EventToolResult)[0]); !strings.Contains(msg, "could not be reached") {
+			t.Errorf("tool error %q", msg)
+		}
+		msgs := e.messages(chatID)
+		if len(msgs) != 4 || len(msgs[3].ToolCalls) != 1 || !strings.Contains(string(msgs[3].ToolCalls[0].Result), "error") {
+			t.Errorf("stored reply %+v", msgs[len(msgs)-1])
+		}
+	})
+	t.Run("slow: chat stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{toolTimeout: time.Second})
+		chatID := e.createChat()
+		e.tools.slow.Store(true)
+		_, evs, _ := e.stream(e.wf, chatID, streamBody(e, runJSONQuery, ""), streamDeadline)
+		requireEvents(t, evs, chat.EventStart, chat.EventToolCall, chat.EventToolResult, chat.EventEnd)
+		if msg := toolError(t, eventsOf(evs, chat.EventToolResult)[0]); !strings.Contains(msg, "in time") {
+			t.Errorf("tool error %q", msg)
+		}
+	})
+	workflowCases := []struct {
+		name    string
+		opts    envOptions
+		breakIt func(e *env)
+		want    string // in the step's error
+	}{
+		{name: "unreachable", breakIt: func(e *env) { e.tools.shut() }, want: "could not be reached"},
+		{name: "slow, step timeout", opts: envOptions{stepTimeout: 500 * time.Millisecond},
+			breakIt: func(e *env) { e.tools.slow.Store(true) }, want: "timed out"},
+		{name: "slow, client timeout", opts: envOptions{toolTimeout: 500 * time.Millisecond},
+			breakIt: func(e *env) { e.tools.slow.Store(true) }, want: "in time"},
+	}
+	for _, c := range workflowCases {
+		t.Run(c.name+": workflow stream", func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c.opts)
+			chatID, wfID := e.createChat(), e.workflowWithStep()
+			c.breakIt(e)
+			_, evs, _ := e.stream(e.wf, chatID, streamBody(e, "go", wfID), streamDeadline)
+			requireEvents(t, evs, chat.EventStart, chat.EventToolCall, chat.EventToolResult, chat.EventEnd)
+			if msg := toolError(t, eventsOf(evs, chat.EventToolResult)[0]); !strings.Contains(msg, c.want) {
+				t.Errorf("step error %q, want %q", msg, c.want)
+			}
+			runs := e.runs(chatID)
+			if len(runs) != 1 || runs[0].Status != workflow.RunFailed || runs[0].CompletedAt == nil ||
+				len(runs[0].Steps) != 1 || runs[0].Steps[0].Status != workflow.StepFailed {
+				t.Errorf("runs %+v, want one failed run", runs)
+			}
+			if content := eventsOf(evs, chat.EventContent); len(content) != 1 || !strings.Contains(content[0].Delta, "failed") {
+				t.Errorf("summary %+v", content)
+			}
+		})
+		t.Run(c.name+": start run", func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, c.opts)
+			chatID, wfID := e.createChat(), e.workflowWithStep()
+			c.breakIt(e)
+			resp, body := e.as(e.wf, "POST", "/api/chats/"+chatID+"/workflow-runs", fmt.Sprintf(`{"workflowId":%q}`, wfID))
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			var run struct{ Data workflow.Run }
+			mustJSON(t, body, &run)
+			if run.Data.Status != workflow.RunFailed || !strings.Contains(run.Data.Error, c.want) {
+				t.Errorf("run %+v", run.Data)
+			}
+			if runs := e.runs(chatID); len(runs) != 1 || runs[0].Status != workflow.RunFailed {
+				t.Errorf("stored runs %+v", runs)
+			}
+		})
+	}
+}
