@@ -150,14 +150,17 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 
 	modelTools := toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now)
 	workflows, runs := store.NewWorkflows(db, cfg.DataTable), store.NewRuns(db, cfg.DataTable)
-	runService := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now})
+	// As in AWS, runs through the API and runs in the stream have the time
+	// limits of their functions.
+	runService := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now, RunTimeout: workflow.APIRunTimeout})
+	streamRuns := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now, RunTimeout: workflow.StreamRunTimeout})
 	workflowService := workflow.NewService(workflow.Options{
 		Store: workflows, Runs: runs, Models: models, Now: o.Now,
 		Catalog: workflow.NewToolserverCatalog(toolClient, cfg.ToolsCacheTTL),
 	})
 	chats := chat.NewService(chat.Options{
 		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
-		Tools: modelTools, Workflows: runService.ChatRunner(), Now: o.Now,
+		Tools: modelTools, Workflows: streamRuns.ChatRunner(), Now: o.Now,
 	})
 	limiter := ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), o.Now)
 	chatLimits := chat.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}

@@ -75,17 +75,31 @@ type Engine struct {
 	tools       ToolRunner
 	store       RunStore
 	stepTimeout time.Duration
+	runTimeout  time.Duration
 	now         func() time.Time
 	// beforeStep, when set, is called before each step's conditional
 	// write: a test hook.
 	beforeStep func(i int)
 }
 
+// Run time limits, within the timeouts of the functions that run
+// workflows (template.yaml): a run started through the HTTP API must end
+// before API Gateway's 30 s; a run in the chat stream within the stream
+// function's 600 s.
+const (
+	APIRunTimeout    = 25 * time.Second
+	StreamRunTimeout = 540 * time.Second
+)
+
 // EngineOptions configures NewEngine. StepTimeout zero means
 // DefaultStepTimeout; Now nil means time.Now.
 type EngineOptions struct {
 	StepTimeout time.Duration
-	Now         func() time.Time
+	// RunTimeout bounds a whole run: a step does not start once it has
+	// passed, and a step's timeout never reaches past it. Zero means no
+	// bound beyond the steps' own (at most MaxSteps × StepTimeout).
+	RunTimeout time.Duration
+	Now        func() time.Time
 	// BeforeStep, when set, is called before step i's conditional write
 	// (tests use it to cancel between steps).
 	BeforeStep func(i int)
@@ -99,7 +113,7 @@ func NewEngine(tools ToolRunner, store RunStore, o EngineOptions) *Engine {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Engine{tools: tools, store: store, stepTimeout: o.StepTimeout, now: o.Now, beforeStep: o.BeforeStep}
+	return &Engine{tools: tools, store: store, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, beforeStep: o.BeforeStep}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -154,6 +168,14 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 		}
 		rs := &run.Steps[i]
 		started := e.clock()
+		timeout := e.stepTimeout
+		if e.runTimeout > 0 {
+			left := e.runTimeout - started.Sub(run.StartedAt)
+			if left <= 0 {
+				return e.finish(ctx, op, run, RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
+			}
+			timeout = min(timeout, left)
+		}
 		rs.Status, rs.StartedAt = StepRunning, &started
 		input, err := ResolveInputs(step.Inputs, outputs)
 		if err != nil {
@@ -167,7 +189,7 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 			return e.stopped(ctx, op, run, err)
 		}
 		observe(StepEvent{Kind: StepStarted, StepID: step.ID, ToolID: step.ToolID, Input: input})
-		out, err := e.runStep(ctx, step.ToolID, input)
+		out, err := e.runStep(ctx, step.ToolID, input, timeout)
 		done := e.clock()
 		rs.CompletedAt = &done
 		if err != nil {
@@ -197,15 +219,15 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 
 // runStep runs one tool under the step timeout. A timeout is reported as
 // such; other errors with their client-safe message.
-func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]any) (map[string]any, error) {
-	sctx, cancel := context.WithTimeout(ctx, e.stepTimeout)
+func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, error) {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := e.tools.Run(sctx, toolID, input)
 	if err == nil {
 		return out, nil
 	}
 	if ctx.Err() == nil && (errors.Is(sctx.Err(), context.DeadlineExceeded) || errs.Is(err, errs.Timeout)) {
-		return nil, fmt.Errorf("step timed out after %s", e.stepTimeout)
+		return nil, fmt.Errorf("step timed out after %s", timeout)
 	}
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
 }

@@ -333,3 +333,41 @@ func TestEngineEmptyWorkflow(t *testing.T) {
 		t.Fatalf("stored = %+v", got)
 	}
 }
+
+// TestEngineRunTimeout: once a run has used its time, no further step
+// starts and the run fails; a step's own timeout never reaches past it.
+func TestEngineRunTimeout(t *testing.T) {
+	t.Parallel()
+	f := newEngineFixture(t)
+	var now time.Time
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	set(start)
+	e := f.engine(t, workflow.EngineOptions{RunTimeout: time.Minute, Now: clock, BeforeStep: func(i int) {
+		if i == 1 {
+			set(start.Add(2 * time.Minute)) // the first step took the whole budget
+		}
+	}})
+	w := wf(step("a", "sleep", map[string]any{"ms": 0}), step("b", "sleep", map[string]any{"ms": 0}), step("c", "sleep", map[string]any{"ms": 0}))
+	run := e.NewRun(w, f.chatID, f.userID)
+	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != workflow.RunFailed || statuses(run) != "completed,skipped,skipped" || !strings.Contains(run.Error, "time limit of 1m0s") {
+		t.Fatalf("run = %s %s %q", run.Status, statuses(run), run.Error)
+	}
+
+	// The remaining budget caps the step's own timeout.
+	f2 := newEngineFixture(t)
+	e2 := f2.engine(t, workflow.EngineOptions{RunTimeout: 80 * time.Millisecond, StepTimeout: time.Minute, Now: time.Now})
+	w2 := wf(step("slow", "sleep", map[string]any{"ms": 60000}))
+	run2 := e2.NewRun(w2, f2.chatID, f2.userID)
+	if err := e2.Execute(context.Background(), w2, &run2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if run2.Status != workflow.RunFailed || !strings.Contains(run2.Steps[0].Error, "timed out") {
+		t.Fatalf("run = %+v", run2)
+	}
+}

@@ -48,7 +48,9 @@ type RunServiceOptions struct {
 	Workflows   WorkflowReader
 	Tools       ToolRunner
 	StepTimeout time.Duration
-	Now         func() time.Time
+	// RunTimeout bounds a whole run (EngineOptions.RunTimeout).
+	RunTimeout time.Duration
+	Now        func() time.Time
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
 }
@@ -58,7 +60,7 @@ func NewRunService(o RunServiceOptions) *RunService {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	eng := NewEngine(o.Tools, o.Runs, EngineOptions{StepTimeout: o.StepTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
+	eng := NewEngine(o.Tools, o.Runs, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
 	return &RunService{runs: o.Runs, workflows: o.Workflows, engine: eng, now: o.Now}
 }
 

@@ -63,13 +63,13 @@ func Chat(ctx context.Context, cfg config.Config, b wiring.Base) (*chat.Service,
 	tools := toolserver.NewModelTools(ToolClient(cfg, 0), cfg.ToolsCacheTTL, time.Now)
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(b.DB, cfg.DataTable), Models: models, Preferences: b.Users, DefaultModelID: cfg.DefaultModelID,
-		Tools: tools, Workflows: runService(cfg, b, tools).ChatRunner(),
+		Tools: tools, Workflows: runService(cfg, b, tools, workflow.StreamRunTimeout).ChatRunner(),
 	}), nil
 }
 
-func runService(cfg config.Config, b wiring.Base, tools *toolserver.ModelTools) *workflow.RunService {
+func runService(cfg config.Config, b wiring.Base, tools *toolserver.ModelTools, timeout time.Duration) *workflow.RunService {
 	return workflow.NewRunService(workflow.RunServiceOptions{
-		Runs: store.NewRuns(b.DB, cfg.DataTable), Workflows: store.NewWorkflows(b.DB, cfg.DataTable), Tools: tools,
+		Runs: store.NewRuns(b.DB, cfg.DataTable), Workflows: store.NewWorkflows(b.DB, cfg.DataTable), Tools: tools, RunTimeout: timeout,
 	})
 }
 
@@ -85,7 +85,7 @@ func Workflows(ctx context.Context, cfg config.Config, b wiring.Base) (*workflow
 		Store: store.NewWorkflows(b.DB, cfg.DataTable), Runs: store.NewRuns(b.DB, cfg.DataTable), Models: models,
 		Catalog: workflow.NewToolserverCatalog(client, cfg.ToolsCacheTTL),
 	})
-	return svc, runService(cfg, b, toolserver.NewModelTools(client, cfg.ToolsCacheTTL, time.Now)), nil
+	return svc, runService(cfg, b, toolserver.NewModelTools(client, cfg.ToolsCacheTTL, time.Now), workflow.APIRunTimeout), nil
 }
 
 // WorkflowLimits returns the rate limits of the workflow routes: the
