@@ -14,8 +14,8 @@
 // to the built-in model (one in four asks it to run json_query), streaming
 // replies (events parsed with go-sse, checked for start...end order and
 // ids, then read back from the message list), listing messages, the tool
-// catalog, liveness, and now and then signing out and in again. With
-// -workflows it also creates a workflow, has its assistant propose a
+// catalog, liveness, and now and then signing out and in again. It also
+// (unless -workflows=false) creates a workflow, has its assistant propose a
 // json_query step, applies the proposal, runs the workflow from a chat,
 // and deletes it.
 //
@@ -65,7 +65,7 @@ func main() {
 	flag.BoolVar(&cfg.Spawn, "spawn", false, "build and start a dev server on free ports, and stop it (SIGTERM) at the end")
 	flag.IntVar(&cfg.Concurrency, "c", 8, "virtual users (soak default: 2)")
 	flag.DurationVar(&cfg.Duration, "d", 20*time.Second, "how long to run the mix (soak default: 2m)")
-	flag.BoolVar(&cfg.Workflows, "workflows", false, "add the workflow journey (create, propose, apply, run, delete) to the mix")
+	flag.BoolVar(&cfg.Workflows, "workflows", true, "include the workflow journey (create, propose, apply, run, delete) in the mix")
 	flag.BoolVar(&cfg.Soak, "soak", false, "soak: run longer at low concurrency and fail if the dev server's RSS keeps growing after warm-up (needs -spawn)")
 	flag.DurationVar(&cfg.RSSInterval, "rss-interval", 2*time.Second, "how often to sample the spawned dev server's RSS")
 	flag.DurationVar(&cfg.Warmup, "warmup", 0, "soak: warm-up before the RSS baseline (default: a quarter of -d)")
