@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/chat"
@@ -272,32 +273,55 @@ func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dyna
 // ListChats returns a page of the user's chats, most recently updated
 // first, and the user's chat count, from one Query of GSI1.
 func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page) ([]chat.Chat, int, error) {
-	const op = "store.ListChats"
-	var items []struct {
-		chatItem
-		N int `dynamo:"n"`
+	items, total, err := pageWithTotal[chatItem](ctx, s.table, userChatsGSI(userID), page)
+	if err != nil {
+		return nil, 0, errs.Wrap("store.ListChats", err)
 	}
-	err := s.table.Get("GSI1PK", userChatsGSI(userID)).Index("GSI1").Order(dynamo.Descending).
-		Limit(page.Offset+page.Limit+1).All(ctx, &items)
+	chats := make([]chat.Chat, 0, len(items))
+	for _, it := range items {
+		chats = append(chats, it.chat())
+	}
+	return chats, total, nil
+}
+
+// pageWithTotal reads one page of the GSI1 collection gsiPK, most recently
+// updated first, and the total from the collection's counter item (whose
+// GSI1SK sorts after every timestamp, so a descending Query meets it
+// first): one Query for a page and its total.
+func pageWithTotal[T any](ctx context.Context, table dynamo.Table, gsiPK string, page httpapi.Page) ([]T, int, error) {
+	const op = "store.pageWithTotal"
+	var raw []dynamo.Item
+	err := table.Get("GSI1PK", gsiPK).Index("GSI1").Order(dynamo.Descending).
+		Limit(page.Offset+page.Limit+1).All(ctx, &raw)
 	if err != nil {
 		return nil, 0, storeError(op, err)
 	}
 	total, skipped := 0, 0
-	chats := []chat.Chat{}
-	for _, it := range items {
-		if it.GSI1SK == counterGSISK {
-			total = it.N
+	var out []T
+	for _, it := range raw {
+		if sk, ok := it["GSI1SK"].(*types.AttributeValueMemberS); ok && sk.Value == counterGSISK {
+			var c struct {
+				N int `dynamo:"n"`
+			}
+			if err := dynamo.UnmarshalItem(it, &c); err != nil {
+				return nil, 0, errs.Wrap(op, err)
+			}
+			total = c.N
 			continue
 		}
 		if skipped < page.Offset {
 			skipped++
 			continue
 		}
-		if len(chats) < page.Limit {
-			chats = append(chats, it.chat())
+		if len(out) < page.Limit {
+			var v T
+			if err := dynamo.UnmarshalItem(it, &v); err != nil {
+				return nil, 0, errs.Wrap(op, err)
+			}
+			out = append(out, v)
 		}
 	}
-	return chats, total, nil
+	return out, total, nil
 }
 
 // Conversation returns the chat and its messages in order, from one Query

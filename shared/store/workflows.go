@@ -297,30 +297,13 @@ func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error
 // ListWorkflows returns a page of the user's workflows, most recently
 // updated first, and the user's workflow count, from one Query of GSI1.
 func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page httpapi.Page) ([]workflow.Workflow, int, error) {
-	const op = "store.ListWorkflows"
-	var items []struct {
-		workflowItem
-		N int `dynamo:"n"`
-	}
-	err := s.table.Get("GSI1PK", userWorkflowsGSI(userID)).Index("GSI1").Order(dynamo.Descending).
-		Limit(page.Offset+page.Limit+1).All(ctx, &items)
+	items, total, err := pageWithTotal[workflowItem](ctx, s.table, userWorkflowsGSI(userID), page)
 	if err != nil {
-		return nil, 0, storeError(op, err)
+		return nil, 0, errs.Wrap("store.ListWorkflows", err)
 	}
-	total, skipped := 0, 0
-	ws := []workflow.Workflow{}
+	ws := make([]workflow.Workflow, 0, len(items))
 	for _, it := range items {
-		if it.GSI1SK == counterGSISK {
-			total = it.N
-			continue
-		}
-		if skipped < page.Offset {
-			skipped++
-			continue
-		}
-		if len(ws) < page.Limit {
-			ws = append(ws, it.workflow())
-		}
+		ws = append(ws, it.workflow())
 	}
 	return ws, total, nil
 }
