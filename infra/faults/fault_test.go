@@ -407,7 +407,7 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	chats := chat.NewService(chat.Options{Store: store.NewChats(db, e.cfg.DataTable), Models: models, Preferences: users,
 		DefaultModelID: e.cfg.DefaultModelID, Tools: modelTools, Workflows: runSvc.ChatRunner()})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{workflow.Routes(wfSvc, authn), workflow.RunRoutes(runSvc, authn), chat.StreamRoutes(chats, authn, time.Minute)} {
+	for _, r := range []*httpapi.Router{workflow.Routes(wfSvc, authn, workflow.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{}), chat.StreamRoutes(chats, authn, time.Minute, chat.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	return httpapi.Stack(api, httpapi.Options{Logger: logger})

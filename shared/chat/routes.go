@@ -20,10 +20,8 @@ type Limits struct {
 
 // Routes returns the handler of the chat endpoints (ChatsFunction). Every
 // route requires a session; posting a message is rate limited per user by
-// the Messages rule of lim (at most one Limits; checked after the session,
-// before the body).
-func Routes(s *Service, authn *auth.Service, lim ...Limits) *httpapi.Router {
-	l := limitsOf(lim)
+// the Messages rule of l (checked after the session, before the body).
+func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats", authn.Require(handleCreate(s)))
 	r.Handle("GET /api/chats/{chatId}", authn.Require(handleGet(s)))
@@ -37,25 +35,13 @@ func Routes(s *Service, authn *auth.Service, lim ...Limits) *httpapi.Router {
 
 // StreamRoutes returns the handler of the chat stream (StreamFunction,
 // behind a function URL with response streaming), rate limited per user by
-// the Streams rule of lim (at most one Limits). ping is the silence after
-// which a keep-alive comment is sent; zero means PingInterval.
-func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, lim ...Limits) *httpapi.Router {
-	l := limitsOf(lim)
+// the Streams rule of l. ping is the silence after which a keep-alive
+// comment is sent; zero means PingInterval.
+func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, l Limits) *httpapi.Router {
 	if ping <= 0 {
 		ping = PingInterval
 	}
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Streams)(handleStream(s, ping))))
 	return r
-}
-
-// limitsOf returns the one Limits given, or none.
-func limitsOf(lim []Limits) Limits {
-	switch len(lim) {
-	case 0:
-		return Limits{}
-	case 1:
-		return lim[0]
-	}
-	panic("chat: more than one Limits")
 }

@@ -12,10 +12,3 @@ type Limits struct {
 	// Runs limits POST /api/chats/{chatId}/workflow-runs.
 	Runs ratelimit.Rule
 }
-
-func limitsOf(lim []Limits) Limits {
-	if len(lim) == 0 {
-		return Limits{}
-	}
-	return lim[0]
-}

@@ -7,10 +7,8 @@ import (
 
 // Routes returns the handler of the workflow endpoints (WorkflowsFunction):
 // workflows, their chat and proposals. Every route requires a session;
-// posting a message is rate limited per user by the Messages rule of lim
-// (at most one Limits).
-func Routes(s *Service, authn *auth.Service, lim ...Limits) *httpapi.Router {
-	l := limitsOf(lim)
+// posting a message is rate limited per user by the Messages rule of l.
+func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/workflows", authn.Require(handleCreate(s)))
 	r.Handle("GET /api/workflows/{workflowId}", authn.Require(handleGet(s)))
