@@ -60,6 +60,15 @@ var validBodies = map[string]string{
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel": "",
 }
 
+// securityHeaders must be on every response.
+var securityHeaders = map[string]string{
+	"X-Content-Type-Options": "nosniff",
+	"X-Frame-Options":        "DENY",
+	"Referrer-Policy":        "no-referrer",
+	"Cache-Control":          "no-store",
+	"X-Request-Id":           "", // present
+}
+
 // publicRoutes need no session.
 var publicRoutes = map[string]bool{
 	"GET /api/liveness":            true,
@@ -107,6 +116,11 @@ func TestSecurityMatrix(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		bodies = append(bodies, string(b)) // Set-Cookie, the one place a token belongs, is not a body
+		for h, want := range securityHeaders {
+			if got := resp.Header.Get(h); got == "" || !strings.Contains(got, want) {
+				t.Errorf("%s %s: %s = %q, want %q", method, path, h, got, want)
+			}
+		}
 		return resp.StatusCode, string(b)
 	}
 	signUp := func(email string) user {
