@@ -33,6 +33,10 @@ var suites = []struct {
 		"Stream: time to the first byte and to the `start` event over loopback HTTP with the built-in model (the user message is stored before `start`, so this includes the session read, the conversation Query and one transaction). ListMessages1000: GET messages of a chat with 1,000 messages; one Query of the chat's item collection (paged by DynamoDB's 1 MB limit). Floor: liveness."},
 	{"./shared/toolserver/", "BenchmarkRunToolOverhead|BenchmarkBareJSONQuery", "BenchmarkBareJSONQuery", "Tool server: runTool overhead for json_query",
 		"Floor: the json_query tool's bare function call. RunToolOverhead is the whole POST /mcp handler in process: middleware, constant-time key check, dispatch, decoding, schema validation, the run under the tool's timeout, encoding."},
+	{"./infra/local/", "BenchmarkApplyProposal|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Workflows: applying a proposal",
+		"ApplyProposal: POST .../messages/apply in process; `ddbcalls/op` = the session read, one consistent read of the workflow and the proposal (TransactGetItems), one transaction writing both. Making each proposal is outside the timing. Floor: liveness."},
+	{"./shared/workflow/", "BenchmarkEngineStep|BenchmarkEngineBareTool", "BenchmarkEngineBareTool", "Workflows: engine overhead per step",
+		"EngineStep: a ten-step json_query workflow, each step reading the previous step's result through a template, every step's start and result written to the embedded DynamoDB (plus the run's create, start and finish); `ns/step` is the figure to set against the floor, the bare json_query call through the registry."},
 }
 
 type result struct {

@@ -231,3 +231,45 @@ func BenchmarkListMessages1000(b *testing.B) {
 	b.ReportMetric(float64(f.counter.Count())/float64(b.N), "ddbcalls/op")
 	latency.Report(b, d)
 }
+
+// BenchmarkApplyProposal measures applying a proposal (one consistent read
+// of the workflow and the proposal, one transaction) in process, with its
+// DynamoDB calls per apply (the session read included); making each
+// proposal is outside the timing.
+func BenchmarkApplyProposal(b *testing.B) {
+	f := newFixture(b)
+	rec := httptest.NewRecorder()
+	f.stack.API.ServeHTTP(rec, f.request("POST", "/api/workflows", `{"userId":"`+f.userID+`","name":"bench"}`))
+	var wf struct{ Data struct{ ID string } }
+	if err := json.Unmarshal(rec.Body.Bytes(), &wf); err != nil || rec.Code != 201 {
+		b.Fatalf("create workflow: %d %s", rec.Code, rec.Body)
+	}
+	var calls int64
+	var d []time.Duration
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/workflows/"+wf.Data.ID+"/messages", `{"content":"rename workflow to bench `+strconv.Itoa(i)+`","modelId":"builtin"}`))
+		var msg struct {
+			Data struct {
+				AssistantMessage struct{ Proposal struct{ ID string } } `json:"assistantMessage"`
+			}
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &msg); err != nil || msg.Data.AssistantMessage.Proposal.ID == "" {
+			b.Fatalf("propose: %d %s", rec.Code, rec.Body)
+		}
+		f.counter.Reset()
+		b.StartTimer()
+		start := time.Now()
+		rec = httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/workflows/"+wf.Data.ID+"/messages/apply", `{"proposalId":"`+msg.Data.AssistantMessage.Proposal.ID+`"}`))
+		d = append(d, time.Since(start))
+		if rec.Code != 200 {
+			b.Fatalf("apply: %d %s", rec.Code, rec.Body)
+		}
+		calls += f.counter.Count()
+	}
+	b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/op")
+	latency.Report(b, d)
+}
