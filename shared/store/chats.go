@@ -121,9 +121,10 @@ func (it collectionItem) message() chat.Message {
 
 var errChatNotFound = errs.E("store.Chats", errs.NotFound, "CHAT_NOT_FOUND", "chat not found")
 
-// chatWritable is the condition on a chat item for adding to its
-// collection: it exists and no delete has begun.
-const chatWritable = "attribute_exists(PK) AND attribute_not_exists(deleting)"
+// collectionWritable is the condition on a chat's or a workflow's item for
+// adding to its collection: it exists and no delete has begun (a delete
+// first sets `deleting`, so nothing written concurrently is orphaned).
+const collectionWritable = "attribute_exists(PK) AND attribute_not_exists(deleting)"
 
 // CreateChat stores c and increments its owner's chat counter in one
 // transaction.
@@ -367,7 +368,7 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
 	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If(chatWritable))
+		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If(collectionWritable))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errChatNotFound)

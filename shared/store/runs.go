@@ -107,7 +107,7 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run) error {
 	}
 	err = s.db.WriteTx().
 		Put(s.table.Put(it).If("attribute_not_exists(PK)")).
-		Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(chatWritable)).
+		Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(collectionWritable)).
 		Run(ctx)
 	switch {
 	case failedCondition(err, 0):

@@ -259,12 +259,12 @@ func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name,
 	return it.workflow(), nil
 }
 
-// DeleteWorkflow removes every message and proposal of the workflow in
-// batches, then the workflow item and one from the owner's counter in one
-// transaction conditioned on the owner, then sweeps the collection once
-// more for anything written concurrently. A failure before the transaction
-// leaves the workflow in place, so retrying the delete finishes it and
-// nothing is orphaned.
+// DeleteWorkflow first marks the workflow as being deleted (from then on
+// no message, proposal or apply can write into its collection), then
+// removes every message and proposal in batches, then the workflow item and
+// one from the owner's counter in one transaction conditioned on the owner.
+// A failure part-way leaves the workflow in place, so retrying the delete
+// finishes it and nothing is orphaned.
 func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error {
 	const op = "store.DeleteWorkflow"
 	w, err := s.Workflow(ctx, id)
@@ -273,6 +273,13 @@ func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error
 	}
 	if w.UserID != userID {
 		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this workflow")
+	}
+	err = s.table.Update("PK", workflowPK(id)).Range("SK", workflowSK).Set("deleting", true).If("userId = ?", userID).Run(ctx)
+	if isConditionFailure(err) {
+		return s.ownerFailure(ctx, op, id)
+	}
+	if err != nil {
+		return storeError(op, err)
 	}
 	if err := deleteCollection(ctx, s.table, workflowPK(id), workflowSK); err != nil {
 		return errs.Wrap(op, err)
@@ -285,13 +292,7 @@ func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error
 	if isConditionFailure(err) {
 		return s.ownerFailure(ctx, op, id)
 	}
-	if err != nil {
-		return storeError(op, err)
-	}
-	// A message written between the sweep and the transaction (its own
-	// transaction checks that the workflow item exists, so none can land
-	// after it) is swept now.
-	return errs.Wrap(op, deleteCollection(ctx, s.table, workflowPK(id), workflowSK))
+	return storeError(op, err)
 }
 
 // ListWorkflows returns a page of the user's workflows, most recently
@@ -356,7 +357,7 @@ func (s *Workflows) AddMessages(ctx context.Context, workflowID string, p *workf
 		}
 		tx.Put(s.table.Put(it).If("attribute_not_exists(PK)"))
 	}
-	tx.Check(s.table.Check("PK", workflowPK(workflowID)).Range("SK", workflowSK).If("attribute_exists(PK)"))
+	tx.Check(s.table.Check("PK", workflowPK(workflowID)).Range("SK", workflowSK).If(collectionWritable))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errWorkflowNotFound)
@@ -400,7 +401,7 @@ func (s *Workflows) ApplyProposal(ctx context.Context, next workflow.Workflow, r
 		Update(s.table.Update("PK", workflowPK(next.ID)).Range("SK", proposalSK(proposalID)).
 			Set("status", workflow.ProposalApplied).Set("appliedAt", at).
 			If("$ = ?", "status", workflow.ProposalPending)).
-		Put(s.table.Put(it).If("$ = ? AND userId = ?", "version", readVersion, next.UserID)).
+		Put(s.table.Put(it).If("$ = ? AND userId = ? AND attribute_not_exists(deleting)", "version", readVersion, next.UserID)).
 		Run(ctx)
 	if isConditionFailure(err) || isTxConflict(err) {
 		return concurrentUpdate(op, err)

@@ -215,3 +215,44 @@ func TestWorkflowsApplyAndReject(t *testing.T) {
 		t.Errorf("race results = %v", results)
 	}
 }
+
+// TestNothingJoinsAWorkflowBeingDeleted: once a delete has begun, a
+// message or an apply written concurrently is refused, and the interrupted
+// delete can be retried to the end.
+func TestNothingJoinsAWorkflowBeingDeleted(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewWorkflows(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Now().UTC()
+	w := newWorkflow("u1", t0)
+	if err := s.CreateWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	p := &workflow.Proposal{ID: uuid.NewString(), WorkflowID: w.ID, MessageID: uuid.NewString(), Status: workflow.ProposalPending,
+		Changes: []workflow.Change{}, BaseVersion: w.Version, CreatedAt: t0}
+	a := workflow.Message{ID: p.MessageID, WorkflowID: w.ID, Role: "assistant", Content: "proposal", Proposal: p, CreatedAt: t0}
+	if err := s.AddMessages(ctx, w.ID, p, a); err != nil {
+		t.Fatal(err)
+	}
+	next := w
+	next.Version++
+	// The first step of DeleteWorkflow, as a concurrent request would see it.
+	if err := db.Table(db.Data()).Update("PK", "WF#"+w.ID).Range("SK", "WF").Set("deleting", true).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: "user", Content: "late", CreatedAt: t0}
+	if err := s.AddMessages(ctx, w.ID, nil, m); err == nil {
+		t.Error("a message joined a workflow being deleted")
+	}
+	if err := s.ApplyProposal(ctx, next, w.Version, p.ID, t0); err == nil {
+		t.Error("an apply rewrote a workflow being deleted")
+	}
+	if err := s.DeleteWorkflow(ctx, w.ID, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	var left []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
+		t.Errorf("left behind: %v %v", left, err)
+	}
+}
