@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/workflowchat/service/shared/errs"
 )
 
 // Model describes a model a user can pick.
@@ -144,9 +142,7 @@ func (r *Registry) Lookup(id string) (Model, error) {
 			}
 		}
 	}
-	e := errs.E("model.Lookup", errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", id))
-	e.Details = []errs.FieldError{{Field: "modelId", Message: "must be one of the ids listed by GET /api/models"}}
-	return Model{}, e
+	return Model{}, UnknownModel("model.Lookup", id)
 }
 
 // Generate streams a reply from the model req.ModelID names. Invalid

@@ -40,8 +40,8 @@ const (
 	DefaultMaxTokens = 4096
 
 	// Error codes of the API contract.
-	codeUnavailable   = "MODEL_UNAVAILABLE"
-	codeProviderError = "MODEL_PROVIDER_ERROR"
+	codeUnavailable   = model.CodeUnavailable
+	codeProviderError = model.CodeProviderError
 
 	// Client-safe messages.
 	msgUnavailable = "the model provider is unavailable; retry shortly"
@@ -117,7 +117,7 @@ func New(o Options) (*Provider, error) {
 
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
@@ -134,15 +134,6 @@ func New(o Options) (*Provider, error) {
 	}
 	p.client = sdk.NewClient(opts...)
 	return p, nil
-}
-
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = responseHeaderTimeout
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{}
 }
 
 // Models lists the configured models, ids "anthropic/<model>", in the
@@ -253,9 +244,7 @@ func result(op string, msg *sdk.Message) (model.Result, error) {
 func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 	name, ok := strings.CutPrefix(req.ModelID, IDPrefix)
 	if !ok || !p.names[name] {
-		e := errs.E("", errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", req.ModelID))
-		e.Details = []errs.FieldError{{Field: "modelId", Message: "must be one of the ids listed by GET /api/models"}}
-		return sdk.MessageNewParams{}, e
+		return sdk.MessageNewParams{}, model.UnknownModel("", req.ModelID)
 	}
 	msgs, err := convertMessages(req.Messages)
 	if err != nil {

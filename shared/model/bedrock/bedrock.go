@@ -40,8 +40,8 @@ const retryMaxAttempts = 2
 
 // Error codes and client-safe messages of Generate's failures.
 const (
-	codeUnavailable   = "MODEL_UNAVAILABLE"
-	codeProviderError = "MODEL_PROVIDER_ERROR"
+	codeUnavailable   = model.CodeUnavailable
+	codeProviderError = model.CodeProviderError
 
 	msgUnavailable  = "the model provider is unavailable; retry shortly"
 	msgAccessDenied = "the service is not allowed to use this model"
@@ -159,7 +159,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 	const op = "bedrock.Generate"
 	modelID, ok := p.ids[req.ModelID]
 	if !ok {
-		return model.Result{}, errs.E(op, errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", req.ModelID))
+		return model.Result{}, model.UnknownModel(op, req.ModelID)
 	}
 	in, err := buildInput(modelID, req)
 	if err != nil {
@@ -212,7 +212,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 						return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgProviderErr).
 							WithCause(errors.New("toolUse content block without contentBlockStart id and name"))
 					}
-					args, err := objectArgs(c.input.Bytes())
+					args, err := model.ObjectArgs(c.input.Bytes())
 					if err != nil {
 						return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgBadToolArgs).WithCause(err)
 					}
@@ -276,24 +276,6 @@ type readOnlyBody struct{ io.ReadCloser }
 type toolCall struct {
 	id, name string
 	input    bytes.Buffer
-}
-
-// objectArgs returns the accumulated tool input as a compact JSON object,
-// "{}" when the model sent none. It fails when the input is not a JSON
-// object.
-func objectArgs(input []byte) (json.RawMessage, error) {
-	input = bytes.TrimSpace(input)
-	if len(input) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	if input[0] != '{' || !json.Valid(input) {
-		return nil, fmt.Errorf("tool input is not a JSON object: %d bytes", len(input))
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, input); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // buildInput converts req into a ConverseStream request for modelID. It

@@ -43,8 +43,8 @@ const (
 	IDPrefix = ProviderName + "/"
 
 	// Error codes of the API contract.
-	codeUnavailable   = "MODEL_UNAVAILABLE"
-	codeProviderError = "MODEL_PROVIDER_ERROR"
+	codeUnavailable   = model.CodeUnavailable
+	codeProviderError = model.CodeProviderError
 
 	// Client-safe messages.
 	msgUnavailable = "the model provider is unavailable; retry shortly"
@@ -144,7 +144,7 @@ func New(o Options) (*Provider, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
 	p.client = sdk.NewClient(
 		option.WithBaseURL(baseURL),
@@ -193,17 +193,6 @@ func normalizeErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Re
 	return res, nil
 }
 
-// defaultHTTPClient returns a client whose transport bounds the wait for
-// response headers but not the body, so streams are bounded by ctx only.
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = responseHeaderTimeout
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{}
-}
-
 // Models lists the configured models, ids "openai/<model>".
 func (p *Provider) Models() []model.Model { return slices.Clone(p.models) }
 
@@ -223,7 +212,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 	const op = "openai.Generate"
 	name, ok := strings.CutPrefix(req.ModelID, IDPrefix)
 	if !ok || !p.names[name] {
-		return model.Result{}, errs.E(op, errs.Invalid, "INVALID_MODEL", fmt.Sprintf("unknown model id %q", req.ModelID))
+		return model.Result{}, model.UnknownModel(op, req.ModelID)
 	}
 	params, err := p.params(name, req)
 	if err != nil {
@@ -400,31 +389,13 @@ func (tc *toolCalls) result() ([]model.ToolCall, error) {
 		if id == "" {
 			id = fmt.Sprintf("call_%d", i) // servers that send no id ignore it
 		}
-		args, err := objectArgs(c.args.String())
+		args, err := model.ObjectArgs([]byte(c.args.String()))
 		if err != nil {
 			return nil, fmt.Errorf("tool call %d (%s): %w", i, c.name, err)
 		}
 		out = append(out, model.ToolCall{ID: id, Name: c.name, Args: args})
 	}
 	return out, nil
-}
-
-// objectArgs returns s, compacted, when it is a JSON object, "{}" when it
-// is empty or null.
-func objectArgs(s string) (json.RawMessage, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "null" {
-		return json.RawMessage(`{}`), nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		return nil, errors.New("the arguments are not a JSON object")
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(b.Bytes()), nil
 }
 
 // mapError turns a failure of the SDK into the service's error: the SDK's
