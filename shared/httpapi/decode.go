@@ -67,16 +67,22 @@ func UnmarshalStrict(data []byte, v any) error {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body must be a JSON object")
 	}
+	// Syntax first (one value, nothing after it), then types, so that a
+	// malformed body is always INVALID_JSON.
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body is not valid JSON").WithCause(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body has data after the JSON object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			return errs.Fields(op, errs.FieldError{Field: typeErr.Field, Message: "must be " + jsonTypeName(typeErr.Type.Kind().String())})
 		}
 		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body is not valid JSON").WithCause(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body has data after the JSON object")
 	}
 	return nil
 }

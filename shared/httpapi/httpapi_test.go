@@ -86,6 +86,7 @@ func TestEndpointErrors(t *testing.T) {
 		{"empty body", "POST", "/things", ``, 400, "INVALID_JSON", "", ""},
 		{"not an object", "POST", "/things", `["a"]`, 400, "INVALID_JSON", "", ""},
 		{"trailing data", "POST", "/things", `{"name":"a"} {}`, 400, "INVALID_JSON", "", ""},
+		{"trailing data after a type error", "POST", "/things", `{"count":"x"}0`, 400, "INVALID_JSON", "", ""},
 		{"wrong type", "POST", "/things", `{"name":"a","count":"x"}`, 400, "VALIDATION_FAILED", "count", ""},
 		{"missing field", "POST", "/things", `{"count":1}`, 400, "VALIDATION_FAILED", "name", ""},
 		{"domain conflict", "POST", "/things", `{"name":"taken"}`, 409, "NAME_TAKEN", "", ""},
