@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -59,8 +60,10 @@ func (s *Writer) Send(v any) error {
 	return s.write(b)
 }
 
-// Comment writes a comment line (ignored by clients), e.g. ": ping".
+// Comment writes a comment line (ignored by clients), e.g. ": ping". Line
+// breaks in text become spaces, so a comment can never end an event.
 func (s *Writer) Comment(text string) error {
+	text = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(text)
 	return s.write([]byte(": " + text + "\n\n"))
 }
 
