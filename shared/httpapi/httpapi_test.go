@@ -101,6 +101,9 @@ func TestEndpointErrors(t *testing.T) {
 		{"limit zero", "GET", "/pages?limit=0", "", 400, "INVALID_PAGINATION", "limit", ""},
 		{"limit not a number", "GET", "/pages?limit=ten", "", 400, "INVALID_PAGINATION", "limit", ""},
 		{"negative offset", "GET", "/pages?offset=-1", "", 400, "INVALID_PAGINATION", "offset", ""},
+		{"offset past the bound", "GET", "/pages?offset=10001", "", 400, "INVALID_PAGINATION", "offset", ""},
+		{"offset of the largest int", "GET", "/pages?offset=9223372036854775807", "", 400, "INVALID_PAGINATION", "offset", ""},
+		{"offset beyond int64", "GET", "/pages?offset=99999999999999999999", "", 400, "INVALID_PAGINATION", "offset", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +149,7 @@ func TestEndpointSuccess(t *testing.T) {
 		{"no content", "DELETE", "/things/x", "", 204, ``},
 		{"page defaults", "GET", "/pages", "", 200, `{"data":{"Limit":20,"Offset":0}}`},
 		{"page values", "GET", "/pages?limit=100&offset=40", "", 200, `{"data":{"Limit":100,"Offset":40}}`},
+		{"largest offset", "GET", "/pages?limit=100&offset=10000", "", 200, `{"data":{"Limit":100,"Offset":10000}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,4 +223,31 @@ func TestRequestIDPropagates(t *testing.T) {
 		t.Errorf("malformed request id not replaced: %q", got)
 	}
 	_, _ = io.Copy(io.Discard, rec.Body)
+}
+
+// TestPageEnd checks that Page.End, the number of items a store reads to
+// serve a page, never overflows, whatever a caller put in the Page.
+func TestPageEnd(t *testing.T) {
+	t.Parallel()
+	const maxInt = int(^uint(0) >> 1)
+	tests := []struct {
+		name string
+		page httpapi.Page
+		want int
+	}{
+		{"defaults", httpapi.Page{Limit: httpapi.DefaultLimit}, httpapi.DefaultLimit},
+		{"within bounds", httpapi.Page{Limit: 10, Offset: 30}, 40},
+		{"largest parsed page", httpapi.Page{Limit: httpapi.MaxLimit, Offset: httpapi.MaxOffset}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"largest int offset", httpapi.Page{Limit: httpapi.MaxLimit, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"largest int limit", httpapi.Page{Limit: maxInt, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"negative values", httpapi.Page{Limit: -5, Offset: -7}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.page.End(); got != tt.want {
+				t.Errorf("%+v.End() = %d, want %d", tt.page, got, tt.want)
+			}
+		})
+	}
 }

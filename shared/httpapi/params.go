@@ -37,14 +37,17 @@ type Page struct {
 	Offset int
 }
 
-// Pagination bounds, from DESIGN.md.
+// Pagination bounds. MaxOffset bounds the work one list request can cause:
+// serving a page reads the items before it, so a page never reads more
+// than MaxOffset+MaxLimit items.
 const (
 	DefaultLimit = 20
 	MaxLimit     = 100
+	MaxOffset    = 10000
 )
 
 // ParsePage parses the limit (integer 1-100, default 20) and offset
-// (integer >= 0, default 0) query parameters. Anything else fails with
+// (integer 0-10000, default 0) query parameters. Anything else fails with
 // INVALID_PAGINATION and a detail per bad parameter.
 func ParsePage(r *http.Request) (Page, error) {
 	p := Page{Limit: DefaultLimit}
@@ -59,8 +62,8 @@ func ParsePage(r *http.Request) (Page, error) {
 	}
 	if v, ok := q["offset"]; ok {
 		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 0 {
-			bad.Add("offset", "must be an integer of 0 or more")
+		if err != nil || n < 0 || n > MaxOffset {
+			bad.Add("offset", "must be an integer from 0 to %d", MaxOffset)
 		}
 		p.Offset = n
 	}
@@ -70,4 +73,12 @@ func ParsePage(r *http.Request) (Page, error) {
 		return Page{}, e
 	}
 	return p, nil
+}
+
+// End returns Offset+Limit, the number of items up to the end of the page,
+// with Offset clamped to 0-MaxOffset and Limit to 1-MaxLimit: whatever a
+// caller put in p, the sum cannot overflow and stays a bounded, positive
+// read size.
+func (p Page) End() int {
+	return min(max(p.Offset, 0), MaxOffset) + min(max(p.Limit, 1), MaxLimit)
 }

@@ -293,7 +293,7 @@ func pageWithTotal[T any](ctx context.Context, table dynamo.Table, gsiPK string,
 	const op = "store.pageWithTotal"
 	var raw []dynamo.Item
 	err := table.Get("GSI1PK", gsiPK).Index("GSI1").Order(dynamo.Descending).
-		Limit(page.Offset+page.Limit+1).All(ctx, &raw)
+		Limit(page.End()+1).All(ctx, &raw)
 	if err != nil {
 		return nil, 0, storeError(op, err)
 	}
