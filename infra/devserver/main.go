@@ -60,10 +60,7 @@ func run() error {
 	defer stack.Close()
 
 	storage := storageLine(cfg, stack)
-	servers := []*http.Server{
-		{Handler: stack.API, ReadHeaderTimeout: 10 * time.Second},
-		{Handler: stack.Tools, ReadHeaderTimeout: 10 * time.Second},
-	}
+	servers := []*http.Server{newServer(stack.API, serverTimeouts), newServer(stack.Tools, serverTimeouts)}
 	errc := make(chan error, 2)
 	for i, ln := range []net.Listener{apiLn, mcpLn} {
 		go func() { errc <- servers[i].Serve(ln) }()
@@ -106,6 +103,29 @@ func run() error {
 		fmt.Printf("data kept in %s\n", absPath(cfg.DataFile))
 	}
 	return shutdownErr
+}
+
+// timeouts bound how long a client may take to send a request and how
+// long it may hold an idle connection.
+type timeouts struct {
+	// ReadHeader bounds reading the request line and headers.
+	ReadHeader time.Duration
+	// Read bounds reading the whole request, headers and body, from its
+	// first byte. net/http lifts the read deadline once the handler has
+	// read the body to its end, so it does not limit the response.
+	Read time.Duration
+	// Idle bounds how long a kept-alive connection waits for the next
+	// request.
+	Idle time.Duration
+}
+
+// serverTimeouts are the dev server's bounds. There is deliberately no
+// WriteTimeout: it would cut the chat stream, which may run for 600 s.
+var serverTimeouts = timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Idle: 60 * time.Second}
+
+// newServer returns the HTTP server for h with the bounds t.
+func newServer(h http.Handler, t timeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, IdleTimeout: t.Idle}
 }
 
 // storageLine describes where the data is kept.
