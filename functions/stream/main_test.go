@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -39,6 +41,7 @@ func TestStreamFunctionEvent(t *testing.T) {
 	defer ts.Close()
 	h, err := newHandler(ctx, db.Env(t, map[string]string{
 		"AWS_LAMBDA_FUNCTION_NAME": "StreamFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "BUILTIN_CHUNK_DELAY": "100ms", "LOG_LEVEL": "error",
+		"ALLOWED_ORIGINS": "https://app.workflowchat.example", // the recorded event's frontend
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +113,33 @@ func TestStreamFunctionEvent(t *testing.T) {
 	_, msgs, err := chats.Conversation(ctx, c.ID)
 	if err != nil || len(msgs) != 2 || msgs[1].ID != startID || msgs[1].Content != deltas.String() || msgs[1].ModelID != model.BuiltinID {
 		t.Errorf("stored = %+v, %v; deltas %q", msgs, err, deltas.String())
+	}
+
+	// Cross-site and non-JSON writes with the user's cookie: refused with a
+	// plain JSON error before any event, and nothing is stored.
+	for _, tc := range []struct {
+		name, header, value string
+		status              int
+		code                string
+	}{
+		{"foreign origin", "origin", "https://evil.example", 403, "ORIGIN_NOT_ALLOWED"},
+		{"sibling subdomain", "origin", "https://evil.workflowchat.example", 403, "ORIGIN_NOT_ALLOWED"},
+		{"text/plain body", "content-type", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"},
+	} {
+		bad := ev
+		bad.Headers = maps.Clone(ev.Headers)
+		bad.Headers[tc.header] = tc.value
+		resp, err := lambdahttp.NewFunctionURLStreaming(h)(ctx, &bad)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || !strings.Contains(string(body), `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %v %s, want %d %s", tc.name, resp.StatusCode, resp.Headers, body, tc.status, tc.code)
+		}
+	}
+	if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 2 {
+		t.Errorf("after the refused requests: %d messages (%v), want the 2 of the first reply", len(msgs), err)
 	}
 
 	// Anonymous: a plain JSON 401 before any event.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,6 +492,14 @@ func TestDocumentConventions(t *testing.T) {
 			if (method == "POST" || method == "PUT" || method == "PATCH") && codes["413"] == nil {
 				t.Error("takes a body but does not document 413")
 			}
+			if method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" {
+				if !slices.Contains(errorCodes(codes["403"]), "ORIGIN_NOT_ALLOWED") {
+					t.Error("changes data but does not document 403 ORIGIN_NOT_ALLOWED (a cross-site request)")
+				}
+				if !slices.Contains(errorCodes(codes["415"]), "UNSUPPORTED_MEDIA_TYPE") {
+					t.Error("changes data but does not document 415 UNSUPPORTED_MEDIA_TYPE (a body that is not JSON)")
+				}
+			}
 			success := false
 			for code, ref := range codes {
 				r := ref.Value
@@ -519,6 +528,29 @@ func TestDocumentConventions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorCodes returns the codes an error response documents: the enum of
+// `code` in the second member of its allOf.
+func errorCodes(ref *openapi3.ResponseRef) []string {
+	if ref == nil || ref.Value == nil {
+		return nil
+	}
+	mt := ref.Value.Content.Get("application/json")
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || len(mt.Schema.Value.AllOf) < 2 || mt.Schema.Value.AllOf[1].Value == nil {
+		return nil
+	}
+	code := mt.Schema.Value.AllOf[1].Value.Properties["code"]
+	if code == nil || code.Value == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range code.Value.Enum {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func isErrorSchema(s *openapi3.SchemaRef) bool {

@@ -86,6 +86,14 @@ func TestServiceConformsToDocument(t *testing.T) {
 	ada, eve, anon := newClient(), newClient(), newClient()
 	var adaID string
 	tooLarge := `{"modelId":"` + strings.Repeat("x", 1<<20) + `"}`
+	// crossSite are the headers of the steps a cross-site page could send.
+	crossSite := map[string]map[string]string{
+		"preference from another site": {"Origin": "https://evil.example"},
+		"preference as text/plain":     {"Content-Type": "text/plain"},
+		"sign-in from another site":    {"Origin": "null"},
+		"sign-up as a form":            {"Content-Type": "application/x-www-form-urlencoded"},
+		"sign-out from another site":   {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+	}
 
 	steps := []struct {
 		name         string
@@ -127,6 +135,11 @@ func TestServiceConformsToDocument(t *testing.T) {
 		{"preference of another user", eve, "POST", "/api/users/{ada}/model-preference", `{"modelId":"builtin"}`, 403, nil},
 		{"preference without session", anon, "POST", "/api/users/{ada}/model-preference", `{"modelId":"builtin"}`, 401, nil},
 		{"preference too large", ada, "POST", "/api/users/{ada}/model-preference", tooLarge, 413, nil},
+		{"preference from another site", ada, "POST", "/api/users/{ada}/model-preference", `{"modelId":"builtin"}`, 403, nil},
+		{"preference as text/plain", ada, "POST", "/api/users/{ada}/model-preference", `{"modelId":"builtin"}`, 415, nil},
+		{"sign-in from another site", anon, "POST", "/api/auth/sign-in/email", `{"email":"ada@example.com","password":"correct horse"}`, 403, nil},
+		{"sign-up as a form", anon, "POST", "/api/auth/sign-up/email", `email=x`, 415, nil},
+		{"sign-out from another site", ada, "POST", "/api/auth/sign-out", "", 403, nil},
 		{"sign-out", ada, "POST", "/api/auth/sign-out", "", 200, nil},
 		{"sign-out again", ada, "POST", "/api/auth/sign-out", "", 401, nil},
 		{"session after sign-out", ada, "GET", "/api/auth/session", "", 401, nil},
@@ -143,6 +156,9 @@ func TestServiceConformsToDocument(t *testing.T) {
 		}
 		if s.body != "" {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range crossSite[s.name] {
+			req.Header.Set(k, v)
 		}
 		resp, err := s.client.Do(req)
 		if err != nil {

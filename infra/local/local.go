@@ -56,8 +56,10 @@ type Stack struct {
 	Functions []Function
 	// API serves every function's routes behind the standard middleware.
 	API http.Handler
-	// Tools serves the tool server (POST /mcp).
-	Tools http.Handler
+	// Tools serves the tool server (POST /mcp) behind the standard
+	// middleware; ToolRouter is its router.
+	Tools      http.Handler
+	ToolRouter *httpapi.Router
 	// ServiceKey is the tool server's key (generated when not configured).
 	ServiceKey string
 	// DB is the DynamoDB client every function uses.
@@ -141,7 +143,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
 	// The tool server (McpFunction) is a function URL, not an HttpApi
 	// route, so it is not one of s.Functions.
-	s.Tools = httpapi.Stack(toolserver.Routes(registry, s.ServiceKey), mw)
+	s.ToolRouter = toolserver.Routes(registry, s.ServiceKey)
+	s.Tools = httpapi.Stack(s.ToolRouter, mw)
 	toolClient := toolserver.NewClient(o.ToolServerURL, s.ServiceKey, nil)
 	if o.ToolServerURL == "" {
 		toolClient = toolserver.NewClient(inProcessURL, s.ServiceKey,

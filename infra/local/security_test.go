@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,4 +246,288 @@ func jsonField(t *testing.T, body, field string) string {
 		t.Fatalf("no %s in %s", field, body)
 	}
 	return s
+}
+
+// allowedOrigin is the frontend origin the cross-site tests configure in
+// ALLOWED_ORIGINS; siblingOrigin is another subdomain of the same site,
+// which SameSite=Lax treats as same-site.
+const (
+	allowedOrigin = "https://app.example.com"
+	siblingOrigin = "https://evil.example.com"
+)
+
+// newCrossSiteStack builds the stack with ALLOWED_ORIGINS set and serves
+// its API and tool server.
+func newCrossSiteStack(t *testing.T) (s *local.Stack, api, tools *httptest.Server) {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string {
+		if k == "ALLOWED_ORIGINS" {
+			return allowedOrigin
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = local.New(context.Background(), cfg, local.Options{
+		Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	api, tools = httptest.NewServer(s.API), httptest.NewServer(s.Tools)
+	t.Cleanup(api.Close)
+	t.Cleanup(tools.Close)
+	return s, api, tools
+}
+
+// errorBody is the standard error body.
+type errorBody struct {
+	Error, Message, Code string
+}
+
+// served is one route of one server.
+type served struct {
+	pattern string
+	base    string // the server's URL, which is also its own origin
+	public  bool   // no session or key needed
+	tool    bool   // the tool server
+}
+
+// servedRoutes enumerates every route of every function and of the tool
+// server from their routers.
+func servedRoutes(s *local.Stack, api, tools *httptest.Server) []served {
+	var out []served
+	for _, f := range s.Functions {
+		for _, p := range f.Router.Patterns() {
+			out = append(out, served{pattern: p, base: api.URL, public: publicRoutes[p]})
+		}
+	}
+	for _, p := range s.ToolRouter.Patterns() {
+		out = append(out, served{pattern: p, base: tools.URL, tool: true})
+	}
+	return out
+}
+
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// TestCrossSiteMatrix sends every route of the service (every function's
+// and the tool server's) requests from each kind of origin and with each
+// kind of body a cross-site page can send without a preflight, anonymous so
+// that nothing changes: a write from a foreign origin, the null origin or
+// a sibling subdomain is 403 ORIGIN_NOT_ALLOWED; a write with a text/plain,
+// form or multipart body is 415 UNSUPPORTED_MEDIA_TYPE; a write from the
+// allowed origin, the server's own origin or with no Origin, and every
+// read, pass the checks and reach the handler (401 without a session or
+// key; a public write answers its body's validation).
+func TestCrossSiteMatrix(t *testing.T) {
+	s, api, tools := newCrossSiteStack(t)
+	anyID := "00000000-0000-4000-8000-00000000000a"
+	fill := strings.NewReplacer("{userId}", anyID, "{chatId}", anyID, "{workflowId}", anyID, "{runId}", anyID, "{toolId}", "hash", "{me}", anyID, "{workflow}", anyID)
+
+	do := func(method, url, body string, header map[string]string) (int, errorBody) {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e
+	}
+	// passed reports whether a response comes from the handler, past the
+	// origin and media-type checks.
+	passed := func(r served, status int, e errorBody) bool {
+		switch {
+		case e.Code == "ORIGIN_NOT_ALLOWED" || e.Code == "UNSUPPORTED_MEDIA_TYPE":
+			return false
+		case !r.public:
+			return status == 401 && e.Code == "UNAUTHORIZED"
+		case r.pattern == "GET /api/liveness":
+			return status == 200
+		default: // sign-up and sign-in with an empty object (or rate limited)
+			return status == 400 && e.Code == "VALIDATION_FAILED" || status == 429
+		}
+	}
+
+	writes, reads := 0, 0
+	for _, r := range servedRoutes(s, api, tools) {
+		method, path, _ := strings.Cut(r.pattern, " ")
+		url := r.base + fill.Replace(path)
+		body := fill.Replace(validBodies[r.pattern])
+		switch {
+		case r.public:
+			body = `{}`
+		case r.tool:
+			body = `{"method":"listTools","params":{}}`
+		}
+		if !isWrite(method) {
+			reads++
+			for _, origin := range []string{"https://evil.example", "null", siblingOrigin} {
+				if st, e := do(method, url, "", map[string]string{"Origin": origin}); !passed(r, st, e) {
+					t.Errorf("%s from %s: %d %s, want the read served", r.pattern, origin, st, e.Code)
+				}
+			}
+			continue
+		}
+		writes++
+		refused := []map[string]string{
+			{"Origin": "https://evil.example"},
+			{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+			{"Origin": "null"},
+			{"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+			{"Origin": siblingOrigin},
+			{"Origin": siblingOrigin, "Sec-Fetch-Site": "same-site"},
+			{"Origin": "https://app.example.com.evil.example"},
+			{"Origin": strings.Replace(r.base, "http://", "https://", 1) + "0"}, // own host, another port
+		}
+		for _, h := range refused {
+			h["Content-Type"] = "application/json"
+			if st, e := do(method, url, body, h); st != 403 || e.Code != "ORIGIN_NOT_ALLOWED" || e.Error != "Forbidden" || e.Message == "" {
+				t.Errorf("%s from %v: %d %+v, want 403 ORIGIN_NOT_ALLOWED", r.pattern, h, st, e)
+			}
+		}
+		accepted := []map[string]string{
+			{"Origin": allowedOrigin},
+			{"Origin": allowedOrigin, "Sec-Fetch-Site": "cross-site"},
+			{"Origin": r.base},
+			{"Origin": "https://d111111abcdef8.cloudfront.net", "Sec-Fetch-Site": "same-origin"}, // the browser's own origin behind CloudFront
+			{},
+		}
+		for _, h := range accepted {
+			h["Content-Type"] = "application/json; charset=utf-8"
+			if st, e := do(method, url, body, h); !passed(r, st, e) {
+				t.Errorf("%s from %v: %d %s, want it past the origin check", r.pattern, h, st, e.Code)
+			}
+		}
+		if st, e := do(method, url, body, nil); !passed(r, st, e) {
+			t.Errorf("%s without Content-Type: %d %s, want it past the media-type check", r.pattern, st, e.Code)
+		}
+		mediaTypes := []struct{ contentType, body string }{
+			{"text/plain;charset=UTF-8", body},
+			{"text/plain", ""},
+			{"application/x-www-form-urlencoded", "a=b"},
+			{"application/x-www-form-urlencoded", ""},
+			{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n" + body + "\r\n--x--\r\n"},
+		}
+		for _, mt := range mediaTypes {
+			for _, origin := range []string{"", allowedOrigin} {
+				h := map[string]string{"Content-Type": mt.contentType}
+				if origin != "" {
+					h["Origin"] = origin
+				}
+				if st, e := do(method, url, mt.body, h); st != 415 || e.Code != "UNSUPPORTED_MEDIA_TYPE" || e.Error != "Unsupported Media Type" || e.Message == "" {
+					t.Errorf("%s with %s from %q: %d %+v, want 415 UNSUPPORTED_MEDIA_TYPE", r.pattern, mt.contentType, origin, st, e)
+				}
+			}
+		}
+	}
+	if writes < 17 || reads < 10 {
+		t.Errorf("only %d write and %d read routes were tried", writes, reads)
+	}
+}
+
+// TestCrossSiteAttacks replays the attacks a page on another site, or on a
+// sibling subdomain, could mount with the victim's cookie, and checks that
+// none changes anything, while the allowed frontend still works.
+func TestCrossSiteAttacks(t *testing.T) {
+	_, api, _ := newCrossSiteStack(t)
+	send := func(method, path, body, cookie string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, api.URL+path, strings.NewReader(body))
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := send("POST", "/api/auth/sign-up/email", `{"email":"victim@example.com","password":"victim-pass-1","name":"V"}`, "", map[string]string{"Content-Type": "application/json"})
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
+		t.Fatalf("sign-up: %d %s", resp.StatusCode, body)
+	}
+	c := resp.Cookies()[0]
+	cookie := c.Name + "=" + c.Value
+	resp, body = send("POST", "/api/chats", `{"title":"kept"}`, cookie, map[string]string{"Content-Type": "application/json"})
+	if resp.StatusCode != 201 {
+		t.Fatalf("create chat: %d %s", resp.StatusCode, body)
+	}
+	chatID := jsonField(t, body, "id")
+	countChats := func() string {
+		t.Helper()
+		resp, body := send("GET", "/api/auth/session", "", cookie, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("the victim's session is gone: %d %s", resp.StatusCode, body)
+		}
+		var s struct {
+			Data struct{ User struct{ ID string } }
+		}
+		_ = json.Unmarshal([]byte(body), &s)
+		resp, body = send("GET", "/api/users/"+s.Data.User.ID+"/chats", "", cookie, nil)
+		var page struct{ Data struct{ Total int } }
+		_ = json.Unmarshal([]byte(body), &page)
+		return resp.Status + " " + strconv.Itoa(page.Data.Total)
+	}
+	before := countChats()
+
+	attacks := []struct {
+		name, method, path, body string
+		header                   map[string]string
+	}{
+		{"create a chat with a text/plain form", "POST", "/api/chats", `{"title":"planted"}`, map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}},
+		{"create a chat from a sibling subdomain", "POST", "/api/chats", `{"title":"planted"}`, map[string]string{"Origin": siblingOrigin, "Sec-Fetch-Site": "same-site", "Content-Type": "application/json"}},
+		{"create a chat from a sandboxed frame", "POST", "/api/chats", `{"title":"planted"}`, map[string]string{"Origin": "null", "Content-Type": "application/json"}},
+		{"create a chat with an unlabelled body from a sibling", "POST", "/api/chats", `{"title":"planted"}`, map[string]string{"Origin": siblingOrigin}},
+		{"delete the chat", "DELETE", "/api/chats/" + chatID, "", map[string]string{"Origin": "https://evil.example"}},
+		{"sign out", "POST", "/api/auth/sign-out", "", map[string]string{"Origin": siblingOrigin, "Content-Type": "application/x-www-form-urlencoded"}},
+	}
+	for _, a := range attacks {
+		if resp, body := send(a.method, a.path, a.body, cookie, a.header); resp.StatusCode != 403 && resp.StatusCode != 415 {
+			t.Errorf("%s: %d %s, want it refused", a.name, resp.StatusCode, body)
+		}
+	}
+	if after := countChats(); after != before {
+		t.Errorf("chats before the attacks %q, after %q", before, after)
+	}
+	if resp, body := send("GET", "/api/chats/"+chatID+"/messages", "", cookie, nil); resp.StatusCode != 200 {
+		t.Errorf("the chat is gone: %d %s", resp.StatusCode, body)
+	}
+
+	// A cross-site sign-in (login CSRF) sets no cookie.
+	resp, body = send("POST", "/api/auth/sign-in/email", `{"email":"victim@example.com","password":"victim-pass-1"}`, "", map[string]string{"Origin": siblingOrigin, "Content-Type": "text/plain"})
+	if resp.StatusCode != 403 || len(resp.Cookies()) != 0 {
+		t.Errorf("cross-site sign-in: %d, %d cookies, %s; want 403 and no cookie", resp.StatusCode, len(resp.Cookies()), body)
+	}
+
+	// The allowed frontend works as before.
+	resp, body = send("POST", "/api/chats", `{"title":"from the frontend"}`, cookie, map[string]string{"Origin": allowedOrigin, "Content-Type": "application/json"})
+	if resp.StatusCode != 201 || resp.Header.Get("Access-Control-Allow-Origin") != allowedOrigin {
+		t.Errorf("allowed frontend: %d %s (CORS %q)", resp.StatusCode, body, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	resp, body = send("POST", "/api/auth/sign-in/email", `{"email":"victim@example.com","password":"victim-pass-1"}`, "", map[string]string{"Origin": allowedOrigin, "Content-Type": "application/json"})
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
+		t.Errorf("sign-in from the allowed frontend: %d %s", resp.StatusCode, body)
+	}
 }

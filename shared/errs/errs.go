@@ -33,6 +33,10 @@ const (
 	MethodNotAllowed             // the route exists but not for this method: 405
 )
 
+// UnsupportedMediaType: the request body is declared in a type the service
+// does not take: 415.
+const UnsupportedMediaType = MethodNotAllowed + 1
+
 var kindNames = [...]string{
 	Internal:         "internal",
 	Invalid:          "invalid",
@@ -45,6 +49,8 @@ var kindNames = [...]string{
 	Unavailable:      "unavailable",
 	Timeout:          "timeout",
 	MethodNotAllowed: "method not allowed",
+
+	UnsupportedMediaType: "unsupported media type",
 }
 
 // String returns a lower-case name for k.
@@ -68,6 +74,8 @@ var defaultCodes = [...]string{
 	Unavailable:      "SERVICE_UNAVAILABLE",
 	Timeout:          "TIMEOUT",
 	MethodNotAllowed: "METHOD_NOT_ALLOWED",
+
+	UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
 }
 
 // DefaultCode returns the machine code used for k when an error names none.

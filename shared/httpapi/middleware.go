@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -34,14 +35,16 @@ type Options struct {
 }
 
 // Stack wraps h in the standard middleware, outermost first: security
-// headers, request id, request logging, panic recovery, CORS and the body
+// headers, request id, request logging, panic recovery, CORS, the refusal
+// of cross-site writes and of bodies that are not JSON, and the body
 // limit.
 func Stack(h http.Handler, o Options) http.Handler {
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover, CORS(o.AllowedOrigins), LimitBody(MaxBodyBytes))
+	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover, CORS(o.AllowedOrigins),
+		CrossSiteWrites(o.AllowedOrigins), LimitBody(MaxBodyBytes))
 }
 
 // SecurityHeaders sets headers that are right for every API response.
@@ -197,4 +200,76 @@ func CORS(allowed []string) Middleware {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// CrossSiteWrites refuses the state-changing requests (every method but
+// GET, HEAD and OPTIONS) a browser may have sent for a page of another
+// origin, so that the session cookie alone never authorizes a change:
+//
+//   - A request from an origin that is neither the API's own nor one of
+//     allowed is 403 ORIGIN_NOT_ALLOWED (the "null" origin of sandboxed
+//     frames and local files included). The check is net/http's
+//     CrossOriginProtection: a browser's Sec-Fetch-Site header decides
+//     when present (same-origin passes, same-site and cross-site do not
+//     unless Origin is allowed); without it, Origin must be absent, allowed,
+//     or name the host the request was addressed to (r.Host). Requests with
+//     neither header are not from a browser's page and pass.
+//   - A request that declares its body in a type other than JSON is 415
+//     UNSUPPORTED_MEDIA_TYPE: Content-Type, when present, must be
+//     application/json, with no charset or UTF-8. This refuses the bodies a
+//     page may send cross-site without a CORS preflight (text/plain, form,
+//     multipart) even where the origin check lets a request through. A
+//     request without Content-Type is read as JSON, and a body-less one
+//     needs none.
+//
+// Origins in allowed that are not of the form scheme://host[:port] are
+// ignored (config.Load refuses them).
+func CrossSiteWrites(allowed []string) Middleware {
+	const op = "httpapi.CrossSiteWrites"
+	protection := http.NewCrossOriginProtection()
+	for _, o := range allowed {
+		_ = protection.AddTrustedOrigin(o)
+	}
+	protection.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, errs.E(op, errs.Forbidden, "ORIGIN_NOT_ALLOWED",
+			"cross-site request refused: the request's origin is neither this API's own nor an allowed origin"))
+	}))
+	return func(next http.Handler) http.Handler {
+		return protection.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions:
+			default:
+				if err := checkJSONContentType(r); err != nil {
+					WriteError(w, r, errs.Wrap(op, err))
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		}))
+	}
+}
+
+// checkJSONContentType fails with UNSUPPORTED_MEDIA_TYPE unless r's
+// Content-Type is absent or blank, or application/json with no charset or
+// UTF-8 (case-insensitive).
+func checkJSONContentType(r *http.Request) error {
+	const op = "httpapi.checkJSONContentType"
+	unsupported := func(msg string) error {
+		return errs.E(op, errs.UnsupportedMediaType, "", msg)
+	}
+	values := r.Header.Values("Content-Type")
+	switch {
+	case len(values) == 0 || len(values) == 1 && strings.TrimSpace(values[0]) == "":
+		return nil
+	case len(values) > 1:
+		return unsupported("Content-Type is given more than once")
+	}
+	mediaType, params, err := mime.ParseMediaType(values[0])
+	if err != nil || mediaType != "application/json" {
+		return unsupported("request bodies must be JSON, sent with Content-Type: application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return unsupported("JSON request bodies must be UTF-8")
+	}
+	return nil
 }

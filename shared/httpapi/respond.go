@@ -66,6 +66,8 @@ func StatusOf(err error) int {
 		return http.StatusGatewayTimeout
 	case errs.MethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case errs.UnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	default:
 		return http.StatusInternalServerError
 	}
