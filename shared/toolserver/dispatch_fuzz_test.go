@@ -82,15 +82,30 @@ var fuzzDispatchSeeds = []string{
 	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 	`[{"jsonrpc":"2.0","id":5,"method":"tools/list"},{"jsonrpc":"2.0","id":6,"method":"ping"}]`,
 	`{"jsonrpc":"1.0","method":"listTools","params":{}}`,
+	`[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}},5]`,
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+	`{"jsonrpc":"2.0","id":4,"method":"tools/nuke","params":{}}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]}`,
+	`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}`,
+	`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":5}}`,
+	`{"jsonrpc":"2.0","id":1,"result":{}}`,
+	`{"jsonrpc":"2.0","method":"notifications/nuke"}`,
+	`{"id":1,"method":"tools/list"}`,
 }
 
 var fuzzCodePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // FuzzDispatch POSTs arbitrary bodies, with the service key, to the tool
-// server behind the standard middleware (httpapi.Stack) and checks:
+// server behind the standard middleware (httpapi.Stack), once as a
+// service-protocol client and once as an MCP client (Accept listing
+// text/event-stream), and checks:
 //   - no panic, and no 5xx but TOOL_EXECUTION_FAILED (500) or TOOL_TIMEOUT
 //     (504) for a service-protocol runTool body;
-//   - every other non-2xx response to a body that is not JSON-RPC is the
+//   - a body answered by the service protocol gets, when it fails, the
 //     standard error body: JSON content type, exactly {error, message,
 //     code[, details]}, error the status text, code UPPER_SNAKE and among
 //     the protocol's codes with its status; a body that is not valid JSON
@@ -99,8 +114,11 @@ var fuzzCodePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 //     one of the four methods: listTools lists every tool, searchTools
 //     returns tools of the registry, getTool the tool asked for, runTool a
 //     result matching the tool's output schema;
-//   - a JSON-RPC body may go to the MCP SDK, whose errors may be plain
-//     text, but it never gets a 5xx and its non-empty 2xx bodies are JSON.
+//   - a body answered as JSON-RPC (a JSON-RPC message or batch; from the
+//     MCP client also malformed JSON, non-objects and objects naming no
+//     service method) gets no 5xx, and either 202 with no body or JSON-RPC
+//     responses as JSON, each exactly {jsonrpc, id, result | error}, errors
+//     with a code and a message free of Go internals, a 4xx a single error.
 func FuzzDispatch(f *testing.F) {
 	reg := fuzzRegistry(f)
 	h := httpapi.Stack(toolserver.Routes(reg, fuzzKey), httpapi.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -108,86 +126,159 @@ func FuzzDispatch(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, toolserver.Path, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(toolserver.ServiceKeyHeader, fuzzKey)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-
-		status, out := rec.Code, rec.Body.Bytes()
-		rpc := fuzzLooksLikeJSONRPC(body)
-		// The request as the server reads it: exact member names.
-		var msg, params map[string]json.RawMessage
-		var method, toolID string
-		service := !rpc && json.Unmarshal(body, &msg) == nil && json.Unmarshal(msg["method"], &method) == nil
-		if service && json.Unmarshal(msg["params"], &params) == nil {
-			_ = json.Unmarshal(params["toolId"], &toolID)
-		}
-		runTool := service && method == toolserver.MethodRunTool
-
-		if rpc {
-			if status >= 500 {
-				t.Fatalf("JSON-RPC body %q: status %d %q", body, status, fuzzClip(out))
+		for _, mcpClient := range []bool{false, true} {
+			req := httptest.NewRequest(http.MethodPost, toolserver.Path, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			if mcpClient {
+				req.Header.Set("Accept", "application/json, text/event-stream")
 			}
-			if status < 300 && len(bytes.TrimSpace(out)) > 0 && !json.Valid(out) {
-				t.Fatalf("JSON-RPC body %q: %d with a body that is not JSON: %q", body, status, fuzzClip(out))
-			}
-			return
-		}
-
-		if status >= 300 {
-			e := fuzzCheckErrorBody(t, body, rec)
-			if status >= 500 && !(runTool && (e.Code == tools.CodeToolExecutionFailed && status == 500 || e.Code == tools.CodeToolTimeout && status == 504)) {
-				t.Fatalf("body %q: %d %s, a 5xx that is not a runTool failure", body, status, e.Code)
-			}
-			if !json.Valid(body) && (status != 400 || e.Code != toolserver.CodeInvalidJSON) {
-				t.Fatalf("malformed body %q: %d %s, want 400 INVALID_JSON", body, status, e.Code)
-			}
-			return
-		}
-
-		if status != http.StatusOK || !service {
-			t.Fatalf("body %q: %d %q, want 200 for a service-protocol request", body, status, fuzzClip(out))
-		}
-		fuzzCheckJSONContentType(t, rec)
-		var env struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if err := fuzzStrictUnmarshal(out, &env); err != nil || len(env.Data) == 0 || env.Data[0] != '{' {
-			t.Fatalf("body %q: 200 %q is not {\"data\": {...}} (%v)", body, fuzzClip(out), err)
-		}
-		switch method {
-		case toolserver.MethodListTools, toolserver.MethodSearchTools:
-			var res toolserver.ToolsResult
-			if err := fuzzStrictUnmarshal(env.Data, &res); err != nil {
-				t.Fatalf("%s: %v", method, err)
-			}
-			if method == toolserver.MethodListTools && len(res.Tools) != len(reg.List()) {
-				t.Fatalf("listTools returned %d tools, the registry has %d", len(res.Tools), len(reg.List()))
-			}
-			for _, tl := range res.Tools {
-				if _, err := reg.Get(tl.ID); err != nil {
-					t.Fatalf("%s returned %q, not a tool of the registry", method, tl.ID)
-				}
-			}
-		case toolserver.MethodGetTool:
-			var d toolserver.ToolDetail
-			if err := fuzzStrictUnmarshal(env.Data, &d); err != nil || d.ID != toolID {
-				t.Fatalf("getTool %q returned %q (%v)", toolID, d.ID, err)
-			}
-		case toolserver.MethodRunTool:
-			var r toolserver.RunResult
-			if err := fuzzStrictUnmarshal(env.Data, &r); err != nil || r.Result == nil || r.ExecutionTime < 0 {
-				t.Fatalf("runTool %q returned %s (%v)", toolID, fuzzClip(env.Data), err)
-			}
-			if err := reg.ValidateOutput(toolID, r.Result); err != nil {
-				t.Fatalf("runTool %q on %q: output %s does not match the output schema: %v", toolID, body, fuzzClip(env.Data), err)
-			}
-		default:
-			t.Fatalf("method %q answered 200", method)
+			req.Header.Set(toolserver.ServiceKeyHeader, fuzzKey)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			fuzzCheckAnswer(t, reg, body, mcpClient, rec)
 		}
 	})
+}
+
+// fuzzCheckAnswer checks the answer rec to body (see FuzzDispatch).
+func fuzzCheckAnswer(t *testing.T, reg *tools.Registry, body []byte, mcpClient bool, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	status, out := rec.Code, rec.Body.Bytes()
+	// The request as the server reads it: exact member names.
+	var msg, params map[string]json.RawMessage
+	var method, toolID string
+	object := json.Unmarshal(body, &msg) == nil && msg != nil && fuzzIsJSONObject(body)
+	_, hasVersion := msg["jsonrpc"]
+	_ = json.Unmarshal(msg["method"], &method)
+	serviceMethod := method == toolserver.MethodListTools || method == toolserver.MethodSearchTools ||
+		method == toolserver.MethodGetTool || method == toolserver.MethodRunTool
+	rpc := fuzzLooksLikeJSONRPC(body) || mcpClient && !(object && !hasVersion && serviceMethod)
+	service := !rpc && object && json.Unmarshal(msg["method"], &method) == nil
+	if service && json.Unmarshal(msg["params"], &params) == nil {
+		_ = json.Unmarshal(params["toolId"], &toolID)
+	}
+	runTool := service && method == toolserver.MethodRunTool
+
+	if rpc {
+		fuzzCheckRPCAnswer(t, body, rec)
+		return
+	}
+
+	if status >= 300 {
+		e := fuzzCheckErrorBody(t, body, rec)
+		if status >= 500 && !(runTool && (e.Code == tools.CodeToolExecutionFailed && status == 500 || e.Code == tools.CodeToolTimeout && status == 504)) {
+			t.Fatalf("body %q: %d %s, a 5xx that is not a runTool failure", body, status, e.Code)
+		}
+		if !json.Valid(body) && (status != 400 || e.Code != toolserver.CodeInvalidJSON) {
+			t.Fatalf("malformed body %q: %d %s, want 400 INVALID_JSON", body, status, e.Code)
+		}
+		return
+	}
+
+	if status != http.StatusOK || !service {
+		t.Fatalf("body %q: %d %q, want 200 for a service-protocol request", body, status, fuzzClip(out))
+	}
+	fuzzCheckJSONContentType(t, rec)
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := fuzzStrictUnmarshal(out, &env); err != nil || len(env.Data) == 0 || env.Data[0] != '{' {
+		t.Fatalf("body %q: 200 %q is not {\"data\": {...}} (%v)", body, fuzzClip(out), err)
+	}
+	switch method {
+	case toolserver.MethodListTools, toolserver.MethodSearchTools:
+		var res toolserver.ToolsResult
+		if err := fuzzStrictUnmarshal(env.Data, &res); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if method == toolserver.MethodListTools && len(res.Tools) != len(reg.List()) {
+			t.Fatalf("listTools returned %d tools, the registry has %d", len(res.Tools), len(reg.List()))
+		}
+		for _, tl := range res.Tools {
+			if _, err := reg.Get(tl.ID); err != nil {
+				t.Fatalf("%s returned %q, not a tool of the registry", method, tl.ID)
+			}
+		}
+	case toolserver.MethodGetTool:
+		var d toolserver.ToolDetail
+		if err := fuzzStrictUnmarshal(env.Data, &d); err != nil || d.ID != toolID {
+			t.Fatalf("getTool %q returned %q (%v)", toolID, d.ID, err)
+		}
+	case toolserver.MethodRunTool:
+		var r toolserver.RunResult
+		if err := fuzzStrictUnmarshal(env.Data, &r); err != nil || r.Result == nil || r.ExecutionTime < 0 {
+			t.Fatalf("runTool %q returned %s (%v)", toolID, fuzzClip(env.Data), err)
+		}
+		if err := reg.ValidateOutput(toolID, r.Result); err != nil {
+			t.Fatalf("runTool %q on %q: output %s does not match the output schema: %v", toolID, body, fuzzClip(env.Data), err)
+		}
+	default:
+		t.Fatalf("method %q answered 200", method)
+	}
+}
+
+// fuzzInternals are fragments of Go internals no JSON-RPC error may carry.
+var fuzzInternals = []string{"Go value", "jsonrpc2", "wireDecode", "unmarshal", "json:", ".go:", "goroutine"}
+
+// fuzzCheckRPCAnswer checks a JSON-RPC answer (see FuzzDispatch).
+func fuzzCheckRPCAnswer(t *testing.T, body []byte, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	status, out := rec.Code, rec.Body.Bytes()
+	if status >= 500 {
+		t.Fatalf("JSON-RPC body %q: status %d %q", body, status, fuzzClip(out))
+	}
+	if status == http.StatusAccepted {
+		if len(out) != 0 {
+			t.Fatalf("JSON-RPC body %q: 202 with a body %q", body, fuzzClip(out))
+		}
+		return
+	}
+	fuzzCheckJSONContentType(t, rec)
+	trimmed := bytes.TrimSpace(out)
+	var items []json.RawMessage
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if status >= 300 {
+			t.Fatalf("JSON-RPC body %q: %d with a batch answer %q", body, status, fuzzClip(out))
+		}
+		if err := json.Unmarshal(trimmed, &items); err != nil || len(items) == 0 {
+			t.Fatalf("JSON-RPC body %q: answer %q is not a batch (%v)", body, fuzzClip(out), err)
+		}
+	} else {
+		items = []json.RawMessage{trimmed}
+	}
+	for _, it := range items {
+		var resp struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  json.RawMessage `json:"result"`
+			Error   *struct {
+				Code    int             `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		if err := fuzzStrictUnmarshal(it, &resp); err != nil {
+			t.Fatalf("JSON-RPC body %q: %d answer %q is not a JSON-RPC response: %v", body, status, fuzzClip(out), err)
+		}
+		if resp.JSONRPC != "2.0" || len(resp.ID) == 0 || (resp.Error == nil) == (len(resp.Result) == 0) {
+			t.Fatalf("JSON-RPC body %q: answer %q needs jsonrpc 2.0, an id, and a result or an error", body, fuzzClip(it))
+		}
+		if status >= 300 && resp.Error == nil {
+			t.Fatalf("JSON-RPC body %q: %d without an error %q", body, status, fuzzClip(it))
+		}
+		if resp.Error == nil {
+			continue
+		}
+		if resp.Error.Code == 0 || resp.Error.Message == "" {
+			t.Fatalf("JSON-RPC body %q: error %q without a code or a message", body, fuzzClip(it))
+		}
+		for _, leak := range fuzzInternals {
+			if strings.Contains(resp.Error.Message, leak) {
+				t.Fatalf("JSON-RPC body %q: error message %q carries internals (%q)", body, resp.Error.Message, leak)
+			}
+		}
+	}
 }
 
 // fuzzErrorStatus is the status of each error code the tool server may answer
@@ -246,14 +337,17 @@ func fuzzStrictUnmarshal(b []byte, v any) error {
 	return nil
 }
 
-// fuzzLooksLikeJSONRPC reports whether body is a JSON-RPC 2.0 message or a
-// batch whose first element is one: the bodies the tool server may hand to
-// the MCP SDK.
+// fuzzLooksLikeJSONRPC reports whether body is a JSON-RPC message (an
+// object with a jsonrpc member) or a batch whose first element is one: the
+// bodies the tool server answers as JSON-RPC whoever sends them.
 func fuzzLooksLikeJSONRPC(body []byte) bool {
 	isMsg := func(raw []byte) bool {
 		var m map[string]json.RawMessage
-		var v string
-		return json.Unmarshal(raw, &m) == nil && json.Unmarshal(m["jsonrpc"], &v) == nil && v == "2.0"
+		if json.Unmarshal(raw, &m) != nil || !fuzzIsJSONObject(raw) {
+			return false
+		}
+		_, ok := m["jsonrpc"]
+		return ok
 	}
 	trimmed := bytes.Trim(body, " \t\r\n") // JSON whitespace
 	switch {
@@ -264,6 +358,13 @@ func fuzzLooksLikeJSONRPC(body []byte) bool {
 		return json.Unmarshal(trimmed, &batch) == nil && len(batch) > 0 && isMsg(batch[0])
 	}
 	return false
+}
+
+// fuzzIsJSONObject reports whether b is a JSON object (JSON whitespace
+// around it allowed).
+func fuzzIsJSONObject(b []byte) bool {
+	t := bytes.Trim(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
 }
 
 // clip shortens a response body for a failure message.

@@ -255,8 +255,16 @@ func TestJSONRPCOverHTTP(t *testing.T) {
 					t.Errorf("error = %s (%v)", resp["error"], err)
 				}
 			}},
-		// The SDK answers a method it does not know with a plain-text 400.
-		{"unknown JSON-RPC method", `{"jsonrpc":"2.0","id":4,"method":"tools/delete","params":{}}`, 400, nil},
+		{"unknown JSON-RPC method", `{"jsonrpc":"2.0","id":4,"method":"tools/delete","params":{}}`, 200,
+			func(t *testing.T, resp map[string]json.RawMessage) {
+				var e struct {
+					Code    int
+					Message string
+				}
+				if err := json.Unmarshal(resp["error"], &e); err != nil || e.Code != -32601 || !strings.Contains(e.Message, "tools/delete") || string(resp["id"]) != "4" {
+					t.Errorf("error = %s, id %s (%v)", resp["error"], resp["id"], err)
+				}
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,7 +304,7 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 // TestJSONRPCBatch checks a batch array reaches the SDK: answered for the
-// 2025-03-26 protocol, which has batches, and refused by the SDK (not as
+// 2025-03-26 protocol, which has batches, and refused as JSON-RPC (not as
 // the service protocol's INVALID_REQUEST) for later versions.
 func TestJSONRPCBatch(t *testing.T) {
 	t.Parallel()
@@ -328,7 +336,7 @@ func TestJSONRPCBatch(t *testing.T) {
 	}
 
 	status, _, body = post(t, srv, headers("2025-06-18"), strings.NewReader(batch))
-	if status != http.StatusBadRequest || strings.Contains(string(body), "INVALID_REQUEST") {
-		t.Errorf("2025-06-18 batch: %d %s, want the SDK's refusal", status, body)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
+		t.Errorf("2025-06-18 batch: %d %s, want a JSON-RPC invalid request", status, body)
 	}
 }

@@ -37,10 +37,13 @@ const (
 // Every request must carry the service key, in X-Service-Key or (for MCP
 // clients) as "Authorization: Bearer <key>"; an empty serviceKey refuses
 // every request. The body (at most httpapi.MaxBodyBytes) is then
-// dispatched: a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0", or a
-// batch array of them) goes to a stateless MCP Streamable HTTP handler
-// serving reg's tools; anything else is the service protocol ({"method",
-// "params"} in, {"data"} out). GET and DELETE /mcp are 405: a stateless
+// dispatched: a JSON-RPC message (an object with a jsonrpc member, or a
+// batch array of them) is validated and goes to a stateless MCP Streamable
+// HTTP handler serving reg's tools, every refusal answered as a JSON-RPC
+// error; anything else is the service protocol ({"method", "params"} in,
+// {"data"} out), except that an MCP client's body (by its headers) that is
+// not JSON, not an object or names no service method is answered as
+// JSON-RPC. GET and DELETE /mcp are 405: a stateless
 // server offers no standalone SSE stream and no sessions to delete.
 func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
 	s := &server{
@@ -80,13 +83,22 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, isRPC, err := parseBody(body)
 	if err != nil {
+		if fromMCPClient(r) {
+			// An MCP client's body that is not JSON, or not an object.
+			f := rpcFault{status: http.StatusBadRequest, code: rpcInvalidRequest, message: "a JSON-RPC message must be an object, or a batch array of them"}
+			if errs.CodeOf(err) == CodeInvalidJSON {
+				f.code, f.message = rpcParseError, "the body is not valid JSON"
+			}
+			writeRPCFault(w, r, f)
+			return
+		}
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	if isRPC {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		s.mcp.ServeHTTP(w, r)
+	if isRPC || fromMCPClient(r) && !namesServiceMethod(msg) {
+		// An MCP client's object that names no service-protocol method is
+		// a JSON-RPC message missing its jsonrpc member.
+		s.serveRPC(w, r, body)
 		return
 	}
 	data, err := s.call(r, msg)
@@ -95,6 +107,27 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.Respond(w, http.StatusOK, data)
+}
+
+// serveRPC validates a JSON-RPC body and hands its canonical form to the
+// MCP handler, answering as JSON-RPC whatever either refuses.
+func (s *server) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
+	canonical, calls, fault := parseRPC(body, r.Header.Get("MCP-Protocol-Version"))
+	if fault != nil {
+		writeRPCFault(w, r, *fault)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(canonical))
+	r.ContentLength = int64(len(canonical))
+	if strings.TrimSpace(r.Header.Get("Content-Type")) == "" {
+		// As on the REST side, a body without Content-Type is read as
+		// JSON (a declared other type never gets here: httpapi.Stack
+		// answers it 415).
+		r.Header.Set("Content-Type", "application/json")
+	}
+	answer := &rpcAnswer{header: w.Header()}
+	s.mcp.ServeHTTP(answer, r)
+	answer.send(w, r, calls)
 }
 
 // authorized reports whether r carries the service key: X-Service-Key when
@@ -123,10 +156,11 @@ func presentedKey(r *http.Request) (string, bool) {
 	return cred, cred != ""
 }
 
-// parseBody classifies a request body: a JSON-RPC 2.0 message or batch
-// (isRPC), or a service-protocol object, returned as its members. It fails
-// with INVALID_JSON for malformed JSON and INVALID_REQUEST for valid JSON
-// that is not an object.
+// parseBody classifies a request body: a JSON-RPC message (an object with
+// a jsonrpc member) or batch (an array whose first element is one),
+// reported as isRPC and validated later, or an object, returned as its
+// members. It fails with INVALID_JSON for malformed JSON and
+// INVALID_REQUEST for valid JSON that is neither.
 func parseBody(body []byte) (msg map[string]json.RawMessage, isRPC bool, err error) {
 	const op = "toolserver.parseBody"
 	// JSON whitespace only: bytes.TrimSpace would also drop \v, \f, U+0085
@@ -160,13 +194,6 @@ func parseBody(body []byte) (msg map[string]json.RawMessage, isRPC bool, err err
 		return nil, false, malformed
 	}
 	return nil, false, notObject
-}
-
-// isJSONRPC reports whether msg is a JSON-RPC 2.0 message.
-func isJSONRPC(msg map[string]json.RawMessage) bool {
-	var v string
-	raw, ok := msg["jsonrpc"]
-	return ok && json.Unmarshal(raw, &v) == nil && v == "2.0"
 }
 
 // call runs one service-protocol request and returns its data.

@@ -158,7 +158,6 @@ func TestErrors(t *testing.T) {
 		{"null params", srv, withKey, strings.NewReader(`{"method":"listTools","params":null}`), 400, "INVALID_REQUEST", "params", ""},
 		{"params not an object", srv, withKey, strings.NewReader(`{"method":"listTools","params":[]}`), 400, "INVALID_REQUEST", "params", ""},
 		{"params a string", srv, withKey, strings.NewReader(`{"method":"getTool","params":"hash"}`), 400, "INVALID_REQUEST", "params", ""},
-		{"JSON-RPC version 1.0 is not JSON-RPC 2.0", srv, withKey, strings.NewReader(`{"jsonrpc":"1.0","method":"tools/list","id":1}`), 400, "INVALID_REQUEST", "params", ""},
 
 		{"unknown method", srv, withKey, strings.NewReader(`{"method":"deleteTool","params":{}}`), 400, "METHOD_NOT_FOUND", "", "deleteTool"},
 		{"method names are case-sensitive", srv, withKey, strings.NewReader(`{"method":"ListTools","params":{}}`), 400, "METHOD_NOT_FOUND", "", ""},
