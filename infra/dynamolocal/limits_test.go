@@ -260,6 +260,18 @@ func TestWriteLimits(t *testing.T) {
 				return err
 			},
 			"Size of hashkey has exceeded the maximum size limit of2048 bytes", nil, false},
+		{"key condition of a Query 2048 bytes",
+			func() error {
+				_, err := client.Query(ctx, &dynamodb.QueryInput{TableName: tbl, KeyConditionExpression: aws.String("PK = :p"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(long(2048))}})
+				return err
+			},
+			func() error {
+				_, err := client.Query(ctx, &dynamodb.QueryInput{TableName: tbl, KeyConditionExpression: aws.String("PK = :p"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(long(2049))}})
+				return err
+			},
+			"Size of hashkey has exceeded the maximum size limit of2048 bytes", nil, false},
 		{"TransactWriteItems 100 actions",
 			func() error {
 				_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts(100, 20, "h")})

@@ -378,7 +378,7 @@ func parseKeyCondition(text string, names map[string]string, values map[string]*
 		return v, nil
 	}
 	var c keyCond
-	var rangeSet bool
+	var rangeSet, other bool
 	for _, leaf := range leaves {
 		var attr, op string
 		var vals []*types.Item
@@ -456,14 +456,23 @@ func parseKeyCondition(text string, names map[string]string, values map[string]*
 		case attr == keys.rng:
 			return c, validation("KeyConditionExpressions must only contain one condition per key")
 		default:
-			return c, validation("Query key condition not supported")
+			other = true
 		}
 	}
 	if c.hash == nil {
 		return c, validation("Query condition missed key schema element: %s", keys.hash)
 	}
+	if other {
+		return c, validation("Query key condition not supported")
+	}
+	if keySize(c.hash) > maxHashKey {
+		return c, validation("One or more parameter values were invalid: Size of hashkey has exceeded the maximum size limit of%d bytes", maxHashKey)
+	}
+	if keySize(c.rng1) > maxRangeKey || keySize(c.rng2) > maxRangeKey {
+		return c, validation("One or more parameter values were invalid: Aggregated size of all range keys has exceeded the size limit of %d bytes", maxRangeKey)
+	}
 	if c.op == "BETWEEN" && scalarOf(c.rng1).compareValue(scalarOf(c.rng2)) > 0 {
-		return c, invalid("Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: %s, upper bound operand: %s",
+		return c, invalid("The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: %s, upper bound operand: %s",
 			scalarOf(c.rng1).raw, scalarOf(c.rng2).raw)
 	}
 	return c, nil

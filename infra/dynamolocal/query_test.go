@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/infra/dynamolocal"
@@ -115,5 +118,48 @@ func BenchmarkQuery(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyConditionIsCheckedLikeDynamoDB: a KeyConditionExpression must be
+// an equality on the partition key and at most one condition on the sort
+// key, with operands of the keys' types; anything else is refused with
+// AWS's message instead of being evaluated.
+func TestKeyConditionIsCheckedLikeDynamoDB(t *testing.T) {
+	t.Parallel()
+	_, db, client := start(t)
+	seedMessages(t, db)
+	ctx := ctxT(t)
+	tests := []struct {
+		name, expr, index, want string
+		values                  map[string]types.AttributeValue
+	}{
+		{"partition key only", "Chat = :c", "", "", map[string]types.AttributeValue{":c": avS("c1")}},
+		{"with a sort key condition, parenthesized", "(Chat = :c) AND (Seq BETWEEN :a AND :b)", "", "", map[string]types.AttributeValue{":c": avS("c1"), ":a": avN("1"), ":b": avN("3")}},
+		{"missing the partition key", "Seq = :s", "", "Query condition missed key schema element: Chat", map[string]types.AttributeValue{":s": avN("1")}},
+		{"a non-key attribute", "Chat = :c AND Author = :a", "", "Query key condition not supported", map[string]types.AttributeValue{":c": avS("c1"), ":a": avS("ann")}},
+		{"a range on the partition key", "Chat > :c", "", "Query key condition not supported", map[string]types.AttributeValue{":c": avS("c1")}},
+		{"OR", "Chat = :c OR Seq = :s", "", "Invalid operator used in KeyConditionExpression: OR", map[string]types.AttributeValue{":c": avS("c1"), ":s": avN("1")}},
+		{"two sort key conditions", "Chat = :c AND Seq > :a AND Seq < :b", "", "KeyConditionExpressions must only contain one condition per key", map[string]types.AttributeValue{":c": avS("c1"), ":a": avN("1"), ":b": avN("3")}},
+		{"operand of another type", "Chat = :c AND Seq = :s", "", "Condition parameter type does not match schema type", map[string]types.AttributeValue{":c": avS("c1"), ":s": avS("1")}},
+		{"begins_with on a number", "Chat = :c AND begins_with(Seq, :s)", "", "operator or function: begins_with, operand type: N", map[string]types.AttributeValue{":c": avS("c1"), ":s": avN("1")}},
+		{"undefined value", "Chat = :nope", "", "An expression attribute value used in expression is not defined; attribute value: :nope", nil},
+		{"syntax error", "Chat = = :c", "", "Invalid KeyConditionExpression: Syntax error", map[string]types.AttributeValue{":c": avS("c1")}},
+		{"index keys", "Author = :a AND begins_with(Stamp, :p)", "ByAuthor", "", map[string]types.AttributeValue{":a": avS("ann"), ":p": avS("2024")}},
+		{"table key on an index", "Chat = :c", "ByAuthor", "Query condition missed key schema element: Author", map[string]types.AttributeValue{":c": avS("c1")}},
+	}
+	for _, tt := range tests {
+		in := &dynamodb.QueryInput{TableName: aws.String("msgs"), KeyConditionExpression: aws.String(tt.expr), ExpressionAttributeValues: tt.values}
+		if tt.index != "" {
+			in.IndexName = aws.String(tt.index)
+		}
+		_, err := client.Query(ctx, in)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+			continue
+		}
+		wantValidation(t, tt.name, err, tt.want)
 	}
 }
