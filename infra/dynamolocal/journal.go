@@ -57,6 +57,7 @@ type journal struct {
 	last     uint64 // lsn of the last record appended
 	durable  uint64 // lsn of the last record synced
 	flushing bool   // a writer is writing and syncing; others wait
+	inflight int64  // bytes being written by the flushing writer (in neither size nor buf)
 	err      error  // sticky: once the journal fails, it refuses writes
 	full     chan struct{}
 }
@@ -168,14 +169,14 @@ func (j *journal) wait(lsn uint64) error {
 		}
 		j.flushing = true
 		buf, upto, f := j.buf, j.last, j.f
-		j.buf = nil
+		j.buf, j.inflight = nil, int64(len(buf))
 		j.mu.Unlock()
 		_, err := f.Write(buf)
 		if err == nil {
 			err = f.Sync()
 		}
 		j.mu.Lock()
-		j.flushing = false
+		j.flushing, j.inflight = false, 0
 		if err != nil && j.err == nil {
 			j.err = fmt.Errorf("journal %s: %w", j.path, err)
 		}
@@ -200,7 +201,10 @@ func (j *journal) idle() {
 func (j *journal) mark() mark {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return mark{lsn: j.last, offset: j.size + int64(len(j.buf))}
+	// Bytes a concurrent flush is writing are part of the journal too:
+	// they end up in the file before the compaction that uses this mark
+	// reads it (compact waits for the flush).
+	return mark{lsn: j.last, offset: j.size + j.inflight + int64(len(j.buf))}
 }
 
 // lastLSN is the lsn of the last record appended.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -208,5 +209,9 @@ func TestJournalSurvivesKill(t *testing.T) {
 	}
 	if missing > 0 {
 		t.Errorf("%d acknowledged writes lost", missing)
+	}
+	out := stopServer(t, srv2)
+	if !strings.Contains(out, "replayed ") || !strings.Contains(out, "every write journaled to devserver.json.journal before it is answered") {
+		t.Errorf("the restarted server's banner does not tell the journal:\n%s", out)
 	}
 }
