@@ -38,6 +38,8 @@ var suites = []struct {
 		"Floor: the json_query tool's bare function call. RunToolOverhead is the whole POST /mcp handler in process: middleware, constant-time key check, dispatch, decoding, schema validation, the run under the tool's timeout, encoding.", ""},
 	{"./infra/local/", "BenchmarkApplyProposal|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Workflows: applying a proposal",
 		"ApplyProposal: POST .../messages/apply in process; `ddbcalls/op` = the session read, one consistent read of the workflow and the proposal (TransactGetItems), one transaction writing both. Making each proposal is outside the timing. Floor: liveness.", "200x"},
+	{"./infra/local/", "BenchmarkListChatsAtStoreSize", "BenchmarkListChatsAtStoreSize/empty_store", "Embedded engine: a Query at store size",
+		"ListChatsAtStoreSize: GET /api/users/{id}/chats?limit=10 on the embedded engine holding only the user's chats (the floor) and holding 10,000 more items of other users (chats, counters, messages). The engine answers a Query from its ordered key index, so the cost follows the page, not the store; `p50-ns` is the figure to compare.", "300x"},
 	{"./shared/workflow/", "BenchmarkEngineStep|BenchmarkEngineBareTool", "BenchmarkEngineBareTool", "Workflows: engine overhead per step",
 		"EngineStep: a ten-step json_query workflow, each step reading the previous step's result through a template, every step's start and result written to the embedded DynamoDB (plus the run's create, start and finish); `ns/step` is the figure to set against the floor, the bare json_query call through the registry.", ""},
 }

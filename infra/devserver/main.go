@@ -3,8 +3,11 @@
 // tool server on MCP_PORT (3001), on the embedded DynamoDB engine unless
 // DYNAMODB_ENDPOINT is set. It needs no AWS account and no API keys, and
 // shuts down gracefully on SIGINT or SIGTERM. With DATA_FILE the embedded
-// engine's data survives restarts: it is restored at start and saved every
-// SNAPSHOT_INTERVAL and at shutdown (`make run` keeps it in .data/).
+// engine's data survives restarts and crashes: every write is journaled
+// (DATA_FILE.journal, synced before the write is answered), the snapshot
+// in DATA_FILE and the journal are restored at start, and the journal is
+// folded into the snapshot every SNAPSHOT_INTERVAL and at shutdown (`make
+// run` keeps it in .data/).
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,8 +98,8 @@ func run() error {
 			shutdownErr = fmt.Errorf("shutdown: %w", err)
 		}
 	}
-	// Closing the stack saves the embedded engine's data (DATA_FILE), after
-	// the last request.
+	// Closing the stack folds the embedded engine's journal into its
+	// snapshot (DATA_FILE), after the last request.
 	if err := stack.Close(); err != nil {
 		return errors.Join(shutdownErr, err)
 	}
@@ -128,7 +132,7 @@ func newServer(h http.Handler, t timeouts) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, IdleTimeout: t.Idle}
 }
 
-// storageLine describes where the data is kept.
+// storageLine describes where the data is kept and how it survives.
 func storageLine(cfg config.Config, stack *local.Stack) string {
 	switch {
 	case stack.Engine == nil:
@@ -142,9 +146,17 @@ func storageLine(cfg config.Config, stack *local.Stack) string {
 	}
 	from := "new file"
 	if r := stack.Engine.Restored; r != nil {
-		from = fmt.Sprintf("restored %d tables, %d items from %s", r.Tables, r.Items, r.SavedAt.Local().Format(time.DateTime))
+		var parts []string
+		if !r.SavedAt.IsZero() {
+			parts = append(parts, fmt.Sprintf("restored %d tables, %d items from %s", r.Tables, r.Items, r.SavedAt.Local().Format(time.DateTime)))
+		}
+		if r.Replayed > 0 {
+			parts = append(parts, fmt.Sprintf("replayed %d journaled writes", r.Replayed))
+		}
+		from = strings.Join(parts, ", then ")
 	}
-	return fmt.Sprintf("embedded DynamoDB, kept in %s (%s; saved %s)", absPath(cfg.DataFile), from, when)
+	return fmt.Sprintf("embedded DynamoDB, kept in %s (%s; every write journaled to %s before it is answered, snapshot %s)",
+		absPath(cfg.DataFile), from, filepath.Base(cfg.DataFile)+".journal", when)
 }
 
 func absPath(p string) string {

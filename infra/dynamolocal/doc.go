@@ -18,12 +18,11 @@
 // projection expressions (SET with arithmetic, nested paths, list_append,
 // if_not_exists; ADD; DELETE; nested REMOVE; all comparison operators,
 // BETWEEN, IN, AND/OR/NOT, attribute_exists, attribute_not_exists,
-// attribute_type, begins_with, contains, size), ReturnValues of UpdateItem and
-// DeleteItem, ReturnValuesOnConditionCheckFailure, BatchGetItem,
-// BatchWriteItem, TransactGetItems, TransactWriteItems (a failed condition
-// cancels the whole transaction with a TransactionCanceledException carrying
-// per-item CancellationReasons; nothing is written), CreateTable, UpdateTable,
-// DeleteTable with GSIs and LSIs. ConditionalCheckFailedException and
+// attribute_type, begins_with, contains, size), ReturnValues of DeleteItem,
+// ReturnValuesOnConditionCheckFailure, BatchGetItem, BatchWriteItem,
+// TransactGetItems, CreateTable, UpdateTable, DeleteTable with GSIs and
+// LSIs. minidyn stores the items and its interpreter evaluates every
+// expression, the layer's included. ConditionalCheckFailedException and
 // TransactionCanceledException decode normally (dynamo.IsCondCheckFailed
 // works).
 //
@@ -34,18 +33,40 @@
 //     KeyConditionExpression with collision-free placeholders (#kcN, :kcN).
 //     EQ, LE, LT, GE, GT, BEGINS_WITH and BETWEEN are supported; other
 //     operators are a ValidationException, as on AWS.
-//   - Query and Scan are evaluated by the layer: minidyn only validates the
-//     request (expression syntax, unused placeholders, emulated failures) and
-//     supplies the table's items. minidyn's own search sorts keys as strings
-//     (numbers 10 < 9), loses GSI entries once an item gains index keys
-//     through UpdateItem, and ignores Select. The layer orders by key like
-//     DynamoDB (numbers numerically, strings and binaries bytewise; GSI ties
-//     by table key), honours ScanIndexForward, ExclusiveStartKey, Limit
-//     (counting items evaluated before FilterExpression), LastEvaluatedKey
+//   - Query and Scan are answered from the layer's key index: per table and
+//     per secondary index, the key values of every item in DynamoDB's order
+//     (numbers numerically, strings and binaries bytewise; index ties by
+//     table key), kept in step with each write and rebuilt from minidyn
+//     when needed (at start, after WithBackend or UpdateTable). A Query
+//     finds its range by binary search and reads only the items of its page
+//     from minidyn, by key: its cost follows the page, not the table
+//     (minidyn's own search reads the whole table, sorts keys as strings,
+//     loses GSI entries after UpdateItem and ignores Select). The key
+//     condition is checked as AWS does (equality on the partition key, at
+//     most one sort key condition, operands of the key's type); the layer
+//     honours ScanIndexForward, ExclusiveStartKey, Limit (counting items
+//     evaluated before FilterExpression), the 1 MB page, LastEvaluatedKey
 //     (table and index keys, only when more items remain), Select COUNT,
 //     Count and ScannedCount, sparse indexes, KEYS_ONLY/INCLUDE index
-//     projections and ProjectionExpression. Parallel scans work: segment 0
-//     returns every item, the other segments none.
+//     projections and ProjectionExpression, with minidyn's interpreter for
+//     filters and projections. Failures emulated for the table or index
+//     (Engine.WithBackend) are asked of minidyn in constant time. Parallel
+//     scans work: segment 0 returns every item, the other segments none.
+//   - Every write (PutItem, UpdateItem, DeleteItem, BatchWriteItem,
+//     TransactWriteItems, CreateTable, UpdateTable, DeleteTable,
+//     UpdateTimeToLive) runs under one exclusive lock, so the key index and
+//     the journal follow the order writes are applied; reads share the lock.
+//   - TransactWriteItems runs in the layer: every condition is evaluated on
+//     the items as they are, and any failing one cancels the transaction
+//     with a TransactionCanceledException giving a reason per action
+//     (ConditionalCheckFailed, with the item for ALL_OLD; None for the
+//     others), nothing written. Then each action is applied with minidyn's
+//     single-item operations; an exact image of each item (empty lists,
+//     maps and binaries included) undoes them all if one fails. minidyn's
+//     own transactions copy every table they touch to roll back.
+//   - BatchWriteItem is validated whole before anything is applied, as on
+//     AWS (minidyn applies the requests before an invalid one), then
+//     applied by minidyn, so that emulated unprocessed items still work.
 //   - CreateTable, UpdateTable, DeleteTable and DescribeTable descriptions are
 //     completed: TableStatus (ACTIVE; DELETING for DeleteTable), TableArn,
 //     CreationDateTime, AttributeDefinitions, BillingModeSummary,
@@ -61,11 +82,11 @@
 //     (checked against minidyn, sorted, with Limit, ExclusiveStartTableName
 //     and LastEvaluatedTableName).
 //   - PutItem answers no Attributes unless ReturnValues is ALL_OLD, and then
-//     the previous item (minidyn echoes the new item).
+//     the previous item (minidyn echoes the new item). UpdateItem computes
+//     ReturnValues itself.
 //   - Top-level REMOVE actions in UpdateItem and in the Update entries of
 //     TransactWriteItems are applied by the layer (minidyn ignores them;
-//     guregu emits them for Update.Remove and for Set of an empty value), and
-//     ReturnValues is computed accordingly.
+//     guregu emits them for Update.Remove and for Set of an empty value).
 //   - Errors are AWS JSON 1.0 errors with a full
 //     "com.amazonaws.dynamodb.v20120810#..." __type; minidyn's plain-text
 //     errors become JSON (unsupported operations are
@@ -74,9 +95,95 @@
 //   - Legacy parameters minidyn would silently ignore (Expected,
 //     AttributeUpdates, QueryFilter, ScanFilter, AttributesToGet,
 //     ConditionalOperator) are rejected with a ValidationException.
-//   - Backend access is serialized where minidyn is not thread-safe, so
-//     parallel tests are race-free. Use Engine.WithBackend to call the
-//     failure-emulation methods of Engine.Backend while requests may run.
+//   - Use Engine.WithBackend to call the failure-emulation methods of
+//     Engine.Backend while requests may run.
+//
+// # DynamoDB's limits
+//
+// The layer refuses what DynamoDB refuses, with AWS's ValidationException
+// messages (some of AWS's own quirks included, such as "limit of2048"):
+//
+//   - Item size, 400 KB (409,600 bytes), computed as AWS documents it: the
+//     UTF-8 bytes of every attribute name plus the value's size; strings
+//     their UTF-8 bytes, binaries their raw bytes, numbers one byte per two
+//     significant digits plus one, booleans and nulls one byte, sets the sum
+//     of their elements, lists and maps 3 bytes plus, per element, one byte
+//     and its size (its name too, in a map). PutItem, BatchWriteItem puts
+//     and TransactWriteItems puts over it: "Item size has exceeded the
+//     maximum allowed size". An UpdateItem whose resulting item is over it
+//     is undone: "Item size to update has exceeded the maximum allowed
+//     size"; in a transaction, a TransactionCanceledException whose reason
+//     for that action is ValidationError with the same message. An
+//     expression attribute value over it: "ExpressionAttributeValues
+//     contains invalid value: Item size has exceeded the maximum allowed
+//     size for key :v".
+//   - Key values, in items and in the Key of every operation: a partition
+//     key over 2048 bytes, "One or more parameter values were invalid: Size
+//     of hashkey has exceeded the maximum size limit of2048 bytes"; a sort
+//     key over 1024 bytes, "One or more parameter values were invalid:
+//     Aggregated size of all range keys has exceeded the size limit of 1024
+//     bytes"; an empty string or binary, "One or more parameter values are
+//     not valid. The AttributeValue for a key attribute cannot contain an
+//     empty string value. Key: PK". Secondary index keys of items written:
+//     "One or more parameter values were invalid: Size limit exceeded for
+//     Index Key GSI1PK Actual Size: 2049 bytes Max Size: 2048 bytes
+//     IndexName: GSI1" (1024 for a sort key), a type other than the
+//     attribute definition's, "... Type mismatch for Index Key GSI1PK
+//     Expected: S Actual: N IndexName: GSI1", and empty values.
+//   - Numbers: more than 38 significant digits, "Attempting to store more
+//     than 38 significant digits in a Number"; magnitudes from 1E+126 or
+//     under 1E-130, "Number overflow. ..." / "Number underflow. ...".
+//     Lists and maps nested deeper than 32 levels: "Nesting Levels have
+//     exceeded supported limits".
+//   - Expressions (KeyCondition, Filter, Projection, Condition, Update) over
+//     4 KB: "Invalid FilterExpression: Expression size has exceeded the
+//     maximum allowed size; expression size: 4097".
+//   - TransactWriteItems: more than 100 actions, "1 validation error
+//     detected: Value at 'transactItems' failed to satisfy constraint:
+//     Member must have length less than or equal to 100" (none: "...
+//     greater than or equal to 1"); items (keys for the actions other than
+//     Put) over 4 MB in all, "Transaction request size has exceeded the
+//     maximum allowed size of 4 MB"; two actions on one item, "Transaction
+//     request cannot include multiple operations on one item".
+//     TransactGetItems: more than 100 items, the same message as above.
+//   - BatchWriteItem: more than 25 requests for a table, "1 validation
+//     error detected: Value at 'requestItems' failed to satisfy constraint:
+//     Map value must satisfy constraint: [Member must have length less than
+//     or equal to 25, ...]", more than 25 in all, "Too many items requested
+//     for the BatchWriteItem call"; the same key twice, "Provided list of
+//     item keys contains duplicates". BatchGetItem: more than 100 keys, "Too
+//     many items requested for the BatchGetItem call"; duplicates as above.
+//   - Query and Scan: a page ends with the item that brings the data read
+//     to 1 MB (1,048,576 bytes; the items as stored, or as the index
+//     projects them), with a LastEvaluatedKey when more items remain.
+//
+// Not checked: attribute name lengths, the 2 MB of expression attribute
+// names and values (request bodies are limited to 16 MiB), BatchGetItem's
+// 16 MB response, throughput and throttling, item collection sizes.
+//
+// # Durability (Options.DataFile)
+//
+// Every successful write request is appended to the journal,
+// DataFile + ".journal", and the file synced, before the write is
+// answered; writers arriving during a sync share the next one (group
+// commit). Failed requests are not journaled. StartWith restores the
+// snapshot in DataFile and replays, in order, the journal's records after
+// the last one the snapshot holds; each write is deterministic given the
+// data before it, so the replay rebuilds exactly the answered state. A
+// crash while a record is appended leaves a torn last record, never
+// answered: it is dropped and cut off. A record that fails its checksum
+// with data after it, records out of sequence, or a journal that does not
+// continue its snapshot stop the start with an error naming the file; the
+// files are left untouched. Every Interval (when data changed), when the
+// journal passes 64 MiB and at Close, the data is written to DataFile
+// atomically, with the sequence number of the last write it holds, and the
+// journal is then rewritten without those records (atomically too; a
+// crash in between replays only the later records). If the journal cannot
+// be written or synced, every later write fails with an
+// InternalServerError until the engine restarts. DataFile + ".lock" keeps
+// a second engine off the same files (on Unix). Changes made through
+// Engine.WithBackend or Engine.Restore are not journaled; the next
+// snapshot saves them.
 //
 // # Unsupported and known differences
 //
@@ -88,15 +195,15 @@
 //     ("a","b.c") are the same item). Use another separator, e.g. "#".
 //   - Numbers are not normalized: 1 and 1.0 are different keys (the SDK and
 //     guregu encode numbers canonically).
-//   - No size or throughput limits: no 400 KB item limit, no 1 MB page
-//     limit, no throttling; every read is strongly consistent, GSIs included.
-//   - The shape of a KeyConditionExpression is not validated like AWS does;
-//     a condition on a non-key attribute is evaluated instead of rejected.
-//   - BatchWriteItem applies sub-requests in order and stops at the first
-//     invalid one (AWS validates the whole batch first). Transactions have no
-//     ClientRequestToken idempotency.
+//   - No throughput limits, no throttling; every read is strongly
+//     consistent, GSIs included.
+//   - Transactions have no ClientRequestToken idempotency. A failure of
+//     minidyn itself in the middle of a BatchWriteItem (after the layer's
+//     validation; emulated failures fail the whole batch first) may leave
+//     the requests before it applied and not journaled.
+//   - Writes wait for each other (one exclusive lock): minidyn serializes
+//     them anyway. minidyn still re-sorts its own list of keys when an item
+//     is inserted, so a new item costs O(n) inside minidyn.
 //   - Streams, PartiQL, backups, tags, global tables and the other operations
 //     minidyn lacks answer UnknownOperationException.
-//   - Each Query and Scan reads the whole table: fine for development and
-//     tests, not for large data sets.
 package dynamolocal

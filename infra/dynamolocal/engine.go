@@ -7,7 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,8 @@ type Engine struct {
 	URL     string         // e.g. http://127.0.0.1:43121, usable as the SDK BaseEndpoint
 	Backend *server.Server // the minidyn server, exposed for failure emulation in fault tests
 	// Restored describes the snapshot StartWith restored from
-	// Options.DataFile; nil when it restored none.
+	// Options.DataFile and the journaled writes it replayed after it; nil
+	// when it restored nothing.
 	Restored *SnapshotInfo
 
 	h         *handler
@@ -35,19 +37,29 @@ type Engine struct {
 	idle   *sync.Cond        // signalled when active shrinks
 
 	opts Options
-	// writes counts completed requests that may have changed data (and
-	// WithBackend calls), so that unchanged data is not saved again.
+	lock *os.File // holds DataFile's lock file
+	// writes counts changes that bypass the journal (WithBackend,
+	// Restore), so that the next snapshot saves them.
 	writes       atomic.Int64
 	saveMu       sync.Mutex // serializes snapshots
-	saved        int64      // writes at the last save to opts.DataFile; guarded by saveMu
+	saved        int64      // writes at the last snapshot of the data file; guarded by saveMu
+	savedLSN     uint64     // journal lsn the data file holds; guarded by saveMu
 	stopSaver    chan struct{}
 	saverDone    chan struct{}
 	beforeRename func(tmp string) error // test hook, see writeAtomic
+	// beforeCompact, a test hook, runs after a snapshot of the data file
+	// is written and before the journal is compacted; its error stops
+	// the compaction.
+	beforeCompact func() error
 }
 
-// readOnlyOps are the operations that never change data.
-var readOnlyOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "TransactGetItems": true, "Query": true,
-	"Scan": true, "DescribeTable": true, "DescribeTimeToLive": true, "ListTables": true}
+// errInUse is lockFile's answer when another process holds the lock.
+var errInUse = errors.New("in use by another process")
+
+// journalPath is where the journal of a data file is kept.
+func journalPath(dataFile string) string { return dataFile + ".journal" }
+
+func lockPath(dataFile string) string { return dataFile + ".lock" }
 
 // Start listens on 127.0.0.1:0 and serves the translated engine in a
 // background goroutine, in memory only. It fails only if the loopback
@@ -57,30 +69,72 @@ func Start() (*Engine, error) {
 }
 
 // StartWith is Start with options: with Options.DataFile, the data is
-// restored from that file before the first request is served and saved to
-// it periodically and by Close (see Options). It fails if the listener
-// cannot be opened, or if the data file exists but cannot be read, is not a
-// valid snapshot, or cannot be restored, or if its directory is not
-// writable; the error names the file and the reason, and the file is never
-// modified then.
-func StartWith(o Options) (*Engine, error) {
+// restored from that file and its journal before the first request is
+// served, and every write is journaled (see Options). It fails if the
+// listener cannot be opened; if another engine uses the data file; if the
+// data file or the journal exists but cannot be read, is corrupt (a torn
+// last journal record, left by a crash while appending, is not: it is
+// dropped), or cannot be restored or replayed; or if the directory is not
+// writable. The error names the file and the reason, and the files are
+// never modified then.
+func StartWith(o Options) (e *Engine, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	var snap *snapshotFile
+	var (
+		snap  *snapshotFile
+		recs  []journalRecord
+		end   int64
+		torn  bool
+		lock  *os.File
+		jpath = journalPath(o.DataFile)
+	)
 	if o.DataFile != "" {
-		var err error
+		if err := os.MkdirAll(filepath.Dir(o.DataFile), 0o755); err != nil {
+			return nil, fmt.Errorf("dynamolocal: data file %s: %w", o.DataFile, err)
+		}
+		if lock, err = lockFile(lockPath(o.DataFile)); err != nil {
+			return nil, fmt.Errorf("dynamolocal: data file %s: %w (lock %s)", o.DataFile, err, lockPath(o.DataFile))
+		}
+		defer func() {
+			if err != nil {
+				lock.Close()
+				os.Remove(lockPath(o.DataFile))
+			}
+		}()
 		if snap, err = openDataFile(o.DataFile); err != nil {
 			return nil, err
 		}
+		if recs, end, torn, err = readJournal(jpath); err != nil {
+			return nil, fmt.Errorf("dynamolocal: journal %s: %w (the files are left untouched: fix the journal, or move it away to start from %s alone)",
+				jpath, err, o.DataFile)
+		}
+	}
+	var snapLSN uint64
+	if snap != nil {
+		snapLSN = snap.JournalLSN
+	}
+	// The records the snapshot does not hold must follow it.
+	first := 0
+	for first < len(recs) && recs[first].lsn <= snapLSN {
+		first++
+	}
+	if first < len(recs) && recs[first].lsn != snapLSN+1 {
+		return nil, fmt.Errorf("dynamolocal: journal %s: it continues from write %d but %s holds writes up to %d: writes are missing (the files are left untouched)",
+			jpath, recs[first].lsn-1, o.DataFile, snapLSN)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("dynamolocal: listen on loopback: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
 	backend := server.NewServer()
 	h := newHandler(backend)
-	e := &Engine{
+	e = &Engine{
 		URL:     "http://" + ln.Addr().String(),
 		Backend: backend,
 		h:       h,
@@ -89,21 +143,52 @@ func StartWith(o Options) (*Engine, error) {
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		},
-		done:   make(chan struct{}),
-		active: map[net.Conn]bool{},
-		opts:   o,
+		done:     make(chan struct{}),
+		active:   map[net.Conn]bool{},
+		opts:     o,
+		lock:     lock,
+		savedLSN: snapLSN,
 	}
 	e.idle = sync.NewCond(&e.mu)
 	e.srv.ConnState = e.track
-	e.srv.Handler = e.countWrites(h)
+	ctx := context.Background()
 	if snap != nil {
-		if err := h.restore(context.Background(), snap); err != nil {
-			ln.Close()
+		if err := h.restore(ctx, snap); err != nil {
 			return nil, fmt.Errorf("dynamolocal: data file %s: restore: %w (the file is left untouched)", o.DataFile, err)
 		}
 		e.Restored = snap.info(o.DataFile)
-		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", snap.SavedAt,
-			"tables", e.Restored.Tables, "items", e.Restored.Items)
+	}
+	last := snapLSN
+	for _, r := range recs[first:] {
+		rep, err := h.dispatch(ctx, r.Op, r.Body, "us-east-1")
+		if err == nil && rep.status != http.StatusOK {
+			err = errors.New(string(rep.body))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dynamolocal: journal %s: the record at offset %d (write %d, %s) cannot be replayed: %v (the files are left untouched)",
+				jpath, r.offset, r.lsn, r.Op, err)
+		}
+		last = r.lsn
+	}
+	if replayed := len(recs) - first; replayed > 0 {
+		if e.Restored == nil {
+			e.Restored = &SnapshotInfo{Path: o.DataFile}
+		}
+		e.Restored.Replayed = replayed
+	}
+	if o.DataFile != "" {
+		j, err := openJournal(jpath, end, last)
+		if err != nil {
+			return nil, fmt.Errorf("dynamolocal: journal %s: %w", jpath, err)
+		}
+		h.journal = j
+		if torn {
+			o.Logger.Warn("dynamolocal: dropped a torn last journal record (a write cut short by a crash, never answered)", "journal", jpath)
+		}
+	}
+	if r := e.Restored; r != nil {
+		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", r.SavedAt,
+			"tables", r.Tables, "items", r.Items, "journaled_writes", r.Replayed)
 	}
 	go func() {
 		defer close(e.done)
@@ -111,29 +196,20 @@ func StartWith(o Options) (*Engine, error) {
 			slog.Error("dynamolocal: serve failed", "url", e.URL, "err", err)
 		}
 	}()
-	if o.DataFile != "" && o.Interval > 0 {
+	if o.DataFile != "" {
 		e.stopSaver, e.saverDone = make(chan struct{}), make(chan struct{})
 		go e.saveEvery(o.Interval)
 	}
 	return e, nil
 }
 
-// countWrites counts the completed requests that may have changed data.
-func (e *Engine) countWrites(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r)
-		if op, _ := strings.CutPrefix(r.Header.Get("X-Amz-Target"), targetPrefix); !readOnlyOps[op] {
-			e.writes.Add(1)
-		}
-	})
-}
-
 // Close stops the listener and waits for in-flight requests to finish and
 // their responses to be sent; requests arriving meanwhile are refused. With
 // Options.DataFile it then saves a final snapshot (unless nothing changed
-// since the last one). It is safe to call more than once; later calls return
-// the first result. It fails if the final snapshot or closing the HTTP
-// server fails.
+// since the last one) and removes the journal it folded in. It is safe to
+// call more than once; later calls return the first result. It fails if
+// the final snapshot (the journal is kept then: nothing is lost) or
+// closing the HTTP server fails.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.stopSaving()
@@ -146,13 +222,42 @@ func (e *Engine) Close() error {
 		}
 		e.mu.Unlock()
 		saveErr := e.saveDataFile()
+		if j := e.h.journal; j != nil {
+			saveErr = errors.Join(saveErr, j.close())
+			if saveErr == nil {
+				// The snapshot holds every journaled write.
+				saveErr = os.Remove(j.path)
+			}
+		}
 		if err := e.srv.Close(); err != nil {
 			e.closeErr = fmt.Errorf("dynamolocal: close %s: %w", e.URL, err)
 		}
 		<-e.done
+		if e.lock != nil {
+			os.Remove(e.lock.Name())
+			e.lock.Close()
+		}
 		e.closeErr = errors.Join(saveErr, e.closeErr)
 	})
 	return e.closeErr
+}
+
+// crash stops the engine as a killed process would: no final snapshot,
+// journal records not yet written are lost, the lock is released and its
+// file left behind. Tests use it to check what survives a crash.
+func (e *Engine) crash() {
+	e.closeOnce.Do(func() {
+		e.stopSaving()
+		if j := e.h.journal; j != nil {
+			j.crash()
+		}
+		e.srv.Close()
+		<-e.done
+		e.h.stop()
+		if e.lock != nil {
+			e.lock.Close()
+		}
+	})
 }
 
 // track follows connection states: a connection is active from the first
@@ -170,12 +275,16 @@ func (e *Engine) track(c net.Conn, state http.ConnState) {
 
 // WithBackend runs fn while no request is being served, so fn can call
 // Backend methods (EmulateFailure, Reset, ...) without racing minidyn's
-// unsynchronized state. Cached key schemas are dropped afterwards. fn must
-// not send requests to the engine (that would deadlock).
+// unsynchronized state. Cached key schemas and key indexes are dropped
+// afterwards (rebuilt from the backend when next needed). Changes fn
+// makes to the data are not journaled; with Options.DataFile the next
+// snapshot saves them. fn must not send requests to the engine (that would
+// deadlock).
 func (e *Engine) WithBackend(fn func(backend *server.Server)) {
 	defer e.writes.Add(1)
 	e.h.lock.Lock()
 	defer e.h.lock.Unlock()
 	defer e.h.forgetSchemas()
+	defer clear(e.h.indexes)
 	fn(e.Backend)
 }

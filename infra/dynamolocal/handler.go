@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -32,12 +33,6 @@ var legacyParams = map[string][]string{
 	"PutItem":    {"Expected", "ConditionalOperator"},
 	"DeleteItem": {"Expected", "ConditionalOperator"},
 	"UpdateItem": {"Expected", "AttributeUpdates", "ConditionalOperator"},
-}
-
-// exclusiveOps touch minidyn's table map or table metadata without minidyn's
-// own lock, so they must not overlap any other backend call.
-var exclusiveOps = map[string]bool{
-	"CreateTable": true, "UpdateTable": true, "DeleteTable": true, "DescribeTable": true,
 }
 
 // apiError is an error answered to the client as an AWS JSON 1.0 error.
@@ -91,14 +86,23 @@ func decodeRequest(body []byte, v any) error {
 // handler is the translation layer in front of the backend.
 type handler struct {
 	backend http.Handler
-	// lock serializes backend access: shared for item operations (minidyn
-	// locks those itself), exclusive for exclusiveOps and composite calls.
+	// lock orders backend access: every write (and anything else that
+	// changes minidyn's state) holds it exclusively, reads share it
+	// (minidyn locks its item reads itself).
 	lock sync.RWMutex
-	mu   sync.Mutex // guards tables and stopped
+	// indexes are the ordered key indexes of the tables (index.go),
+	// built when first needed; guarded by lock.
+	indexes map[string]*tableIndex
+	// journal, when the engine has a data file, receives every write
+	// (journal.go); nil otherwise, and while the journal is replayed.
+	journal *journal
+	mu      sync.Mutex // guards tables and stopped
 	// tables is what the layer knows about tables it saw created.
 	tables   map[string]*tableInfo
 	stopped  bool           // set by stop: new requests are refused
 	inflight sync.WaitGroup // requests being served
+	// itemsRead counts the stored items read to answer Query and Scan.
+	itemsRead atomic.Int64
 }
 
 // enter registers a request; false once stop was called.
@@ -130,7 +134,7 @@ func NewHandler(backend http.Handler) http.Handler {
 }
 
 func newHandler(backend http.Handler) *handler {
-	return &handler{backend: backend, tables: map[string]*tableInfo{}}
+	return &handler{backend: backend, tables: map[string]*tableInfo{}, indexes: map[string]*tableIndex{}}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -189,8 +193,16 @@ func (h *handler) dispatch(ctx context.Context, op string, body []byte, region s
 		return h.putItem(ctx, body)
 	case "UpdateItem":
 		return h.updateItem(ctx, body)
+	case "DeleteItem":
+		return h.deleteItem(ctx, body)
+	case "BatchWriteItem":
+		return h.batchWrite(ctx, body)
 	case "TransactWriteItems":
 		return h.transactWrite(ctx, body)
+	case "GetItem", "BatchGetItem", "TransactGetItems":
+		if err := h.checkRead(ctx, op, body); err != nil {
+			return nil, err
+		}
 	}
 	return h.shared(ctx, op, body), nil
 }
@@ -233,65 +245,12 @@ func (h *handler) call(ctx context.Context, op string, body []byte) (rep *reply)
 	return &reply{status: rec.Code, contentType: rec.Header().Get("Content-Type"), body: rec.Body.Bytes()}
 }
 
+// shared runs a backend request that changes nothing, under the shared
+// lock.
 func (h *handler) shared(ctx context.Context, op string, body []byte) *reply {
-	if exclusiveOps[op] {
-		return h.exclusive(ctx, op, body)
-	}
 	h.lock.RLock()
 	defer h.lock.RUnlock()
 	return h.call(ctx, op, body)
-}
-
-func (h *handler) exclusive(ctx context.Context, op string, body []byte) *reply {
-	h.lock.Lock()
-	defer h.lock.Unlock()
-	return h.call(ctx, op, body)
-}
-
-// putItem fixes minidyn's PutItem ReturnValues: it always echoes the new item.
-// NONE answers no attributes; ALL_OLD reads the old item first, atomically.
-func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
-	var in struct {
-		TableName    string
-		Item         map[string]json.RawMessage
-		ReturnValues string
-	}
-	if err := decodeRequest(body, &in); err != nil {
-		return nil, err
-	}
-	switch in.ReturnValues {
-	case "", "NONE":
-		rep := h.shared(ctx, "PutItem", body)
-		if rep.status == http.StatusOK {
-			return jsonReply(struct{}{})
-		}
-		return rep, nil
-	case "ALL_OLD":
-	default:
-		return nil, validation("ReturnValues can only be ALL_OLD or NONE for PutItem, got %q", in.ReturnValues)
-	}
-	sch, rep := h.schema(ctx, in.TableName)
-	if rep != nil {
-		return rep, nil
-	}
-	key := map[string]json.RawMessage{}
-	for _, k := range sch.keys.names() {
-		if v, ok := in.Item[k]; ok {
-			key[k] = v
-		}
-	}
-	getBody := mustJSON(map[string]any{"TableName": in.TableName, "Key": key, "ConsistentRead": true})
-	h.lock.Lock()
-	defer h.lock.Unlock()
-	old := h.call(ctx, "GetItem", getBody)
-	if rep := h.call(ctx, "PutItem", body); rep.status != http.StatusOK {
-		return rep, nil
-	}
-	var got struct{ Item json.RawMessage }
-	if old.status != http.StatusOK || json.Unmarshal(old.body, &got) != nil || len(got.Item) == 0 {
-		return jsonReply(struct{}{})
-	}
-	return jsonReply(map[string]json.RawMessage{"Attributes": got.Item})
 }
 
 // regionOf extracts the region from a SigV4 Authorization header's credential

@@ -22,15 +22,22 @@ import (
 
 // Options configure StartWith.
 type Options struct {
-	// DataFile, when set, keeps the engine's data across restarts.
-	// StartWith restores every table from it before serving (a missing file
-	// means start empty; an unreadable or corrupt one is an error, and the
-	// file is left untouched), the engine saves a snapshot to it every
-	// Interval when something changed, and Close saves a final one. Empty:
-	// in memory only. A name ending in .gz is gzip-compressed.
+	// DataFile, when set, keeps the engine's data across restarts and
+	// crashes. StartWith restores every table from it and replays the
+	// journal beside it (DataFile + ".journal") before serving; a missing
+	// file means start empty; an unreadable or corrupt one is an error,
+	// and the files are left untouched. Every successful write is
+	// appended to the journal and synced to disk before it is answered,
+	// so no answered write is lost, even to kill -9. Every Interval (when
+	// something changed), when the journal passes 64 MiB, and at Close,
+	// the data is written to DataFile as a snapshot and the journal
+	// emptied. Empty: in memory only. A name ending in .gz is
+	// gzip-compressed (the journal is not). DataFile + ".lock" keeps a
+	// second engine from using the same files.
 	DataFile string
-	// Interval is the time between periodic snapshots to DataFile; zero or
-	// negative saves only at Close.
+	// Interval is the time between snapshots of DataFile that fold the
+	// journal into it; zero or negative folds it only at Close and when
+	// it passes 64 MiB.
 	Interval time.Duration
 	// Logger receives restore and save messages; nil means slog.Default().
 	Logger *slog.Logger
@@ -42,11 +49,14 @@ type SnapshotInfo struct {
 	SavedAt time.Time
 	Tables  int
 	Items   int
+	// Replayed is the number of journaled writes replayed on top of the
+	// snapshot at start.
+	Replayed int
 }
 
-// The snapshot file format. Version 1 is a JSON object:
+// The snapshot file format. Version 2 is a JSON object:
 //
-//	{"format":"dynamolocal-snapshot","version":1,"savedAt":"<RFC 3339>","tables":[
+//	{"format":"dynamolocal-snapshot","version":2,"savedAt":"<RFC 3339>","journalLSN":<n>,"tables":[
 //	{"name":"t","createdAt":"<RFC 3339>","definition":{<CreateTable request>},
 //	 "timeToLive":{"AttributeName":"expiresAt","Enabled":true},"items":[
 //	{<item in DynamoDB JSON>},
@@ -62,17 +72,22 @@ type SnapshotInfo struct {
 // exactly as DynamoDB's JSON protocol writes them, so every type round-trips
 // unchanged: numbers keep their digits, B and BS stay base64, sets stay sets,
 // and empty lists, maps and binaries keep their type even though the engine
-// answers them as NULL. Readers reject other formats and versions.
+// answers them as NULL. journalLSN is the sequence number of the last
+// journaled write the snapshot holds: at start, only the journal's later
+// records are replayed. Version 1 (no journal) is read too; readers reject
+// other formats and versions (an older build refuses a version 2 file
+// rather than ignore its journal).
 const (
 	snapshotFormat  = "dynamolocal-snapshot"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 type snapshotFile struct {
-	Format  string          `json:"format"`
-	Version int             `json:"version"`
-	SavedAt time.Time       `json:"savedAt"`
-	Tables  []snapshotTable `json:"tables"`
+	Format     string          `json:"format"`
+	Version    int             `json:"version"`
+	SavedAt    time.Time       `json:"savedAt"`
+	JournalLSN uint64          `json:"journalLSN"`
+	Tables     []snapshotTable `json:"tables"`
 }
 
 type snapshotTable struct {
@@ -123,18 +138,24 @@ func (s *snapshotFile) info(path string) *SnapshotInfo {
 // The snapshot is consistent: it is taken while no request is being served,
 // so every write is either wholly in it or not at all. The file is created
 // with mode 0600 (it holds the application's data); missing directories are
-// created.
+// created. A snapshot to Options.DataFile also empties the journal (see
+// Options).
 func (e *Engine) Snapshot(path string) error {
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
-	_, err := e.snapshotLocked(path)
+	if e.opts.DataFile != "" && filepath.Clean(path) == filepath.Clean(e.opts.DataFile) {
+		_, err := e.compactLocked()
+		return err
+	}
+	_, err := e.snapshotLocked(path, nil)
 	return err
 }
 
 // Restore loads the snapshot at path into the engine, while no request is
 // being served. It fails, changing nothing, if the file cannot be read, is
 // not a snapshot, or names a table the engine already has; a table or item
-// the engine rejects stops it midway.
+// the engine rejects stops it midway. The restored data is not journaled:
+// with Options.DataFile it is saved by the next snapshot.
 func (e *Engine) Restore(path string) error {
 	snap, err := readSnapshot(path)
 	if err != nil {
@@ -147,9 +168,10 @@ func (e *Engine) Restore(path string) error {
 	return nil
 }
 
-// snapshotLocked captures and writes a snapshot; callers hold e.saveMu.
-func (e *Engine) snapshotLocked(path string) (*SnapshotInfo, error) {
-	snap, err := e.h.capture(context.Background())
+// snapshotLocked captures and writes a snapshot; atLock runs while the
+// capture holds every request off. Callers hold e.saveMu.
+func (e *Engine) snapshotLocked(path string, atLock func(*snapshotFile)) (*SnapshotInfo, error) {
+	snap, err := e.h.capture(context.Background(), atLock)
 	if err != nil {
 		return nil, fmt.Errorf("dynamolocal: snapshot: %w", err)
 	}
@@ -159,40 +181,88 @@ func (e *Engine) snapshotLocked(path string) (*SnapshotInfo, error) {
 	return snap.info(path), nil
 }
 
-// saveDataFile saves a snapshot to Options.DataFile unless nothing was
-// written since the last save (or the restore).
+// compactLocked writes a snapshot to Options.DataFile and then drops the
+// journal records it holds. Callers hold e.saveMu.
+func (e *Engine) compactLocked() (*SnapshotInfo, error) {
+	j := e.h.journal
+	var m mark
+	var changes int64
+	info, err := e.snapshotLocked(e.opts.DataFile, func(snap *snapshotFile) {
+		if j != nil {
+			m = j.mark()
+		}
+		snap.JournalLSN = m.lsn
+		changes = e.writes.Load()
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.savedLSN, e.saved = m.lsn, changes
+	if e.beforeCompact != nil {
+		if err := e.beforeCompact(); err != nil {
+			return nil, err
+		}
+	}
+	if j != nil {
+		if err := j.compact(m); err != nil {
+			return nil, fmt.Errorf("dynamolocal: %w", err)
+		}
+	}
+	return info, nil
+}
+
+// unchanged reports whether nothing was written since the last snapshot
+// of the data file (or the start). Callers hold e.saveMu.
+func (e *Engine) unchanged() bool {
+	lsn := e.savedLSN
+	if j := e.h.journal; j != nil {
+		lsn = j.lastLSN()
+	}
+	return lsn == e.savedLSN && e.writes.Load() == e.saved
+}
+
+// saveDataFile snapshots to Options.DataFile, emptying the journal,
+// unless nothing was written since the last snapshot (or the start).
 func (e *Engine) saveDataFile() error {
 	if e.opts.DataFile == "" {
 		return nil
 	}
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
-	n := e.writes.Load() // writes counted after they complete: n never overstates the snapshot
-	if n == e.saved {
+	if e.unchanged() {
 		return nil
 	}
-	info, err := e.snapshotLocked(e.opts.DataFile)
+	info, err := e.compactLocked()
 	if err != nil {
 		return err
 	}
-	e.saved = n
 	e.opts.Logger.Debug("dynamolocal: saved snapshot", "file", info.Path, "tables", info.Tables, "items", info.Items)
 	return nil
 }
 
-// saveEvery saves to the data file every d until stopSaving.
+// saveEvery snapshots the data file every d (when d > 0) and whenever the
+// journal grows past compactAt, until stopSaving.
 func (e *Engine) saveEvery(d time.Duration) {
 	defer close(e.saverDone)
-	t := time.NewTicker(d)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		tick = t.C
+	}
+	var full <-chan struct{}
+	if j := e.h.journal; j != nil {
+		full = j.full
+	}
 	for {
 		select {
 		case <-e.stopSaver:
 			return
-		case <-t.C:
-			if err := e.saveDataFile(); err != nil {
-				e.opts.Logger.Error("dynamolocal: periodic snapshot failed; retrying at the next interval", "err", err)
-			}
+		case <-tick:
+		case <-full:
+		}
+		if err := e.saveDataFile(); err != nil {
+			e.opts.Logger.Error("dynamolocal: periodic snapshot failed; the journal keeps every write meanwhile; retrying at the next interval", "err", err)
 		}
 	}
 }
@@ -202,6 +272,7 @@ func (e *Engine) stopSaving() {
 	if e.stopSaver != nil {
 		close(e.stopSaver)
 		<-e.saverDone
+		e.stopSaver = nil
 	}
 }
 
@@ -269,8 +340,8 @@ func readSnapshot(path string) (*snapshotFile, error) {
 	if err := json.Unmarshal(raw, &head); err != nil || head.Format != snapshotFormat {
 		return nil, fmt.Errorf("not a %s file (format %q)", snapshotFormat, head.Format)
 	}
-	if head.Version != snapshotVersion {
-		return nil, fmt.Errorf("snapshot version %d is not supported (this build reads version %d)", head.Version, snapshotVersion)
+	if head.Version != 1 && head.Version != snapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d is not supported (this build reads versions 1 and %d)", head.Version, snapshotVersion)
 	}
 	var snap snapshotFile
 	if err := json.Unmarshal(raw, &snap); err != nil {
@@ -424,8 +495,9 @@ func writeAtomic(path string, write func(io.Writer) error, beforeRename func(tmp
 }
 
 // capture reads every table's definition, TTL setting and items while no
-// request is being served (the exclusive lock), so no write is half in it.
-func (h *handler) capture(ctx context.Context) (*snapshotFile, error) {
+// request is being served (the exclusive lock), so no write is half in it;
+// atLock, when set, runs under the same lock.
+func (h *handler) capture(ctx context.Context, atLock func(*snapshotFile)) (*snapshotFile, error) {
 	h.lock.Lock()
 	defer h.lock.Unlock()
 	h.mu.Lock()
@@ -437,6 +509,9 @@ func (h *handler) capture(ctx context.Context) (*snapshotFile, error) {
 	}
 	h.mu.Unlock()
 	snap := &snapshotFile{Format: snapshotFormat, Version: snapshotVersion, SavedAt: time.Now().UTC(), Tables: []snapshotTable{}}
+	if atLock != nil {
+		atLock(snap)
+	}
 	for _, name := range slices.Sorted(maps.Keys(infos)) {
 		t, err := h.captureTable(ctx, name, infos[name])
 		if err != nil {
@@ -751,6 +826,7 @@ func (h *handler) restore(ctx context.Context, snap *snapshotFile) error {
 		h.mu.Lock()
 		h.tables[t.Name] = info
 		h.mu.Unlock()
+		delete(h.indexes, t.Name) // built from the backend when first needed
 		for i, item := range t.Items {
 			rep := h.call(ctx, "PutItem", mustJSON(map[string]any{"TableName": t.Name, "Item": item}))
 			if rep.status != http.StatusOK {

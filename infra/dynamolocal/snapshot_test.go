@@ -296,7 +296,7 @@ func TestSnapshotRoundTripsEveryType(t *testing.T) {
 		t.Errorf("data file mode %v, want 0600", info.Mode().Perm())
 	}
 	snap := readSnapshotJSON(t, file)
-	if snap.Format != "dynamolocal-snapshot" || snap.Version != 1 || len(snap.Tables) != 2 {
+	if snap.Format != "dynamolocal-snapshot" || snap.Version != 2 || len(snap.Tables) != 2 {
 		t.Fatalf("snapshot header %+v", snap)
 	}
 	for _, tb := range snap.Tables {
@@ -519,7 +519,8 @@ func TestSnapshotRestoresTablesIndexesAndTTL(t *testing.T) {
 }
 
 // TestSnapshotWriteIsAtomic fails a snapshot after its temporary file is
-// written: the previous file stays intact and no temporary file is left.
+// written: the previous file stays intact and no temporary file is left;
+// the journal keeps the write the failed snapshots did not save.
 func TestSnapshotWriteIsAtomic(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -558,12 +559,14 @@ func TestSnapshotWriteIsAtomic(t *testing.T) {
 			t.Errorf("%s: data file changed or unreadable (%v):\n%s", when, err, b)
 		}
 		entries, _ := os.ReadDir(dir)
-		if len(entries) != 1 {
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
+		var names []string
+		for _, e := range entries {
+			if n := e.Name(); n != "data.json.journal" && n != "data.json.lock" {
+				names = append(names, n)
 			}
-			t.Errorf("%s: directory holds %v, want only data.json", when, names)
+		}
+		if len(names) != 1 {
+			t.Errorf("%s: directory holds %v, want only data.json (besides its journal and lock)", when, names)
 		}
 	}
 	if err := e.Snapshot(file); err == nil || !strings.Contains(err.Error(), "disk on fire") || !strings.Contains(err.Error(), file) {
@@ -575,10 +578,14 @@ func TestSnapshotWriteIsAtomic(t *testing.T) {
 	}
 	unchanged("after a failed final snapshot")
 
+	if _, err := os.Stat(file + ".journal"); err != nil {
+		t.Errorf("the journal is gone after a failed final snapshot: %v", err)
+	}
+	// The write no snapshot saved was answered: the journal replays it.
 	_, _, client2 := startData(t, dynamolocal.Options{DataFile: file})
 	got, err := client2.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("kv"), Key: map[string]types.AttributeValue{"K": avS("k")}})
-	if err != nil || render(got.Item["V"]) != `S"old"` {
-		t.Errorf("restored %v, %v; want the old value", got, err)
+	if err != nil || render(got.Item["V"]) != `S"new"` {
+		t.Errorf("restored %v, %v; want the journaled new value", got, err)
 	}
 
 	t.Run("read-only directory", func(t *testing.T) {
@@ -630,7 +637,7 @@ func TestDataFileProblemsFailLoudly(t *testing.T) {
 		{"truncated", valid[:len(valid)/2], "invalid JSON"},
 		{"empty", "", "empty file"},
 		{"other JSON", `{"users":[]}`, "not a dynamolocal-snapshot file"},
-		{"future version", `{"format":"dynamolocal-snapshot","version":2,"tables":[]}`, "version 2 is not supported"},
+		{"future version", `{"format":"dynamolocal-snapshot","version":3,"tables":[]}`, "version 3 is not supported"},
 		{"trailing data", valid + "{}", "after the JSON"},
 		{"bad gzip", "\x1f\x8b\x08garbage", "gzip"},
 		{"no key schema", `{"format":"dynamolocal-snapshot","version":1,"tables":[{"name":"kv","definition":{},"items":[]}]}`, "no key schema"},
@@ -837,8 +844,7 @@ func TestPeriodicSnapshot(t *testing.T) {
 	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
 		t.Errorf("%s is not gzip", file)
 	}
-	// A write is counted just after its response is sent, so one more save
-	// may follow; then reads only: nothing more to save.
+	// Then reads only: nothing more to save.
 	time.Sleep(100 * time.Millisecond)
 	info, err := os.Stat(file)
 	if err != nil {
@@ -852,8 +858,8 @@ func TestPeriodicSnapshot(t *testing.T) {
 	if again, err := os.Stat(file); err != nil || !again.ModTime().Equal(info.ModTime()) {
 		t.Errorf("unchanged data saved again (%v)", err)
 	}
-	// e has not been closed: the periodic snapshot alone restores (as after
-	// a crash).
+	// e crashes, without its final snapshot.
+	dynamolocal.Crash(e)
 	e2, gdb2, _ := startData(t, dynamolocal.Options{DataFile: file})
 	var got map[string]string
 	if err := gdb2.Table("kv").Get("K", "k").One(ctx, &got); err != nil || got["V"] != "v1" {

@@ -45,8 +45,10 @@ type indexDef struct {
 }
 
 type schema struct {
-	keys    keyPair
-	indexes map[string]indexDef
+	keys       keyPair
+	indexes    map[string]indexDef
+	indexOrder []string          // index names, sorted
+	attrTypes  map[string]string // attribute definitions: name -> S, N or B
 }
 
 type keyElem struct{ AttributeName, KeyType string }
@@ -84,14 +86,33 @@ func (h *handler) forgetSchemas() {
 
 // schema returns the table's key schema, asking the backend once. A non-nil
 // reply is the backend's error answer (e.g. ResourceNotFoundException).
+// The caller must not hold h.lock (see schemaLocked).
 func (h *handler) schema(ctx context.Context, table string) (*schema, *reply) {
-	h.mu.Lock()
-	if info := h.tables[table]; info != nil && info.schema != nil {
-		defer h.mu.Unlock()
-		return info.schema, nil
+	if s := h.cachedSchema(table); s != nil {
+		return s, nil
 	}
-	h.mu.Unlock()
-	rep := h.exclusive(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": table}))
+	h.lock.RLock()
+	defer h.lock.RUnlock()
+	return h.schemaLocked(ctx, table)
+}
+
+func (h *handler) cachedSchema(table string) *schema {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if info := h.tables[table]; info != nil {
+		return info.schema
+	}
+	return nil
+}
+
+// schemaLocked is schema for callers holding h.lock (shared or
+// exclusive): the backend's table metadata only changes under the
+// exclusive lock.
+func (h *handler) schemaLocked(ctx context.Context, table string) (*schema, *reply) {
+	if s := h.cachedSchema(table); s != nil {
+		return s, nil
+	}
+	rep := h.call(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": table}))
 	if rep.status != http.StatusOK {
 		return nil, rep
 	}
@@ -114,50 +135,107 @@ func (h *handler) schema(ctx context.Context, table string) (*schema, *reply) {
 		return nil, errorReply(&apiError{status: http.StatusInternalServerError, typ: "InternalServerError",
 			msg: fmt.Sprintf("decode backend DescribeTable of %s: %v", table, err)})
 	}
-	s := &schema{keys: pairOf(d.Table.KeySchema), indexes: map[string]indexDef{}}
+	s := &schema{keys: pairOf(d.Table.KeySchema), indexes: map[string]indexDef{}, attrTypes: map[string]string{}}
 	add := func(ixs []index, global bool) {
 		for _, ix := range ixs {
 			s.indexes[ix.IndexName] = indexDef{keys: pairOf(ix.KeySchema), global: global,
 				projection: ix.Projection.ProjectionType, include: ix.Projection.NonKeyAttributes}
+			s.indexOrder = append(s.indexOrder, ix.IndexName)
 		}
 	}
 	add(d.Table.GlobalSecondaryIndexes, true)
 	add(d.Table.LocalSecondaryIndexes, false)
+	slices.Sort(s.indexOrder)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.entry(table).schema = s
+	info := h.entry(table)
+	var defs []struct{ AttributeName, AttributeType string }
+	if json.Unmarshal(info.attrDefs, &defs) == nil {
+		for _, d := range defs {
+			s.attrTypes[d.AttributeName] = d.AttributeType
+		}
+	}
+	info.schema = s
 	return s, nil
 }
 
 // exists reports whether the backend knows the table.
 func (h *handler) exists(ctx context.Context, table string) bool {
-	return h.exclusive(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": table})).status == http.StatusOK
+	return h.shared(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": table})).status == http.StatusOK
 }
 
-// tableOp forwards CreateTable, UpdateTable, DeleteTable and DescribeTable,
-// records what the layer needs, and completes the table description.
+// tableOp forwards CreateTable, UpdateTable, DeleteTable (journaled
+// writes) and DescribeTable, records what the layer needs, and completes
+// the table description.
 func (h *handler) tableOp(ctx context.Context, op string, body []byte, region string) (*reply, error) {
-	var in struct {
-		TableName              string
-		AttributeDefinitions   json.RawMessage
-		BillingMode            string
-		ProvisionedThroughput  *capacity
-		GlobalSecondaryIndexes []struct {
-			IndexName             string
-			ProvisionedThroughput *capacity
-		}
-	}
+	var in tableRequest
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
 	}
-	rep := h.exclusive(ctx, op, body)
-	if rep.status != http.StatusOK {
-		return rep, nil
+	if op == "DescribeTable" {
+		rep := h.shared(ctx, op, body)
+		if rep.status != http.StatusOK {
+			return rep, nil
+		}
+		return h.decorate(rep, "Table", "ACTIVE", region)
 	}
+	rep, err := h.write(func() (*reply, []record, error) {
+		rep := h.call(ctx, op, body)
+		if rep.status != http.StatusOK {
+			return rep, nil, nil
+		}
+		delete(h.indexes, in.TableName)
+		h.tableMeta(op, &in)
+		rec := body
+		if op == "CreateTable" && in.CreationDateTime == nil {
+			var req map[string]json.RawMessage
+			if json.Unmarshal(body, &req) == nil {
+				h.mu.Lock()
+				req["CreationDateTime"] = mustJSON(float64(h.tables[in.TableName].created.UnixMilli()) / 1000)
+				h.mu.Unlock()
+				rec = mustJSON(req)
+			}
+		}
+		return rep, []record{{op, rec}}, nil
+	})
+	if err != nil || rep.status != http.StatusOK {
+		return rep, err
+	}
+	field, status := "TableDescription", "ACTIVE"
+	if op == "DeleteTable" {
+		status = "DELETING"
+	}
+	return h.decorate(rep, field, status, region)
+}
+
+// tableRequest is the part of a CreateTable, UpdateTable, DeleteTable or
+// DescribeTable request the layer remembers.
+type tableRequest struct {
+	TableName              string
+	AttributeDefinitions   json.RawMessage
+	BillingMode            string
+	ProvisionedThroughput  *capacity
+	GlobalSecondaryIndexes []struct {
+		IndexName             string
+		ProvisionedThroughput *capacity
+	}
+	// CreationDateTime is not a CreateTable parameter: the layer adds it
+	// to the journaled request, so that a replay keeps the time.
+	CreationDateTime *float64
+}
+
+// tableMeta records what the layer remembers of a table after a
+// successful CreateTable, UpdateTable or DeleteTable.
+func (h *handler) tableMeta(op string, in *tableRequest) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	switch op {
 	case "CreateTable":
-		info := &tableInfo{created: time.Now(), attrDefs: in.AttributeDefinitions, billing: in.BillingMode,
+		at := time.Now()
+		if in.CreationDateTime != nil {
+			at = time.UnixMilli(int64(*in.CreationDateTime * 1000))
+		}
+		info := &tableInfo{created: at, attrDefs: in.AttributeDefinitions, billing: in.BillingMode,
 			throughput: map[string]capacity{}}
 		if in.ProvisionedThroughput != nil {
 			info.throughput[""] = *in.ProvisionedThroughput
@@ -183,15 +261,6 @@ func (h *handler) tableOp(ctx context.Context, op string, body []byte, region st
 	case "DeleteTable":
 		delete(h.tables, in.TableName)
 	}
-	h.mu.Unlock()
-	field, status := "TableDescription", "ACTIVE"
-	switch op {
-	case "DescribeTable":
-		field = "Table"
-	case "DeleteTable":
-		status = "DELETING"
-	}
-	return h.decorate(rep, field, status, region)
 }
 
 func mergeAttrDefs(old, add json.RawMessage) json.RawMessage {
@@ -291,26 +360,29 @@ func (h *handler) updateTTL(ctx context.Context, body []byte) (*reply, error) {
 	if spec == nil || spec.AttributeName == "" || spec.Enabled == nil {
 		return nil, validation("TimeToLiveSpecification with AttributeName and Enabled is required")
 	}
-	if !h.exists(ctx, in.TableName) {
-		return nil, notFound(in.TableName)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	info := h.entry(in.TableName)
-	switch {
-	case *spec.Enabled && info.ttlAttr != "":
-		return nil, validation("TimeToLive is already enabled")
-	case !*spec.Enabled && info.ttlAttr == "":
-		return nil, validation("TimeToLive is already disabled")
-	case !*spec.Enabled && info.ttlAttr != spec.AttributeName:
-		return nil, validation("TimeToLive is enabled on attribute %s, not %s", info.ttlAttr, spec.AttributeName)
-	case *spec.Enabled:
-		info.ttlAttr = spec.AttributeName
-	default:
-		info.ttlAttr = ""
-	}
-	return jsonReply(map[string]any{"TimeToLiveSpecification": map[string]any{
-		"AttributeName": spec.AttributeName, "Enabled": *spec.Enabled}})
+	return h.write(func() (*reply, []record, error) {
+		if h.call(ctx, "DescribeTable", mustJSON(map[string]string{"TableName": in.TableName})).status != http.StatusOK {
+			return nil, nil, notFound(in.TableName)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		info := h.entry(in.TableName)
+		switch {
+		case *spec.Enabled && info.ttlAttr != "":
+			return nil, nil, validation("TimeToLive is already enabled")
+		case !*spec.Enabled && info.ttlAttr == "":
+			return nil, nil, validation("TimeToLive is already disabled")
+		case !*spec.Enabled && info.ttlAttr != spec.AttributeName:
+			return nil, nil, validation("TimeToLive is enabled on attribute %s, not %s", info.ttlAttr, spec.AttributeName)
+		case *spec.Enabled:
+			info.ttlAttr = spec.AttributeName
+		default:
+			info.ttlAttr = ""
+		}
+		rep, err := jsonReply(map[string]any{"TimeToLiveSpecification": map[string]any{
+			"AttributeName": spec.AttributeName, "Enabled": *spec.Enabled}})
+		return rep, []record{{"UpdateTimeToLive", body}}, err
+	})
 }
 
 // describeTTL answers DescribeTimeToLive from the layer's memory.

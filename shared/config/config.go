@@ -30,12 +30,15 @@ type Config struct {
 	RateLimitsTable  string // RATE_LIMITS_TABLE; default "rate_limits" locally
 
 	// DataFile (DATA_FILE) is where the local embedded engine keeps its
-	// data across restarts; empty: in memory only. Ignored with
+	// data across restarts and crashes: a snapshot, plus a journal
+	// (DataFile + ".journal") of every write since, synced before the
+	// write is answered; empty: in memory only. Ignored with
 	// DYNAMODB_ENDPOINT.
 	DataFile string
 	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
-	// how often the embedded engine saves to DataFile, besides at shutdown;
-	// 0 saves only at shutdown.
+	// how often the embedded engine folds its journal into the DataFile
+	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
+	// only then.
 	SnapshotInterval time.Duration
 
 	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
@@ -122,7 +125,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if v := get("SNAPSHOT_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			bad("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 saves only at shutdown), got %q", v)
+			bad("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got %q", v)
 		}
 		c.SnapshotInterval = d
 	}

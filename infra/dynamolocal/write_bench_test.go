@@ -1,0 +1,72 @@
+package dynamolocal_test
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/workflowchat/service/infra/dynamolocal"
+)
+
+// BenchmarkWrite measures a PutItem of a small item through the SDK, on
+// an engine in memory only (the floor) and on one with a data file, one
+// writer at a time and with parallel writers, so that the cost of making
+// each write durable before it is answered shows.
+func BenchmarkWrite(b *testing.B) {
+	for _, mode := range []string{"memory", "data_file"} {
+		for _, parallel := range []bool{false, true} {
+			name := mode + "/sequential"
+			if parallel {
+				name = mode + "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				o := dynamolocal.Options{Logger: slog.New(slog.DiscardHandler)}
+				if mode == "data_file" {
+					o.DataFile = filepath.Join(b.TempDir(), "data.json")
+					o.Interval = 30 * time.Second
+				}
+				e, err := dynamolocal.StartWith(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				c, opt := cfg(e)
+				client := dynamodb.NewFromConfig(c, opt)
+				ctx := ctxB(b)
+				if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("kv"), BillingMode: types.BillingModePayPerRequest,
+					AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("K"), AttributeType: types.ScalarAttributeTypeS}},
+					KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("K"), KeyType: types.KeyTypeHash}}}); err != nil {
+					b.Fatal(err)
+				}
+				var n atomic.Int64
+				put := func() {
+					i := n.Add(1)
+					if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("kv"), Item: map[string]types.AttributeValue{
+						"K": avS(fmt.Sprint(i % 1000)), "V": avS("a small value of some forty bytes......"), "N": avN(fmt.Sprint(i))}}); err != nil {
+						b.Error(err)
+					}
+				}
+				b.ReportAllocs()
+				if parallel {
+					b.SetParallelism(4)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							put()
+						}
+					})
+					return
+				}
+				for b.Loop() {
+					put()
+				}
+			})
+		}
+	}
+}
