@@ -195,7 +195,10 @@ func classify(state *os.ProcessState, killedByPool bool, stderr string, o Option
 	switch {
 	case outOfMemory(stderr) || peak >= o.Memory/2:
 		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (peak RSS %d MiB)", detail, peak>>20)}
-	case cpuKill && !killedByPool && cpu >= o.CPULimit*9/10:
+	// Only the kernel's CPU limit sends SIGKILL to a worker the pool did
+	// not kill (short of the system's OOM killer); the worker's rusage can
+	// read well under the limit on a loaded machine, so the bound is loose.
+	case cpuKill && !killedByPool && cpu >= o.CPULimit/2:
 		return &LimitError{Resource: CPU, Limit: int64(o.CPULimit), Detail: fmt.Sprintf("%s after %s of CPU time", detail, cpu.Round(time.Millisecond))}
 	}
 	return &CrashError{Detail: detail}
