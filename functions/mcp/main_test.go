@@ -53,7 +53,7 @@ func loadFunctionURLEvent(t *testing.T, path string) events.APIGatewayV2HTTPRequ
 // function URL events (BUFFERED mode).
 func TestMcpFunctionEvents(t *testing.T) {
 	t.Parallel()
-	h, err := newHandler(testEnv(nil))
+	h, err := newHandler(testEnv(nil), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +154,13 @@ func TestMcpFunctionConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := newHandler(testEnv(tc.env))
+			_, err := newHandler(testEnv(tc.env), "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to name %s", err, tc.want)
 			}
 		})
 	}
-	if _, err := newHandler(testEnv(map[string]string{"TOOLS_ALLOW_PRIVATE_NETWORKS": "true"})); err != nil {
+	if _, err := newHandler(testEnv(map[string]string{"TOOLS_ALLOW_PRIVATE_NETWORKS": "true"}), ""); err != nil {
 		t.Fatalf("TOOLS_ALLOW_PRIVATE_NETWORKS=true: %v", err)
 	}
 }

@@ -8,6 +8,10 @@
 // in DATA_FILE and the journal are restored at start, and the journal is
 // folded into the snapshot every SNAPSHOT_INTERVAL and at shutdown (`make
 // run` keeps it in .data/).
+//
+// Like McpFunction, the binary is also its own tool worker: the tools that
+// evaluate untrusted input run in child processes of it under memory and
+// CPU limits.
 package main
 
 import (
@@ -28,9 +32,14 @@ import (
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/sandbox"
+	"github.com/workflowchat/service/shared/tools"
 )
 
 func main() {
+	if sandbox.IsWorker() {
+		tools.ServeWorker() // never returns
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -57,7 +66,16 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("MCP_PORT: %w", err)
 	}
-	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String()})
+	self, err := sandbox.SelfPath()
+	if err != nil {
+		return fmt.Errorf("tool workers: %w", err)
+	}
+	workers, err := tools.NewSandbox(self, logger)
+	if err != nil {
+		return fmt.Errorf("tool workers: %w", err)
+	}
+	defer workers.Close()
+	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers})
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,12 @@ type Options struct {
 	// PingInterval is the stream's keep-alive interval; zero means
 	// chat.PingInterval.
 	PingInterval time.Duration
+	// Sandbox runs the isolated tools (jq, expressions, templates, regular
+	// expressions, CSV, HTML) in worker processes, as McpFunction does: the
+	// dev server passes a pool of its own binary (tools.NewSandbox). Nil
+	// runs them in process, where nothing bounds their memory: tests that
+	// only need the tools' results.
+	Sandbox tools.Sandbox
 }
 
 // New builds the stack from cfg. Close releases it. It fails when the
@@ -139,6 +145,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	if err != nil {
 		s.Close()
 		return nil, err
+	}
+	if o.Sandbox != nil {
+		registry = registry.WithSandbox(o.Sandbox)
 	}
 	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
 	// The tool server (McpFunction) is a function URL, not an HttpApi

@@ -51,3 +51,26 @@ func BenchmarkRegistryRunJSONQuery(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRegistryRunJSONQuerySandboxed is the same call through
+// Registry.Run with the isolated tools in sandbox workers, as the tool
+// server runs them: the difference from BenchmarkRegistryRunJSONQuery is
+// the price of the isolation (encoding the call, a round trip over the
+// worker's pipes, decoding the result).
+func BenchmarkRegistryRunJSONQuerySandboxed(b *testing.B) {
+	r := newRegistry(b, tools.Config{}).WithSandbox(testSandbox(b))
+	input := map[string]any{
+		"input": map[string]any{"items": []any{
+			map[string]any{"name": "a", "price": 3.0},
+			map[string]any{"name": "b", "price": 1.0},
+		}},
+		"query": "[.items[] | select(.price > 2) | .name]",
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Run(ctx, "json_query", input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -42,39 +42,84 @@ type toolCase struct {
 	code  string // expected error code; "" means success
 	msg   string // substring of the error message
 	field string // a field expected among the error details
+	// isoCode and isoMsg, when set, replace code and msg in a worker, where
+	// one of its limits stops the case first.
+	isoCode, isoMsg string
 }
 
 // runToolCases runs each case in parallel against tool id of r. Every
 // successful output is also validated against the tool's output schema.
+// An Isolated tool runs each case twice: in process, and in a real worker
+// process (subtests "isolated/..."), whose output is compared as the JSON
+// clients receive.
 func runToolCases(t *testing.T, r *tools.Registry, id string, cases []toolCase) {
 	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			out, err := r.Run(t.Context(), id, tc.input)
-			if tc.code != "" {
-				assertErr(t, err, tc.code, tc.msg, tc.field)
-				return
-			}
-			if err != nil {
-				t.Fatalf("Run(%s, %v) failed: %v", id, tc.input, err)
-			}
-			if err := r.ValidateOutput(id, out); err != nil {
-				t.Fatalf("output %v does not match the output schema: %v (%v)", out, err, errDetails(err))
-			}
-			if tc.want != nil {
-				if got, want := jsonOf(t, out), jsonOf(t, tc.want); got != want {
-					t.Fatalf("output\n got  %s\n want %s", got, want)
-				}
-			}
-			if tc.check != nil {
-				tc.check(t, out)
-			}
-			if tc.want == nil && tc.check == nil {
-				t.Fatal("case asserts nothing")
-			}
-		})
+	tool, err := r.Get(id)
+	if err != nil {
+		t.Fatal(err)
 	}
+	type variant struct {
+		prefix string
+		r      *tools.Registry
+	}
+	variants := []variant{{"", r}}
+	if tool.Isolated {
+		variants = append(variants, variant{"isolated/", r.WithSandbox(testSandbox(t))})
+	}
+	for _, tc := range cases {
+		for _, v := range variants {
+			t.Run(v.prefix+tc.name, func(t *testing.T) {
+				t.Parallel()
+				runToolCase(t, v.r, id, tc, v.prefix != "")
+			})
+		}
+	}
+}
+
+func runToolCase(t *testing.T, r *tools.Registry, id string, tc toolCase, isolated bool) {
+	out, err := r.Run(t.Context(), id, tc.input)
+	if isolated && tc.isoCode != "" {
+		tc.code, tc.msg = tc.isoCode, tc.isoMsg
+	}
+	if tc.code != "" {
+		assertErr(t, err, tc.code, tc.msg, tc.field)
+		return
+	}
+	if err != nil {
+		t.Fatalf("Run(%s, %v) failed: %v", id, tc.input, err)
+	}
+	if isolated {
+		out = decodedOutput(t, out)
+	}
+	if err := r.ValidateOutput(id, out); err != nil {
+		t.Fatalf("output %v does not match the output schema: %v (%v)", out, err, errDetails(err))
+	}
+	if tc.want != nil {
+		if got, want := jsonOf(t, out), jsonOf(t, tc.want); got != want {
+			t.Fatalf("output\n got  %s\n want %s", got, want)
+		}
+	}
+	if tc.check != nil {
+		tc.check(t, out)
+	}
+	if tc.want == nil && tc.check == nil {
+		t.Fatal("case asserts nothing")
+	}
+}
+
+// decodedOutput returns an isolated tool's output (json.RawMessage
+// values) decoded as a client decodes it.
+func decodedOutput(t *testing.T, out map[string]any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // assertErr checks that err is an *errs.Error with the given code, a

@@ -21,8 +21,24 @@ var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 // Registry is an immutable set of tools with compiled schemas. It is safe
 // for concurrent use.
 type Registry struct {
-	tools []*Tool // sorted by id
-	byID  map[string]*entry
+	tools   []*Tool // sorted by id
+	byID    map[string]*entry
+	sandbox Sandbox // runs the Isolated tools; nil: in process
+}
+
+// Sandbox runs a request in a worker process (a *sandbox.Pool serving
+// WorkerHandler): see sandbox.Pool.Do for its contract.
+type Sandbox interface {
+	Do(ctx context.Context, request []byte) ([]byte, error)
+}
+
+// WithSandbox returns a registry with the same tools that runs the
+// Isolated ones through s; nil runs them in process (tests of tool
+// semantics only: in process nothing bounds their memory).
+func (r *Registry) WithSandbox(s Sandbox) *Registry {
+	c := *r
+	c.sandbox = s
+	return &c
 }
 
 // entry is one registered tool with its compiled schemas.
@@ -201,18 +217,27 @@ func (r *Registry) ValidateOutput(id string, output map[string]any) error {
 	return nil
 }
 
-// Run validates input and runs tool id under its timeout. Errors:
+// Run validates input and runs tool id under its timeout: an Isolated tool
+// in a worker process when the registry has a Sandbox, any other in
+// process. Errors:
 //   - TOOL_NOT_FOUND (NotFound): no such tool;
 //   - INVALID_PARAMS (Invalid): the input does not match the schema, or the
 //     tool rejected it (a pattern that does not compile, say);
 //   - TOOL_TIMEOUT (Timeout): the tool's deadline passed, or the caller's
-//     deadline did (then the error wraps context.DeadlineExceeded);
-//   - TOOL_EXECUTION_FAILED (Internal): the tool failed or panicked; the
-//     message is the tool's own client-safe text;
+//     deadline did (then the error wraps context.DeadlineExceeded); for an
+//     isolated tool the time waiting for a free worker counts;
+//   - TOOL_RESOURCE_LIMIT (Internal): an isolated tool exceeded its
+//     worker's memory or CPU limit (the worker was stopped), or its output
+//     exceeds SandboxMaxOutput;
+//   - TOOL_EXECUTION_FAILED (Internal): the tool failed or panicked (or its
+//     worker crashed or could not start); the message is the tool's own
+//     client-safe text;
 //   - the caller's cancellation, wrapped: errors.Is(err, context.Canceled).
 //
 // A tool that ignores its context cannot hold Run past the deadline: Run
-// returns TOOL_TIMEOUT and abandons it.
+// returns TOOL_TIMEOUT; an isolated tool's worker is killed, any other
+// tool is abandoned. The output of an isolated tool holds its values as
+// json.RawMessage, the worker's encoding, which marshals to the same JSON.
 func (r *Registry) Run(ctx context.Context, id string, input map[string]any) (map[string]any, error) {
 	op := "tools.Run(" + id + ")"
 	e, err := r.entry(op, id)
@@ -243,7 +268,13 @@ func (r *Registry) Run(ctx context.Context, id string, input map[string]any) (ma
 					Message: "tool " + id + " failed unexpectedly", Err: fmt.Errorf("panic: %v", p)}}
 			}
 		}()
-		out, err := e.tool.Run(runCtx, in)
+		run := e.tool.Run
+		if e.tool.Isolated && r.sandbox != nil {
+			run = func(ctx context.Context, in map[string]any) (map[string]any, error) {
+				return runIsolated(ctx, r.sandbox, id, in)
+			}
+		}
+		out, err := run(runCtx, in)
 		done <- result{out, err}
 	}()
 
@@ -286,8 +317,9 @@ func callerDone(op, id string, err error) error {
 }
 
 // toolError maps an error returned by a tool: Invalid errors become
-// INVALID_PARAMS (with at least one detail), Timeout errors TOOL_TIMEOUT, anything else
-// TOOL_EXECUTION_FAILED with the tool's client-safe message.
+// INVALID_PARAMS (with at least one detail), Timeout errors TOOL_TIMEOUT,
+// TOOL_RESOURCE_LIMIT stays, anything else becomes TOOL_EXECUTION_FAILED
+// with the tool's client-safe message.
 func toolError(op, id string, err error) error {
 	var e *errs.Error
 	if errors.As(err, &e) {
@@ -306,6 +338,9 @@ func toolError(op, id string, err error) error {
 			return &c
 		case errs.Timeout:
 			c.Code = CodeToolTimeout
+			return &c
+		}
+		if e.Code == CodeToolResourceLimit {
 			return &c
 		}
 		msg := e.Message

@@ -7,8 +7,16 @@
 //
 // Errors from a Registry are *errs.Error values with these codes:
 // TOOL_NOT_FOUND (NotFound), INVALID_PARAMS (Invalid, with Details),
-// TOOL_TIMEOUT (Timeout) and TOOL_EXECUTION_FAILED (Internal, with a
-// client-safe Message written by the tool).
+// TOOL_TIMEOUT (Timeout), TOOL_EXECUTION_FAILED (Internal, with a
+// client-safe Message written by the tool) and TOOL_RESOURCE_LIMIT
+// (Internal: an isolated tool ran out of memory, CPU time or output room).
+//
+// The tools that evaluate a program or document from their input (jq,
+// expressions, templates, regular expressions, CSV, HTML) are Isolated: a
+// Registry given a Sandbox (WithSandbox) runs them in worker processes
+// with kernel-enforced memory and CPU limits (package sandbox; see
+// NewSandbox and ServeWorker), so that no input can exhaust the service's
+// own process.
 package tools
 
 import (
@@ -25,6 +33,7 @@ const (
 	CodeInvalidParams       = "INVALID_PARAMS"
 	CodeToolTimeout         = "TOOL_TIMEOUT"
 	CodeToolExecutionFailed = "TOOL_EXECUTION_FAILED"
+	CodeToolResourceLimit   = "TOOL_RESOURCE_LIMIT"
 )
 
 // Tool categories.
@@ -81,6 +90,12 @@ type Tool struct {
 	Annotations Annotations
 	// Timeout bounds one execution; zero means DefaultTimeout.
 	Timeout time.Duration
+	// Isolated marks a tool whose memory and CPU use its input controls
+	// (it evaluates a program or parses a document). A Registry with a
+	// Sandbox runs it in a worker process, where Run must work from its
+	// input alone: the worker knows only the tools Builtin(Config{})
+	// returns.
+	Isolated bool
 	// Run executes the tool on an input that has been validated against
 	// InputSchema and returns an output matching OutputSchema. Its ctx
 	// carries the tool's deadline. An *errs.Error of kind Invalid reports

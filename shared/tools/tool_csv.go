@@ -49,6 +49,7 @@ func csvParseTool() *Tool {
   "additionalProperties": false
 }`),
 		Annotations: computeOnly(),
+		Isolated:    true,
 		Timeout:     10 * time.Second,
 		Run:         runCSVParse,
 	}

@@ -42,6 +42,7 @@ func htmlExtractTool() *Tool {
   "additionalProperties": false
 }`),
 		Annotations: computeOnly(),
+		Isolated:    true,
 		Timeout:     10 * time.Second,
 		Run:         runHTMLExtract,
 	}

@@ -54,6 +54,7 @@ func jsonQueryTool() *Tool {
   "additionalProperties": false
 }`),
 		Annotations: computeOnly(),
+		Isolated:    true,
 		Timeout:     jqTimeout,
 		Run:         runJSONQuery,
 	}

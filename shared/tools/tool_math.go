@@ -44,6 +44,7 @@ func mathEvaluateTool() *Tool {
   "additionalProperties": false
 }`),
 		Annotations: computeOnly(),
+		Isolated:    true,
 		Timeout:     5 * time.Second,
 		Run:         runMathEvaluate,
 	}

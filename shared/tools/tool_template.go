@@ -52,6 +52,7 @@ func textTemplateTool() *Tool {
   "additionalProperties": false
 }`),
 		Annotations: computeOnly(),
+		Isolated:    true,
 		Timeout:     10 * time.Second,
 		Run:         runTextTemplate,
 	}

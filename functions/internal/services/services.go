@@ -43,13 +43,19 @@ func ToolClient(cfg config.Config, timeout time.Duration) *toolserver.Client {
 }
 
 // ToolRegistry builds the built-in tool catalog, with llm_generate on the
-// configured models.
-func ToolRegistry(cfg config.Config, models *model.Registry) (*tools.Registry, error) {
-	return tools.NewRegistry(tools.Builtin(tools.Config{
+// configured models and the isolated tools (jq, expressions, templates,
+// regular expressions, CSV, HTML) running in sb's worker processes; nil sb
+// runs them in process, where nothing bounds their memory (tests only).
+func ToolRegistry(cfg config.Config, models *model.Registry, sb tools.Sandbox) (*tools.Registry, error) {
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{
 		Generator:            models,
 		DefaultModelID:       cfg.DefaultModelID,
 		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
 	})...)
+	if err != nil || sb == nil {
+		return reg, err
+	}
+	return reg.WithSandbox(sb), nil
 }
 
 // Chat builds the chat service: chats in the Data table, the configured

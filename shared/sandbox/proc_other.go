@@ -1,0 +1,24 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// limitsEnforced: outside Linux a worker sets no kernel limits; it still
+// isolates crashes, is killed at its deadline, and has a soft Go heap
+// limit.
+const limitsEnforced = false
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func selfPath() (string, error) { return os.Executable() }
+
+func applyLimits(int64, time.Duration) hello { return hello{PID: os.Getpid()} }
+
+func usage() (time.Duration, int64) { return 0, 0 }
+
+func exitInfo(*os.ProcessState) (bool, int64) { return false, 0 }

@@ -1,0 +1,306 @@
+// Package sandbox runs evaluations of untrusted input in worker processes
+// whose memory and CPU time the kernel bounds, so that an input that
+// allocates gigabytes or loops forever stops its worker, never the service.
+//
+// A worker is the service's own binary started again with WorkerArg as its
+// first argument: main calls ServeWorker when IsWorker reports true, before
+// anything else. A Lambda function has only its bootstrap binary and the
+// dev server only its own, so neither needs a second program. The worker
+// starts with an empty environment (no secrets), GOMAXPROCS=1, a soft Go
+// heap limit, and kernel limits it sets on itself before it takes any
+// request:
+//
+//   - RLIMIT_AS: its address space may grow by at most Options.Memory from
+//     its size at start. A Go program reserves over 1 GiB of address space
+//     as it starts (mostly never touched), so the limit is relative to that;
+//     past it the Go runtime aborts with "out of memory". RLIMIT_AS is used
+//     rather than RLIMIT_DATA because the kernel charges a mapping made over
+//     an address range the runtime reserved earlier only for its growth, so
+//     a Go heap can pass RLIMIT_DATA by hundreds of MiB.
+//   - RLIMIT_CPU, soft and hard equal: the kernel sends SIGKILL when the
+//     worker's total CPU time reaches it. (A soft limit alone would do
+//     nothing: the Go runtime ignores SIGXCPU unless the program asks for
+//     it with signal.Notify.)
+//   - RLIMIT_CORE 0.
+//
+// A Pool keeps a few warm workers. Each serves one evaluation at a time
+// over its stdin and stdout; Pool.Do waits (as long as its context allows)
+// for a free worker, so at most Options.Workers evaluations run at once.
+// The pool kills a worker whose evaluation outlives its context, replaces
+// a worker that died, and retires a worker that has used Options.CPUBudget
+// of CPU time or whose peak memory passed half of Options.Memory, so that
+// the kernel's CPU limit is never what stops an ordinary evaluation and an
+// idle worker holds little memory.
+//
+// Memory limits are kernel-enforced on Linux (AWS Lambda, the dev server
+// on Linux). On other systems the worker still isolates crashes and is
+// killed at its deadline, but only the Go heap's soft limit bounds its
+// memory.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// WorkerArg is the first argument of a worker process.
+const WorkerArg = "--sandbox-worker"
+
+// Options configure a Pool.
+type Options struct {
+	// Path is the worker program; Args follow WorkerArg on its command
+	// line. SelfPath is the running binary.
+	Path string
+	Args []string
+	// Workers is the number of warm workers, which is also the number of
+	// evaluations that run at once.
+	Workers int
+	// Memory is how much a worker's address space may grow after it has
+	// started, in bytes.
+	Memory int64
+	// CPUBudget is the CPU time after which a worker is retired once its
+	// current evaluation ends.
+	CPUBudget time.Duration
+	// CPULimit is the CPU time at which the kernel kills a worker. It must
+	// exceed CPUBudget by more than the longest evaluation, so that only a
+	// worker whose parent failed to stop it reaches it.
+	CPULimit time.Duration
+	// MaxResponse is the largest response, in bytes, a worker may return.
+	MaxResponse int
+	// StartTimeout bounds a worker's start, until it reports its limits in
+	// place; zero means 10 s.
+	StartTimeout time.Duration
+	// Logger receives a warning for every worker stopped for a limit, a
+	// deadline or a crash; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("sandbox: pool closed")
+
+// Resource is what an evaluation ran out of.
+type Resource string
+
+// The resources a LimitError reports.
+const (
+	Memory Resource = "memory"
+	CPU    Resource = "cpu"
+	Output Resource = "output"
+)
+
+// LimitError reports that an evaluation exceeded one of its worker's
+// limits; the worker was stopped (for Memory and CPU) or its response
+// dropped (for Output).
+type LimitError struct {
+	Resource Resource
+	// Limit is the bound that was passed: bytes for Memory and Output, CPU
+	// time for CPU.
+	Limit int64
+	// Detail describes the worker's end, for logs.
+	Detail string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("sandbox: %s limit exceeded: %s", e.Resource, e.Detail)
+}
+
+// CrashError reports that a worker stopped during an evaluation for a
+// reason other than a limit (a runtime fault). Detail is for logs.
+type CrashError struct{ Detail string }
+
+func (e *CrashError) Error() string { return "sandbox: worker crashed: " + e.Detail }
+
+// Pool is a set of warm worker processes. It is safe for concurrent use.
+type Pool struct {
+	o     Options
+	log   *slog.Logger
+	slots chan *worker  // one entry per slot: an idle worker, or nil (start one)
+	done  chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	closed bool
+	live   map[*worker]struct{}
+	bg     sync.WaitGroup // background starts and retirements; Add only under mu while !closed
+}
+
+// New checks o and returns a pool whose workers start in the background.
+// It fails when Path is empty, Workers is below 1, Memory or MaxResponse
+// is not positive, or CPULimit does not exceed CPUBudget.
+func New(o Options) (*Pool, error) {
+	switch {
+	case o.Path == "":
+		return nil, errors.New("sandbox: no worker program")
+	case o.Workers < 1:
+		return nil, fmt.Errorf("sandbox: %d workers; at least 1", o.Workers)
+	case o.Memory <= 0 || o.MaxResponse <= 0:
+		return nil, errors.New("sandbox: memory and response limits must be positive")
+	case o.CPUBudget <= 0 || o.CPULimit <= o.CPUBudget:
+		return nil, fmt.Errorf("sandbox: the CPU limit (%s) must exceed the CPU budget (%s), both positive", o.CPULimit, o.CPUBudget)
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	p := &Pool{o: o, log: o.Logger, slots: make(chan *worker, o.Workers), done: make(chan struct{}), live: map[*worker]struct{}{}}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	for range o.Workers {
+		p.refill()
+	}
+	return p, nil
+}
+
+// Do sends request to a free worker and returns its response. It waits
+// for a worker as long as ctx allows, and the evaluation gets what is left
+// of ctx's deadline: a worker still busy when ctx ends is killed. Errors:
+//   - ctx's error, wrapped, when ctx ends first (waiting or evaluating);
+//   - *LimitError: the evaluation passed the memory, CPU or response limit;
+//   - *CrashError: the worker stopped for another reason;
+//   - ErrClosed after Close, or a worker that cannot start.
+func (p *Pool) Do(ctx context.Context, request []byte) ([]byte, error) {
+	var w *worker
+	select {
+	case <-p.done:
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case w = <-p.slots:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", ctx.Err())
+	case <-p.done:
+		return nil, ErrClosed
+	}
+	if w == nil {
+		var err error
+		if w, err = p.start(ctx); err != nil {
+			p.slots <- nil
+			return nil, err
+		}
+	}
+	resp, err := w.do(ctx, request, p.o)
+	switch {
+	case err != nil && !w.alive():
+		p.stopped(w, err)
+		p.refill()
+	case err == nil && w.spent(p.o):
+		p.retire(w)
+		p.refill()
+	default:
+		p.slots <- w
+	}
+	return resp, err
+}
+
+// Close kills every worker and waits for the pool's background work.
+// Later calls of Do fail with ErrClosed.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+		for w := range p.live {
+			w.kill()
+		}
+	}
+	p.mu.Unlock()
+	p.bg.Wait()
+	// Reap the idle workers; a busy one is reaped by its Do.
+	for {
+		select {
+		case w := <-p.slots:
+			if w != nil {
+				w.wait()
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// background runs f in a goroutine Close waits for, and reports false
+// (without running f) once the pool is closed.
+func (p *Pool) background(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.bg.Go(f)
+	return true
+}
+
+// refill starts a worker in the background and puts it (or nil, when it
+// cannot start) in the slot the caller holds.
+func (p *Pool) refill() {
+	p.background(func() {
+		w, err := p.start(context.Background())
+		if err != nil && !errors.Is(err, ErrClosed) {
+			p.log.Error("sandbox: a worker did not start", "err", err.Error())
+		}
+		p.slots <- w
+	})
+}
+
+// start starts a worker and registers it; it fails with ErrClosed when the
+// pool is closed, killing a worker started meanwhile.
+func (p *Pool) start(ctx context.Context) (*worker, error) {
+	if p.isClosed() {
+		return nil, ErrClosed
+	}
+	w, err := startWorker(ctx, p.o)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.live[w] = struct{}{}
+	}
+	p.mu.Unlock()
+	if closed {
+		w.kill()
+		w.wait()
+		return nil, ErrClosed
+	}
+	return w, nil
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// forget unregisters w.
+func (p *Pool) forget(w *worker) {
+	p.mu.Lock()
+	delete(p.live, w)
+	p.mu.Unlock()
+}
+
+// stopped records the end of a worker that died or was killed during an
+// evaluation (it has been reaped).
+func (p *Pool) stopped(w *worker, err error) {
+	p.forget(w)
+	if !p.isClosed() {
+		p.log.Warn("sandbox: worker stopped", "pid", w.pid, "reason", err.Error())
+	}
+}
+
+// retire stops an idle worker that has used its CPU budget or much
+// memory, in the background.
+func (p *Pool) retire(w *worker) {
+	p.forget(w)
+	stop := func() {
+		w.kill()
+		w.wait()
+	}
+	if !p.background(stop) {
+		stop()
+	}
+}

@@ -1,0 +1,456 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/sandbox"
+)
+
+// workerBin is internal/testworker, built without the race detector
+// whatever this test binary's flags: the race runtime's shadow memory
+// counts against RLIMIT_AS, so a race-enabled worker would not measure
+// what production workers do.
+var workerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sandbox-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerBin = filepath.Join(dir, "testworker")
+	build := exec.Command("go", "build", "-o", workerBin, "./internal/testworker")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build testworker:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newPool returns a pool of testworker processes with generous limits,
+// changed by edit, closed when the test ends.
+func newPool(t *testing.T, edit func(*sandbox.Options)) *sandbox.Pool {
+	t.Helper()
+	o := sandbox.Options{
+		Path:        workerBin,
+		Workers:     1,
+		Memory:      256 << 20,
+		CPUBudget:   20 * time.Second,
+		CPULimit:    60 * time.Second,
+		MaxResponse: 1 << 20,
+		Logger:      slog.New(slog.DiscardHandler),
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	p, err := sandbox.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// do runs one command and fails the test on an error.
+func do(t *testing.T, p *sandbox.Pool, cmd string) string {
+	t.Helper()
+	out, err := p.Do(context.Background(), []byte(cmd))
+	if err != nil {
+		t.Fatalf("Do(%q): %v", cmd, err)
+	}
+	return string(out)
+}
+
+func pid(t *testing.T, p *sandbox.Pool) int {
+	t.Helper()
+	n, err := strconv.Atoi(do(t, p, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// exists reports whether process pid exists (a zombie included).
+func exists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+// limits returns the soft and hard values of a /proc/pid/limits row.
+func limits(t *testing.T, pid int, row string) (soft, hard string) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, row); ok {
+			f := strings.Fields(rest)
+			return f[0], f[1]
+		}
+	}
+	t.Fatalf("no %q in /proc/%d/limits", row, pid)
+	return "", ""
+}
+
+func vmSize(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmSize:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmSize")
+	return 0
+}
+
+func expectLimit(t *testing.T, err error, want sandbox.Resource) *sandbox.LimitError {
+	t.Helper()
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) || le.Resource != want {
+		t.Fatalf("err = %v (%T), want a %s LimitError", err, err, want)
+	}
+	return le
+}
+
+// TestWorkerProcess checks what a worker is: a separate process with an
+// empty environment but for its limits, GOMAXPROCS=1, and the kernel
+// limits it set on itself before its first request.
+func TestWorkerProcess(t *testing.T) {
+	t.Parallel()
+	const mem = 96 << 20
+	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem; o.CPULimit = 45 * time.Second })
+	if got := do(t, p, "echo hello"); got != "hello" {
+		t.Errorf("echo = %q", got)
+	}
+	w := pid(t, p)
+	if w == os.Getpid() {
+		t.Fatal("the worker is this process")
+	}
+	env := strings.Split(do(t, p, "env"), "\n")
+	slices.Sort(env)
+	want := []string{"GOMAXPROCS=1", "SANDBOX_CPU_LIMIT=45", "SANDBOX_MAX_RESPONSE=1048576", "SANDBOX_MEMORY=" + strconv.Itoa(mem)}
+	if !slices.Equal(env, want) {
+		t.Errorf("worker environment %q, want only %q", env, want)
+	}
+
+	soft, hard := limits(t, w, "Max address space")
+	as, err := strconv.ParseUint(soft, 10, 64)
+	if err != nil || soft != hard {
+		t.Fatalf("RLIMIT_AS %s/%s, want a number, soft = hard", soft, hard)
+	}
+	// The limit is the size at start plus mem; the worker has grown a
+	// little since, never past it.
+	if size := vmSize(t, w); as < size || as-size > mem {
+		t.Errorf("RLIMIT_AS %d with VmSize %d: want VmSize < limit <= VmSize + %d", as, size, mem)
+	}
+	if soft, hard := limits(t, w, "Max cpu time"); soft != "45" || hard != "45" {
+		t.Errorf("RLIMIT_CPU %s/%s, want 45/45", soft, hard)
+	}
+	if soft, hard := limits(t, w, "Max core file size"); soft != "0" || hard != "0" {
+		t.Errorf("RLIMIT_CORE %s/%s, want 0/0", soft, hard)
+	}
+	// Cheap evaluations keep the same warm worker.
+	for range 5 {
+		if got := pid(t, p); got != w {
+			t.Fatalf("worker changed from %d to %d without cause", w, got)
+		}
+	}
+}
+
+// TestDeadlineKillsWorker: an evaluation that ignores its deadline is
+// killed when the deadline passes, the worker is reaped before Do returns,
+// and a new worker serves the next request.
+func TestDeadlineKillsWorker(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, nil)
+	before := pid(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out, err := p.Do(ctx, []byte("spin"))
+	if !errors.Is(err, context.DeadlineExceeded) || out != nil {
+		t.Fatalf("spin past the deadline: %q, %v; want context.DeadlineExceeded", out, err)
+	}
+	if exists(before) {
+		t.Errorf("worker %d still exists after its deadline", before)
+	}
+	if after := pid(t, p); after == before {
+		t.Errorf("the killed worker %d serves again", before)
+	}
+}
+
+// TestCanceledWhileWaiting: a request whose context is already done does
+// not reach a worker.
+func TestCanceledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, nil)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Do(ctx, []byte("touch "+filepath.Join(dir, "ran"))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do with a canceled context: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the request ran")
+	}
+}
+
+// TestWorkerDeathReplaced: a worker that exits during an evaluation is a
+// CrashError, and another worker serves the next request.
+func TestWorkerDeathReplaced(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, nil)
+	before := pid(t, p)
+	_, err := p.Do(context.Background(), []byte("exit 3"))
+	var ce *sandbox.CrashError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Detail, "exit status 3") {
+		t.Fatalf("exit 3: %v, want a CrashError naming the exit status", err)
+	}
+	if after := pid(t, p); after == before || exists(before) {
+		t.Errorf("worker %d after the death of %d (still there: %v)", after, before, exists(before))
+	}
+}
+
+// TestMemoryLimit: an allocation past the memory limit, or a stack past
+// its maximum, stops the worker with a memory LimitError; allocations
+// under it succeed, and the pool serves on.
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	const mem = 128 << 20
+	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem })
+	// The Go runtime reserves address space 64 MiB at a time, so the live
+	// data that fits is less than the limit.
+	if got := do(t, p, "alloc 32"); got != "allocated" {
+		t.Fatalf("alloc 32 MiB under a 128 MiB limit: %q", got)
+	}
+	for _, cmd := range []string{"alloc 512", "recurse"} {
+		_, err := p.Do(context.Background(), []byte(cmd))
+		if le := expectLimit(t, err, sandbox.Memory); le.Limit != mem {
+			t.Errorf("%s: limit %d, want %d", cmd, le.Limit, mem)
+		}
+		if got := do(t, p, "echo after"); got != "after" {
+			t.Errorf("after %s: %q", cmd, got)
+		}
+	}
+}
+
+// TestCPULimit: a worker that runs past its CPU limit with no deadline is
+// killed by the kernel (RLIMIT_CPU's hard limit, SIGKILL), a CPU
+// LimitError.
+func TestCPULimit(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.CPUBudget = 500 * time.Millisecond; o.CPULimit = time.Second })
+	_, err := p.Do(context.Background(), []byte("spin"))
+	expectLimit(t, err, sandbox.CPU)
+	if got := do(t, p, "echo after"); got != "after" {
+		t.Errorf("after the CPU limit: %q", got)
+	}
+}
+
+// TestRetirement: a worker that has used its CPU budget, or whose memory
+// peaked over half the limit, is replaced after its evaluation, which
+// itself succeeds.
+func TestRetirement(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		edit func(*sandbox.Options)
+		cmd  string
+		want string
+	}{
+		{"CPU budget", func(o *sandbox.Options) { o.CPUBudget = 50 * time.Millisecond }, "burn 100", "burnt"},
+		{"memory peak", func(o *sandbox.Options) { o.Memory = 256 << 20 }, "alloc 150", "allocated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPool(t, tc.edit)
+			before := pid(t, p)
+			if got := do(t, p, tc.cmd); got != tc.want {
+				t.Fatalf("%s = %q, want %q", tc.cmd, got, tc.want)
+			}
+			if after := pid(t, p); after == before {
+				t.Errorf("worker %d was not retired", before)
+			}
+		})
+	}
+}
+
+// TestConcurrencyBound: with every worker busy, a request waits for one
+// as long as its context allows and never runs meanwhile; once a worker
+// is free, a waiting request runs.
+func TestConcurrencyBound(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.Workers = 2 })
+	dir := t.TempDir()
+	releases := []string{filepath.Join(dir, "r1"), filepath.Join(dir, "r2")}
+	var wg sync.WaitGroup
+	for _, r := range releases {
+		wg.Go(func() {
+			if got := do(t, p, "hold "+r); got != "released" {
+				t.Errorf("hold = %q", got)
+			}
+		})
+	}
+	for _, r := range releases {
+		waitFor(t, r+".started")
+	}
+
+	ran := filepath.Join(dir, "ran")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Do(ctx, []byte("touch "+ran)); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a free worker") {
+		t.Fatalf("a third request with both workers busy: %v, want it to time out waiting", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the third request ran although both workers were busy")
+	}
+
+	waiting := make(chan string, 1)
+	go func() {
+		out, err := p.Do(context.Background(), []byte("touch "+ran))
+		if err != nil {
+			out = []byte(err.Error())
+		}
+		waiting <- string(out)
+	}()
+	for _, r := range releases {
+		if err := os.WriteFile(r, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if got := <-waiting; got != "touched" {
+		t.Errorf("the waiting request: %q", got)
+	}
+}
+
+// waitFor waits up to 30 s for path to exist.
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestOutputLimit: a response over MaxResponse is refused by the worker
+// itself, so the worker stays.
+func TestOutputLimit(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.MaxResponse = 1000 })
+	before := pid(t, p)
+	if got := do(t, p, "big 1000"); len(got) != 1000 {
+		t.Errorf("big 1000: %d bytes", len(got))
+	}
+	_, err := p.Do(context.Background(), []byte("big 1001"))
+	if le := expectLimit(t, err, sandbox.Output); le.Limit != 1000 {
+		t.Errorf("limit %d", le.Limit)
+	}
+	if after := pid(t, p); after != before {
+		t.Errorf("worker changed from %d to %d", before, after)
+	}
+}
+
+// TestClose: Close stops every worker; Do then fails with ErrClosed.
+func TestClose(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.Workers = 2 })
+	w := pid(t, p)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Do(context.Background(), []byte("pid")); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Do after Close: %v", err)
+	}
+	if exists(w) {
+		t.Errorf("worker %d survives Close", w)
+	}
+}
+
+// TestNotAWorker: a program that does not answer as a worker is refused
+// with its own words.
+func TestNotAWorker(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		path, want string
+	}{
+		{"/bin/sh", "not usable"},
+		{filepath.Join(t.TempDir(), "missing"), "start worker"},
+	}
+	for _, tc := range tests {
+		p := newPool(t, func(o *sandbox.Options) { o.Path = tc.path })
+		if _, err := p.Do(context.Background(), []byte("pid")); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.path, err, tc.want)
+		}
+	}
+}
+
+// TestWorkerRefusesToRunByHand: started without a pool's environment, a
+// worker says so and exits 1.
+func TestWorkerRefusesToRunByHand(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(workerBin, sandbox.WorkerArg)
+	cmd.Env = []string{}
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "SANDBOX_MEMORY") {
+		t.Errorf("worker without configuration: %v %s", err, out)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	ok := sandbox.Options{Path: workerBin, Workers: 1, Memory: 1 << 20, CPUBudget: time.Second, CPULimit: 2 * time.Second, MaxResponse: 1}
+	tests := []struct {
+		name string
+		edit func(*sandbox.Options)
+	}{
+		{"no path", func(o *sandbox.Options) { o.Path = "" }},
+		{"no workers", func(o *sandbox.Options) { o.Workers = 0 }},
+		{"no memory", func(o *sandbox.Options) { o.Memory = 0 }},
+		{"no response", func(o *sandbox.Options) { o.MaxResponse = 0 }},
+		{"CPU limit under budget", func(o *sandbox.Options) { o.CPULimit = o.CPUBudget }},
+		{"no CPU budget", func(o *sandbox.Options) { o.CPUBudget = 0 }},
+	}
+	for _, tc := range tests {
+		o := ok
+		tc.edit(&o)
+		if p, err := sandbox.New(o); err == nil {
+			p.Close()
+			t.Errorf("%s: New accepted %+v", tc.name, o)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package tools_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/sandbox"
+	"github.com/workflowchat/service/shared/tools"
+)
+
+// workerBin is internal/toolworker, built without the race detector (see
+// that command's comment); sandboxPool is started from it on first use.
+var (
+	workerDir   string
+	sandboxOnce sync.Once
+	sandboxPool *sandbox.Pool
+	sandboxErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sandboxPool != nil {
+		sandboxPool.Close()
+	}
+	if workerDir != "" {
+		os.RemoveAll(workerDir)
+	}
+	os.Exit(code)
+}
+
+// testSandbox returns the package's pool of real tool workers, sized as in
+// production, building the worker binary on first use.
+func testSandbox(t testing.TB) *sandbox.Pool {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("worker limits are enforced on Linux only")
+	}
+	sandboxOnce.Do(func() {
+		if workerDir, sandboxErr = os.MkdirTemp("", "toolworker"); sandboxErr != nil {
+			return
+		}
+		bin := filepath.Join(workerDir, "toolworker")
+		if out, err := exec.Command("go", "build", "-o", bin, "./internal/toolworker").CombinedOutput(); err != nil {
+			sandboxErr = fmt.Errorf("build toolworker: %v\n%s", err, out)
+			return
+		}
+		sandboxPool, sandboxErr = tools.NewSandbox(bin, slog.New(slog.DiscardHandler))
+	})
+	if sandboxErr != nil {
+		t.Fatal(sandboxErr)
+	}
+	return sandboxPool
+}
+
+// TestIsolatedTools: exactly the tools that evaluate a program or a
+// document from their input are isolated; the others need the service's
+// configuration (network, models, clock) or cost a fixed amount.
+func TestIsolatedTools(t *testing.T) {
+	t.Parallel()
+	var got []string
+	for _, tool := range tools.Builtin(tools.Config{}) {
+		if tool.Isolated {
+			got = append(got, tool.ID)
+		}
+	}
+	want := []string{"csv_parse", "html_extract", "json_query", "math_evaluate", "regex_extract", "text_template"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("isolated tools %v, want %v", got, want)
+	}
+}
+
+// recordingSandbox counts the requests that reach the real sandbox.
+type recordingSandbox struct {
+	tools.Sandbox
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *recordingSandbox) Do(ctx context.Context, req []byte) ([]byte, error) {
+	s.mu.Lock()
+	s.seen = append(s.seen, string(req))
+	s.mu.Unlock()
+	return s.Sandbox.Do(ctx, req)
+}
+
+// TestIsolatedToolsRunInWorkers: with a sandbox, every isolated tool's run
+// goes to it and succeeds there; the other tools run in process.
+func TestIsolatedToolsRunInWorkers(t *testing.T) {
+	t.Parallel()
+	rec := &recordingSandbox{Sandbox: testSandbox(t)}
+	r := newRegistry(t, tools.Config{}).WithSandbox(rec)
+	inputs := map[string]map[string]any{
+		"csv_parse":     {"text": "a,b\n1,2"},
+		"html_extract":  {"html": "<p>hi</p>", "selector": "p"},
+		"json_query":    {"input": map[string]any{"a": 1}, "query": ".a"},
+		"math_evaluate": {"expression": "1 + 2"},
+		"regex_extract": {"text": "a1", "pattern": `\d`},
+		"text_template": {"template": "{{.x}}", "values": map[string]any{"x": "y"}},
+		"hash":          {"text": "a", "algorithm": "md5"},
+		"datetime_now":  {},
+	}
+	for id, in := range inputs {
+		if _, err := r.Run(t.Context(), id, in); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	for id := range inputs {
+		tool, _ := r.Get(id)
+		ran := slices.ContainsFunc(rec.seen, func(req string) bool { return strings.Contains(req, `"tool":"`+id+`"`) })
+		if ran != tool.Isolated {
+			t.Errorf("%s (isolated %v) reached the sandbox: %v", id, tool.Isolated, ran)
+		}
+	}
+}
+
+// TestSandboxLimits runs inputs that exhaust memory, CPU or output room in
+// real workers: each fails with TOOL_RESOURCE_LIMIT (or TOOL_TIMEOUT for a
+// CPU bomb, its worker killed at the deadline), and the pool serves on.
+func TestSandboxLimits(t *testing.T) {
+	t.Parallel()
+	pool := testSandbox(t)
+	// Short timeouts for the CPU bombs: copies of the tools that the
+	// worker runs under their real ids.
+	var fast []*tools.Tool
+	for _, tool := range tools.Builtin(tools.Config{}) {
+		c := *tool
+		if c.ID == "json_query" || c.ID == "math_evaluate" {
+			c.Timeout = 300 * time.Millisecond
+		}
+		fast = append(fast, &c)
+	}
+	fastReg, err := tools.NewRegistry(fast...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRegistry(t, tools.Config{}).WithSandbox(pool)
+	fastReg = fastReg.WithSandbox(pool)
+
+	tests := []struct {
+		name  string
+		r     *tools.Registry
+		tool  string
+		input map[string]any
+		code  string
+		msg   string
+	}{
+		{"jq string repeat", r, "json_query", map[string]any{"input": "x", "query": "(. * 2000000000) | length"},
+			tools.CodeToolResourceLimit, "exceeded its memory limit (128 MiB)"},
+		{"jq doubling", r, "json_query", map[string]any{"input": strings.Repeat("x", 64), "query": "reduce range(24) as $i (.; .+.) | length"},
+			tools.CodeToolResourceLimit, "exceeded its memory limit"},
+		{"jq deep recursion", r, "json_query", map[string]any{"query": "def f: [f]; f"},
+			tools.CodeToolResourceLimit, "exceeded its memory limit"},
+		{"template doubling in nested ranges", r, "text_template", map[string]any{
+			"template": `{{$x := "xxxxxxxx"}}{{range .a}}{{range $.a}}{{$x = printf "%s%s" $x $x}}{{end}}{{end}}{{len $x}}`,
+			"values":   map[string]any{"a": []any{1, 2, 3, 4, 5, 6}}},
+			tools.CodeToolResourceLimit, "exceeded its memory limit"},
+		{"huge CSV", r, "csv_parse", map[string]any{"text": strings.Repeat("a,b\n", 4<<20)},
+			tools.CodeToolResourceLimit, "exceeded its memory limit"},
+		{"output over the limit", r, "json_query", map[string]any{"input": "x", "query": ". * 5000000"},
+			tools.CodeToolResourceLimit, "output limit (4 MiB)"},
+		{"jq endless loop", fastReg, "json_query", map[string]any{"query": "def f: f; f"},
+			tools.CodeToolTimeout, "did not finish"},
+		{"expr nested count", fastReg, "math_evaluate", map[string]any{"expression": "let a = [" + strings.Repeat("1,", 2999) + "1]; count(a, count(a, count(a, true) > 0) > 0)"},
+			tools.CodeToolTimeout, "did not finish"},
+	}
+	t.Run("bombs", func(t *testing.T) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				_, err := tc.r.Run(t.Context(), tc.tool, tc.input)
+				assertErr(t, err, tc.code, tc.msg, "")
+				if tc.code == tools.CodeToolResourceLimit && errs.KindOf(err) != errs.Internal {
+					t.Errorf("kind %v, want Internal (500)", errs.KindOf(err))
+				}
+			})
+		}
+	})
+	out, err := r.Run(t.Context(), "json_query", map[string]any{"input": []any{1, 2, 3}, "query": "add"})
+	if err != nil || jsonOf(t, out) != `{"result":6}` {
+		t.Fatalf("after the bombs: %v, %v", out, err)
+	}
+}
+
+// TestSandboxErrorsMatchInProcess: a tool's own errors come back from a
+// worker with the code, kind, message and details they have in process.
+func TestSandboxErrorsMatchInProcess(t *testing.T) {
+	t.Parallel()
+	plain := newRegistry(t, tools.Config{})
+	isolated := plain.WithSandbox(testSandbox(t))
+	inputs := []struct {
+		tool  string
+		input map[string]any
+	}{
+		{"json_query", map[string]any{"query": `error("boom")`}},
+		{"json_query", map[string]any{"query": ".["}},
+		{"regex_extract", map[string]any{"text": "a", "pattern": "("}},
+		{"csv_parse", map[string]any{"text": "a,b\n1"}},
+		{"math_evaluate", map[string]any{"expression": "1/0"}},
+		{"text_template", map[string]any{"template": "{{.missing}}"}},
+	}
+	for _, in := range inputs {
+		_, want := plain.Run(t.Context(), in.tool, in.input)
+		_, got := isolated.Run(t.Context(), in.tool, in.input)
+		var w, g *errs.Error
+		if !errors.As(want, &w) || !errors.As(got, &g) {
+			t.Fatalf("%s %v: errors %v and %v", in.tool, in.input, want, got)
+		}
+		if g.Kind != w.Kind || g.CodeOrDefault() != w.CodeOrDefault() || g.Message != w.Message || fmt.Sprint(g.Details) != fmt.Sprint(w.Details) {
+			t.Errorf("%s %v:\n isolated   %v %s %q %v\n in process %v %s %q %v", in.tool, in.input,
+				g.Kind, g.CodeOrDefault(), g.Message, g.Details, w.Kind, w.CodeOrDefault(), w.Message, w.Details)
+		}
+	}
+}
+
+// TestSandboxSizing: a worker retired at its CPU budget can still run the
+// longest isolated tool to its timeout before the kernel's CPU limit.
+func TestSandboxSizing(t *testing.T) {
+	t.Parallel()
+	for _, tool := range tools.Builtin(tools.Config{}) {
+		timeout := tool.Timeout
+		if timeout == 0 {
+			timeout = tools.DefaultTimeout
+		}
+		if tool.Isolated && tools.SandboxCPUBudget+2*timeout > tools.SandboxCPULimit {
+			t.Errorf("%s: budget %s + 2 x timeout %s exceeds the CPU limit %s", tool.ID, tools.SandboxCPUBudget, timeout, tools.SandboxCPULimit)
+		}
+	}
+}
