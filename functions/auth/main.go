@@ -22,7 +22,7 @@ func main() {
 }
 
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE")
+	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "RATE_LIMITS_TABLE")
 	if err != nil {
 		return nil, err
 	}
@@ -30,5 +30,5 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, auth.Routes(b.Auth)), nil
+	return wiring.Stack(cfg, auth.Routes(b.Auth, wiring.Attempts(cfg, b))), nil
 }

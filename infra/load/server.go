@@ -44,7 +44,8 @@ func spawn(env []string) (*devServer, error) {
 	// Per-user rate limits off: each virtual user sends far more than a
 	// person would, and the run measures throughput, not the limiter.
 	cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "LOG_LEVEL=warn", "MCP_SERVICE_KEY=", "DYNAMODB_ENDPOINT=", "DATA_FILE=",
-		"RATE_LIMIT_MESSAGES=0", "RATE_LIMIT_STREAMS=0", "RATE_LIMIT_RUNS=0"}, env...)...)
+		"RATE_LIMIT_MESSAGES=0", "RATE_LIMIT_STREAMS=0", "RATE_LIMIT_RUNS=0",
+		"RATE_LIMIT_SIGN_IN_EMAIL=0", "RATE_LIMIT_SIGN_IN_ADDRESS=0", "RATE_LIMIT_SIGN_UP_ADDRESS=0"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		os.RemoveAll(dir)

@@ -182,7 +182,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	workflowRoutes.Mount(runRoutes, runRoutes.Patterns()...)
 	s.Functions = []Function{
 		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
-		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn)},
+		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn, ratelimit.Attempts{Limiter: limiter, SignInPerEmail: cfg.RateLimitSignInEmail, SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress})},
 		{LogicalID: "ModelsFunction", Dir: "models", Router: model.Routes(models, users, authn)},
 		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(toolClient.Catalog(), authn, cfg.ToolsCacheTTL, o.Now)},
 		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn, chatLimits)},

@@ -90,6 +90,9 @@ var wantGrants = map[string]map[string][]string{
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem"},
 		// create (also in the sign-up transaction), read, renew, sign out.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		// the credential limits: store.RateLimits.Hit, one UpdateItem (ADD)
+		// per window of each rule, before any password is hashed.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"ModelsFunction": {
 		// SetModelPreference: conditional UpdateItem.

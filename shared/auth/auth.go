@@ -79,9 +79,11 @@ type Store interface {
 
 // Service implements the auth operations.
 type Service struct {
-	store  Store
-	hasher *Hasher
-	now    func() time.Time
+	store    Store
+	hasher   *Hasher
+	now      func() time.Time
+	hashing  chan struct{} // a slot per hash computed at once (MaxHashing)
+	hashWait time.Duration
 }
 
 // NewService returns a Service over store. now is the clock (time.Now in
@@ -93,7 +95,7 @@ func NewService(store Store, hasher *Hasher, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, hasher: hasher, now: now}
+	return &Service{store: store, hasher: hasher, now: now, hashing: make(chan struct{}, MaxHashing), hashWait: MaxHashWait}
 }
 
 // Credentials are what sign-up and sign-in take.
@@ -131,7 +133,8 @@ func validateEmail(f *errs.FieldErrors, email string) {
 // SignUp creates an account and signs it in. Errors: Invalid
 // (VALIDATION_FAILED with details) for a malformed email, a password
 // shorter than 8 or longer than 128 characters, or an empty or over-long
-// name; Conflict EMAIL_TAKEN.
+// name; Conflict EMAIL_TAKEN; Unavailable when the instance is busy
+// hashing other passwords (see MaxHashing).
 func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
 	const op = "auth.SignUp"
 	email, name := NormalizeEmail(c.Email), strings.TrimSpace(c.Name)
@@ -148,7 +151,12 @@ func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
 	if err := f.Err(op); err != nil {
 		return SignedIn{}, err
 	}
+	release, err := s.acquireHashing(ctx)
+	if err != nil {
+		return SignedIn{}, errs.Wrap(op, err)
+	}
 	hash, err := s.hasher.Hash(c.Password)
+	release()
 	if err != nil {
 		return SignedIn{}, errs.Wrap(op, err)
 	}
@@ -167,7 +175,8 @@ var errBadCredentials = errs.E("auth.SignIn", errs.Unauthenticated, "INVALID_CRE
 // email and a wrong password both fail with Unauthenticated
 // INVALID_CREDENTIALS after the same work (one read, one password hash
 // verification), so timing does not tell registered emails apart. Invalid
-// when either field is missing.
+// when either field is missing; Unavailable when the instance is busy
+// hashing other passwords (see MaxHashing).
 func (s *Service) SignIn(ctx context.Context, c Credentials) (SignedIn, error) {
 	const op = "auth.SignIn"
 	email := NormalizeEmail(c.Email)
@@ -188,7 +197,12 @@ func (s *Service) SignIn(ctx context.Context, c Credentials) (SignedIn, error) {
 	if err != nil {
 		hash = s.hasher.dummy() // same cost as a real verification
 	}
+	release, herr := s.acquireHashing(ctx)
+	if herr != nil {
+		return SignedIn{}, errs.Wrap(op, herr)
+	}
 	ok := s.hasher.Verify(hash, c.Password)
+	release()
 	if err != nil || !ok {
 		return SignedIn{}, errBadCredentials
 	}

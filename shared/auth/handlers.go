@@ -23,8 +23,11 @@ func signedInResponse(w http.ResponseWriter, r *http.Request, s *Service, in Sig
 	return SessionResponse{User: in.User, Session: SessionInfo{ExpiresAt: in.Session.ExpiresAt}}
 }
 
-func handleSignUp(s *Service) http.Handler {
+func handleSignUp(s *Service, a Attempts) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, c Credentials) (SessionResponse, error) {
+		if err := a.SignUp(r.Context(), ClientAddress(r)); err != nil {
+			return SessionResponse{}, err
+		}
 		in, err := s.SignUp(r.Context(), c)
 		if err != nil {
 			return SessionResponse{}, err
@@ -33,8 +36,11 @@ func handleSignUp(s *Service) http.Handler {
 	})
 }
 
-func handleSignIn(s *Service) http.Handler {
+func handleSignIn(s *Service, a Attempts) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, c Credentials) (SessionResponse, error) {
+		if err := a.SignIn(r.Context(), NormalizeEmail(c.Email), ClientAddress(r)); err != nil {
+			return SessionResponse{}, err
+		}
 		in, err := s.SignIn(r.Context(), c)
 		if err != nil {
 			return SessionResponse{}, err

@@ -74,7 +74,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 		Tools: toolserver.NewModelTools(toolserver.NewClient(ts.URL, key, nil), time.Minute, nil),
 	})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn), chat.Routes(svc, authn, chat.Limits{}), chat.StreamRoutes(svc, authn, ping, chat.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(svc, authn, chat.Limits{}), chat.StreamRoutes(svc, authn, ping, chat.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))

@@ -75,6 +75,12 @@ type Config struct {
 	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
 	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
 
+	// Credential limits, counted in RATE_LIMITS_TABLE before any password
+	// is hashed; same syntax as the per-user limits.
+	RateLimitSignInEmail   ratelimit.Rule // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
+	RateLimitSignInAddress ratelimit.Rule // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
+	RateLimitSignUpAddress ratelimit.Rule // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
+
 	Port    int // PORT; default 3000 (dev server)
 	MCPPort int // MCP_PORT; default 3001 (dev server)
 
@@ -86,6 +92,10 @@ const (
 	DefaultRateLimitMessages = "30/m"
 	DefaultRateLimitStreams  = "30/m"
 	DefaultRateLimitRuns     = "20/m"
+
+	DefaultRateLimitSignInEmail   = "5/m,30/h"
+	DefaultRateLimitSignInAddress = "30/m,300/h"
+	DefaultRateLimitSignUpAddress = "10/m,100/h"
 )
 
 // Load reads the configuration from getenv. It fails on any malformed value,
@@ -235,6 +245,9 @@ func Load(getenv func(string) string) (Config, error) {
 		{&c.RateLimitMessages, "RATE_LIMIT_MESSAGES", "messages", DefaultRateLimitMessages},
 		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
 		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
+		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
+		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
+		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
 	} {
 		r, err := ratelimit.Parse(l.name, or(get(l.env), l.defaultSpec))
 		if err != nil {

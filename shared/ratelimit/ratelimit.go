@@ -20,6 +20,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -142,7 +144,7 @@ func New(c Counter, now func() time.Time) *Limiter {
 	return &Limiter{counter: c, now: now}
 }
 
-// Allow counts one request of userID under rule and returns nil when it is
+// Allow counts one request of userID (or any other key, see Attempts) under rule and returns nil when it is
 // within every window of the rule, or a RateLimited error (code
 // RATE_LIMITED, RetryAfter the whole seconds left in the exceeded window,
 // at least 1, and a message naming the limit). Windows are checked in
@@ -210,4 +212,37 @@ func (l *Limiter) Limit(rule Rule) httpapi.Middleware {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// Attempts limits the credential endpoints (auth.Attempts) on a Limiter:
+// sign-ins per email and per client address, sign-ups per client address.
+// The counters are keyed by kind and value ("email:<sha-256 of the
+// address>", "addr:<ip>"), in the same table as the users' quotas; an
+// email is hashed so that the table holds no address in clear.
+type Attempts struct {
+	Limiter *Limiter
+	// SignInPerEmail, SignInPerAddress and SignUpPerAddress are the rules;
+	// a disabled rule limits nothing.
+	SignInPerEmail, SignInPerAddress, SignUpPerAddress Rule
+}
+
+// SignIn counts a sign-in attempt for email from addr under both rules
+// (the address first: an address over its limit is refused without
+// spending the email's budget, so one flooding address cannot lock out
+// the emails it guesses at for long). It returns the first refusal, a
+// RateLimited error (see Allow).
+func (a Attempts) SignIn(ctx context.Context, email, addr string) error {
+	if err := a.Limiter.Allow(ctx, "addr:"+addr, a.SignInPerAddress); err != nil {
+		return err
+	}
+	if email == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(email))
+	return a.Limiter.Allow(ctx, "email:"+hex.EncodeToString(sum[:16]), a.SignInPerEmail)
+}
+
+// SignUp counts a sign-up attempt from addr (see Allow).
+func (a Attempts) SignUp(ctx context.Context, addr string) error {
+	return a.Limiter.Allow(ctx, "addr:"+addr, a.SignUpPerAddress)
 }

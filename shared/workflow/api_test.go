@@ -99,7 +99,7 @@ func newWFAPI(t *testing.T) *wfAPI {
 		Catalog: workflow.NewToolserverCatalog(toolserver.NewClient(ts.URL, key, nil), time.Minute),
 	})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn), workflow.Routes(svc, authn, workflow.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), workflow.Routes(svc, authn, workflow.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))

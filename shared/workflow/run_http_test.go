@@ -42,7 +42,7 @@ func newRunsFixture(t *testing.T) *runsFixture {
 	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users,
 		DefaultModelID: "builtin", Workflows: runSvc.ChatRunner()})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	f.srv = httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))

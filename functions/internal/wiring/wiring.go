@@ -61,3 +61,11 @@ func Open(ctx context.Context, cfg config.Config) (Base, error) {
 	return Base{DB: db, Users: users, Auth: auth.NewService(users, nil, time.Now),
 		Limiter: ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), time.Now)}, nil
 }
+
+// Attempts returns the limits of the credential endpoints: the configured
+// RATE_LIMIT_SIGN_IN_EMAIL, RATE_LIMIT_SIGN_IN_ADDRESS and
+// RATE_LIMIT_SIGN_UP_ADDRESS rules on b's limiter.
+func Attempts(cfg config.Config, b Base) ratelimit.Attempts {
+	return ratelimit.Attempts{Limiter: b.Limiter, SignInPerEmail: cfg.RateLimitSignInEmail,
+		SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress}
+}

@@ -1,0 +1,46 @@
+package e2e_test
+
+import (
+	"testing"
+)
+
+// TestSignInGuessing is the report's reproduction through the dev server
+// binary with its default per-email limit: 40 wrong passwords for one
+// email, then the right one. The attempts past the limit (5 a minute, 30
+// an hour) are refused 429 RATE_LIMITED with Retry-After, the right
+// password included, while another user signs in normally. Every client
+// here has the same address, so the per-address limit is off (the auth
+// package's tests cover it).
+func TestSignInGuessing(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "RATE_LIMIT_SIGN_IN_ADDRESS=0")
+	victim, other := newClient(t, srv.API), newClient(t, srv.API)
+	signUpChatUser(t, victim, "guess-victim@example.com")
+	signUpChatUser(t, other, "guess-other@example.com")
+
+	attacker := newClient(t, srv.API)
+	allowed := 0
+	for range 40 {
+		r := attacker.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "guess-victim@example.com", "password": "not the password"})
+		switch r.Status {
+		case 401:
+			allowed++
+		case 429:
+			if r.Header.Get("Retry-After") == "" {
+				t.Fatalf("429 without Retry-After: %s", r.Body)
+			}
+		default:
+			t.Fatalf("wrong password: %d %s", r.Status, r.Body)
+		}
+	}
+	// 5 a minute: 10 at most if the minute turned during the loop.
+	if allowed > 10 {
+		t.Errorf("%d of 40 wrong passwords were checked, want at most 10", allowed)
+	}
+	r := attacker.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "guess-victim@example.com", "password": "chat-password-1"})
+	expectError(t, "the right password after 40 guesses (30 an hour)", r, 429, "RATE_LIMITED")
+
+	if r := other.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "guess-other@example.com", "password": "chat-password-1"}); r.Status != 200 {
+		t.Errorf("another user's sign-in: %d %s", r.Status, r.Body)
+	}
+}
