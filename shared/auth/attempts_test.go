@@ -2,9 +2,9 @@ package auth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
