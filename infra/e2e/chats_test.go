@@ -28,13 +28,15 @@ type messageJSON struct {
 	ToolCalls    []toolCallJSON `json:"toolCalls"`
 	InputTokens  int            `json:"inputTokens"`
 	OutputTokens int            `json:"outputTokens"`
+	Truncated    bool           `json:"truncated"`
 	CreatedAt    time.Time      `json:"createdAt"`
 }
 
 type toolCallJSON struct {
 	ToolName string          `json:"toolName"`
 	ToolArgs json.RawMessage `json:"toolArgs"`
-	Result   json.RawMessage `json:"result"`
+	Result    json.RawMessage `json:"result"`
+	Truncated bool            `json:"truncated"`
 }
 
 // exchangeJSON is the answer of POST /api/chats/{chatId}/messages.

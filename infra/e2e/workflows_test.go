@@ -94,6 +94,7 @@ type runStepJSON struct {
 	Input       json.RawMessage `json:"input"`
 	Output      json.RawMessage `json:"output"`
 	Error       string          `json:"error"`
+	Truncated   bool            `json:"truncated"`
 }
 
 // createWorkflow creates a workflow named name for userID.

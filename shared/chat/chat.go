@@ -13,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/truncate"
 )
 
 // Limits.
@@ -23,6 +24,10 @@ const (
 	MaxToolRounds = 5
 	// MaxHistory is how many earlier messages are sent to the model as context.
 	MaxHistory = 50
+	// MaxReplyBytes bounds the stored content of an assistant message
+	// (UTF-8 bytes): a reply longer than that is stored cut, with
+	// Truncated set.
+	MaxReplyBytes = 64 << 10
 )
 
 // Chat is a conversation owned by a user.
@@ -47,9 +52,12 @@ type Message struct {
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// InputTokens and OutputTokens are the usage the provider reported for
 	// an assistant message, summed over its model turns.
-	InputTokens  int       `json:"inputTokens,omitempty"`
-	OutputTokens int       `json:"outputTokens,omitempty"`
-	CreatedAt    time.Time `json:"createdAt"`
+	InputTokens  int `json:"inputTokens,omitempty"`
+	OutputTokens int `json:"outputTokens,omitempty"`
+	// Truncated is true when an assistant message's content was cut at
+	// MaxReplyBytes (the stream had sent it whole).
+	Truncated bool      `json:"truncated,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // ToolCall records one tool call of an assistant message.
@@ -57,6 +65,30 @@ type ToolCall struct {
 	ToolName string          `json:"toolName"`
 	ToolArgs json.RawMessage `json:"toolArgs"`
 	Result   json.RawMessage `json:"result"`
+	// Truncated is true when the result or the arguments were too large to
+	// store: each such value is {"truncated": true, "preview": "..."} (see
+	// package truncate).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// bound cuts an assistant message to what one stored item holds: its
+// content to MaxReplyBytes, then its tool calls' results and arguments to
+// the rest of truncate.MaxItem, the largest first.
+func bound(m *Message) {
+	m.Content, m.Truncated = truncate.String(m.Content, MaxReplyBytes)
+	if len(m.ToolCalls) == 0 {
+		return
+	}
+	vals := make([]json.RawMessage, 0, 2*len(m.ToolCalls))
+	for _, c := range m.ToolCalls {
+		vals = append(vals, c.Result, c.ToolArgs)
+	}
+	cut := truncate.Fit(vals, truncate.MaxItem-len(m.Content))
+	for i := range m.ToolCalls {
+		c := &m.ToolCalls[i]
+		c.Result, c.ToolArgs = vals[2*i], vals[2*i+1]
+		c.Truncated = cut[2*i] || cut[2*i+1]
+	}
 }
 
 // Store persists chats and messages.

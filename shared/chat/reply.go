@@ -39,7 +39,8 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // reply generates the assistant's reply to user after history: model turns
 // streamed as content events, tool calls run and reported as tool_call and
 // tool_result events, at most MaxToolRounds rounds. It returns the
-// assistant message with id, its content the concatenation of the deltas.
+// assistant message with id, its content the concatenation of the deltas,
+// bounded to what one stored item holds (see bound).
 // On an error it returns the message generated so far with the error.
 func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, emit func(Event) error) (Message, error) {
 	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID}
@@ -56,6 +57,7 @@ func (s *Service) reply(ctx context.Context, history []Message, user Message, mo
 	var usage model.Usage
 	finish := func(err error) (Message, error) {
 		msg.Content, msg.InputTokens, msg.OutputTokens, msg.CreatedAt = content.String(), usage.InputTokens, usage.OutputTokens, s.clock()
+		bound(&msg)
 		return msg, err
 	}
 	for round := 0; ; round++ {

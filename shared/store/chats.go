@@ -69,6 +69,7 @@ type messageItem struct {
 	ToolCalls    string    `dynamo:"toolCalls,omitempty"` // JSON
 	InputTokens  int       `dynamo:"inputTokens,omitempty"`
 	OutputTokens int       `dynamo:"outputTokens,omitempty"`
+	Truncated    bool      `dynamo:"truncated,omitempty"`
 	CreatedAt    time.Time `dynamo:"createdAt"`
 }
 
@@ -82,6 +83,7 @@ type collectionItem struct {
 	ToolCalls    string `dynamo:"toolCalls"`
 	InputTokens  int    `dynamo:"inputTokens"`
 	OutputTokens int    `dynamo:"outputTokens"`
+	Truncated    bool   `dynamo:"truncated"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
@@ -98,7 +100,7 @@ func (it chatItem) chat() chat.Chat {
 func newMessageItem(m chat.Message) (messageItem, error) {
 	it := messageItem{
 		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
-		ModelID: m.ModelID, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CreatedAt: m.CreatedAt,
+		ModelID: m.ModelID, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated, CreatedAt: m.CreatedAt,
 	}
 	if len(m.ToolCalls) > 0 {
 		b, err := json.Marshal(m.ToolCalls)
@@ -112,7 +114,7 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 
 func (it collectionItem) message() chat.Message {
 	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID,
-		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, CreatedAt: it.CreatedAt}
+		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, CreatedAt: it.CreatedAt}
 	if it.ToolCalls != "" {
 		_ = json.Unmarshal([]byte(it.ToolCalls), &m.ToolCalls)
 	}

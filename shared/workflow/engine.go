@@ -198,6 +198,11 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 				observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Error: "cancelled", Status: StepCancelled})
 				return e.finish(ctx, op, run, RunCancelled, "the run was cancelled")
 			}
+			if timeout < e.stepTimeout && errors.Is(err, errStepTimedOut) {
+				// The step had only what was left of the run's time: the
+				// run's limit stopped it, and the run says so.
+				return e.failRun(ctx, op, run, i, input, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout), observe)
+			}
 			return e.failStep(ctx, op, run, i, input, err.Error(), observe)
 		}
 		if out == nil {
@@ -227,9 +232,21 @@ func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]an
 		return out, nil
 	}
 	if ctx.Err() == nil && (errors.Is(sctx.Err(), context.DeadlineExceeded) || errs.Is(err, errs.Timeout)) {
-		return nil, fmt.Errorf("step timed out after %s", timeout)
+		return nil, fmt.Errorf("%w after %s", errStepTimedOut, timeout)
 	}
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
+}
+
+var errStepTimedOut = errors.New("step timed out")
+
+// failRun fails step i and the run with the same msg (the run's own
+// limit stopped the step), skipping the rest.
+func (e *Engine) failRun(ctx context.Context, op string, run *Run, i int, input map[string]any, msg string, observe func(StepEvent)) error {
+	rs := &run.Steps[i]
+	now := e.clock()
+	rs.Status, rs.Error, rs.CompletedAt = StepFailed, msg, &now
+	observe(StepEvent{Kind: StepFinished, StepID: rs.ID, ToolID: rs.ToolID, Input: input, Error: msg, Status: StepFailed})
+	return e.finish(ctx, op, run, RunFailed, msg)
 }
 
 // failStep fails step i with msg, skips the rest and fails the run.
@@ -302,5 +319,6 @@ func (e *Engine) save(ctx context.Context, run *Run, ifStatus string) error {
 		defer cancel()
 		ctx = dctx
 	}
+	Bound(run)
 	return e.store.SaveRun(ctx, *run, ifStatus)
 }

@@ -359,7 +359,8 @@ func TestEngineRunTimeout(t *testing.T) {
 		t.Fatalf("run = %s %s %q", run.Status, statuses(run), run.Error)
 	}
 
-	// The remaining budget caps the step's own timeout.
+	// The remaining budget caps the step's own timeout, and a step stopped
+	// by it reports the run's limit, not a step timeout.
 	f2 := newEngineFixture(t)
 	e2 := f2.engine(t, workflow.EngineOptions{RunTimeout: 80 * time.Millisecond, StepTimeout: time.Minute, Now: time.Now})
 	w2 := wf(step("slow", "sleep", map[string]any{"ms": 60000}))
@@ -367,7 +368,7 @@ func TestEngineRunTimeout(t *testing.T) {
 	if err := e2.Execute(context.Background(), w2, &run2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if run2.Status != workflow.RunFailed || !strings.Contains(run2.Steps[0].Error, "timed out") {
+	if run2.Status != workflow.RunFailed || run2.Error != "the run exceeded its time limit of 80ms" || run2.Steps[0].Error != run2.Error {
 		t.Fatalf("run = %+v", run2)
 	}
 }

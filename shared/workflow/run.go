@@ -1,6 +1,11 @@
 package workflow
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/workflowchat/service/shared/truncate"
+)
 
 // Error codes of the workflow run operations.
 const (
@@ -19,4 +24,38 @@ func CancelRun(r *Run, now time.Time) {
 	r.Status, r.Error = RunCancelled, "the run was cancelled"
 	t := now.UTC()
 	r.CompletedAt = &t
+}
+
+// Bound cuts the inputs and outputs recorded in r so that the run fits
+// one stored item and any response: a value over truncate.MaxValue, and
+// the largest values while they together pass truncate.MaxItem, become
+// {"truncated": true, "preview": "..."} with the step's Truncated set. The
+// engine keeps the whole outputs for the later steps' inputs; only the
+// record is cut. Values already cut stay as they are.
+func Bound(r *Run) {
+	vals := make([]json.RawMessage, 0, 2*len(r.Steps))
+	for _, s := range r.Steps {
+		in, _ := json.Marshal(s.Input)
+		out, _ := json.Marshal(s.Output)
+		vals = append(vals, in, out)
+	}
+	cut := truncate.Fit(vals, truncate.MaxItem)
+	if !truncate.Any(cut) {
+		return
+	}
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if cut[2*i] {
+			s.Input, s.Truncated = asMap(vals[2*i]), true
+		}
+		if cut[2*i+1] {
+			s.Output, s.Truncated = asMap(vals[2*i+1]), true
+		}
+	}
+}
+
+func asMap(v json.RawMessage) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(v, &m) // a cut value is an object
+	return m
 }

@@ -134,4 +134,7 @@ type RunStep struct {
 	Input       map[string]any `json:"input,omitempty"`
 	Output      map[string]any `json:"output,omitempty"`
 	Error       string         `json:"error,omitempty"`
+	// Truncated is true when Input or Output was too large to record: it
+	// is then {"truncated": true, "preview": "..."} (see Bound).
+	Truncated bool `json:"truncated,omitempty"`
 }
