@@ -33,8 +33,8 @@ type messageJSON struct {
 }
 
 type toolCallJSON struct {
-	ToolName string          `json:"toolName"`
-	ToolArgs json.RawMessage `json:"toolArgs"`
+	ToolName  string          `json:"toolName"`
+	ToolArgs  json.RawMessage `json:"toolArgs"`
 	Result    json.RawMessage `json:"result"`
 	Truncated bool            `json:"truncated"`
 }
