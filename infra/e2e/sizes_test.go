@@ -71,3 +71,60 @@ func TestLargeValuesAreStoredTruncated(t *testing.T) {
 		t.Errorf("stored messages: %d", len(msgs))
 	}
 }
+
+// TestRunsArePaginated: GET .../workflow-runs returned every run of a chat
+// in one response (2.4 MB in the report). It now returns pages of `limit`
+// runs with a `nextCursor`, oldest first, and refuses a forged cursor.
+func TestRunsArePaginated(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "paged-runs@example.com")
+	wf := createWorkflow(t, c, userID, "paged")
+	wf = applyProposal(t, c, wf.ID, propose(t, c, wf, `add a step using json_query with {"input": {"a": 1}, "query": ".a"}`).ID)
+	chat := newChat(t, c, map[string]any{"title": "paged", "workflowId": wf.ID})
+	var want []string
+	for range 5 {
+		r := c.do("POST", "/api/chats/"+chat.ID+"/workflow-runs", map[string]string{"workflowId": wf.ID})
+		var started struct{ Data runJSON }
+		r.decode(t, &started)
+		if r.Status != 201 {
+			t.Fatalf("run: %d %s", r.Status, r.Body)
+		}
+		want = append(want, started.Data.ID)
+	}
+	var got []string
+	path := "/api/chats/" + chat.ID + "/workflow-runs?limit=2"
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages of 2 for 5 runs")
+		}
+		r := c.do("GET", path, nil)
+		var out struct {
+			Data struct {
+				WorkflowRuns []runJSON `json:"workflowRuns"`
+				NextCursor   string    `json:"nextCursor"`
+			}
+		}
+		r.decode(t, &out)
+		if r.Status != 200 || len(out.Data.WorkflowRuns) > 2 {
+			t.Fatalf("page %d: %d %s", pages, r.Status, r.Body)
+		}
+		for _, run := range out.Data.WorkflowRuns {
+			got = append(got, run.ID)
+		}
+		if out.Data.NextCursor == "" {
+			break
+		}
+		path = "/api/chats/" + chat.ID + "/workflow-runs?limit=2&cursor=" + out.Data.NextCursor
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("runs over the pages %v, want %v", got, want)
+	}
+	if runs := listRuns(t, c, chat.ID); len(runs) != 5 {
+		t.Errorf("default page: %d runs, want 5", len(runs))
+	}
+	for _, q := range []string{"cursor=TVNHIzIwMjY", "cursor=", "limit=0", "limit=101"} {
+		expectError(t, q, c.do("GET", "/api/chats/"+chat.ID+"/workflow-runs?"+q, nil), 400, "INVALID_PAGINATION")
+	}
+}

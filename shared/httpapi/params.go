@@ -82,3 +82,43 @@ func ParsePage(r *http.Request) (Page, error) {
 func (p Page) End() int {
 	return min(max(p.Offset, 0), MaxOffset) + min(max(p.Limit, 1), MaxLimit)
 }
+
+// CursorPage is a parsed limit/cursor pagination request.
+type CursorPage struct {
+	Limit int
+	// Cursor is the nextCursor of the previous page; empty for the first.
+	Cursor string
+}
+
+// MaxCursorLen bounds the cursor parameter.
+const MaxCursorLen = 256
+
+// ParseCursorPage parses the limit (integer 1-100, default 20) and cursor
+// (an opaque token of at most MaxCursorLen characters) query parameters.
+// Anything else fails with INVALID_PAGINATION and a detail per bad
+// parameter; whether a well-formed cursor names a place in the list is for
+// the list to say.
+func ParseCursorPage(r *http.Request) (CursorPage, error) {
+	p := CursorPage{Limit: DefaultLimit}
+	q := r.URL.Query()
+	var bad errs.FieldErrors
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxLimit {
+			bad.Add("limit", "must be an integer from 1 to %d", MaxLimit)
+		}
+		p.Limit = n
+	}
+	if v, ok := q["cursor"]; ok {
+		if len(v[0]) == 0 || len(v[0]) > MaxCursorLen {
+			bad.Add("cursor", "must be the nextCursor of an earlier page")
+		}
+		p.Cursor = v[0]
+	}
+	if len(bad) > 0 {
+		e := errs.Fields("httpapi.ParseCursorPage", bad...)
+		e.Code = "INVALID_PAGINATION"
+		return CursorPage{}, e
+	}
+	return p, nil
+}

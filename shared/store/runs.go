@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -23,11 +25,12 @@ import (
 // so that deleting a workflow deletes them. Deleting a chat deletes its runs
 // with the rest of its collection.
 //
-// Listing a chat's runs is one Query of the chat's collection, filtered to
-// the chat item and the runs (type <> "message"): one round trip that both
-// checks the chat's ownership (404, then 403) and returns the runs; the
-// messages are read and dropped by the filter (they cost read capacity, not
-// a round trip). It implements workflow.RunStore and workflow.RunRepository.
+// A page of a chat's runs is one Query of the chat's collection with SK
+// begins_with RUN#, at most the page's size plus one item and one
+// DynamoDB page (1 MB), after the chat's owner was read (ChatOwner): its
+// cost follows the page, not the chat. The cursor of the next page is the
+// last run's sort key, base64url-encoded. It implements workflow.RunStore
+// and workflow.RunRepository.
 type Runs struct {
 	db    *dynamo.DB
 	table dynamo.Table
@@ -177,6 +180,53 @@ func (s *Runs) ChatRuns(ctx context.Context, chatID string) (string, []workflow.
 		return "", nil, errs.Wrap(op, errChatNotFound)
 	}
 	return owner, runs, nil
+}
+
+// maxCursorLen bounds a decoded runs cursor: a run's sort key is far
+// shorter.
+const maxCursorLen = 128
+
+var errBadRunsCursor = func() *errs.Error {
+	e := errs.E("store.RunsPage", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
+	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
+	return e
+}()
+
+// RunsPage returns up to limit runs of chat chatID, oldest first, after
+// the run the cursor names (empty: from the first), and the cursor of the
+// next page, empty on the last. It reads at most limit+1 runs and one
+// DynamoDB page (1 MB). It does not check the chat: callers check its
+// owner first (ChatOwner). Invalid INVALID_PAGINATION for a cursor that is
+// not one RunsPage returned.
+func (s *Runs) RunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error) {
+	const op = "store.RunsPage"
+	q := s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.BeginsWith, runSKPrefix).SearchLimit(limit + 1).Consistent(true)
+	if cursor != "" {
+		sk, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(sk) > maxCursorLen || !strings.HasPrefix(string(sk), runSKPrefix) {
+			return nil, "", errBadRunsCursor
+		}
+		q = q.StartFrom(dynamo.PagingKey{"PK": &types.AttributeValueMemberS{Value: chatPK(chatID)}, "SK": &types.AttributeValueMemberS{Value: string(sk)}})
+	}
+	var items []runItem
+	lek, err := q.AllWithLastEvaluatedKey(ctx, &items)
+	if err != nil {
+		return nil, "", storeError(op, err)
+	}
+	var next string
+	switch {
+	case len(items) > limit:
+		items = items[:limit]
+		next = base64.RawURLEncoding.EncodeToString([]byte(items[limit-1].SK))
+	case lek != nil && len(items) > 0:
+		// DynamoDB's 1 MB page ended first.
+		next = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].SK))
+	}
+	runs := make([]workflow.Run, len(items))
+	for i, it := range items {
+		runs[i] = it.run()
+	}
+	return runs, next, nil
 }
 
 // ChatOwner returns the owner of chat chatID with one GetItem. NotFound

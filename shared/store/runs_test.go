@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,71 @@ func TestRuns(t *testing.T) {
 	var left []struct{ PK, SK string }
 	if err := db.Table(db.Data()).Get("PK", "CHAT#"+c.ID).All(ctx, &left); err != nil || len(left) != 0 {
 		t.Fatalf("left after DeleteChat: %v, %v", left, err)
+	}
+}
+
+// TestRunsPage walks a chat's runs page by page with the cursors RunsPage
+// returns: every run once, oldest first, messages left out, one call per
+// page; a cursor that is not one of its own is refused.
+func TestRunsPage(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	chats := store.NewChats(db.DB, db.Data())
+	runs := store.NewRuns(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	c := newChat("u1", t0)
+	if err := chats.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 7 {
+		r := newRun(c.ID, uuid.NewString(), "u1", t0.Add(time.Duration(i)*time.Minute), workflow.RunCompleted)
+		if err := runs.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r.ID)
+		if err := chats.AddMessages(ctx, c, chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, limit := range []int{1, 3, 7, 20} {
+		var got []string
+		cursor, pages := "", 0
+		for {
+			db.Counter.Reset()
+			page, next, err := runs.RunsPage(ctx, c.ID, limit, cursor)
+			if err != nil {
+				t.Fatalf("limit %d, page %d: %v", limit, pages, err)
+			}
+			if n := db.Counter.Count(); n != 1 {
+				t.Errorf("limit %d: a page cost %d calls, want 1", limit, n)
+			}
+			if len(page) > limit {
+				t.Fatalf("limit %d: a page of %d", limit, len(page))
+			}
+			for _, r := range page {
+				got = append(got, r.ID)
+			}
+			pages++
+			if next == "" {
+				break
+			}
+			if pages > 10 {
+				t.Fatalf("limit %d: no end", limit)
+			}
+			cursor = next
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("limit %d: runs %v, want %v", limit, got, want)
+		}
+		if wantPages := (7 + limit - 1) / limit; pages != wantPages {
+			t.Errorf("limit %d: %d pages, want %d", limit, pages, wantPages)
+		}
+	}
+	for _, bad := range []string{"not base64!", "TVNHIzIwMjY", "UlVOIw" + strings.Repeat("A", 200)} {
+		if _, _, err := runs.RunsPage(ctx, c.ID, 5, bad); errs.CodeOf(err) != "INVALID_PAGINATION" {
+			t.Errorf("cursor %q: %v, want INVALID_PAGINATION", bad, err)
+		}
 	}
 }

@@ -25,7 +25,8 @@ func (r StartRunRequest) Validate() error {
 }
 
 type runsList struct {
-	WorkflowRuns []Run `json:"workflowRuns"`
+	WorkflowRuns []Run  `json:"workflowRuns"`
+	NextCursor   string `json:"nextCursor,omitempty"`
 }
 
 func handleStartRun(s *RunService) http.Handler {
@@ -58,7 +59,14 @@ func handleListRuns(s *RunService) http.Handler {
 		if err != nil {
 			return runsList{}, err
 		}
-		runs, err := s.List(r.Context(), chatID)
-		return runsList{WorkflowRuns: runs}, err
+		page, err := httpapi.ParseCursorPage(r)
+		if err != nil {
+			return runsList{}, err
+		}
+		p, err := s.List(r.Context(), chatID, page.Limit, page.Cursor)
+		if err != nil {
+			return runsList{}, err
+		}
+		return runsList{WorkflowRuns: p.Runs, NextCursor: p.Next}, nil
 	})
 }

@@ -22,9 +22,10 @@ type RunRepository interface {
 	RunStore
 	// ChatOwner returns the owner of chat chatID. NotFound CHAT_NOT_FOUND.
 	ChatOwner(ctx context.Context, chatID string) (string, error)
-	// ChatRuns returns the owner of chat chatID and its runs, oldest
-	// first, in one read. NotFound CHAT_NOT_FOUND.
-	ChatRuns(ctx context.Context, chatID string) (string, []Run, error)
+	// RunsPage returns up to limit runs of chat chatID, oldest first,
+	// after cursor (empty: from the first), and the next page's cursor,
+	// empty on the last. Invalid INVALID_PAGINATION for a bad cursor.
+	RunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]Run, string, error)
 	// CancelRun cancels the run runID of chat chatID owned by userID and
 	// returns it. NotFound CHAT_NOT_FOUND or RUN_NOT_FOUND, Forbidden,
 	// Invalid RUN_NOT_ACTIVE when it has finished.
@@ -116,18 +117,30 @@ func (s *RunService) Cancel(ctx context.Context, chatID, runID string) (Run, err
 	return r, errs.Wrap("workflow.CancelRun", err)
 }
 
-// List returns the runs of the caller's chat chatID, oldest first, from
-// one read. NotFound CHAT_NOT_FOUND, Forbidden.
-func (s *RunService) List(ctx context.Context, chatID string) ([]Run, error) {
+// RunPage is a page of a chat's runs and the cursor of the next one,
+// empty on the last page.
+type RunPage struct {
+	Runs []Run
+	Next string
+}
+
+// List returns a page of at most limit runs of the caller's chat chatID,
+// oldest first, after cursor (empty: the first page). NotFound
+// CHAT_NOT_FOUND, Forbidden, Invalid INVALID_PAGINATION for a bad cursor.
+func (s *RunService) List(ctx context.Context, chatID string, limit int, cursor string) (RunPage, error) {
 	const op = "workflow.ListRuns"
-	owner, runs, err := s.runs.ChatRuns(ctx, chatID)
+	owner, err := s.runs.ChatOwner(ctx, chatID)
 	if err != nil {
-		return nil, errs.Wrap(op, err)
+		return RunPage{}, errs.Wrap(op, err)
 	}
 	if err := auth.Authorize(ctx, op, owner); err != nil {
-		return nil, err
+		return RunPage{}, err
 	}
-	return runs, nil
+	runs, next, err := s.runs.RunsPage(ctx, chatID, limit, cursor)
+	if err != nil {
+		return RunPage{}, errs.Wrap(op, err)
+	}
+	return RunPage{Runs: runs, Next: next}, nil
 }
 
 // ChatRunner returns the service as the chat stream's chat.WorkflowRunner.
