@@ -25,6 +25,7 @@ type messageJSON struct {
 	Role         string         `json:"role"`
 	Content      string         `json:"content"`
 	ModelID      string         `json:"modelId"`
+	ReplyTo      string         `json:"replyTo"`
 	ToolCalls    []toolCallJSON `json:"toolCalls"`
 	InputTokens  int            `json:"inputTokens"`
 	OutputTokens int            `json:"outputTokens"`

@@ -84,7 +84,10 @@ func (f *fixture) request(method, path, body string) *http.Request {
 // callBudgets are the DynamoDB calls each request may make: the session
 // lookup (one read) plus what the endpoint itself needs. Posting a message
 // and the stream also count the user's rate-limit window (one UpdateItem,
-// shared/ratelimit).
+// shared/ratelimit). Posting a message takes the chat's generation lease
+// (one conditional UpdateItem) before calling the model, and stores both
+// messages with the lease's release in one transaction; the stream takes
+// the lease in the transaction that stores its user message.
 func callBudgets(f *fixture) []struct {
 	name, method, path, body string
 	status                   int
@@ -106,8 +109,8 @@ func callBudgets(f *fixture) []struct {
 		{"rename chat", "PATCH", "/api/chats/" + f.chatID, `{"title":"y"}`, 200, 2},
 		{"list chats", "GET", "/api/users/" + f.userID + "/chats?limit=10", "", 200, 2},
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 4},
-		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 5},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 5},
+		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 6},
 		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 5},
 	}
 }

@@ -48,6 +48,8 @@ type Message struct {
 	Content string `json:"content"`
 	// ModelID is the model that wrote an assistant message.
 	ModelID string `json:"modelId,omitempty"`
+	// ReplyTo is the id of the user message an assistant message answers.
+	ReplyTo string `json:"replyTo,omitempty"`
 	// ToolCalls are the tools an assistant message called, with results.
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// InputTokens and OutputTokens are the usage the provider reported for
@@ -59,6 +61,28 @@ type Message struct {
 	Truncated bool      `json:"truncated,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+// Generation is a reply being generated in a chat: while its lease runs,
+// the chat takes no other message (409 GENERATION_ACTIVE), so that two
+// replies never interleave. The lease outlives the longest reply; it only
+// matters when a generation's process died without ending it.
+type Generation struct {
+	// ID is the id of the assistant message being generated.
+	ID string
+	// Now is when the generation starts; Until when its lease ends.
+	Now, Until time.Time
+}
+
+// Leases of a generation: a reply through POST .../messages ends within
+// its function's 30 s; a streamed one within the stream's 600 s.
+const (
+	SendLease   = 2 * time.Minute
+	StreamLease = 11 * time.Minute
+)
+
+// CodeGenerationActive is the code of a message refused because the chat
+// is already generating a reply.
+const CodeGenerationActive = "GENERATION_ACTIVE"
 
 // ToolCall records one tool call of an assistant message.
 type ToolCall struct {
@@ -114,6 +138,15 @@ type Store interface {
 	// last message's time, in one transaction. NotFound when the chat is
 	// gone.
 	AddMessages(ctx context.Context, chat Chat, msgs ...Message) error
+	// StartGeneration stores msgs and marks generation g active on chat,
+	// in one transaction, unless another generation's lease is running
+	// at g.Now: Conflict GENERATION_ACTIVE. NotFound CHAT_NOT_FOUND.
+	StartGeneration(ctx context.Context, chat Chat, g Generation, msgs ...Message) error
+	// FinishGeneration stores msgs and ends generation id on chat, in one
+	// transaction. When another generation took over the lease (id's had
+	// expired), msgs are stored and its lease left alone. NotFound
+	// CHAT_NOT_FOUND.
+	FinishGeneration(ctx context.Context, chat Chat, id string, msgs ...Message) error
 }
 
 // Tools lists and runs the tools a model may call.

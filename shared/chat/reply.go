@@ -43,7 +43,7 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // bounded to what one stored item holds (see bound).
 // On an error it returns the message generated so far with the error.
 func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, emit func(Event) error) (Message, error) {
-	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID}
+	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID}
 	var specs []model.ToolSpec
 	if s.tools != nil {
 		var err error

@@ -135,9 +135,11 @@ type Exchange struct {
 
 // Send posts a user message to chat id and returns it with the assistant's
 // whole reply; both are stored in one transaction. The model is req's, else
-// the user's preference, else the deployment default. Errors: Invalid
+// the user's preference, else the deployment default. While the reply is
+// generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
-// other than the caller's), and the model's errors.
+// other than the caller's), Conflict GENERATION_ACTIVE (the chat is
+// already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
 	if req.ModelID != "" {
@@ -175,14 +177,32 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
-	reply, err := s.reply(ctx, history, user, modelID, uuid.NewString(), func(Event) error { return nil })
-	if err != nil {
+	now := s.clock()
+	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease)}
+	if err := s.store.StartGeneration(ctx, c, gen); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
-	if err := s.store.AddMessages(ctx, c, user, reply); err != nil {
+	reply, err := s.reply(ctx, history, user, modelID, gen.ID, func(Event) error { return nil })
+	if err != nil {
+		s.endGeneration(ctx, c, gen.ID)
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.store.FinishGeneration(ctx, c, gen.ID, user, reply); err != nil {
+		s.endGeneration(ctx, c, gen.ID)
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	return Exchange{Message: user, Response: reply}, nil
+}
+
+// endGeneration ends generation id on c without storing anything, with a
+// detached context (the client may have left): a failed reply frees the
+// chat at once rather than when the lease runs out. A failure is logged.
+func (s *Service) endGeneration(ctx context.Context, c Chat, id string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.store.FinishGeneration(dctx, c, id); err != nil {
+		logWarn(ctx, "end generation", "chatId", c.ID, "generation", id, "err", err.Error())
+	}
 }
 
 // authorizeMessage checks that the caller owns c and that a userId in the

@@ -30,9 +30,11 @@ type Turn struct {
 // StartStream checks a stream request and stores its user message, so
 // that every error it returns can still be a plain JSON response: Invalid
 // (INVALID_MODEL, WORKFLOWS_UNAVAILABLE when no WorkflowRunner is
-// configured), NotFound, Forbidden. With a workflowId, the workflow must be
-// the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked after
-// the chat.
+// configured), NotFound, Forbidden, Conflict GENERATION_ACTIVE when the
+// chat is already generating a reply. With a workflowId, the workflow must
+// be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
+// after the chat. The user message is stored together with the start of
+// the turn's generation, which RunStream ends.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
 	const op = "chat.StartStream"
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
@@ -57,10 +59,11 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		run = &p
 	}
 	user := s.newMessage(c.ID, "user", req.Content)
-	if err := s.store.AddMessages(ctx, c, user); err != nil {
+	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease)}
+	if err := s.store.StartGeneration(ctx, c, gen, user); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: uuid.NewString(), Workflow: run}, nil
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Workflow: run}, nil
 }
 
 // RunStream generates t's reply as events through emit: start, content,
@@ -72,6 +75,7 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 // message, or the error that stopped the stream.
 func (s *Service) RunStream(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
 	if err := emit(Event{Type: EventStart, MessageID: t.ReplyID}); err != nil {
+		s.endGeneration(ctx, t.Chat, t.ReplyID)
 		return Message{}, err
 	}
 	var (
@@ -83,11 +87,15 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, emit func(Event) error
 	} else {
 		msg, genErr = s.reply(ctx, t.History, t.User, t.ModelID, t.ReplyID, emit)
 	}
+	var keep []Message
 	if msg.Content != "" || len(msg.ToolCalls) > 0 || genErr == nil {
-		// Store even when the client is gone: a detached context with its
-		// own deadline.
+		keep = append(keep, msg)
+	}
+	{
+		// Store (and end the generation) even when the client is gone: a
+		// detached context with its own deadline.
 		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := s.store.AddMessages(saveCtx, t.Chat, msg)
+		err := s.store.FinishGeneration(saveCtx, t.Chat, t.ReplyID, keep...)
 		cancel()
 		if err != nil {
 			logging.FromContext(ctx).ErrorContext(ctx, "store assistant message", "err", err.Error())

@@ -66,6 +66,7 @@ type messageItem struct {
 	Role         string    `dynamo:"role"`
 	Content      string    `dynamo:"content"`
 	ModelID      string    `dynamo:"modelId,omitempty"`
+	ReplyTo      string    `dynamo:"replyTo,omitempty"`
 	ToolCalls    string    `dynamo:"toolCalls,omitempty"` // JSON
 	InputTokens  int       `dynamo:"inputTokens,omitempty"`
 	OutputTokens int       `dynamo:"outputTokens,omitempty"`
@@ -80,6 +81,7 @@ type collectionItem struct {
 	Role         string `dynamo:"role"`
 	Content      string `dynamo:"content"`
 	ModelID      string `dynamo:"modelId"`
+	ReplyTo      string `dynamo:"replyTo"`
 	ToolCalls    string `dynamo:"toolCalls"`
 	InputTokens  int    `dynamo:"inputTokens"`
 	OutputTokens int    `dynamo:"outputTokens"`
@@ -100,7 +102,7 @@ func (it chatItem) chat() chat.Chat {
 func newMessageItem(m chat.Message) (messageItem, error) {
 	it := messageItem{
 		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
-		ModelID: m.ModelID, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated, CreatedAt: m.CreatedAt,
+		ModelID: m.ModelID, ReplyTo: m.ReplyTo, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated, CreatedAt: m.CreatedAt,
 	}
 	if len(m.ToolCalls) > 0 {
 		b, err := json.Marshal(m.ToolCalls)
@@ -113,7 +115,7 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 }
 
 func (it collectionItem) message() chat.Message {
-	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID,
+	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID, ReplyTo: it.ReplyTo,
 		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, CreatedAt: it.CreatedAt}
 	if it.ToolCalls != "" {
 		_ = json.Unmarshal([]byte(it.ToolCalls), &m.ToolCalls)
@@ -376,4 +378,77 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 		return errs.Wrap(op, errChatNotFound)
 	}
 	return storeError(op, err)
+}
+
+var errGenerationActive = errs.E("store.Chats", errs.Conflict, "GENERATION_ACTIVE",
+	"this chat is already generating a reply; wait for it to finish")
+
+// Chat item attributes of the generation running in the chat (see
+// chat.Generation): its id, and when its lease ends, in Unix milliseconds.
+const (
+	generationAttr = "generation"
+	leaseAttr      = "leaseUntil"
+)
+
+// StartGeneration stores msgs and marks generation g active on chat c, in
+// one transaction conditioned on the chat being writable and no lease
+// running at g.Now (an expired lease is taken over). On a failed condition
+// one read of the chat tells a running generation (Conflict
+// GENERATION_ACTIVE) from a missing chat (NotFound CHAT_NOT_FOUND).
+func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generation, msgs ...chat.Message) error {
+	const op = "store.StartGeneration"
+	tx := s.db.WriteTx()
+	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
+		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli())
+	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
+		return errs.Wrap(op, err)
+	}
+	tx.Update(upd.If(collectionWritable+" AND (attribute_not_exists($) OR $ < ?)", leaseAttr, leaseAttr, g.Now.UnixMilli()))
+	err := tx.Run(ctx)
+	if isConditionFailure(err) {
+		if _, gerr := s.Chat(ctx, c.ID); gerr != nil {
+			return errs.Wrap(op, gerr)
+		}
+		return errs.Wrap(op, errGenerationActive)
+	}
+	return storeError(op, err)
+}
+
+// FinishGeneration stores msgs and ends generation id on chat c, in one
+// transaction conditioned on the chat being writable and id being its
+// generation. When another generation took the lease over (id's had
+// expired), msgs are stored without touching it. NotFound CHAT_NOT_FOUND.
+func (s *Chats) FinishGeneration(ctx context.Context, c chat.Chat, id string, msgs ...chat.Message) error {
+	const op = "store.FinishGeneration"
+	tx := s.db.WriteTx()
+	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Remove(generationAttr, leaseAttr)
+	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
+		return errs.Wrap(op, err)
+	}
+	tx.Update(upd.If(collectionWritable+" AND $ = ?", generationAttr, id))
+	err := tx.Run(ctx)
+	if isConditionFailure(err) {
+		if _, gerr := s.Chat(ctx, c.ID); gerr != nil {
+			return errs.Wrap(op, gerr)
+		}
+		return errs.Wrap(op, s.AddMessages(ctx, c, msgs...))
+	}
+	return storeError(op, err)
+}
+
+// putMessages adds a Put of each of msgs to tx and, when there are any,
+// moves the chat's updatedAt (upd) to the last one's time.
+func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update, msgs []chat.Message) error {
+	for _, m := range msgs {
+		it, err := newMessageItem(m)
+		if err != nil {
+			return fmt.Errorf("encode tool calls: %w", err)
+		}
+		tx.Put(s.table.Put(it))
+	}
+	if len(msgs) > 0 {
+		c.UpdatedAt = msgs[len(msgs)-1].CreatedAt
+		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
+	}
+	return nil
 }
