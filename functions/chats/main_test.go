@@ -34,7 +34,7 @@ func TestChatsFunctionEvents(t *testing.T) {
 	}
 	invoke := lambdahttp.NewAPIGatewayV2(h)
 	me, err := auth.NewService(store.NewUsers(db.DB, db.Users(), db.Sessions()), &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil).
-		SignUp(ctx, auth.Credentials{Email: "l@example.com", Password: "password1", Name: "L"})
+		SignUp(ctx, auth.Credentials{Email: "l@example.com", Password: "password-1x", Name: "L"})
 	if err != nil {
 		t.Fatal(err)
 	}

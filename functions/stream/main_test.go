@@ -48,7 +48,7 @@ func TestStreamFunctionEvent(t *testing.T) {
 	}
 	users := store.NewUsers(db.DB, db.Users(), db.Sessions())
 	me, err := auth.NewService(users, &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil).
-		SignUp(ctx, auth.Credentials{Email: "s@example.com", Password: "password1", Name: "S"})
+		SignUp(ctx, auth.Credentials{Email: "s@example.com", Password: "password-1x", Name: "S"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestWorkflowsFunctionEvents(t *testing.T) {
 	}
 	invoke := lambdahttp.NewAPIGatewayV2(h)
 	me, err := auth.NewService(store.NewUsers(db.DB, db.Users(), db.Sessions()), &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil).
-		SignUp(ctx, auth.Credentials{Email: "w@example.com", Password: "password1", Name: "W"})
+		SignUp(ctx, auth.Credentials{Email: "w@example.com", Password: "password-1x", Name: "W"})
 	if err != nil {
 		t.Fatal(err)
 	}

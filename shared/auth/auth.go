@@ -132,8 +132,8 @@ func validateEmail(f *errs.FieldErrors, email string) {
 
 // SignUp creates an account and signs it in. Errors: Invalid
 // (VALIDATION_FAILED with details) for a malformed email, a password
-// shorter than 8 or longer than 128 characters, or an empty or over-long
-// name; Conflict EMAIL_TAKEN; Unavailable when the instance is busy
+// shorter than 8 or longer than 128 characters or too common (see
+// Common), or an empty or over-long name; Conflict EMAIL_TAKEN; Unavailable when the instance is busy
 // hashing other passwords (see MaxHashing).
 func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
 	const op = "auth.SignUp"
@@ -142,6 +142,8 @@ func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
 	validateEmail(&f, email)
 	if n := utf8.RuneCountInString(c.Password); n < MinPasswordLen || n > MaxPasswordLen {
 		f.Add("password", "must be %d to %d characters", MinPasswordLen, MaxPasswordLen)
+	} else if Common(c.Password) {
+		f.Add("password", "is too common or too simple; choose a less guessable password")
 	}
 	if name == "" {
 		f.Add("name", "is required")

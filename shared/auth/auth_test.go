@@ -41,14 +41,19 @@ func TestSignUpValidation(t *testing.T) {
 		in    auth.Credentials
 		field string
 	}{
-		{"missing email", auth.Credentials{Password: "password1", Name: "A"}, "email"},
-		{"malformed email", auth.Credentials{Email: "not-an-email", Password: "password1", Name: "A"}, "email"},
-		{"email without domain dot", auth.Credentials{Email: "a@localhost", Password: "password1", Name: "A"}, "email"},
-		{"display-name email", auth.Credentials{Email: "Bob <bob@example.com>", Password: "password1", Name: "A"}, "email"},
+		{"missing email", auth.Credentials{Password: "password-1x", Name: "A"}, "email"},
+		{"malformed email", auth.Credentials{Email: "not-an-email", Password: "password-1x", Name: "A"}, "email"},
+		{"email without domain dot", auth.Credentials{Email: "a@localhost", Password: "password-1x", Name: "A"}, "email"},
+		{"display-name email", auth.Credentials{Email: "Bob <bob@example.com>", Password: "password-1x", Name: "A"}, "email"},
 		{"short password", auth.Credentials{Email: "a@example.com", Password: "1234567", Name: "A"}, "password"},
 		{"long password", auth.Credentials{Email: "a@example.com", Password: strings.Repeat("p", 129), Name: "A"}, "password"},
-		{"empty name", auth.Credentials{Email: "a@example.com", Password: "password1", Name: "  "}, "name"},
-		{"long name", auth.Credentials{Email: "a@example.com", Password: "password1", Name: long}, "name"},
+		{"common password", auth.Credentials{Email: "a@example.com", Password: "12345678", Name: "A"}, "password"},
+		{"common password, other case", auth.Credentials{Email: "a@example.com", Password: "PassWord", Name: "A"}, "password"},
+		{"common password from the list's end", auth.Credentials{Email: "a@example.com", Password: "mustang1", Name: "A"}, "password"},
+		{"eight spaces", auth.Credentials{Email: "a@example.com", Password: "        ", Name: "A"}, "password"},
+		{"one character repeated", auth.Credentials{Email: "a@example.com", Password: "ééééééééé", Name: "A"}, "password"},
+		{"empty name", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: "  "}, "name"},
+		{"long name", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: long}, "name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,7 +165,7 @@ func TestSessionExpiryAndRenewal(t *testing.T) {
 	t.Parallel()
 	svc, db, clk := newService(t)
 	ctx := context.Background()
-	up, err := svc.SignUp(ctx, auth.Credentials{Email: "b@example.com", Password: "password1", Name: "B"})
+	up, err := svc.SignUp(ctx, auth.Credentials{Email: "b@example.com", Password: "password-1x", Name: "B"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +263,19 @@ func mustHash(t *testing.T, h *auth.Hasher, pw string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestCommon: the bundled list is loaded (its header skipped) and a
+// password that is neither listed nor one repeated character passes.
+func TestCommon(t *testing.T) {
+	t.Parallel()
+	for pw, want := range map[string]bool{
+		"password": true, "iloveyou": true, "TRUSTNO1": true, "zzzzzzzz": true,
+		"# Common passwords of 8 characters or more, lower-cased, most common first.": false,
+		"correct horse battery": false, "password-1x": false, "ab" + "ababab": false,
+	} {
+		if got := auth.Common(pw); got != want {
+			t.Errorf("Common(%q) = %v, want %v", pw, got, want)
+		}
+	}
 }

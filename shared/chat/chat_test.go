@@ -80,7 +80,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
 	t.Cleanup(srv.Close)
 	f := &fixture{srv: srv, loop: loop}
-	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password1","name":"C"}`)
+	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password-1x","name":"C"}`)
 	var body struct {
 		Data struct{ User struct{ ID string } }
 	}

@@ -98,7 +98,7 @@ func newFixture(t *testing.T, rule ratelimit.Rule, table func(db *storetest.DB) 
 	f.srv = httptest.NewServer(httpapi.Stack(r, httpapi.Options{Logger: logger}))
 	t.Cleanup(f.srv.Close)
 	for i, email := range []string{"alice@example.com", "bob@example.com"} {
-		in, err := authn.SignUp(context.Background(), auth.Credentials{Email: email, Password: "password1", Name: "N"})
+		in, err := authn.SignUp(context.Background(), auth.Credentials{Email: email, Password: "password-1x", Name: "N"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,7 @@ func newRestFixture(t *testing.T, ttl time.Duration) *restFixture {
 	t.Helper()
 	db := storetest.New(t)
 	authn := auth.NewService(store.NewUsers(db.DB, db.Users(), db.Sessions()), &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, time.Now)
-	me, err := authn.SignUp(context.Background(), auth.Credentials{Email: "tools@example.com", Password: "password1", Name: "T"})
+	me, err := authn.SignUp(context.Background(), auth.Credentials{Email: "tools@example.com", Password: "password-1x", Name: "T"})
 	if err != nil {
 		t.Fatal(err)
 	}

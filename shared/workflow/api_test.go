@@ -106,7 +106,7 @@ func newWFAPI(t *testing.T) *wfAPI {
 	t.Cleanup(srv.Close)
 	a := &wfAPI{srv: srv, db: db, llm: llm, runs: runs, users: map[string]wfUser{}}
 	for _, name := range []string{"a", "b"} {
-		resp := a.call(t, "", "POST", "/api/auth/sign-up/email", fmt.Sprintf(`{"email":"%s@example.com","password":"password1","name":"%s"}`, name, name))
+		resp := a.call(t, "", "POST", "/api/auth/sign-up/email", fmt.Sprintf(`{"email":"%s@example.com","password":"password-1x","name":"%s"}`, name, name))
 		var body struct{ User struct{ ID string } }
 		wfDecode(t, resp, 200, &body)
 		u := wfUser{id: body.User.ID}

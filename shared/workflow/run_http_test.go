@@ -48,7 +48,7 @@ func newRunsFixture(t *testing.T) *runsFixture {
 	f.srv = httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
 	t.Cleanup(f.srv.Close)
 	for i, email := range []string{"a@example.com", "b@example.com"} {
-		resp := f.do(t, "", "POST", "/api/auth/sign-up/email", `{"email":"`+email+`","password":"password1","name":"N"}`)
+		resp := f.do(t, "", "POST", "/api/auth/sign-up/email", `{"email":"`+email+`","password":"password-1x","name":"N"}`)
 		var body struct {
 			Data struct{ User struct{ ID string } }
 		}
