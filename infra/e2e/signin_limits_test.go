@@ -44,3 +44,33 @@ func TestSignInGuessing(t *testing.T) {
 		t.Errorf("another user's sign-in: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestSignOutEverywhere: a user signed in on two devices signs out
+// everywhere from one; both sessions end (401), another user's does not.
+func TestSignOutEverywhere(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	laptop, phone, other := newClient(t, srv.API), newClient(t, srv.API), newClient(t, srv.API)
+	signUpChatUser(t, laptop, "everywhere@example.com")
+	signUpChatUser(t, other, "not-me@example.com")
+	if r := phone.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "everywhere@example.com", "password": "chat-password-1"}); r.Status != 200 {
+		t.Fatalf("sign-in on the phone: %d %s", r.Status, r.Body)
+	}
+	r := laptop.do("POST", "/api/auth/sign-out-all", nil)
+	var out struct {
+		Data struct {
+			Success  bool `json:"success"`
+			Sessions int  `json:"sessions"`
+		}
+	}
+	r.decode(t, &out)
+	if r.Status != 200 || !out.Data.Success || out.Data.Sessions != 2 {
+		t.Fatalf("sign-out-all: %d %s", r.Status, r.Body)
+	}
+	for name, c := range map[string]*client{"laptop": laptop, "phone": phone} {
+		expectError(t, name+" after sign-out-all", c.do("GET", "/api/auth/session", nil), 401, "UNAUTHORIZED")
+	}
+	if r := other.do("GET", "/api/auth/session", nil); r.Status != 200 {
+		t.Errorf("another user's session: %d %s", r.Status, r.Body)
+	}
+}

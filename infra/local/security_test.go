@@ -47,6 +47,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
 	"POST /api/auth/sign-out":                               "",
+	"POST /api/auth/sign-out-all":                           "",
 	"POST /api/users/{userId}/model-preference":             `{"modelId":"builtin"}`,
 	"POST /api/chats":                                       `{"title":"t"}`,
 	"PATCH /api/chats/{chatId}":                             `{"title":"t2"}`,
@@ -502,6 +503,7 @@ func TestCrossSiteAttacks(t *testing.T) {
 		{"create a chat with an unlabelled body from a sibling", "POST", "/api/chats", `{"title":"planted"}`, map[string]string{"Origin": siblingOrigin}},
 		{"delete the chat", "DELETE", "/api/chats/" + chatID, "", map[string]string{"Origin": "https://evil.example"}},
 		{"sign out", "POST", "/api/auth/sign-out", "", map[string]string{"Origin": siblingOrigin, "Content-Type": "application/x-www-form-urlencoded"}},
+		{"sign out everywhere", "POST", "/api/auth/sign-out-all", "", map[string]string{"Origin": "https://evil.example"}},
 	}
 	for _, a := range attacks {
 		if resp, body := send(a.method, a.path, a.body, cookie, a.header); resp.StatusCode != 403 && resp.StatusCode != 415 {

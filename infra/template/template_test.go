@@ -89,7 +89,9 @@ var wantGrants = map[string]map[string][]string{
 		// sign-up transaction: Put credential + Put profile; sign-in: GetItem.
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem"},
 		// create (also in the sign-up transaction), read, renew, sign out.
-		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+		// sign-out-all: the user's session keys (store.DeleteUserSessions).
+		"SessionsTable/index/UserSessions": {"dynamodb:Query"},
 		// the credential limits: store.RateLimits.Hit, one UpdateItem (ADD)
 		// per window of each rule, before any password is hashed.
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
@@ -1323,7 +1325,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"TTL attribute drifts", "c_tables_match_store",
 			"AttributeName: expiresAt", "AttributeName: expires", `want enabled on "expiresAt"`},
 		{"GSI projection not ALL", "c_tables_match_store",
-			"ProjectionType: ALL", "ProjectionType: KEYS_ONLY", "GSI GSI1"},
+			"ProjectionType: ALL", "ProjectionType: KEYS_ONLY", "SessionsTable: GSI UserSessions"},
 		{"range key dropped", "c_tables_match_store",
 			"        - AttributeName: SK\n          KeyType: RANGE\n", "", "DataTable: KeySchema"},
 		{"provisioned billing", "c_tables_match_store",

@@ -24,10 +24,13 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 )
 
-// Session lifetime rules.
+// Session lifetime rules: a session lasts SessionTTL after its last
+// renewal, is renewed when used more than RenewAfter after it, and never
+// outlives MaxSessionAge from its creation, however often it is used.
 const (
-	SessionTTL = 7 * 24 * time.Hour
-	RenewAfter = 24 * time.Hour
+	SessionTTL    = 7 * 24 * time.Hour
+	RenewAfter    = 24 * time.Hour
+	MaxSessionAge = 30 * 24 * time.Hour
 )
 
 // Input bounds.
@@ -75,6 +78,9 @@ type Store interface {
 	RenewSession(ctx context.Context, tokenHash string, renewedAt, expiresAt time.Time) error
 	// DeleteSession removes the session; removing a missing one is not an error.
 	DeleteSession(ctx context.Context, tokenHash string) error
+	// DeleteUserSessions removes every session of userID and returns how
+	// many it removed.
+	DeleteUserSessions(ctx context.Context, userID string) (int, error)
 }
 
 // Service implements the auth operations.
@@ -238,8 +244,14 @@ func (s *Service) Authenticate(ctx context.Context, token string) (sess Session,
 	if !now.Before(sess.ExpiresAt) {
 		return Session{}, false, errNoSession
 	}
-	if now.Sub(sess.RenewedAt) > RenewAfter {
+	if end := sess.CreatedAt.Add(MaxSessionAge); !now.Before(end) {
+		return Session{}, false, errNoSession
+	}
+	if now.Sub(sess.RenewedAt) > RenewAfter && sess.ExpiresAt.Before(sess.CreatedAt.Add(MaxSessionAge)) {
 		exp := now.Add(SessionTTL)
+		if end := sess.CreatedAt.Add(MaxSessionAge); end.Before(exp) {
+			exp = end
+		}
 		switch err := s.store.RenewSession(ctx, sess.TokenHash, now, exp); {
 		case errs.Is(err, errs.NotFound):
 			return Session{}, false, errNoSession // signed out concurrently
@@ -260,6 +272,19 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 		return errs.Wrap("auth.SignOut", err)
 	}
 	return errs.Wrap("auth.SignOut", s.store.DeleteSession(ctx, sess.TokenHash))
+}
+
+// SignOutAll deletes every session of the user of token, on every device,
+// and returns how many there were. Unauthenticated when there is no live
+// session.
+func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
+	const op = "auth.SignOutAll"
+	sess, _, err := s.Authenticate(ctx, token)
+	if err != nil {
+		return 0, errs.Wrap(op, err)
+	}
+	n, err := s.store.DeleteUserSessions(ctx, sess.User.ID)
+	return n, errs.Wrap(op, err)
 }
 
 func (s *Service) newSession(u User, now time.Time) (string, Session) {

@@ -279,3 +279,75 @@ func TestCommon(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionAbsoluteLifetime: a session used every day is renewed, but
+// never past MaxSessionAge from its creation, and ends then.
+func TestSessionAbsoluteLifetime(t *testing.T) {
+	t.Parallel()
+	svc, _, clk := newService(t)
+	ctx := context.Background()
+	up, err := svc.SignUp(ctx, auth.Credentials{Email: "daily@example.com", Password: "password-1x", Name: "D"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := up.Session.CreatedAt.Add(auth.MaxSessionAge)
+	var last auth.Session
+	for day := 1; clk.Now().Add(25*time.Hour).Before(end); day++ {
+		clk.Advance(25 * time.Hour)
+		s, _, err := svc.Authenticate(ctx, up.Token)
+		if err != nil {
+			t.Fatalf("day %d: %v", day, err)
+		}
+		if s.ExpiresAt.After(end) {
+			t.Fatalf("day %d: renewed to %v, past the absolute end %v", day, s.ExpiresAt, end)
+		}
+		last = s
+	}
+	if !last.ExpiresAt.Equal(end) {
+		t.Errorf("last renewal expires %v, want the absolute end %v", last.ExpiresAt, end)
+	}
+	clk.Advance(end.Sub(clk.Now()))
+	if _, _, err := svc.Authenticate(ctx, up.Token); errs.KindOf(err) != errs.Unauthenticated {
+		t.Fatalf("at the absolute end: %v, want Unauthenticated", err)
+	}
+}
+
+// TestSignOutAll ends every session of the user, on every device, and
+// leaves other users' sessions alone.
+func TestSignOutAll(t *testing.T) {
+	t.Parallel()
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	c := auth.Credentials{Email: "everywhere@example.com", Password: "password-1x", Name: "E"}
+	up, err := svc.SignUp(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := []string{up.Token}
+	for range 30 {
+		in, err := svc.SignIn(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, in.Token)
+	}
+	other, err := svc.SignUp(ctx, auth.Credentials{Email: "bystander@example.com", Password: "password-1x", Name: "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := svc.SignOutAll(ctx, tokens[3])
+	if err != nil || n != len(tokens) {
+		t.Fatalf("SignOutAll = %d, %v; want %d", n, err, len(tokens))
+	}
+	for i, tok := range tokens {
+		if _, _, err := svc.Authenticate(ctx, tok); errs.KindOf(err) != errs.Unauthenticated {
+			t.Errorf("session %d after sign-out-all: %v", i, err)
+		}
+	}
+	if _, _, err := svc.Authenticate(ctx, other.Token); err != nil {
+		t.Errorf("another user's session: %v", err)
+	}
+	if _, err := svc.SignOutAll(ctx, tokens[0]); errs.KindOf(err) != errs.Unauthenticated {
+		t.Errorf("sign-out-all without a live session: %v", err)
+	}
+}

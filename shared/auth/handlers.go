@@ -73,3 +73,24 @@ func handleSignOut(s *Service) http.Handler {
 		return signOutResponse{Success: true}, nil
 	})
 }
+
+type signOutAllResponse struct {
+	Success bool `json:"success"`
+	// Sessions is how many sessions were ended, this one included.
+	Sessions int `json:"sessions"`
+}
+
+func handleSignOutAll(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (signOutAllResponse, error) {
+		var token string
+		if c, err := r.Cookie(CookieName); err == nil {
+			token = c.Value
+		}
+		n, err := s.SignOutAll(r.Context(), token)
+		if err != nil {
+			return signOutAllResponse{}, err
+		}
+		ClearCookie(w, r)
+		return signOutAllResponse{Success: true, Sessions: n}, nil
+	})
+}

@@ -18,6 +18,7 @@ func Routes(s *Service, a Attempts) *httpapi.Router {
 	r.Handle("POST /api/auth/sign-in/email", handleSignIn(s, a))
 	r.Handle("GET /api/auth/session", s.Require(handleSession()))
 	r.Handle("POST /api/auth/sign-out", handleSignOut(s))
+	r.Handle("POST /api/auth/sign-out-all", handleSignOutAll(s))
 	return r
 }
 

@@ -11,7 +11,8 @@
 //   - Sessions (PK = SHA-256 of the session token, never the token): a
 //     snapshot of the user, so an authenticated request costs one read;
 //     expiresAt is the TTL attribute (epoch seconds) and is also checked on
-//     every read, because TTL deletion is lazy.
+//     every read, because TTL deletion is lazy. The UserSessions index
+//     (hash key userId) finds a user's sessions to sign out everywhere.
 //   - Data (PK, SK, GSI1): item collections per chat and per workflow, used
 //     by the chat and workflow features.
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
@@ -61,6 +62,7 @@ var (
 	SessionsTable = Table{
 		LogicalID: "SessionsTable", EnvVar: "SESSIONS_TABLE", LocalName: "sessions",
 		HashKey: "PK", TTLAttribute: "expiresAt",
+		Indexes: []Index{{Name: SessionsByUserIndex, HashKey: "userId"}},
 	}
 	DataTable = Table{
 		LogicalID: "DataTable", EnvVar: "DATA_TABLE", LocalName: "data",
@@ -72,6 +74,10 @@ var (
 		HashKey: "PK", TTLAttribute: "expiresAt",
 	}
 )
+
+// SessionsByUserIndex is the Sessions table's index of a user's sessions,
+// read only to sign a user out everywhere.
+const SessionsByUserIndex = "UserSessions"
 
 // Tables lists every table of the service.
 func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable, RateLimitsTable} }

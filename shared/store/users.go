@@ -144,6 +144,29 @@ func (u *Users) RenewSession(ctx context.Context, tokenHash string, renewedAt, e
 	return storeError(op, err)
 }
 
+// DeleteUserSessions removes every session of userID: the keys from the
+// UserSessions index (paged Queries), deleted in batches of 25. It returns
+// how many it deleted. A session created meanwhile may survive.
+func (u *Users) DeleteUserSessions(ctx context.Context, userID string) (int, error) {
+	const op = "store.DeleteUserSessions"
+	var keys []struct{ PK string }
+	if err := u.sessions.Get("userId", userID).Index(SessionsByUserIndex).Project("PK").All(ctx, &keys); err != nil {
+		return 0, storeError(op, err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	ks := make([]dynamo.Keyed, len(keys))
+	for i, k := range keys {
+		ks[i] = dynamo.Keys{k.PK}
+	}
+	n, err := u.sessions.Batch("PK").Write().Delete(ks...).Run(ctx)
+	if err != nil {
+		return n, storeError(op, err)
+	}
+	return n, nil
+}
+
 // DeleteSession removes the session stored under tokenHash.
 func (u *Users) DeleteSession(ctx context.Context, tokenHash string) error {
 	return storeError("store.DeleteSession", u.sessions.Delete("PK", tokenHash).Run(ctx))
