@@ -292,7 +292,7 @@ func TestSessionAbsoluteLifetime(t *testing.T) {
 	}
 	end := up.Session.CreatedAt.Add(auth.MaxSessionAge)
 	var last auth.Session
-	for day := 1; clk.Now().Add(25*time.Hour).Before(end); day++ {
+	for day := 1; clk.Now().Add(25 * time.Hour).Before(end); day++ {
 		clk.Advance(25 * time.Hour)
 		s, _, err := svc.Authenticate(ctx, up.Token)
 		if err != nil {
