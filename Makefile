@@ -55,6 +55,7 @@ fuzz-run:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 
 ## build: cross-compile every Lambda function to $(BUILD_DIR)/<name>/bootstrap (linux/arm64).
 build: $(addprefix $(BUILD_DIR)/,$(addsuffix /bootstrap,$(FUNCTIONS)))
