@@ -15,7 +15,7 @@ import (
 	"github.com/tmaxmax/go-sse"
 )
 
-// streamEvent is one event of the chat stream (SPEC.md section 6).
+// streamEvent is one event of the chat stream (docs/openapi.yaml, StreamEvent).
 type streamEvent struct {
 	Type      string          `json:"type"`
 	MessageID string          `json:"messageId"`
@@ -481,7 +481,7 @@ func TestStreamDisconnect(t *testing.T) {
 
 // TestStreamToolCallAnnouncedBeforeResult calls a slow tool (http_request
 // to a local server that answers after a delay): the tool_call event ("a
-// tool is being called", SPEC.md section 6) must reach the client while the
+// tool is being called") must reach the client while the
 // tool runs, not together with its result.
 func TestStreamToolCallAnnouncedBeforeResult(t *testing.T) {
 	t.Parallel()

@@ -62,8 +62,8 @@ const (
 )
 
 // allowedActions are the only IAM actions a function policy may name: item
-// and query operations of DynamoDB. No wildcards, no Scan (DESIGN.md: no
-// Scan on any request path), no table administration. Add a non-DynamoDB
+// and query operations of DynamoDB. No wildcards, no Scan (no Scan on
+// any request path), no table administration. Add a non-DynamoDB
 // action (e.g. bedrock:InvokeModelWithResponseStream) here only together
 // with the code that needs it.
 var allowedActions = map[string]bool{

@@ -1,5 +1,5 @@
-// Package auth is sign-up, sign-in, sessions and sign-out (DESIGN.md
-// section 3), the middleware every protected handler sits behind, and the
+// Package auth is sign-up, sign-in, sessions and sign-out (the endpoints
+// of docs/openapi.yaml's Auth tag), the middleware every protected handler sits behind, and the
 // ownership checks.
 //
 // A session is a random 256-bit token sent to the browser in the HttpOnly

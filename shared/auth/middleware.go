@@ -105,7 +105,7 @@ func Authorize(ctx context.Context, op, ownerID string) error {
 }
 
 // Owned loads a resource and checks that the signed-in user owns it, in
-// the order DESIGN.md gives: load's error first (a NotFound becomes 404),
+// the order docs/decisions.md gives: load's error first (a NotFound becomes 404),
 // then ownership (403).
 func Owned[T any](ctx context.Context, op string, load func(context.Context) (T, error), owner func(T) string) (T, error) {
 	v, err := load(ctx)

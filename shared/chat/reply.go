@@ -10,7 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/model"
 )
 
-// Event is one event of a reply, as SPEC.md section 6 gives them.
+// Event is one event of a reply, as docs/openapi.yaml's StreamEvent gives them.
 type Event struct {
 	Type      string          `json:"type"`
 	MessageID string          `json:"messageId,omitempty"`

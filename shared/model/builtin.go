@@ -13,7 +13,7 @@ import (
 // BuiltinID is the id of the built-in offline model.
 const BuiltinID = "builtin"
 
-// Builtin is the built-in offline model (DESIGN.md section 4): a
+// Builtin is the built-in offline model (its rules: docs/decisions.md, Models): a
 // deterministic assistant that needs no network and no credentials, so the
 // whole product works locally and in tests.
 //

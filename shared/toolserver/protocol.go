@@ -1,6 +1,6 @@
 // Package toolserver is the key-protected tool server (McpFunction, POST
 // /mcp) and its client. The server speaks two protocols on one endpoint:
-// the service protocol of SPEC.md ({"method", "params"} in, {"data"} out)
+// the service protocol of docs/toolserver.md ({"method", "params"} in, {"data"} out)
 // and the Model Context Protocol (JSON-RPC 2.0, Streamable HTTP,
 // stateless), both over the same tools.Registry. The client speaks the
 // service protocol; the REST tool endpoints, chat and workflow execution
@@ -46,7 +46,7 @@ type RunParams struct {
 	Input  map[string]any `json:"input"`
 }
 
-// ToolSummary is an item of listTools and searchTools: SPEC.md's {id,
+// ToolSummary is an item of listTools and searchTools: the protocol's {id,
 // name, description}, plus the category and input schema (additive fields,
 // so that one listTools call yields the REST catalog).
 type ToolSummary struct {
@@ -70,7 +70,7 @@ type Annotations struct {
 	OpenWorldHint   bool `json:"openWorldHint"`
 }
 
-// ToolDetail is the data of getTool: SPEC.md's {id, name, description,
+// ToolDetail is the data of getTool: the protocol's {id, name, description,
 // inputSchema}, plus category, outputSchema, outputs and annotations.
 type ToolDetail struct {
 	ID           string          `json:"id"`

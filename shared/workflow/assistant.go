@@ -17,7 +17,7 @@ const ProposeToolName = "propose_changes"
 const maxHistory = 50
 
 // proposeSchema is the parameters schema of propose_changes: the change
-// types of DESIGN.md.
+// types of docs/openapi.yaml's WorkflowChange.
 var proposeSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -54,7 +54,7 @@ var proposeSchema = json.RawMessage(`{
 
 // assist produces the assistant's reply to user: its text and, when
 // proposed, the changes it proposes (not yet validated). The built-in
-// model follows deterministic rules (DESIGN.md section 4); other models
+// model follows deterministic rules (docs/decisions.md, Models); other models
 // get the workflow, the catalog and the conversation, and propose through
 // a native call of propose_changes.
 func (s *Service) assist(ctx context.Context, modelID string, w Workflow, history []Message, user Message, tools []ToolInfo) (string, []Change, bool, error) {

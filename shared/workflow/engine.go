@@ -12,15 +12,15 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 )
 
-// DefaultStepTimeout bounds one step of a run (DESIGN.md "Workflow runs").
+// DefaultStepTimeout bounds one step of a run (README.md, Limits).
 const DefaultStepTimeout = 30 * time.Second
 
 // saveTimeout bounds the writes made with a detached context once the
 // caller's context is done (client disconnect).
 const saveTimeout = 10 * time.Second
 
-// Step statuses besides the run statuses (DESIGN.md: step statuses pending,
-// running, completed, failed, skipped, cancelled).
+// Step statuses besides the run statuses: a step is pending, running,
+// completed, failed, skipped or cancelled.
 const (
 	StepPending   = RunPending
 	StepRunning   = RunRunning

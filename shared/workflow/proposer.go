@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The built-in model's workflow rules (DESIGN.md section 4).
+// The built-in model's workflow rules (docs/decisions.md, Models).
 var (
 	addStepRE    = regexp.MustCompile("(?i)\\badd\\s+(?:a\\s+|another\\s+|one\\s+more\\s+)?step\\s+(?:using|with|that\\s+uses|running|calling)\\s+(?:the\\s+)?[`\"']?([a-z][a-z0-9_]{0,63})")
 	removeStepRE = regexp.MustCompile("(?i)\\b(?:remove|delete)\\s+(?:the\\s+)?step\\s+[`\"']?([A-Za-z][A-Za-z0-9_]{0,63})")

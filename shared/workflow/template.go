@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// Template references in step inputs (DESIGN.md "Tools: template
-// resolution").
+// Template references in step inputs (docs/decisions.md, Workflows and
+// runs).
 //
 // A reference is {{<step_id>.<output_name>}} where both names match
 // IdentPattern. Spaces and tabs are allowed just inside the braces, so

@@ -17,7 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 )
 
-// Proposal validation (DESIGN.md "Workflows"). ApplyChanges applies a
+// Proposal validation (docs/decisions.md, Workflows and runs). ApplyChanges applies a
 // proposal's changes to a workflow and validates the result; it runs when
 // a proposal is made (against the workflow the assistant saw) and again
 // when it is applied (against the current workflow, which may have moved

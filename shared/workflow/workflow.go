@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Limits (SPEC.md section 8 and DESIGN.md).
+// Limits (README.md, Limits).
 const (
 	MaxNameLen        = 255
 	MaxDescriptionLen = 1000
@@ -37,7 +37,7 @@ type Workflow struct {
 	UpdatedAt   time.Time `json:"updatedAt"`
 }
 
-// Change types of a proposal (DESIGN.md section 3).
+// Change types of a proposal (docs/openapi.yaml, WorkflowChange).
 const (
 	ChangeAddStep        = "add_step"
 	ChangeUpdateStep     = "update_step"
