@@ -114,13 +114,15 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 	return it, nil
 }
 
-func (it collectionItem) message() chat.Message {
+func (it collectionItem) message() (chat.Message, error) {
 	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID, ReplyTo: it.ReplyTo,
 		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, CreatedAt: it.CreatedAt}
 	if it.ToolCalls != "" {
-		_ = json.Unmarshal([]byte(it.ToolCalls), &m.ToolCalls)
+		if err := decodeAttr(it.PK, it.SK, "toolCalls", it.ToolCalls, &m.ToolCalls); err != nil {
+			return chat.Message{}, err
+		}
 	}
-	return m
+	return m, nil
 }
 
 var errChatNotFound = errs.E("store.Chats", errs.NotFound, "CHAT_NOT_FOUND", "chat not found")
@@ -345,7 +347,11 @@ func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []c
 			cc := it.chat()
 			c = &cc
 		case "message":
-			msgs = append(msgs, it.message())
+			m, err := it.message()
+			if err != nil {
+				return chat.Chat{}, nil, errs.Wrap(op, err)
+			}
+			msgs = append(msgs, m)
 		}
 	}
 	if c == nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/guregu/dynamo/v2"
+
+	"github.com/workflowchat/service/shared/errs"
 )
 
 // Options configures Open.
@@ -137,4 +140,17 @@ func (c *CallCounter) register(stack *middleware.Stack) error {
 			c.n.Add(1)
 			return next.HandleInitialize(ctx, in)
 		}), middleware.After)
+}
+
+// decodeAttr decodes the JSON attribute attr of the item with key pk/sk
+// into v. Stored JSON that does not decode is corruption: it fails with an
+// Internal error (500 INTERNAL_ERROR to the client) whose cause, logged,
+// names the item, never with empty data that a later write would store
+// over the real value.
+func decodeAttr(pk, sk, attr, data string, v any) error {
+	if err := json.Unmarshal([]byte(data), v); err != nil {
+		return errs.E("store.decode", errs.Internal, "", "internal error").
+			WithCause(fmt.Errorf("item PK=%q SK=%q: attribute %s does not decode: %w", pk, sk, attr, err))
+	}
+	return nil
 }

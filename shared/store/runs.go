@@ -88,13 +88,15 @@ func encodeSteps(steps []workflow.RunStep) (string, error) {
 	return string(b), nil
 }
 
-func (it runItem) run() workflow.Run {
+func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{}}
 	if it.Steps != "" {
-		_ = json.Unmarshal([]byte(it.Steps), &r.Steps)
+		if err := decodeAttr(it.PK, it.SK, "steps", it.Steps, &r.Steps); err != nil {
+			return workflow.Run{}, err
+		}
 	}
-	return r
+	return r, nil
 }
 
 var errRunNotFound = errs.E("store.Runs", errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
@@ -173,7 +175,11 @@ func (s *Runs) ChatRuns(ctx context.Context, chatID string) (string, []workflow.
 		case "chat":
 			owner, found = it.UserID, true
 		case "run":
-			runs = append(runs, it.run())
+			r, err := it.run()
+			if err != nil {
+				return "", nil, errs.Wrap(op, err)
+			}
+			runs = append(runs, r)
 		}
 	}
 	if !found {
@@ -224,7 +230,9 @@ func (s *Runs) RunsPage(ctx context.Context, chatID string, limit int, cursor st
 	}
 	runs := make([]workflow.Run, len(items))
 	for i, it := range items {
-		runs[i] = it.run()
+		if runs[i], err = it.run(); err != nil {
+			return nil, "", errs.Wrap(op, err)
+		}
 	}
 	return runs, next, nil
 }

@@ -117,11 +117,13 @@ func newWorkflowItem(w workflow.Workflow) (workflowItem, error) {
 	}, nil
 }
 
-func (it workflowItem) workflow() workflow.Workflow {
+func (it workflowItem) workflow() (workflow.Workflow, error) {
 	w := workflow.Workflow{ID: it.ID, UserID: it.UserID, Name: it.Name, Description: it.Description,
 		Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
 	if it.Steps != "" {
-		_ = json.Unmarshal([]byte(it.Steps), &w.Steps)
+		if err := decodeAttr(it.PK, it.SK, "steps", it.Steps, &w.Steps); err != nil {
+			return workflow.Workflow{}, err
+		}
 	}
 	if w.Steps == nil {
 		w.Steps = []workflow.Step{}
@@ -134,7 +136,7 @@ func (it workflowItem) workflow() workflow.Workflow {
 			w.Steps[i].Outputs = []string{}
 		}
 	}
-	return w
+	return w, nil
 }
 
 func newProposalItem(p workflow.Proposal) (proposalItem, error) {
@@ -153,16 +155,18 @@ func newProposalItem(p workflow.Proposal) (proposalItem, error) {
 	}, nil
 }
 
-func (it wfCollectionItem) proposal() workflow.Proposal {
+func (it wfCollectionItem) proposal() (workflow.Proposal, error) {
 	p := workflow.Proposal{ID: it.ID, WorkflowID: it.WorkflowID, MessageID: it.MessageID, Status: it.Status,
 		BaseVersion: it.BaseVersion, CreatedAt: it.CreatedAt, AppliedAt: it.AppliedAt, RejectedAt: it.RejectedAt}
 	if it.Changes != "" {
-		_ = json.Unmarshal([]byte(it.Changes), &p.Changes)
+		if err := decodeAttr(it.PK, it.SK, "changes", it.Changes, &p.Changes); err != nil {
+			return workflow.Proposal{}, err
+		}
 	}
 	if p.Changes == nil {
 		p.Changes = []workflow.Change{}
 	}
-	return p
+	return p, nil
 }
 
 func (it wfCollectionItem) message() workflow.Message {
@@ -223,7 +227,8 @@ func (s *Workflows) Workflow(ctx context.Context, id string) (workflow.Workflow,
 		}
 		return workflow.Workflow{}, storeError(op, err)
 	}
-	return it.workflow(), nil
+	w, err := it.workflow()
+	return w, errs.Wrap(op, err)
 }
 
 // ownerFailure explains a failed owner-conditioned write: NotFound when the
@@ -256,7 +261,8 @@ func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name,
 	if err != nil {
 		return workflow.Workflow{}, storeError(op, err)
 	}
-	return it.workflow(), nil
+	w, err := it.workflow()
+	return w, errs.Wrap(op, err)
 }
 
 // DeleteWorkflow first marks the workflow as being deleted (from then on
@@ -304,7 +310,11 @@ func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page httpa
 	}
 	ws := make([]workflow.Workflow, 0, len(items))
 	for _, it := range items {
-		ws = append(ws, it.workflow())
+		w, err := it.workflow()
+		if err != nil {
+			return nil, 0, errs.Wrap("store.ListWorkflows", err)
+		}
+		ws = append(ws, w)
 	}
 	return ws, total, nil
 }
@@ -323,12 +333,18 @@ func (s *Workflows) Conversation(ctx context.Context, id string) (workflow.Workf
 	for _, it := range items {
 		switch it.Type {
 		case "workflow":
-			ww := it.workflow()
+			ww, err := it.workflow()
+			if err != nil {
+				return workflow.Workflow{}, nil, errs.Wrap(op, err)
+			}
 			w = &ww
 		case "message":
 			msgs = append(msgs, it.message())
 		case "proposal":
-			p := it.proposal()
+			p, err := it.proposal()
+			if err != nil {
+				return workflow.Workflow{}, nil, errs.Wrap(op, err)
+			}
 			proposals[p.MessageID] = &p
 		}
 	}
@@ -381,10 +397,18 @@ func (s *Workflows) WorkflowProposal(ctx context.Context, workflowID, proposalID
 	if wi.ID == "" {
 		return workflow.Workflow{}, workflow.Proposal{}, false, errs.Wrap(op, errWorkflowNotFound)
 	}
-	if pi.ID == "" {
-		return wi.workflow(), workflow.Proposal{}, false, nil
+	w, err := wi.workflow()
+	if err != nil {
+		return workflow.Workflow{}, workflow.Proposal{}, false, errs.Wrap(op, err)
 	}
-	return wi.workflow(), pi.proposal(), true, nil
+	if pi.ID == "" {
+		return w, workflow.Proposal{}, false, nil
+	}
+	p, err := pi.proposal()
+	if err != nil {
+		return workflow.Workflow{}, workflow.Proposal{}, false, errs.Wrap(op, err)
+	}
+	return w, p, true, nil
 }
 
 // ApplyProposal writes next and marks the proposal applied in one
