@@ -13,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/truncate"
 )
 
@@ -130,7 +131,7 @@ type Store interface {
 	DeleteChat(ctx context.Context, id, userID string) error
 	// ListChats returns a page of userID's chats, most recently updated
 	// first, and the number of chats the user has.
-	ListChats(ctx context.Context, userID string, page httpapi.Page) ([]Chat, int, error)
+	ListChats(ctx context.Context, userID string, page paging.Page) ([]Chat, int, error)
 	// Conversation returns the chat and all its messages in conversation
 	// order, in one read. NotFound CHAT_NOT_FOUND.
 	Conversation(ctx context.Context, chatID string) (Chat, []Message, error)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 // defaultTitle names a chat created or renamed without a title.
@@ -104,7 +104,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 
 // List returns a page of userID's chats and their total. Forbidden unless
 // userID is the signed-in user.
-func (s *Service) List(ctx context.Context, userID string, page httpapi.Page) ([]Chat, int, error) {
+func (s *Service) List(ctx context.Context, userID string, page paging.Page) ([]Chat, int, error) {
 	const op = "chat.List"
 	if err := auth.Authorize(ctx, op, userID); err != nil {
 		return nil, 0, err

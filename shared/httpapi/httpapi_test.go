@@ -11,6 +11,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 type createReq struct {
@@ -61,7 +62,7 @@ func newAPI() http.Handler {
 	r.Handle("DELETE /things/{id}", httpapi.Endpoint(http.StatusNoContent, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (httpapi.Empty, error) {
 		return httpapi.Empty{}, nil
 	}))
-	r.Handle("GET /pages", httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (httpapi.Page, error) {
+	r.Handle("GET /pages", httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (paging.Page, error) {
 		return httpapi.ParsePage(r)
 	}))
 	return httpapi.Stack(r, httpapi.Options{AllowedOrigins: []string{"https://app.example.com"}})
@@ -235,15 +236,15 @@ func TestPageEnd(t *testing.T) {
 	const maxInt = int(^uint(0) >> 1)
 	tests := []struct {
 		name string
-		page httpapi.Page
+		page paging.Page
 		want int
 	}{
-		{"defaults", httpapi.Page{Limit: httpapi.DefaultLimit}, httpapi.DefaultLimit},
-		{"within bounds", httpapi.Page{Limit: 10, Offset: 30}, 40},
-		{"largest parsed page", httpapi.Page{Limit: httpapi.MaxLimit, Offset: httpapi.MaxOffset}, httpapi.MaxLimit + httpapi.MaxOffset},
-		{"largest int offset", httpapi.Page{Limit: httpapi.MaxLimit, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
-		{"largest int limit", httpapi.Page{Limit: maxInt, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
-		{"negative values", httpapi.Page{Limit: -5, Offset: -7}, 1},
+		{"defaults", paging.Page{Limit: httpapi.DefaultLimit}, httpapi.DefaultLimit},
+		{"within bounds", paging.Page{Limit: 10, Offset: 30}, 40},
+		{"largest parsed page", paging.Page{Limit: httpapi.MaxLimit, Offset: httpapi.MaxOffset}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"largest int offset", paging.Page{Limit: httpapi.MaxLimit, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"largest int limit", paging.Page{Limit: maxInt, Offset: maxInt}, httpapi.MaxLimit + httpapi.MaxOffset},
+		{"negative values", paging.Page{Limit: -5, Offset: -7}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

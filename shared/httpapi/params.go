@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 // PathUUID returns the path parameter name of r, which must be a UUID in
@@ -31,35 +33,20 @@ func IsUUID(s string) bool {
 	return err == nil
 }
 
-// Page is a parsed limit/offset pagination request.
-type Page struct {
-	Limit  int
-	Offset int
-}
-
-// Pagination bounds. MaxOffset bounds the work one list request can cause:
-// serving a page reads the items before it, so a page never reads more
-// than MaxOffset+MaxLimit items.
+// The pagination bounds, as the query parameters take them.
 const (
-	DefaultLimit = 20
-	MaxLimit     = 100
-	MaxOffset    = 10000
+	DefaultLimit = paging.DefaultLimit
+	MaxLimit     = paging.MaxLimit
+	MaxOffset    = paging.MaxOffset
 )
 
 // ParsePage parses the limit (integer 1-100, default 20) and offset
 // (integer 0-10000, default 0) query parameters. Anything else fails with
 // INVALID_PAGINATION and a detail per bad parameter.
-func ParsePage(r *http.Request) (Page, error) {
-	p := Page{Limit: DefaultLimit}
+func ParsePage(r *http.Request) (paging.Page, error) {
 	q := r.URL.Query()
 	var bad errs.FieldErrors
-	if v, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > MaxLimit {
-			bad.Add("limit", "must be an integer from 1 to %d", MaxLimit)
-		}
-		p.Limit = n
-	}
+	p := paging.Page{Limit: parseLimit(q, &bad)}
 	if v, ok := q["offset"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if err != nil || n < 0 || n > MaxOffset {
@@ -67,58 +54,48 @@ func ParsePage(r *http.Request) (Page, error) {
 		}
 		p.Offset = n
 	}
-	if len(bad) > 0 {
-		e := errs.Fields("httpapi.ParsePage", bad...)
-		e.Code = "INVALID_PAGINATION"
-		return Page{}, e
-	}
-	return p, nil
+	return p, paginationError("httpapi.ParsePage", bad)
 }
-
-// End returns Offset+Limit, the number of items up to the end of the page,
-// with Offset clamped to 0-MaxOffset and Limit to 1-MaxLimit: whatever a
-// caller put in p, the sum cannot overflow and stays a bounded, positive
-// read size.
-func (p Page) End() int {
-	return min(max(p.Offset, 0), MaxOffset) + min(max(p.Limit, 1), MaxLimit)
-}
-
-// CursorPage is a parsed limit/cursor pagination request.
-type CursorPage struct {
-	Limit int
-	// Cursor is the nextCursor of the previous page; empty for the first.
-	Cursor string
-}
-
-// MaxCursorLen bounds the cursor parameter.
-const MaxCursorLen = 256
 
 // ParseCursorPage parses the limit (integer 1-100, default 20) and cursor
-// (an opaque token of at most MaxCursorLen characters) query parameters.
-// Anything else fails with INVALID_PAGINATION and a detail per bad
-// parameter; whether a well-formed cursor names a place in the list is for
-// the list to say.
-func ParseCursorPage(r *http.Request) (CursorPage, error) {
-	p := CursorPage{Limit: DefaultLimit}
+// (an opaque token of at most paging.MaxCursorLen characters) query
+// parameters. Anything else fails with INVALID_PAGINATION and a detail per
+// bad parameter; whether a well-formed cursor names a place in the list is
+// for the list to say.
+func ParseCursorPage(r *http.Request) (paging.Cursor, error) {
 	q := r.URL.Query()
 	var bad errs.FieldErrors
-	if v, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > MaxLimit {
-			bad.Add("limit", "must be an integer from 1 to %d", MaxLimit)
-		}
-		p.Limit = n
-	}
+	p := paging.Cursor{Limit: parseLimit(q, &bad)}
 	if v, ok := q["cursor"]; ok {
-		if len(v[0]) == 0 || len(v[0]) > MaxCursorLen {
+		if len(v[0]) == 0 || len(v[0]) > paging.MaxCursorLen {
 			bad.Add("cursor", "must be the nextCursor of an earlier page")
 		}
-		p.Cursor = v[0]
+		p.After = v[0]
 	}
-	if len(bad) > 0 {
-		e := errs.Fields("httpapi.ParseCursorPage", bad...)
-		e.Code = "INVALID_PAGINATION"
-		return CursorPage{}, e
+	return p, paginationError("httpapi.ParseCursorPage", bad)
+}
+
+// parseLimit reads the limit parameter of q, DefaultLimit when absent,
+// adding to bad when it is not an integer from 1 to MaxLimit.
+func parseLimit(q url.Values, bad *errs.FieldErrors) int {
+	v, ok := q["limit"]
+	if !ok {
+		return DefaultLimit
 	}
-	return p, nil
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 1 || n > MaxLimit {
+		bad.Add("limit", "must be an integer from 1 to %d", MaxLimit)
+	}
+	return n
+}
+
+// paginationError is INVALID_PAGINATION with bad as its details, nil when
+// bad is empty.
+func paginationError(op string, bad errs.FieldErrors) error {
+	if len(bad) == 0 {
+		return nil
+	}
+	e := errs.Fields(op, bad...)
+	e.Code = "INVALID_PAGINATION"
+	return e
 }

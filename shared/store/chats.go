@@ -12,7 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 // Chats stores chats and their messages in the Data table: each chat is an
@@ -279,7 +279,7 @@ func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dyna
 
 // ListChats returns a page of the user's chats, most recently updated
 // first, and the user's chat count, from one Query of GSI1.
-func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page) ([]chat.Chat, int, error) {
+func (s *Chats) ListChats(ctx context.Context, userID string, page paging.Page) ([]chat.Chat, int, error) {
 	items, total, err := pageWithTotal[chatItem](ctx, s.table, userChatsGSI(userID), page)
 	if err != nil {
 		return nil, 0, errs.Wrap("store.ListChats", err)
@@ -295,7 +295,7 @@ func (s *Chats) ListChats(ctx context.Context, userID string, page httpapi.Page)
 // updated first, and the total from the collection's counter item (whose
 // GSI1SK sorts after every timestamp, so a descending Query meets it
 // first): one Query for a page and its total.
-func pageWithTotal[T any](ctx context.Context, table dynamo.Table, gsiPK string, page httpapi.Page) ([]T, int, error) {
+func pageWithTotal[T any](ctx context.Context, table dynamo.Table, gsiPK string, page paging.Page) ([]T, int, error) {
 	const op = "store.pageWithTotal"
 	var raw []dynamo.Item
 	err := table.Get("GSI1PK", gsiPK).Index("GSI1").Order(dynamo.Descending).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/workflow"
@@ -48,7 +48,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	tests := []struct{ limit, offset, from, to int }{{20, 0, 0, 7}, {3, 0, 0, 3}, {3, 3, 3, 6}, {3, 6, 6, 7}, {5, 7, 7, 7}, {1, 100, 7, 7}}
 	for _, tt := range tests {
 		db.Counter.Reset()
-		chats, total, err := s.ListChats(ctx, "u1", httpapi.Page{Limit: tt.limit, Offset: tt.offset})
+		chats, total, err := s.ListChats(ctx, "u1", paging.Page{Limit: tt.limit, Offset: tt.offset})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	if err := s.DeleteChat(ctx, ids[0], "u1"); errs.KindOf(err) != errs.NotFound {
 		t.Errorf("second delete: %v", err)
 	}
-	_, total, _ := s.ListChats(ctx, "u1", httpapi.Page{Limit: 20})
+	_, total, _ := s.ListChats(ctx, "u1", paging.Page{Limit: 20})
 	if total != 6 {
 		t.Errorf("total after delete = %d", total)
 	}
@@ -85,7 +85,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	if err := db.Table(db.Data()).Get("PK", "CHAT#"+ids[0]).All(ctx, &left); err != nil || len(left) != 0 {
 		t.Errorf("items left after delete: %v %v", left, err)
 	}
-	if _, total, _ := s.ListChats(ctx, "nobody", httpapi.Page{Limit: 20}); total != 0 {
+	if _, total, _ := s.ListChats(ctx, "nobody", paging.Page{Limit: 20}); total != 0 {
 		t.Errorf("total of a user without chats = %d", total)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 )
@@ -87,7 +88,7 @@ func TestListPagesFarOffsets(t *testing.T) {
 	}
 	const bound = httpapi.MaxOffset + httpapi.MaxLimit + 1
 	for _, offset := range []int{3, httpapi.MaxOffset, math.MaxInt - httpapi.MaxLimit - 1, math.MaxInt - 1, math.MaxInt} {
-		page := httpapi.Page{Limit: httpapi.MaxLimit, Offset: offset}
+		page := paging.Page{Limit: httpapi.MaxLimit, Offset: offset}
 		seen.take()
 		cs, total, err := chats.ListChats(ctx, "u1", page)
 		if err != nil || len(cs) != 0 || total != 3 {

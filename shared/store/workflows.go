@@ -11,7 +11,7 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -303,7 +303,7 @@ func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error
 
 // ListWorkflows returns a page of the user's workflows, most recently
 // updated first, and the user's workflow count, from one Query of GSI1.
-func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page httpapi.Page) ([]workflow.Workflow, int, error) {
+func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page paging.Page) ([]workflow.Workflow, int, error) {
 	items, total, err := pageWithTotal[workflowItem](ctx, s.table, userWorkflowsGSI(userID), page)
 	if err != nil {
 		return nil, 0, errs.Wrap("store.ListWorkflows", err)

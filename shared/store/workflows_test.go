@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/workflow"
@@ -52,7 +52,7 @@ func TestWorkflowsListCounterAndDelete(t *testing.T) {
 	want := []string{ids[0], ids[4], ids[3], ids[2], ids[1]}
 	for _, tt := range []struct{ limit, offset, from, to int }{{20, 0, 0, 5}, {2, 0, 0, 2}, {2, 2, 2, 4}, {2, 4, 4, 5}, {3, 9, 5, 5}} {
 		db.Counter.Reset()
-		ws, total, err := s.ListWorkflows(ctx, "u1", httpapi.Page{Limit: tt.limit, Offset: tt.offset})
+		ws, total, err := s.ListWorkflows(ctx, "u1", paging.Page{Limit: tt.limit, Offset: tt.offset})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,10 +109,10 @@ func TestWorkflowsListCounterAndDelete(t *testing.T) {
 	if err := db.Table(db.Data()).Get("PK", "WF#"+ids[1]).All(ctx, &left); err != nil || len(left) != 0 {
 		t.Errorf("left behind: %v %v", left, err)
 	}
-	if _, total, _ := s.ListWorkflows(ctx, "u1", httpapi.Page{Limit: 20}); total != 4 {
+	if _, total, _ := s.ListWorkflows(ctx, "u1", paging.Page{Limit: 20}); total != 4 {
 		t.Errorf("total after delete = %d", total)
 	}
-	if _, total, _ := s.ListWorkflows(ctx, "u2", httpapi.Page{Limit: 20}); total != 1 {
+	if _, total, _ := s.ListWorkflows(ctx, "u2", paging.Page{Limit: 20}); total != 1 {
 		t.Errorf("u2 total = %d", total)
 	}
 }
@@ -177,7 +177,7 @@ func TestWorkflowsApplyAndReject(t *testing.T) {
 	if _, p1, _, _ := s.WorkflowProposal(ctx, w.ID, props[1].ID); p1.Status != "pending" {
 		t.Errorf("failed apply changed proposal: %+v", p1)
 	}
-	if ws, _, _ := s.ListWorkflows(ctx, "u1", httpapi.Page{Limit: 1}); len(ws) != 1 || !ws[0].UpdatedAt.Equal(t0.Add(time.Minute)) {
+	if ws, _, _ := s.ListWorkflows(ctx, "u1", paging.Page{Limit: 1}); len(ws) != 1 || !ws[0].UpdatedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("GSI not moved: %+v", ws)
 	}
 

@@ -63,7 +63,7 @@ func handleListRuns(s *RunService) http.Handler {
 		if err != nil {
 			return runsList{}, err
 		}
-		p, err := s.List(r.Context(), chatID, page.Limit, page.Cursor)
+		p, err := s.List(r.Context(), chatID, page.Limit, page.After)
 		if err != nil {
 			return runsList{}, err
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 // Error codes of the workflow operations.
@@ -47,7 +47,7 @@ type Store interface {
 	DeleteWorkflow(ctx context.Context, id, userID string) error
 	// ListWorkflows returns a page of userID's workflows, most recently
 	// updated first, and how many the user has.
-	ListWorkflows(ctx context.Context, userID string, page httpapi.Page) ([]Workflow, int, error)
+	ListWorkflows(ctx context.Context, userID string, page paging.Page) ([]Workflow, int, error)
 	// Conversation returns the workflow and its messages in conversation
 	// order, assistant messages with their proposals, in one read.
 	// NotFound WORKFLOW_NOT_FOUND.
@@ -159,7 +159,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 
 // List returns a page of userID's workflows and their total. Forbidden
 // unless userID is the signed-in user.
-func (s *Service) List(ctx context.Context, userID string, page httpapi.Page) ([]Workflow, int, error) {
+func (s *Service) List(ctx context.Context, userID string, page paging.Page) ([]Workflow, int, error) {
 	const op = "workflow.List"
 	if err := auth.Authorize(ctx, op, userID); err != nil {
 		return nil, 0, err
