@@ -4,7 +4,7 @@ FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
-.PHONY: run test test-short vet build deploy bench load soak clean fuzz fuzz-short fuzz-run
+.PHONY: run test test-short vet lint-template build deploy bench load soak clean fuzz fuzz-short fuzz-run
 
 # DATA_FILE keeps `make run`'s data across restarts (git-ignored);
 # `make run DATA_FILE=` keeps it in memory only.
@@ -14,10 +14,15 @@ DATA_FILE ?= .data/devserver.json
 run:
 	DATA_FILE='$(DATA_FILE)' $(GO) run ./infra/devserver
 
-## test: vet, then every test (unit, storage integration, Lambda events, template, end-to-end), then a short fuzz run.
+## test: vet, then every test (unit, storage integration, Lambda events, template, end-to-end), then a short fuzz run and cfn-lint when installed.
 test: vet
 	$(GO) test -count=1 -race -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory lint-template
+
+## lint-template: cfn-lint template.yaml (AWS's CloudFormation and SAM linter), when cfn-lint is on PATH; infra/template's Go tests check the template everywhere.
+lint-template:
+	@if command -v cfn-lint >/dev/null 2>&1; then echo "cfn-lint template.yaml"; cfn-lint template.yaml; else echo "cfn-lint not installed: skipped (pip install cfn-lint)"; fi
 
 # Fuzz targets as package:FuzzName. `go test -fuzz` fuzzes one target per
 # invocation, so they run one after another; seed corpora are committed
