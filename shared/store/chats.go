@@ -25,11 +25,15 @@ import (
 type Chats struct {
 	db    *dynamo.DB
 	table dynamo.Table
+	owned ownedCollection
 }
 
 // NewChats returns a Chats over the named Data table.
 func NewChats(db *dynamo.DB, dataTable string) *Chats {
-	return &Chats{db: db, table: db.Table(dataTable)}
+	t := db.Table(dataTable)
+	return &Chats{db: db, table: t, owned: ownedCollection{
+		db: db, table: t, pk: chatPK, root: chatSK, counter: chatCounterKey, noun: "chat", notFound: errChatNotFound,
+	}}
 }
 
 const (
@@ -161,72 +165,23 @@ func (s *Chats) Chat(ctx context.Context, id string) (chat.Chat, error) {
 	return it.chat(), nil
 }
 
-// ownerFailure explains a failed owner-conditioned write: NotFound when the
-// chat is gone, Forbidden when another user owns it.
-func (s *Chats) ownerFailure(ctx context.Context, op, id string) error {
-	if _, err := s.Chat(ctx, id); err != nil {
-		return errs.Wrap(op, err)
-	}
-	return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
-}
-
 // UpdateChat sets the title of the chat id owned by userID. One conditional
 // update; NotFound or Forbidden when the condition fails.
 func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (chat.Chat, error) {
 	const op = "store.UpdateChat"
 	var it chatItem
-	err := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
-		Set("title", title).Set("updatedAt", now).Set("GSI1SK", now.UTC().Format(timeKey)+"#"+id).
-		If("attribute_exists(PK) AND userId = ?", userID).Value(ctx, &it)
-	if isConditionFailure(err) {
-		return chat.Chat{}, s.ownerFailure(ctx, op, id)
-	}
-	if err != nil {
-		return chat.Chat{}, storeError(op, err)
+	u := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
+		Set("title", title).Set("updatedAt", now).Set("GSI1SK", now.UTC().Format(timeKey)+"#"+id)
+	if err := s.owned.update(ctx, op, id, userID, u, &it); err != nil {
+		return chat.Chat{}, err
 	}
 	return it.chat(), nil
 }
 
-// DeleteChat first marks the chat as being deleted (from then on nothing
-// can be added to it: every write into a chat's collection is conditioned
-// on the mark's absence), then removes every other item of its collection
-// in batches, then the chat item and one from the owner's counter in one
-// transaction conditioned on the owner. A failure part-way leaves the chat
-// in place, so retrying the delete finishes it and nothing is orphaned.
+// DeleteChat removes the chat id of userID with its messages and runs (see
+// ownedCollection.delete). NotFound, Forbidden.
 func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
-	const op = "store.DeleteChat"
-	c, err := s.Chat(ctx, id)
-	if err != nil {
-		return errs.Wrap(op, err)
-	}
-	if c.UserID != userID {
-		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
-	}
-	err = s.table.Update("PK", chatPK(id)).Range("SK", chatSK).Set("deleting", true).If("userId = ?", userID).Run(ctx)
-	if isConditionFailure(err) {
-		return s.ownerFailure(ctx, op, id)
-	}
-	if err != nil {
-		return storeError(op, err)
-	}
-	if err := s.deleteCollection(ctx, chatPK(id), chatSK); err != nil {
-		return errs.Wrap(op, err)
-	}
-	pk, sk := chatCounterKey(userID)
-	err = s.db.WriteTx().
-		Delete(s.table.Delete("PK", chatPK(id)).Range("SK", chatSK).If("userId = ?", userID)).
-		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
-		Run(ctx)
-	if isConditionFailure(err) {
-		return s.ownerFailure(ctx, op, id)
-	}
-	return storeError(op, err)
-}
-
-// deleteCollection batch-deletes every item under pk except the one with
-// sort key keep.
-func (s *Chats) deleteCollection(ctx context.Context, pk, keep string) error {
-	return deleteCollection(ctx, s.table, pk, keep)
+	return s.owned.delete(ctx, "store.DeleteChat", id, userID)
 }
 
 // deleteCollection batch-deletes every item of table under pk except the

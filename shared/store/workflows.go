@@ -27,11 +27,15 @@ import (
 type Workflows struct {
 	db    *dynamo.DB
 	table dynamo.Table
+	owned ownedCollection
 }
 
 // NewWorkflows returns a Workflows over the named Data table.
 func NewWorkflows(db *dynamo.DB, dataTable string) *Workflows {
-	return &Workflows{db: db, table: db.Table(dataTable)}
+	t := db.Table(dataTable)
+	return &Workflows{db: db, table: t, owned: ownedCollection{
+		db: db, table: t, pk: workflowPK, root: workflowSK, counter: workflowCounterKey, noun: "workflow", notFound: errWorkflowNotFound,
+	}}
 }
 
 const workflowSK = "WF"
@@ -231,15 +235,6 @@ func (s *Workflows) Workflow(ctx context.Context, id string) (workflow.Workflow,
 	return w, errs.Wrap(op, err)
 }
 
-// ownerFailure explains a failed owner-conditioned write: NotFound when the
-// workflow is gone, Forbidden when another user owns it.
-func (s *Workflows) ownerFailure(ctx context.Context, op, id string) error {
-	if _, err := s.Workflow(ctx, id); err != nil {
-		return errs.Wrap(op, err)
-	}
-	return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this workflow")
-}
-
 // UpdateWorkflow sets name and/or description, increments the version and
 // moves updatedAt, in one conditional update; NotFound or Forbidden when
 // the condition fails.
@@ -254,51 +249,18 @@ func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name,
 		u.Set("description", *description)
 	}
 	var it workflowItem
-	err := u.If("attribute_exists(PK) AND userId = ?", userID).Value(ctx, &it)
-	if isConditionFailure(err) {
-		return workflow.Workflow{}, s.ownerFailure(ctx, op, id)
-	}
-	if err != nil {
-		return workflow.Workflow{}, storeError(op, err)
+	if err := s.owned.update(ctx, op, id, userID, u, &it); err != nil {
+		return workflow.Workflow{}, err
 	}
 	w, err := it.workflow()
 	return w, errs.Wrap(op, err)
 }
 
-// DeleteWorkflow first marks the workflow as being deleted (from then on
-// no message, proposal or apply can write into its collection), then
-// removes every message and proposal in batches, then the workflow item and
-// one from the owner's counter in one transaction conditioned on the owner.
-// A failure part-way leaves the workflow in place, so retrying the delete
-// finishes it and nothing is orphaned.
+// DeleteWorkflow removes the workflow id of userID with its messages and
+// proposals (see ownedCollection.delete); its runs live in the chats they
+// ran in (DeleteWorkflowRuns). NotFound, Forbidden.
 func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error {
-	const op = "store.DeleteWorkflow"
-	w, err := s.Workflow(ctx, id)
-	if err != nil {
-		return errs.Wrap(op, err)
-	}
-	if w.UserID != userID {
-		return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this workflow")
-	}
-	err = s.table.Update("PK", workflowPK(id)).Range("SK", workflowSK).Set("deleting", true).If("userId = ?", userID).Run(ctx)
-	if isConditionFailure(err) {
-		return s.ownerFailure(ctx, op, id)
-	}
-	if err != nil {
-		return storeError(op, err)
-	}
-	if err := deleteCollection(ctx, s.table, workflowPK(id), workflowSK); err != nil {
-		return errs.Wrap(op, err)
-	}
-	pk, sk := workflowCounterKey(userID)
-	err = s.db.WriteTx().
-		Delete(s.table.Delete("PK", workflowPK(id)).Range("SK", workflowSK).If("userId = ?", userID)).
-		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
-		Run(ctx)
-	if isConditionFailure(err) {
-		return s.ownerFailure(ctx, op, id)
-	}
-	return storeError(op, err)
+	return s.owned.delete(ctx, "store.DeleteWorkflow", id, userID)
 }
 
 // ListWorkflows returns a page of the user's workflows, most recently

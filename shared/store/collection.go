@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/guregu/dynamo/v2"
+
+	"github.com/workflowchat/service/shared/errs"
+)
+
+// ownedCollection is a user's item collection in the Data table (a chat,
+// a workflow): under PK, the collection's own item (SK root) carries the
+// owner's userId and, while a delete runs, the deleting mark; the owner's
+// counter item counts the collections. The owner is checked by the writes'
+// conditions, in the store, and only a failed condition costs a read, to
+// tell a missing collection from another user's.
+type ownedCollection struct {
+	db    *dynamo.DB
+	table dynamo.Table
+	// pk is the partition key of collection id; root the sort key of its
+	// own item.
+	pk   func(id string) string
+	root string
+	// counter is the key of userID's counter of such collections.
+	counter func(userID string) (pk, sk string)
+	// noun names the collection in the Forbidden message ("chat").
+	noun     string
+	notFound *errs.Error
+}
+
+// ownedBy is the condition that the collection's item exists and belongs
+// to the user given as its one value.
+const ownedBy = "attribute_exists(PK) AND userId = ?"
+
+// failure explains a failed owner-conditioned write on collection id with
+// one consistent read: NotFound when it is gone, Forbidden when another
+// user owns it.
+func (c ownedCollection) failure(ctx context.Context, op, id string) error {
+	var it struct{ PK string }
+	err := c.table.Get("PK", c.pk(id)).Range("SK", dynamo.Equal, c.root).Project("PK").Consistent(true).One(ctx, &it)
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound):
+		return errs.Wrap(op, c.notFound)
+	case err != nil:
+		return storeError(op, err)
+	}
+	return errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this "+c.noun)
+}
+
+// update runs u, an update of collection id's item, conditioned on userID
+// owning it, decoding the item as updated into out. NotFound or Forbidden
+// when the condition fails.
+func (c ownedCollection) update(ctx context.Context, op, id, userID string, u *dynamo.Update, out any) error {
+	err := u.If(ownedBy, userID).Value(ctx, out)
+	if isConditionFailure(err) {
+		return c.failure(ctx, op, id)
+	}
+	return storeError(op, err)
+}
+
+// delete removes collection id of userID: it marks the collection's item
+// deleting (from then on nothing can be added: every write into the
+// collection is conditioned on the mark's absence), batch-deletes every
+// other item, then deletes the collection's item and decrements the
+// owner's counter in one transaction conditioned on the owner. A failure
+// part-way leaves the collection's item in place, so retrying the delete
+// finishes it and nothing is orphaned. NotFound, Forbidden.
+func (c ownedCollection) delete(ctx context.Context, op, id, userID string) error {
+	err := c.table.Update("PK", c.pk(id)).Range("SK", c.root).Set("deleting", true).If(ownedBy, userID).Run(ctx)
+	if isConditionFailure(err) {
+		return c.failure(ctx, op, id)
+	}
+	if err != nil {
+		return storeError(op, err)
+	}
+	if err := deleteCollection(ctx, c.table, c.pk(id), c.root); err != nil {
+		return errs.Wrap(op, err)
+	}
+	pk, sk := c.counter(userID)
+	err = c.db.WriteTx().
+		Delete(c.table.Delete("PK", c.pk(id)).Range("SK", c.root).If("userId = ?", userID)).
+		Update(c.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return c.failure(ctx, op, id)
+	}
+	return storeError(op, err)
+}
