@@ -42,6 +42,6 @@ func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	catalog := services.ToolClient(cfg, toolServerTimeout).Catalog()
-	return wiring.Stack(cfg, tools.Routes(catalog, b.Auth, cfg.ToolsCacheTTL, time.Now)), nil
+	catalog := services.ToolCatalog(cfg, services.ToolClient(cfg, toolServerTimeout))
+	return wiring.Stack(cfg, tools.Routes(catalog, b.Auth)), nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -398,12 +399,13 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 		t.Fatal(err)
 	}
 	client := toolserver.NewClient(toolURL, e.stack.ServiceKey, &http.Client{Timeout: o.toolTimeout})
-	modelTools := toolserver.NewModelTools(client, e.cfg.ToolsCacheTTL, nil)
+	catalog := tools.NewCatalog(client.Catalog(), e.cfg.ToolsCacheTTL, nil)
+	modelTools := toolserver.NewModelTools(client, catalog)
 	runs := store.NewRuns(db, e.cfg.DataTable)
 	wfs := store.NewWorkflows(db, e.cfg.DataTable)
 	runSvc := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: wfs, Tools: modelTools, StepTimeout: o.stepTimeout})
 	wfSvc := workflow.NewService(workflow.Options{Store: wfs, Models: models, Runs: runs,
-		Catalog: workflow.NewToolserverCatalog(client, e.cfg.ToolsCacheTTL)})
+		Catalog: workflow.NewToolCatalog(catalog)})
 	chats := chat.NewService(chat.Options{Store: store.NewChats(db, e.cfg.DataTable), Models: models, Preferences: users,
 		DefaultModelID: e.cfg.DefaultModelID, Tools: modelTools, Workflows: runSvc.ChatRunner()})
 	api := httpapi.NewRouter()

@@ -160,7 +160,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 			&http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolserver.DefaultClientTimeout})
 	}
 
-	modelTools := toolserver.NewModelTools(toolClient, cfg.ToolsCacheTTL, o.Now)
+	// One tool catalog for the REST tool endpoints, chats and proposals.
+	catalog := tools.NewCatalog(toolClient.Catalog(), cfg.ToolsCacheTTL, o.Now)
+	modelTools := toolserver.NewModelTools(toolClient, catalog)
 	workflows, runs := store.NewWorkflows(db, cfg.DataTable), store.NewRuns(db, cfg.DataTable)
 	// As in AWS, runs through the API and runs in the stream have the time
 	// limits of their functions.
@@ -168,7 +170,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	streamRuns := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now, RunTimeout: workflow.StreamRunTimeout})
 	workflowService := workflow.NewService(workflow.Options{
 		Store: workflows, Runs: runs, Models: models, Now: o.Now,
-		Catalog: workflow.NewToolserverCatalog(toolClient, cfg.ToolsCacheTTL),
+		Catalog: workflow.NewToolCatalog(catalog),
 	})
 	chats := chat.NewService(chat.Options{
 		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
@@ -184,7 +186,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
 		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn, ratelimit.Attempts{Limiter: limiter, SignInPerEmail: cfg.RateLimitSignInEmail, SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress})},
 		{LogicalID: "ModelsFunction", Dir: "models", Router: model.Routes(models, users, authn)},
-		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(toolClient.Catalog(), authn, cfg.ToolsCacheTTL, o.Now)},
+		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(catalog, authn)},
 		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn, chatLimits)},
 		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval, chatLimits), FunctionURL: true},
 		{LogicalID: "WorkflowsFunction", Dir: "workflows", Router: workflowRoutes},

@@ -31,13 +31,16 @@ type Detail struct {
 	Category     string          `json:"category"`
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
+	// Outputs are the names of the tool's outputs (the properties of
+	// OutputSchema), which workflow steps reference; not part of the REST
+	// answer.
+	Outputs []string `json:"-"`
 }
 
-// Catalog is the source of the REST tool endpoints: the tool server, seen
-// through its client (toolserver.Client.Catalog). It is an interface here
-// because the tool server depends on this package, not the other way
-// round.
-type Catalog interface {
+// Source is where a Catalog gets the tools: the tool server, seen through
+// its client (toolserver.Client.Catalog). It is an interface here because
+// the tool server depends on this package, not the other way round.
+type Source interface {
 	// ListTools returns every tool.
 	ListTools(ctx context.Context) ([]Summary, error)
 	// SearchTools returns the tools matching query, best first.
@@ -56,13 +59,16 @@ const CodeToolsUnavailable = "TOOLS_UNAVAILABLE"
 // every request wait for the tool server to fail. It is capped by the TTL.
 const staleRetry = 30 * time.Second
 
-// cachedCatalog is an in-memory cache of a Catalog's list and of the tools
-// fetched one by one. Entries live for ttl. A failed reload serves the
-// previous copy (stale) with a logged warning; concurrent reloads of the
-// same entry are coalesced into one call. Only successful answers are
-// cached, so the cache never holds more than the catalog.
-type cachedCatalog struct {
-	src   Catalog
+// Catalog is the tool catalog of a process: one in-memory cache of the
+// tool server's list and of the tools fetched one by one, used by the REST
+// tool endpoints, by chats offering tools to models
+// (toolserver.ModelTools) and by workflow proposals (workflow.ToolCatalog).
+// Entries live for ttl. A failed reload serves the previous copy (stale)
+// with a logged warning; concurrent reloads of the same entry are
+// coalesced into one call. Only successful answers are cached, so the
+// cache never holds more than the catalog.
+type Catalog struct {
+	src   Source
 	ttl   time.Duration
 	now   func() time.Time
 	group singleflight.Group
@@ -79,14 +85,16 @@ type entryOf[T any] struct {
 	expires time.Time
 }
 
-func newCachedCatalog(src Catalog, ttl time.Duration, now func() time.Time) *cachedCatalog {
+// NewCatalog returns a catalog of src whose entries live for ttl (0: every
+// read reloads); now is its clock (nil: time.Now).
+func NewCatalog(src Source, ttl time.Duration, now func() time.Time) *Catalog {
 	if now == nil {
 		now = time.Now
 	}
 	if ttl < 0 {
 		ttl = 0
 	}
-	return &cachedCatalog{src: src, ttl: ttl, now: now, details: map[string]*entryOf[Detail]{}}
+	return &Catalog{src: src, ttl: ttl, now: now, details: map[string]*entryOf[Detail]{}}
 }
 
 // unavailable is the error of a failed load with nothing cached.
@@ -99,7 +107,7 @@ func unavailable(op string, err error) error {
 // reload (force reloads even a fresh copy). When the reload fails, the
 // previous copy is served if there is one; otherwise the error is
 // TOOLS_UNAVAILABLE (Internal, 500).
-func (c *cachedCatalog) List(ctx context.Context, force bool) ([]Summary, error) {
+func (c *Catalog) List(ctx context.Context, force bool) ([]Summary, error) {
 	const op = "tools.Catalog.List"
 	c.mu.Lock()
 	if e := c.list; e != nil && !force && c.now().Before(e.expires) {
@@ -146,7 +154,7 @@ func (c *cachedCatalog) List(ctx context.Context, force bool) ([]Summary, error)
 // backOff sets expires so that a stale copy is served for a little while
 // (staleRetry, at most the TTL) before the tool server is asked again.
 // Callers hold c.mu.
-func (c *cachedCatalog) backOff(expires *time.Time) {
+func (c *Catalog) backOff(expires *time.Time) {
 	*expires = c.now().Add(min(c.ttl, staleRetry))
 }
 
@@ -154,7 +162,7 @@ func (c *cachedCatalog) backOff(expires *time.Time) {
 // for an id that is malformed or that the tool server does not know;
 // a failure of the tool server serves the previous copy of the tool if
 // there is one, else TOOLS_UNAVAILABLE.
-func (c *cachedCatalog) Get(ctx context.Context, id string) (Detail, error) {
+func (c *Catalog) Get(ctx context.Context, id string) (Detail, error) {
 	const op = "tools.Catalog.Get"
 	if !idPattern.MatchString(id) {
 		return Detail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
@@ -202,7 +210,7 @@ func (c *cachedCatalog) Get(ctx context.Context, id string) (Detail, error) {
 // Search asks the catalog's source, which ranks the matches (the tool
 // server's searchTools); it is not cached. Its items have the list's
 // shape. A failure is TOOLS_UNAVAILABLE.
-func (c *cachedCatalog) Search(ctx context.Context, query string) ([]Summary, error) {
+func (c *Catalog) Search(ctx context.Context, query string) ([]Summary, error) {
 	const op = "tools.Catalog.Search"
 	tools, err := c.src.SearchTools(ctx, query)
 	if err != nil {

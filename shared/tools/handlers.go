@@ -42,7 +42,7 @@ func parseRefresh(r *http.Request) (bool, error) {
 	return false, errs.Fields("tools.ListTools", errs.FieldError{Field: "refresh", Message: "must be true, 1, false or 0"})
 }
 
-func handleList(c *cachedCatalog) http.Handler {
+func handleList(c *Catalog) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (ListResponse, error) {
 		force, err := parseRefresh(r)
 		if err != nil {
@@ -56,7 +56,7 @@ func handleList(c *cachedCatalog) http.Handler {
 	})
 }
 
-func handleSearch(c *cachedCatalog) http.Handler {
+func handleSearch(c *Catalog) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (SearchResponse, error) {
 		const op = "tools.SearchTools"
 		q := strings.TrimSpace(r.URL.Query().Get("q"))
@@ -74,7 +74,7 @@ func handleSearch(c *cachedCatalog) http.Handler {
 	})
 }
 
-func handleGet(c *cachedCatalog) http.Handler {
+func handleGet(c *Catalog) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Detail, error) {
 		return c.Get(r.Context(), r.PathValue("toolId"))
 	})

@@ -96,7 +96,7 @@ func newRestFixture(t *testing.T, ttl time.Duration) *restFixture {
 	}
 	ts := newCountingToolServer(t)
 	clk := &restClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	routes := tools.Routes(toolserver.NewClient(ts.URL, restTestKey, nil).Catalog(), authn, ttl, clk.Now)
+	routes := tools.Routes(tools.NewCatalog(toolserver.NewClient(ts.URL, restTestKey, nil).Catalog(), ttl, clk.Now), authn)
 	return &restFixture{
 		ts: ts, clock: clk, cookie: auth.CookieName + "=" + me.Token,
 		api: httpapi.Stack(routes, httpapi.Options{Logger: slog.New(slog.DiscardHandler)}),
@@ -388,7 +388,7 @@ func (b *blockingCatalog) GetTool(context.Context, string) (tools.Detail, error)
 func TestConcurrentRefreshesCoalesce(t *testing.T) {
 	t.Parallel()
 	src := &blockingCatalog{release: make(chan struct{})}
-	c := tools.NewCachedCatalogForTest(src, time.Minute, nil)
+	c := tools.NewCatalog(src, time.Minute, nil)
 	const n = 20
 	var started, done sync.WaitGroup
 	started.Add(n)

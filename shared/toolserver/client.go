@@ -105,10 +105,10 @@ func (c *Client) RunTool(ctx context.Context, id string, input map[string]any) (
 	return out, nil
 }
 
-// Catalog returns c as the tools.Catalog the REST tool endpoints use.
-func (c *Client) Catalog() tools.Catalog { return catalog{c} }
+// Catalog returns c as the tools.Source of the process's tools.Catalog.
+func (c *Client) Catalog() tools.Source { return catalog{c} }
 
-// catalog adapts Client to tools.Catalog (whose types live in package
+// catalog adapts Client to tools.Source (whose types live in package
 // tools, which this package imports).
 type catalog struct{ c *Client }
 
@@ -128,7 +128,7 @@ func (a catalog) GetTool(ctx context.Context, id string) (tools.Detail, error) {
 		return tools.Detail{}, err
 	}
 	return tools.Detail{ID: d.ID, Name: d.Name, Description: d.Description, Category: d.Category,
-		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}, nil
+		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Outputs: d.Outputs}, nil
 }
 
 func summaries(ts []ToolSummary) []tools.Summary {

@@ -126,7 +126,7 @@ func TestClientMethods(t *testing.T) {
 func TestClientCatalog(t *testing.T) {
 	t.Parallel()
 	srv := startClientTestServer(t)
-	var cat tools.Catalog = toolserver.NewClient(srv.URL, clientTestKey, nil).Catalog()
+	var cat tools.Source = toolserver.NewClient(srv.URL, clientTestKey, nil).Catalog()
 	ctx := context.Background()
 	list, err := cat.ListTools(ctx)
 	if err != nil || len(list) != 11 || list[0].ID == "" || len(list[0].InputSchema) == 0 {

@@ -96,7 +96,7 @@ func newWFAPI(t *testing.T) *wfAPI {
 	runs := &runDeleter{}
 	svc := workflow.NewService(workflow.Options{
 		Store: store.NewWorkflows(db.DB, db.Data()), Models: models, Runs: runs,
-		Catalog: workflow.NewToolserverCatalog(toolserver.NewClient(ts.URL, key, nil), time.Minute),
+		Catalog: workflow.NewToolCatalog(tools.NewCatalog(toolserver.NewClient(ts.URL, key, nil).Catalog(), time.Minute, nil)),
 	})
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), workflow.Routes(svc, authn, workflow.Limits{})} {

@@ -3,13 +3,11 @@ package workflow
 import (
 	"context"
 	"encoding/json"
-	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/tools"
 )
 
 // ToolInfo is what workflow editing needs to know of a tool: its schemas
@@ -29,38 +27,19 @@ type ToolCatalog interface {
 	Tools(ctx context.Context) ([]ToolInfo, error)
 }
 
-// ToolserverCatalog is a ToolCatalog over the tool server (listTools, then
-// getTool for each tool's output schema), cached for a TTL so that a
-// workflow request does not cost tool server round trips. When a reload
-// fails, the previous copy is served.
-type ToolserverCatalog struct {
-	client *toolserver.Client
-	ttl    time.Duration
-	now    func() time.Time
+// NewToolCatalog returns the ToolCatalog of proposals over the process's
+// one tool catalog: its list, then each tool's detail (output schema and
+// outputs), every read served from cat's cache while fresh, stale copies
+// while the tool server is down.
+func NewToolCatalog(cat *tools.Catalog) ToolCatalog { return toolCatalog{cat} }
 
-	mu      sync.Mutex
-	tools   []ToolInfo
-	expires time.Time
-}
-
-// NewToolserverCatalog returns a catalog over c cached for ttl.
-func NewToolserverCatalog(c *toolserver.Client, ttl time.Duration) *ToolserverCatalog {
-	return &ToolserverCatalog{client: c, ttl: ttl, now: time.Now}
-}
+type toolCatalog struct{ cat *tools.Catalog }
 
 // Tools implements ToolCatalog.
-func (c *ToolserverCatalog) Tools(ctx context.Context) ([]ToolInfo, error) {
-	const op = "workflow.ToolserverCatalog"
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.tools != nil && c.now().Before(c.expires) {
-		return c.tools, nil
-	}
-	list, err := c.client.ListTools(ctx)
+func (c toolCatalog) Tools(ctx context.Context) ([]ToolInfo, error) {
+	const op = "workflow.ToolCatalog"
+	list, err := c.cat.List(ctx, false)
 	if err != nil {
-		if c.tools != nil {
-			return c.tools, nil
-		}
 		return nil, errs.Wrap(op, err)
 	}
 	out := make([]ToolInfo, len(list))
@@ -68,7 +47,7 @@ func (c *ToolserverCatalog) Tools(ctx context.Context) ([]ToolInfo, error) {
 	g.SetLimit(8)
 	for i, s := range list {
 		g.Go(func() error {
-			d, err := c.client.GetTool(gctx, s.ID)
+			d, err := c.cat.Get(gctx, s.ID)
 			if err != nil {
 				return err
 			}
@@ -78,11 +57,7 @@ func (c *ToolserverCatalog) Tools(ctx context.Context) ([]ToolInfo, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		if c.tools != nil {
-			return c.tools, nil
-		}
 		return nil, errs.Wrap(op, err)
 	}
-	c.tools, c.expires = out, c.now().Add(c.ttl)
 	return out, nil
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// TestToolserverCatalog loads every tool with its outputs and serves the
-// last copy when the tool server goes away.
-func TestToolserverCatalog(t *testing.T) {
+// TestToolCatalog loads every tool with its outputs through the process's
+// tool catalog and serves the last copy when the tool server goes away.
+func TestToolCatalog(t *testing.T) {
 	t.Parallel()
 	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
 	if err != nil {
@@ -22,7 +22,7 @@ func TestToolserverCatalog(t *testing.T) {
 	}
 	const key = "catalog-test-key-0123456789"
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
-	c := workflow.NewToolserverCatalog(toolserver.NewClient(ts.URL, key, nil), 0)
+	c := workflow.NewToolCatalog(tools.NewCatalog(toolserver.NewClient(ts.URL, key, nil).Catalog(), 0, nil))
 	ctx := context.Background()
 	list, err := c.Tools(ctx)
 	if err != nil || len(list) != len(reg.List()) {
@@ -37,7 +37,7 @@ func TestToolserverCatalog(t *testing.T) {
 	if err != nil || len(again) != len(list) {
 		t.Errorf("stale copy not served: %d, %v", len(again), err)
 	}
-	empty := workflow.NewToolserverCatalog(toolserver.NewClient(ts.URL, key, nil), 0)
+	empty := workflow.NewToolCatalog(tools.NewCatalog(toolserver.NewClient(ts.URL, key, nil).Catalog(), 0, nil))
 	if _, err := empty.Tools(ctx); err == nil {
 		t.Error("no error without a tool server or a copy")
 	}

@@ -58,6 +58,12 @@ func ToolRegistry(cfg config.Config, models *model.Registry, sb tools.Sandbox) (
 	return reg.WithSandbox(sb), nil
 }
 
+// ToolCatalog returns the function's one tool catalog over client, cached
+// for TOOLS_CACHE_TTL.
+func ToolCatalog(cfg config.Config, client *toolserver.Client) *tools.Catalog {
+	return tools.NewCatalog(client.Catalog(), cfg.ToolsCacheTTL, time.Now)
+}
+
 // Chat builds the chat service: chats in the Data table, the configured
 // models, the tool server's tools, the users' model preferences, and the
 // workflow runner for chats that run workflows.
@@ -66,7 +72,8 @@ func Chat(ctx context.Context, cfg config.Config, b wiring.Base) (*chat.Service,
 	if err != nil {
 		return nil, err
 	}
-	tools := toolserver.NewModelTools(ToolClient(cfg, 0), cfg.ToolsCacheTTL, time.Now)
+	client := ToolClient(cfg, 0)
+	tools := toolserver.NewModelTools(client, ToolCatalog(cfg, client))
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(b.DB, cfg.DataTable), Models: models, Preferences: b.Users, DefaultModelID: cfg.DefaultModelID,
 		Tools: tools, Workflows: runService(cfg, b, tools, workflow.StreamRunTimeout).ChatRunner(),
@@ -87,11 +94,12 @@ func Workflows(ctx context.Context, cfg config.Config, b wiring.Base) (*workflow
 		return nil, nil, err
 	}
 	client := ToolClient(cfg, 0)
+	catalog := ToolCatalog(cfg, client)
 	svc := workflow.NewService(workflow.Options{
 		Store: store.NewWorkflows(b.DB, cfg.DataTable), Runs: store.NewRuns(b.DB, cfg.DataTable), Models: models,
-		Catalog: workflow.NewToolserverCatalog(client, cfg.ToolsCacheTTL),
+		Catalog: workflow.NewToolCatalog(catalog),
 	})
-	return svc, runService(cfg, b, toolserver.NewModelTools(client, cfg.ToolsCacheTTL, time.Now), workflow.APIRunTimeout), nil
+	return svc, runService(cfg, b, toolserver.NewModelTools(client, catalog), workflow.APIRunTimeout), nil
 }
 
 // WorkflowLimits returns the rate limits of the workflow routes: the
