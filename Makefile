@@ -4,7 +4,7 @@ FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
-.PHONY: run test test-short vet lint-template build deploy bench load soak clean fuzz fuzz-short fuzz-run
+.PHONY: run test test-short vet lint-template lambda-test build deploy bench load soak clean fuzz fuzz-short fuzz-run
 
 # DATA_FILE keeps `make run`'s data across restarts (git-ignored);
 # `make run DATA_FILE=` keeps it in memory only.
@@ -19,6 +19,10 @@ test: vet
 	$(GO) test -count=1 -race -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory lint-template
+
+## lambda-test: drive the functions' bootstraps (built for this machine with the production flags) under the AWS Lambda Runtime Interface Emulator, pinned in go.mod as a tool; also part of `make test`.
+lambda-test:
+	$(GO) test -count=1 -v -run . ./infra/lambdart/
 
 ## lint-template: cfn-lint template.yaml (AWS's CloudFormation and SAM linter), when cfn-lint is on PATH; infra/template's Go tests check the template everywhere.
 lint-template:

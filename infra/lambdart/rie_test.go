@@ -1,0 +1,328 @@
+// Package lambdart_test drives the functions' bootstraps, built for this
+// machine with the production flags, under the AWS Lambda Runtime
+// Interface Emulator (the runtime SAM CLI runs in its containers), with
+// real aws-lambda-go event payloads, against the embedded DynamoDB engine
+// served over HTTP. It proves what the in-process tests cannot: that each
+// binary starts as Lambda starts it, reads its configuration, and answers
+// the runtime API. RIE buffers streamed responses, so the stream's
+// incremental delivery stays covered by the dev server tests; here the
+// stream's function URL prelude and events are checked whole.
+package lambdart_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/workflowchat/service/infra/dynamolocal"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
+)
+
+// rieModule is the emulator, pinned in go.mod as a tool.
+const rieModule = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
+
+var (
+	binDir    string
+	buildOnce sync.Map // function name -> *sync.Once
+	buildErrs sync.Map // function name -> error
+)
+
+func TestMain(m *testing.M) {
+	if runtime.GOOS != "linux" {
+		fmt.Println("lambdart: the Lambda runtime tests run on Linux only")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "lambdart")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goBuild builds pkg to out as the Makefile builds a bootstrap (for this
+// machine's architecture).
+func goBuild(out, pkg string, flags ...string) error {
+	args := append([]string{"build", "-o", out}, flags...)
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// binary returns the path of name ("rie" or a function's folder), built
+// once per run.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	once, _ := buildOnce.LoadOrStore(name, &sync.Once{})
+	out := filepath.Join(binDir, name, "bootstrap")
+	once.(*sync.Once).Do(func() {
+		var err error
+		if name == "rie" {
+			err = goBuild(out, rieModule)
+		} else {
+			err = goBuild(out, "./functions/"+name, "-trimpath", "-ldflags=-s -w", "-tags", "lambda.norpc")
+		}
+		if err != nil {
+			buildErrs.Store(name, err)
+		}
+	})
+	if err, ok := buildErrs.Load(name); ok {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// backend is what the functions reach: the embedded DynamoDB engine with
+// the service's tables, and a tool server.
+type backend struct {
+	dynamoURL string
+	toolURL   string
+	key       string
+}
+
+func newBackend(t *testing.T) backend {
+	t.Helper()
+	eng, err := dynamolocal.StartWith(dynamolocal.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	ctx := context.Background()
+	db, err := store.Open(ctx, store.Options{Region: "us-east-1", Endpoint: eng.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, tb := range store.Tables() {
+		names[tb.EnvVar] = tb.LocalName
+	}
+	if err := store.CreateTables(ctx, db.Client(), names); err != nil {
+		t.Fatal(err)
+	}
+	const key = "lambdart-service-key-0123456789"
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(ts.Close)
+	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key}
+}
+
+// env is the configuration of a function on b, as template.yaml sets it.
+func (b backend) env(extra ...string) []string {
+	env := []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"DYNAMODB_ENDPOINT=" + b.dynamoURL, "USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data",
+		"RATE_LIMITS_TABLE=rate_limits", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn"}
+	return append(env, extra...)
+}
+
+// function is one bootstrap running under the emulator.
+type function struct {
+	t    *testing.T
+	url  string
+	logs *bytes.Buffer
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs function name's bootstrap under the emulator with env.
+func start(t *testing.T, name string, env []string) *function {
+	t.Helper()
+	rie, boot := binary(t, "rie"), binary(t, name)
+	addr := freePort(t)
+	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freePort(t), boot)
+	cmd.Env = env
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	f := &function{t: t, url: "http://" + addr + "/2015-03-31/functions/function/invocations", logs: logs}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the emulator did not listen: %s", name, logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// invoke sends event and returns the raw invocation response.
+func (f *function) invoke(event any) []byte {
+	f.t.Helper()
+	b, err := json.Marshal(event)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		f.t.Fatalf("invoke: %v\n%s", err, f.logs)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return out
+}
+
+// http invokes an API Gateway v2 (or function URL) event and decodes the
+// proxy response.
+func (f *function) http(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	f.t.Helper()
+	raw := f.invoke(ev)
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(raw, &resp); err != nil || resp.StatusCode == 0 {
+		f.t.Fatalf("not a proxy response: %s (%v)\n%s", raw, err, f.logs)
+	}
+	return resp
+}
+
+// request builds an API Gateway HTTP API (payload 2.0) event.
+func request(method, path, body string, cookies ...string) events.APIGatewayV2HTTPRequest {
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path, Cookies: cookies, Body: body,
+		Headers: map[string]string{"host": "api.example.com", "content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			DomainName: "api.example.com", RequestID: "rie-test", Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1", SourceIP: "203.0.113.9"},
+		},
+	}
+	return ev
+}
+
+func cookieOf(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
+	t.Helper()
+	for _, c := range resp.Cookies {
+		if ck, err := http.ParseSetCookie(c); err == nil && ck.Name == "session_token" {
+			return ck.Name + "=" + ck.Value
+		}
+	}
+	t.Fatalf("no session cookie in %+v", resp.Cookies)
+	return ""
+}
+
+// TestFunctionsUnderTheLambdaRuntime: sign-up through AuthFunction sets a
+// cookie that ChatsFunction accepts, a message runs a tool through the
+// tool server, StreamFunction answers a function URL event with the
+// streaming prelude and the reply's events, McpFunction checks its key,
+// and HealthFunction answers.
+func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
+	b := newBackend(t)
+	health := start(t, "health", b.env())
+	if r := health.http(request("GET", "/api/liveness", "")); r.StatusCode != 200 || !strings.Contains(r.Body, `"status":"ok"`) {
+		t.Errorf("liveness: %d %s", r.StatusCode, r.Body)
+	}
+
+	authFn := start(t, "auth", b.env())
+	up := authFn.http(request("POST", "/api/auth/sign-up/email", `{"email":"rie@example.com","password":"rie-password-1","name":"Rie"}`))
+	if up.StatusCode != 200 {
+		t.Fatalf("sign-up: %d %s\n%s", up.StatusCode, up.Body, authFn.logs)
+	}
+	cookie := cookieOf(t, up)
+	var signedUp struct{ Data struct{ User struct{ ID string } } }
+	if err := json.Unmarshal([]byte(up.Body), &signedUp); err != nil || signedUp.Data.User.ID == "" {
+		t.Fatalf("sign-up body: %s", up.Body)
+	}
+
+	chats := start(t, "chats", b.env())
+	created := chats.http(request("POST", "/api/chats", `{"title":"under RIE"}`, cookie))
+	var chat struct{ Data struct{ ID string } }
+	if err := json.Unmarshal([]byte(created.Body), &chat); err != nil || created.StatusCode != 201 {
+		t.Fatalf("create chat: %d %s\n%s", created.StatusCode, created.Body, chats.logs)
+	}
+	sent := chats.http(request("POST", "/api/chats/"+chat.Data.ID+"/messages",
+		`{"content":"run json_query with {\"input\": {\"a\": [1, 2, 3]}, \"query\": \".a | add\"}","modelId":"builtin"}`, cookie))
+	if sent.StatusCode != 201 || !strings.Contains(sent.Body, `"toolName":"json_query"`) || !strings.Contains(sent.Body, `"result":{"result":6}`) {
+		t.Errorf("message with a tool call: %d %s", sent.StatusCode, sent.Body)
+	}
+	if r := chats.http(request("GET", "/api/chats/"+chat.Data.ID+"/messages", "")); r.StatusCode != 401 {
+		t.Errorf("messages without a cookie: %d %s", r.StatusCode, r.Body)
+	}
+
+	stream := start(t, "stream", b.env())
+	raw := stream.invoke(request("POST", "/api/chats/"+chat.Data.ID+"/messages/stream", `{"content":"hello","modelId":"builtin","userId":"`+signedUp.Data.User.ID+`"}`, cookie))
+	// A function URL streaming response: a JSON prelude with the status
+	// and headers, eight zero bytes, then the body.
+	prelude, body, ok := bytes.Cut(raw, make([]byte, 8))
+	var head struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+	}
+	if !ok || json.Unmarshal(prelude, &head) != nil || head.StatusCode != 200 || !strings.HasPrefix(head.Headers["Content-Type"], "text/event-stream") {
+		t.Fatalf("stream prelude: %q\n%s", raw[:min(len(raw), 300)], stream.logs)
+	}
+	if !bytes.Contains(body, []byte(`"type":"start"`)) || !bytes.Contains(body, []byte(`"type":"content"`)) || !bytes.Contains(body, []byte(`"type":"end"`)) {
+		t.Errorf("stream events: %q", body)
+	}
+
+	mcp := start(t, "mcp", b.env())
+	list := `{"method":"listTools","params":{}}`
+	if r := mcp.http(request("POST", "/mcp", list)); r.StatusCode != 401 {
+		t.Errorf("tool server without the key: %d %s", r.StatusCode, r.Body)
+	}
+	withKey := request("POST", "/mcp", list)
+	withKey.Headers["x-service-key"] = b.key
+	if r := mcp.http(withKey); r.StatusCode != 200 || !strings.Contains(r.Body, `"json_query"`) {
+		t.Errorf("tool server with the key: %d %.200s\n%s", r.StatusCode, r.Body, mcp.logs)
+	}
+}
+
+// TestMissingSettingFailsInit: a function without a required variable
+// fails its init, and the emulator's answer and the function's output
+// name the variable.
+func TestMissingSettingFailsInit(t *testing.T) {
+	b := newBackend(t)
+	var env []string
+	for _, kv := range b.env() {
+		if !strings.HasPrefix(kv, "USERS_TABLE=") {
+			env = append(env, kv)
+		}
+	}
+	fn := start(t, "auth", env)
+	raw := fn.invoke(request("GET", "/api/auth/session", ""))
+	if !strings.Contains(string(raw)+fn.logs.String(), "USERS_TABLE") {
+		t.Errorf("init without USERS_TABLE: %s\n%s", raw, fn.logs)
+	}
+	var proxy events.APIGatewayV2HTTPResponse
+	if json.Unmarshal(raw, &proxy) == nil && proxy.StatusCode == 200 {
+		t.Errorf("answered 200 without USERS_TABLE: %s", raw)
+	}
+}
