@@ -257,7 +257,9 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 		t.Fatalf("sign-up: %d %s\n%s", up.StatusCode, up.Body, authFn.logs)
 	}
 	cookie := cookieOf(t, up)
-	var signedUp struct{ Data struct{ User struct{ ID string } } }
+	var signedUp struct {
+		Data struct{ User struct{ ID string } }
+	}
 	if err := json.Unmarshal([]byte(up.Body), &signedUp); err != nil || signedUp.Data.User.ID == "" {
 		t.Fatalf("sign-up body: %s", up.Body)
 	}
