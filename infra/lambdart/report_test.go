@@ -102,4 +102,3 @@ func zippedSize(t *testing.T, path string) int64 {
 	}
 	return int64(buf.Len())
 }
-
