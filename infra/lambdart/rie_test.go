@@ -147,8 +147,22 @@ func (b backend) env(extra ...string) []string {
 type function struct {
 	t    *testing.T
 	url  string
-	logs *bytes.Buffer
+	logs *logBuffer
 }
+
+// logBuffer collects the emulator's output, written by the process's
+// copying goroutine while the test reads it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func freePort(t *testing.T) string {
 	t.Helper()
@@ -167,7 +181,7 @@ func start(t *testing.T, name string, env []string) *function {
 	addr := freePort(t)
 	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freePort(t), boot)
 	cmd.Env = env
-	logs := &bytes.Buffer{}
+	logs := &logBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
