@@ -4,7 +4,7 @@ FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
-.PHONY: run test test-short vet lint-template lambda-test build deploy bench load soak clean fuzz fuzz-short fuzz-run
+.PHONY: run test test-short vet lint-template lambda-test dynamodb-local build deploy bench load soak clean fuzz fuzz-short fuzz-run
 
 # DATA_FILE keeps `make run`'s data across restarts (git-ignored);
 # `make run DATA_FILE=` keeps it in memory only.
@@ -19,6 +19,11 @@ test: vet
 	$(GO) test -count=1 -race -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory lint-template
+
+## dynamodb-local: serve the embedded DynamoDB engine alone on $(DYNAMODB_ADDR) with the service's tables (e.g. for DYNAMODB_ENDPOINT or the AWS CLI's --endpoint-url).
+DYNAMODB_ADDR ?= 127.0.0.1:8000
+dynamodb-local:
+	ADDR='$(DYNAMODB_ADDR)' $(GO) run ./infra/dynamodb
 
 ## lambda-test: drive the functions' bootstraps (built for this machine with the production flags) under the AWS Lambda Runtime Interface Emulator, pinned in go.mod as a tool; also part of `make test`.
 lambda-test:

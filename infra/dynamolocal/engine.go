@@ -123,9 +123,13 @@ func StartWith(o Options) (e *Engine, err error) {
 		return nil, fmt.Errorf("dynamolocal: journal %s: it continues from write %d but %s holds writes up to %d: writes are missing (the files are left untouched)",
 			jpath, recs[first].lsn-1, o.DataFile, snapLSN)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("dynamolocal: listen on loopback: %w", err)
+		return nil, fmt.Errorf("dynamolocal: listen on %s: %w", addr, err)
 	}
 	defer func() {
 		if err != nil {

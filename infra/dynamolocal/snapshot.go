@@ -41,6 +41,9 @@ type Options struct {
 	Interval time.Duration
 	// Logger receives restore and save messages; nil means slog.Default().
 	Logger *slog.Logger
+	// Addr is the address to serve on; empty means a free port on the
+	// loopback interface (127.0.0.1:0).
+	Addr string
 }
 
 // SnapshotInfo summarizes a snapshot file.
