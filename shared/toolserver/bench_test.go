@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -37,23 +40,58 @@ func BenchmarkRunToolOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchRunTool(b, reg)
+}
+
+// BenchmarkRunToolOverheadSandboxed is the same call with json_query run in
+// a sandbox worker, as McpFunction and the dev server run it: the worker
+// is shared/tools' toolworker (the production worker mode on its own),
+// built without the race detector, in a pool sized as in production. The
+// difference from BenchmarkRunToolOverhead is the price of the isolation.
+func BenchmarkRunToolOverheadSandboxed(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("worker limits are enforced on Linux only")
+	}
+	bin := filepath.Join(b.TempDir(), "toolworker")
+	if out, err := exec.Command("go", "build", "-o", bin, "../tools/internal/toolworker").CombinedOutput(); err != nil {
+		b.Fatalf("build toolworker: %v\n%s", err, out)
+	}
+	pool, err := tools.NewSandbox(bin, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pool.Close() })
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRunTool(b, reg.WithSandbox(pool))
+}
+
+// benchRunTool times POST /mcp runTool json_query on reg, after one
+// untimed call (which, sandboxed, waits for the first worker to start).
+func benchRunTool(b *testing.B, reg *tools.Registry) {
 	h := httpapi.Stack(toolserver.Routes(reg, testKey), httpapi.Options{Logger: slog.New(slog.DiscardHandler)})
 	body := []byte(jsonOf(b, map[string]any{"method": toolserver.MethodRunTool, "params": map[string]any{"toolId": "json_query", "input": benchInput()}}))
 	want := []byte(`"result":{"result":["a"]}`)
-
-	var durations []time.Duration
-	b.ReportAllocs()
-	for b.Loop() {
-		start := time.Now()
+	call := func() {
 		req := httptest.NewRequest(http.MethodPost, toolserver.Path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(toolserver.ServiceKeyHeader, testKey)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		durations = append(durations, time.Since(start))
 		if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), want) {
 			b.Fatalf("runTool = %d %s", rec.Code, rec.Body)
 		}
+	}
+	call()
+
+	var durations []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		call()
+		durations = append(durations, time.Since(start))
 	}
 	latency.Report(b, durations)
 }
