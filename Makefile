@@ -81,9 +81,10 @@ $(BUILD_DIR)/%/bootstrap: FORCE
 build-%Function:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr 'A-Z' 'a-z')
 
-## deploy: build with SAM and deploy with the samconfig.toml defaults.
+## deploy: build with SAM and deploy with the samconfig.toml defaults; CONFIRM=0 skips the change set prompt (CI).
+CONFIRM ?= 1
 deploy:
-	sam build && sam deploy
+	sam build && sam deploy $(if $(filter 0,$(CONFIRM)),--no-confirm-changeset,)
 
 ## bench: Go benchmarks, cold start per function, a 15 s load test; writes docs/benchmarks.md (~4 min).
 bench:
