@@ -80,9 +80,9 @@ type Options struct {
 // Provider is the model.Provider for the Anthropic Messages API. It is
 // immutable and safe for concurrent use.
 type Provider struct {
-	client sdk.Client
-	models []model.Model
-	names  map[string]bool
+	messages sdk.MessageService
+	models   []model.Model
+	names    map[string]bool
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -120,7 +120,7 @@ func New(o Options) (*Provider, error) {
 		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
 	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
+		option.WithEnvironmentProduction(),
 		option.WithAPIKey(o.APIKey),
 		option.WithHTTPClient(hc),
 		option.WithMaxRetries(0),
@@ -132,7 +132,7 @@ func New(o Options) (*Provider, error) {
 		}
 		opts = append(opts, option.WithBaseURL(strings.TrimRight(o.BaseURL, "/")+"/"))
 	}
-	p.client = sdk.NewClient(opts...)
+	p.messages = sdk.NewMessageService(opts...)
 	return p, nil
 }
 
@@ -162,7 +162,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 		return model.Result{}, errs.Wrap(op, err)
 	}
 
-	stream := p.client.Messages.NewStreaming(ctx, params)
+	stream := p.messages.NewStreaming(ctx, params)
 	defer stream.Close()
 
 	send := func(text string) error {

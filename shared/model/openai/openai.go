@@ -88,7 +88,7 @@ type Options struct {
 // Provider is the model.Provider for OpenAI and OpenAI-compatible servers.
 // It is immutable and safe for concurrent use.
 type Provider struct {
-	client sdk.Client
+	chat   sdk.ChatCompletionService
 	models []model.Model
 	names  map[string]bool
 	// compatible is true for a server other than OpenAI (BaseURL set).
@@ -146,7 +146,7 @@ func New(o Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
-	p.client = sdk.NewClient(
+	p.chat = sdk.NewChatCompletionService(
 		option.WithBaseURL(baseURL),
 		option.WithAPIKey(apiKey), // "" clears a key read from the environment
 		option.WithHTTPClient(hc),
@@ -222,7 +222,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 		return model.Result{}, err
 	}
 
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	stream := p.chat.NewStreaming(ctx, params)
 	defer stream.Close()
 	// The transport aborts a blocked read when ctx is done; closing the
 	// stream as well makes that prompt whatever the HTTP client.
