@@ -256,8 +256,9 @@ func cookieOf(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 // TestFunctionsUnderTheLambdaRuntime: sign-up through AuthFunction sets a
 // cookie that ChatsFunction accepts, a message runs a tool through the
 // tool server, StreamFunction answers a function URL event with the
-// streaming prelude and the reply's events, McpFunction checks its key,
-// and HealthFunction answers.
+// streaming prelude and the reply's events, ModelsFunction,
+// ToolsFunction and WorkflowsFunction answer with that cookie, McpFunction
+// checks its key, and HealthFunction answers.
 func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	b := newBackend(t)
 	health := start(t, "health", b.env())
@@ -307,6 +308,22 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	}
 	if !bytes.Contains(body, []byte(`"type":"start"`)) || !bytes.Contains(body, []byte(`"type":"content"`)) || !bytes.Contains(body, []byte(`"type":"end"`)) {
 		t.Errorf("stream events: %q", body)
+	}
+
+	// The other HTTP API functions answer an authenticated request with
+	// the same cookie: the model list, the tool catalog (fetched from the
+	// tool server), and a new workflow.
+	models := start(t, "models", b.env())
+	if r := models.http(request("GET", "/api/models", "", cookie)); r.StatusCode != 200 || !strings.Contains(r.Body, `"builtin"`) {
+		t.Errorf("models: %d %.300s\n%s", r.StatusCode, r.Body, models.logs)
+	}
+	toolsFn := start(t, "tools", b.env())
+	if r := toolsFn.http(request("GET", "/api/tools", "", cookie)); r.StatusCode != 200 || !strings.Contains(r.Body, `"json_query"`) {
+		t.Errorf("tools: %d %.300s\n%s", r.StatusCode, r.Body, toolsFn.logs)
+	}
+	workflows := start(t, "workflows", b.env())
+	if r := workflows.http(request("POST", "/api/workflows", `{"userId":"`+signedUp.Data.User.ID+`","name":"under RIE"}`, cookie)); r.StatusCode != 201 || !strings.Contains(r.Body, `"under RIE"`) {
+		t.Errorf("create workflow: %d %.300s\n%s", r.StatusCode, r.Body, workflows.logs)
 	}
 
 	mcp := start(t, "mcp", b.env())

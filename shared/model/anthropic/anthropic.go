@@ -1,6 +1,8 @@
 // Package anthropic is the model.Provider for the Anthropic Messages API
 // (https://docs.anthropic.com/en/api/messages). It streams replies with
-// Messages.NewStreaming of the official Go SDK, offers tools natively and
+// github.com/liushuangls/go-anthropic (a dependency-free client of about
+// 0.1 MB in an arm64 bootstrap, where the official SDK cost 5 MB or more:
+// docs/decisions.md), offers tools natively and
 // maps provider failures to the service's errors: throttling, overload,
 // 5xx and network failures are errs.Unavailable (MODEL_UNAVAILABLE), every
 // other failure errs.Internal (MODEL_PROVIDER_ERROR), with client-safe
@@ -19,11 +21,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
-	"github.com/anthropics/anthropic-sdk-go/packages/param"
+	sdk "github.com/liushuangls/go-anthropic/v2"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
@@ -80,7 +81,7 @@ type Options struct {
 // Provider is the model.Provider for the Anthropic Messages API. It is
 // immutable and safe for concurrent use.
 type Provider struct {
-	client sdk.Client
+	client *sdk.Client
 	models []model.Model
 	names  map[string]bool
 }
@@ -91,8 +92,8 @@ var _ model.Provider = (*Provider)(nil)
 // is empty, when a model name is blank or repeated, or when o.BaseURL is
 // not an absolute http(s) URL. It makes no request.
 //
-// The SDK reads nothing from the environment (no ANTHROPIC_* variables, no
-// credential profiles): o is the whole configuration. It retries nothing
+// The client reads nothing from the environment (no ANTHROPIC_* variables,
+// no credential profiles): o is the whole configuration. It retries nothing
 // either, so that a throttled or overloaded provider fails fast and the
 // caller, told when to retry, decides.
 func New(o Options) (*Provider, error) {
@@ -119,20 +120,19 @@ func New(o Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithAPIKey(o.APIKey),
-		option.WithHTTPClient(hc),
-		option.WithMaxRetries(0),
-	}
+	baseURL := "https://api.anthropic.com"
 	if o.BaseURL != "" {
 		u, err := url.Parse(o.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, errors.New("anthropic: the base URL must be an absolute http(s) URL")
 		}
-		opts = append(opts, option.WithBaseURL(strings.TrimRight(o.BaseURL, "/")+"/"))
+		baseURL = strings.TrimRight(o.BaseURL, "/")
 	}
-	p.client = sdk.NewClient(opts...)
+	// The client's errors keep neither the status nor the headers of an
+	// error answer: recording wraps the transport to keep them.
+	rc := *hc
+	rc.Transport = recording{next: hc.Transport}
+	p.client = sdk.NewClient(o.APIKey, sdk.WithBaseURL(baseURL+"/v1"), sdk.WithHTTPClient(&rc))
 	return p, nil
 }
 
@@ -162,49 +162,51 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 		return model.Result{}, errs.Wrap(op, err)
 	}
 
-	stream := p.client.Messages.NewStreaming(ctx, params)
-	defer stream.Close()
-
-	send := func(text string) error {
-		if text == "" {
-			return nil
+	// The client reports events through callbacks that cannot fail: when
+	// emit fails, the request's context is cancelled to abandon the
+	// stream, and emit's error returned.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	info := &answerInfo{}
+	sctx = context.WithValue(sctx, answerInfoKey{}, info)
+	var (
+		emitErr error
+		stopped bool
+	)
+	send := func(text string) {
+		if text == "" || emitErr != nil {
+			return
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return
 		}
-		return emit(model.Chunk{Delta: text})
+		if err := emit(model.Chunk{Delta: text}); err != nil {
+			emitErr = err
+			cancel()
+		}
 	}
-	var msg sdk.Message
-	stopped := false
-	for stream.Next() {
-		ev := stream.Current()
-		if err := msg.Accumulate(ev); err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return model.Result{}, ctxErr
+	msg, err := p.client.CreateMessagesStream(sctx, sdk.MessagesStreamRequest{
+		MessagesRequest: params,
+		OnContentBlockStart: func(d sdk.MessagesEventContentBlockStartData) {
+			if d.ContentBlock.Type == sdk.MessagesContentTypeText && d.ContentBlock.Text != nil {
+				send(*d.ContentBlock.Text)
 			}
-			return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgMalformed).WithCause(fmt.Errorf("anthropic: %w", err))
-		}
-		switch ev.Type {
-		case "content_block_start":
-			if ev.ContentBlock.Type == "text" {
-				err = send(ev.ContentBlock.Text)
+		},
+		OnContentBlockDelta: func(d sdk.MessagesEventContentBlockDeltaData) {
+			if d.Delta.Type == sdk.MessagesContentTypeTextDelta && d.Delta.Text != nil {
+				send(*d.Delta.Text)
 			}
-		case "content_block_delta":
-			if ev.Delta.Type == "text_delta" {
-				err = send(ev.Delta.Text)
-			}
-		case "message_stop":
-			stopped = true
-		}
-		if err != nil {
-			return model.Result{}, err
-		}
+		},
+		OnMessageStop: func(sdk.MessagesEventMessageStopData) { stopped = true },
+	})
+	if emitErr != nil {
+		return model.Result{}, emitErr
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return model.Result{}, ctxErr
 	}
-	if err := stream.Err(); err != nil {
-		return model.Result{}, classify(op, err)
+	if err != nil {
+		return model.Result{}, classify(op, err, info)
 	}
 	if !stopped {
 		return model.Result{}, errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).
@@ -214,60 +216,66 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 }
 
 // result extracts the tool calls and the usage of an accumulated message.
-func result(op string, msg *sdk.Message) (model.Result, error) {
+func result(op string, msg *sdk.MessagesResponse) (model.Result, error) {
 	res := model.Result{Usage: model.Usage{
 		InputTokens:  int(msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens),
 		OutputTokens: int(msg.Usage.OutputTokens),
 	}}
 	for i, b := range msg.Content {
-		if b.Type != "tool_use" {
+		if b.Type != sdk.MessagesContentTypeToolUse || b.MessageContentToolUse == nil {
 			continue
 		}
-		if msg.StopReason == sdk.StopReasonMaxTokens && i == len(msg.Content)-1 {
+		tu := b.MessageContentToolUse
+		if msg.StopReason == sdk.MessagesStopReasonMaxTokens && i == len(msg.Content)-1 {
 			return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgCutOff).
-				WithCause(fmt.Errorf("anthropic: stop_reason max_tokens in tool_use %s (%s)", b.ID, b.Name))
+				WithCause(fmt.Errorf("anthropic: stop_reason max_tokens in tool_use %s (%s)", tu.ID, tu.Name))
 		}
-		args := bytes.TrimSpace(b.Input)
+		args := bytes.TrimSpace(tu.Input)
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
 		if !json.Valid(args) || args[0] != '{' {
 			return model.Result{}, errs.E(op, errs.Internal, codeProviderError, msgMalformed).
-				WithCause(fmt.Errorf("anthropic: tool_use %s (%s) input is not a JSON object", b.ID, b.Name))
+				WithCause(fmt.Errorf("anthropic: tool_use %s (%s) input is not a JSON object", tu.ID, tu.Name))
 		}
-		res.ToolCalls = append(res.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name, Args: bytes.Clone(args)})
+		res.ToolCalls = append(res.ToolCalls, model.ToolCall{ID: tu.ID, Name: tu.Name, Args: bytes.Clone(args)})
 	}
 	return res, nil
 }
 
 // params converts req into the Messages API's request.
-func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
+func (p *Provider) params(req model.Request) (sdk.MessagesRequest, error) {
 	name, ok := strings.CutPrefix(req.ModelID, IDPrefix)
 	if !ok || !p.names[name] {
-		return sdk.MessageNewParams{}, model.UnknownModel("", req.ModelID)
+		return sdk.MessagesRequest{}, model.UnknownModel("", req.ModelID)
 	}
 	msgs, err := convertMessages(req.Messages)
 	if err != nil {
-		return sdk.MessageNewParams{}, err
+		return sdk.MessagesRequest{}, err
 	}
 	tools, err := convertTools(req.Tools)
 	if err != nil {
-		return sdk.MessageNewParams{}, err
+		return sdk.MessagesRequest{}, err
 	}
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	params := sdk.MessageNewParams{
+	params := sdk.MessagesRequest{
 		Model:     sdk.Model(name),
-		MaxTokens: int64(maxTokens),
+		MaxTokens: maxTokens,
 		Messages:  msgs,
 		Tools:     tools,
 	}
 	if req.System != "" {
-		params.System = []sdk.TextBlockParam{{Text: req.System}}
+		params.MultiSystem = []sdk.MessageSystemPart{{Type: "text", Text: req.System}}
 	}
 	return params, nil
+}
+
+// textBlock is a text content block.
+func textBlock(s string) sdk.MessageContent {
+	return sdk.MessageContent{Type: sdk.MessagesContentTypeText, Text: &s}
 }
 
 // convertMessages turns the conversation into Anthropic's shape: tool
@@ -275,9 +283,9 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 // tool_use blocks, and consecutive messages of one role are merged, since
 // the API wants the roles to alternate. Empty texts are left out (the API
 // rejects empty text blocks), and so are messages left with no block.
-func convertMessages(in []model.Message) ([]sdk.MessageParam, error) {
-	var out []sdk.MessageParam
-	add := func(role sdk.MessageParamRole, blocks ...sdk.ContentBlockParamUnion) {
+func convertMessages(in []model.Message) ([]sdk.Message, error) {
+	var out []sdk.Message
+	add := func(role sdk.ChatRole, blocks ...sdk.MessageContent) {
 		if len(blocks) == 0 {
 			return
 		}
@@ -285,18 +293,18 @@ func convertMessages(in []model.Message) ([]sdk.MessageParam, error) {
 			out[n-1].Content = append(out[n-1].Content, blocks...)
 			return
 		}
-		out = append(out, sdk.MessageParam{Role: role, Content: blocks})
+		out = append(out, sdk.Message{Role: role, Content: blocks})
 	}
 	for i, m := range in {
 		switch m.Role {
 		case model.RoleUser:
 			if m.Content != "" {
-				add(sdk.MessageParamRoleUser, sdk.NewTextBlock(m.Content))
+				add(sdk.RoleUser, textBlock(m.Content))
 			}
 		case model.RoleAssistant:
-			var blocks []sdk.ContentBlockParamUnion
+			var blocks []sdk.MessageContent
 			if m.Content != "" {
-				blocks = append(blocks, sdk.NewTextBlock(m.Content))
+				blocks = append(blocks, textBlock(m.Content))
 			}
 			for _, c := range m.ToolCalls {
 				args := bytes.TrimSpace(c.Args)
@@ -306,18 +314,21 @@ func convertMessages(in []model.Message) ([]sdk.MessageParam, error) {
 				if c.ID == "" || c.Name == "" || !json.Valid(args) || args[0] != '{' {
 					return nil, badRequest(fmt.Errorf("anthropic: message %d: tool call %q (%s) lacks an id, a name or a JSON object of arguments", i, c.ID, c.Name))
 				}
-				blocks = append(blocks, sdk.NewToolUseBlock(c.ID, json.RawMessage(args), c.Name))
+				blocks = append(blocks, sdk.MessageContent{
+					Type:                  sdk.MessagesContentTypeToolUse,
+					MessageContentToolUse: &sdk.MessageContentToolUse{ID: c.ID, Name: c.Name, Input: json.RawMessage(args)},
+				})
 			}
-			add(sdk.MessageParamRoleAssistant, blocks...)
+			add(sdk.RoleAssistant, blocks...)
 		case model.RoleTool:
 			if m.ToolCallID == "" {
 				return nil, badRequest(fmt.Errorf("anthropic: message %d: tool result without a tool call id", i))
 			}
-			r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+			r := &sdk.MessageContentToolResult{ToolUseID: &m.ToolCallID}
 			if m.Content != "" {
-				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+				r.Content = []sdk.MessageContent{textBlock(m.Content)}
 			}
-			add(sdk.MessageParamRoleUser, sdk.ContentBlockParamUnion{OfToolResult: &r})
+			add(sdk.RoleUser, sdk.MessageContent{Type: sdk.MessagesContentTypeToolResult, MessageContentToolResult: r})
 		default:
 			return nil, badRequest(fmt.Errorf("anthropic: message %d: unknown role %q", i, m.Role))
 		}
@@ -330,8 +341,8 @@ func convertMessages(in []model.Message) ([]sdk.MessageParam, error) {
 
 // convertTools offers tools with their JSON schemas as input_schema,
 // verbatim; an empty schema is an object with no properties.
-func convertTools(in []model.ToolSpec) ([]sdk.ToolUnionParam, error) {
-	var out []sdk.ToolUnionParam
+func convertTools(in []model.ToolSpec) ([]sdk.ToolDefinition, error) {
+	var out []sdk.ToolDefinition
 	for _, t := range in {
 		schema := bytes.TrimSpace(t.InputSchema)
 		if len(schema) == 0 {
@@ -340,14 +351,7 @@ func convertTools(in []model.ToolSpec) ([]sdk.ToolUnionParam, error) {
 		if t.Name == "" || !json.Valid(schema) || schema[0] != '{' {
 			return nil, badRequest(fmt.Errorf("anthropic: tool %q lacks a name or a JSON object schema", t.Name))
 		}
-		tool := sdk.ToolParam{
-			Name:        t.Name,
-			InputSchema: param.Override[sdk.ToolInputSchemaParam](json.RawMessage(schema)),
-		}
-		if t.Description != "" {
-			tool.Description = sdk.String(t.Description)
-		}
-		out = append(out, sdk.ToolUnionParam{OfTool: &tool})
+		out = append(out, sdk.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(schema)})
 	}
 	return out, nil
 }
@@ -358,58 +362,105 @@ func badRequest(cause error) error {
 	return errs.E("", errs.Internal, codeProviderError, msgBadRequest).WithCause(cause)
 }
 
-// classify maps an error of the SDK to the service's error.
-func classify(op string, err error) error {
-	var apiErr *sdk.Error
+// classify maps an error of the client to the service's error. info holds
+// the status and headers of the provider's answer, when there was one.
+func classify(op string, err error, info *answerInfo) error {
+	status, header := info.get()
+	var reqErr *sdk.RequestError
+	if errors.As(err, &reqErr) {
+		// An error answer whose body is not Anthropic's error object (a
+		// proxy's page): the status decides.
+		return classifyAPI(op, reqErr.StatusCode, "", "", header)
+	}
+	var apiErr *sdk.APIError
 	if errors.As(err, &apiErr) {
-		return classifyAPI(op, apiErr)
+		if status < 400 {
+			status = 0 // an error event in a stream answered 200
+		}
+		return classifyAPI(op, status, string(apiErr.Type), apiErr.Message, header)
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) || errors.Is(err, sdk.ErrTooManyEmptyStreamMessages) {
 		return errs.E(op, errs.Internal, codeProviderError, msgMalformed).WithCause(fmt.Errorf("anthropic: %w", err))
 	}
 	// Anything else is the transport's: the network, TLS, a dropped stream.
 	return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(fmt.Errorf("anthropic: %w", err))
 }
 
-// classifyAPI maps an error response, or an error event of a stream (whose
-// status is the stream's 200), by status and then by error type. Its cause
-// is rebuilt from the status, the type, the provider's message and the
-// request id, so that it keeps neither the request (and its x-api-key
-// header) nor the raw body.
-func classifyAPI(op string, apiErr *sdk.Error) error {
-	typ := apiErr.Type()
-	var body struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
-	detail := body.Error.Message
+// classifyAPI maps an error answer (status), or an error event of a stream
+// (status 0), by status and then by error type. Its cause is rebuilt from
+// the status, the type, the provider's message and the request id, so
+// that it keeps neither the request (and its x-api-key header) nor the raw
+// body.
+func classifyAPI(op string, status int, typ, message string, header http.Header) error {
+	detail := message
 	if len(detail) > maxCauseMessage {
 		detail = detail[:maxCauseMessage] + "…"
 	}
-	cause := fmt.Errorf("anthropic: status %d, error type %q: %q (request-id %q)", apiErr.StatusCode, typ, detail, apiErr.RequestID)
+	cause := fmt.Errorf("anthropic: status %d, error type %q: %q (request-id %q)", status, typ, detail, header.Get("request-id"))
 
-	status := apiErr.StatusCode
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden ||
-		typ == sdk.ErrorTypeAuthenticationError || typ == sdk.ErrorTypePermissionError:
+		typ == string(sdk.ErrTypeAuthentication) || typ == string(sdk.ErrTypePermission):
 		return errs.E(op, errs.Internal, codeProviderError, msgCredentials).WithCause(cause)
 	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
 		// 529 is Anthropic's "overloaded".
 	case status >= 400:
 		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
-	case typ == sdk.ErrorTypeInvalidRequestError || typ == sdk.ErrorTypeNotFoundError || typ == sdk.ErrorTypeBillingError || typ == "request_too_large":
+	case typ == string(sdk.ErrTypeInvalidRequest) || typ == string(sdk.ErrTypeNotFound) || typ == "billing_error" || typ == string(sdk.ErrTypeTooLarge):
 		// An error event in a stream that retrying will not fix.
 		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
 	}
 	e := errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(cause)
-	if apiErr.Response != nil {
-		e.RetryAfter = retryAfter(apiErr.Response.Header.Get("retry-after"))
-	}
+	e.RetryAfter = retryAfter(header.Get("retry-after"))
 	return e
+}
+
+// answerInfoKey is the context key of the *answerInfo of a request.
+type answerInfoKey struct{}
+
+// answerInfo receives the status and headers of the provider's answer to
+// a request: the client's errors do not keep them.
+type answerInfo struct {
+	mu     sync.Mutex
+	status int
+	header http.Header
+}
+
+func (a *answerInfo) get() (int, http.Header) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.header == nil {
+		return a.status, http.Header{}
+	}
+	return a.status, a.header
+}
+
+// recording is a transport that records each answer's status and headers
+// in its request context's *answerInfo. It also sends the JSON body's
+// Content-Type as the API documents it, without the client's charset
+// parameter.
+type recording struct{ next http.RoundTripper }
+
+// RoundTrip sends req with the next transport (http.DefaultTransport when
+// nil) and fails as it does.
+func (r recording) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := r.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if strings.HasPrefix(req.Header.Get("Content-Type"), "application/json") {
+		req = req.Clone(req.Context())
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := next.RoundTrip(req)
+	if info, ok := req.Context().Value(answerInfoKey{}).(*answerInfo); ok && res != nil {
+		info.mu.Lock()
+		info.status, info.header = res.StatusCode, res.Header
+		info.mu.Unlock()
+	}
+	return res, err
 }
 
 // retryAfter parses a retry-after header, in seconds or as an HTTP date,

@@ -1,17 +1,17 @@
 // Package openai is the model.Provider for OpenAI's Chat Completions API
 // (https://platform.openai.com/docs/api-reference/chat) and for any
 // OpenAI-compatible server reached through a base URL (Ollama, vLLM, LM
-// Studio, llama.cpp). It streams replies with Chat.Completions.NewStreaming
-// of the official Go SDK, offers tools as native function tools and maps
-// provider failures to the service's errors: throttling, 5xx and network
-// failures are errs.Unavailable (MODEL_UNAVAILABLE), every other failure
-// errs.Internal (MODEL_PROVIDER_ERROR), with client-safe messages that never
-// carry the API key or the provider's response bodies.
+// Studio, llama.cpp). It streams replies with github.com/sashabaranov/go-openai
+// (a dependency-free client of about 0.1 MB in an arm64 bootstrap, where the
+// official SDK cost 17 MB or more: docs/decisions.md), offers tools as native
+// function tools and maps provider failures to the service's errors:
+// throttling, 5xx and network failures are errs.Unavailable
+// (MODEL_UNAVAILABLE), every other failure errs.Internal
+// (MODEL_PROVIDER_ERROR), with client-safe messages that never carry the API
+// key or the provider's response bodies.
 package openai
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,11 +25,7 @@ import (
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
+	sdk "github.com/sashabaranov/go-openai"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
@@ -58,10 +54,13 @@ const (
 	// the model); the body of a stream is bounded by ctx only, so long
 	// replies are never cut.
 	responseHeaderTimeout = 2 * time.Minute
-	// maxRetryDelay caps the SDK's single retry: a provider that asks for a
+	// maxRetryDelay caps the single retry: a provider that asks for a
 	// longer wait (Retry-After) fails at once and the caller is told when
 	// to retry instead of the request hanging.
 	maxRetryDelay = 2 * time.Second
+	// defaultRetryDelay is the wait before the retry when the provider
+	// names none.
+	defaultRetryDelay = 500 * time.Millisecond
 	// maxCauseMessage bounds the provider's error message kept in a cause.
 	maxCauseMessage = 300
 )
@@ -88,7 +87,7 @@ type Options struct {
 // Provider is the model.Provider for OpenAI and OpenAI-compatible servers.
 // It is immutable and safe for concurrent use.
 type Provider struct {
-	client sdk.Client
+	client *sdk.Client
 	models []model.Model
 	names  map[string]bool
 	// compatible is true for a server other than OpenAI (BaseURL set).
@@ -102,12 +101,12 @@ var _ model.Provider = (*Provider)(nil)
 // set, or when o.BaseURL is not an absolute http(s) URL. It makes no
 // request.
 //
-// The API key and the base URL come from o only: the SDK's reading of
-// OPENAI_API_KEY and OPENAI_BASE_URL is overridden, so a key from the
-// environment is never sent to an OpenAI-compatible server. Without an API
-// key no Authorization header is sent. The SDK retries a failed request at
-// most once and never waits longer than a couple of seconds to do so, so a
-// throttled or failing provider fails fast.
+// The API key and the base URL come from o only (the client reads no
+// environment variable), so a key from the environment is never sent to an
+// OpenAI-compatible server. Without an API key no Authorization header is
+// sent. A failed request is retried at most once and never after waiting
+// longer than a couple of seconds, so a throttled or failing provider fails
+// fast.
 func New(o Options) (*Provider, error) {
 	if len(o.Models) == 0 {
 		return nil, errors.New("openai: at least one model is required")
@@ -146,51 +145,11 @@ func New(o Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.StreamingHTTPClient(responseHeaderTimeout)
 	}
-	p.client = sdk.NewClient(
-		option.WithBaseURL(baseURL),
-		option.WithAPIKey(apiKey), // "" clears a key read from the environment
-		option.WithHTTPClient(hc),
-		option.WithMaxRetries(1),
-		option.WithMaxRetryDelay(maxRetryDelay),
-		option.WithMiddleware(normalizeErrorBody),
-	)
+	cfg := sdk.DefaultConfig(apiKey)
+	cfg.BaseURL = baseURL
+	cfg.HTTPClient = retrying{hc}
+	p.client = sdk.NewClientWithConfig(cfg)
 	return p, nil
-}
-
-// maxErrorBody bounds the error answer read by normalizeErrorBody.
-const maxErrorBody = 1 << 20
-
-// normalizeErrorBody rewrites an error answer whose "error" member is not
-// an object, as vLLM's {"error":"Unauthorized"}, into OpenAI's shape
-// {"error":{"message":...}}: the SDK fails to decode the former and would
-// lose the HTTP status. Other answers pass unchanged (bounded in size).
-func normalizeErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res == nil || res.StatusCode < 400 || res.Body == nil {
-		return res, err
-	}
-	body, readErr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	_ = res.Body.Close()
-	if readErr != nil {
-		body = nil // the status still tells what failed
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) == nil {
-		if e, ok := m["error"]; ok && !bytes.HasPrefix(bytes.TrimSpace(e), []byte("{")) {
-			msg := string(e)
-			var str string
-			if json.Unmarshal(e, &str) == nil {
-				msg = str
-			}
-			if b, err := json.Marshal(map[string]any{"error": map[string]any{"message": msg}}); err == nil {
-				body = b
-			}
-		}
-	}
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	res.ContentLength = int64(len(body))
-	res.Header.Del("Content-Length")
-	return res, nil
 }
 
 // Models lists the configured models, ids "openai/<model>".
@@ -222,7 +181,16 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 		return model.Result{}, err
 	}
 
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	// The retrying client records the provider's last answer headers here,
+	// for the Retry-After of an error.
+	info := &answerInfo{}
+	stream, err := p.client.CreateChatCompletionStream(context.WithValue(ctx, answerInfoKey{}, info), params)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return model.Result{}, ctxErr
+		}
+		return model.Result{}, mapError(op, err, info.header)
+	}
 	defer stream.Close()
 	// The transport aborts a blocked read when ctx is done; closing the
 	// stream as well makes that prompt whatever the HTTP client.
@@ -234,10 +202,19 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 		usage    model.Usage
 		finished bool
 	)
-	for stream.Next() {
-		chunk := stream.Current()
-		if chunk.JSON.Usage.Valid() {
-			usage = model.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return model.Result{}, ctxErr
+		}
+		if err != nil {
+			return model.Result{}, mapError(op, err, nil)
+		}
+		if chunk.Usage != nil {
+			usage = model.Usage{InputTokens: chunk.Usage.PromptTokens, OutputTokens: chunk.Usage.CompletionTokens}
 		}
 		for _, choice := range chunk.Choices {
 			if choice.Index != 0 {
@@ -260,9 +237,6 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 	if err := ctx.Err(); err != nil {
 		return model.Result{}, err
 	}
-	if err := stream.Err(); err != nil {
-		return model.Result{}, mapError(op, err)
-	}
 	if !finished {
 		return model.Result{}, errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).
 			WithCause(errors.New("the stream ended before the reply finished"))
@@ -276,63 +250,57 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 
 // params builds the streaming request for the model name. It fails on a
 // message role it does not know or a tool schema that is not a JSON object.
-func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionNewParams, error) {
-	params := sdk.ChatCompletionNewParams{
-		Model:         shared.ChatModel(name),
-		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionRequest, error) {
+	params := sdk.ChatCompletionRequest{
+		Model:         name,
+		StreamOptions: &sdk.StreamOptions{IncludeUsage: true},
 	}
 	if req.System != "" {
-		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
+		params.Messages = append(params.Messages, sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleSystem, Content: req.System})
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case model.RoleUser:
-			params.Messages = append(params.Messages, sdk.UserMessage(m.Content))
+			params.Messages = append(params.Messages, sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleUser, Content: m.Content})
 		case model.RoleAssistant:
-			var a sdk.ChatCompletionAssistantMessageParam
-			if m.Content != "" || len(m.ToolCalls) == 0 {
-				a.Content.OfString = param.NewOpt(m.Content)
-			}
+			a := sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleAssistant, Content: m.Content}
 			for _, c := range m.ToolCalls {
 				args := strings.TrimSpace(string(c.Args))
 				if args == "" {
 					args = "{}"
 				}
-				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-						ID:       c.ID,
-						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
-					},
+				a.ToolCalls = append(a.ToolCalls, sdk.ToolCall{
+					ID: c.ID, Type: sdk.ToolTypeFunction,
+					Function: sdk.FunctionCall{Name: c.Name, Arguments: args},
 				})
 			}
-			params.Messages = append(params.Messages, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			params.Messages = append(params.Messages, a)
 		case model.RoleTool:
-			params.Messages = append(params.Messages, sdk.ToolMessage(m.Content, m.ToolCallID))
+			params.Messages = append(params.Messages, sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleTool, Content: m.Content, ToolCallID: m.ToolCallID})
 		default:
 			return params, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
 	}
 	for _, t := range req.Tools {
-		schema := sdk.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		schema := map[string]any{"type": "object", "properties": map[string]any{}}
 		if len(t.InputSchema) > 0 {
 			schema = nil
 			if err := json.Unmarshal(t.InputSchema, &schema); err != nil || schema == nil {
 				return params, fmt.Errorf("tool %q: the input schema is not a JSON object", t.Name)
 			}
 		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+		params.Tools = append(params.Tools, sdk.Tool{
+			Type:     sdk.ToolTypeFunction,
+			Function: &sdk.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: schema},
+		})
 	}
 	if req.MaxTokens > 0 {
 		// OpenAI replaced max_tokens by max_completion_tokens (its reasoning
 		// models refuse the former); compatible servers know max_tokens.
 		if p.compatible {
-			params.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+			params.MaxTokens = req.MaxTokens
 		} else {
-			params.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
+			params.MaxCompletionTokens = req.MaxTokens
 		}
 	}
 	return params, nil
@@ -343,7 +311,7 @@ func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionNew
 // all under the call's index.
 type toolCalls struct {
 	calls   []*toolCall
-	byIndex map[int64]*toolCall
+	byIndex map[int]*toolCall
 }
 
 type toolCall struct {
@@ -352,12 +320,15 @@ type toolCall struct {
 }
 
 // add records the fragments of one delta.
-func (tc *toolCalls) add(deltas []sdk.ChatCompletionChunkChoiceDeltaToolCall) {
+func (tc *toolCalls) add(deltas []sdk.ToolCall) {
 	for _, d := range deltas {
 		if tc.byIndex == nil {
-			tc.byIndex = map[int64]*toolCall{}
+			tc.byIndex = map[int]*toolCall{}
 		}
-		idx := max(d.Index, 0) // some servers send -1 for a single call
+		idx := 0 // some servers send none, or -1, for a single call
+		if d.Index != nil {
+			idx = max(*d.Index, 0)
+		}
 		c := tc.byIndex[idx]
 		// A new id under a used index is a new call: some servers send
 		// every (whole) call with index 0.
@@ -398,50 +369,133 @@ func (tc *toolCalls) result() ([]model.ToolCall, error) {
 	return out, nil
 }
 
-// mapError turns a failure of the SDK into the service's error: the SDK's
-// own error is a request the provider answered with an HTTP error; an
-// error event in the stream is the provider failing mid-reply; a reply
-// that does not decode is malformed; anything else is a network failure.
-func mapError(op string, err error) error {
-	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) {
-		return statusError(op, apiErr)
+// mapError turns a failure of the client into the service's error: an
+// APIError with an HTTP status, or a RequestError, is a request the
+// provider answered with an HTTP error (header holds that answer's
+// headers); an APIError without a status is an error event in the stream,
+// the provider failing mid-reply; a reply that does not decode is
+// malformed; anything else is a network failure or a stream cut short.
+func mapError(op string, err error, header http.Header) error {
+	var reqErr *sdk.RequestError
+	if errors.As(err, &reqErr) {
+		// The body is not an OpenAI error object (a gateway's HTML, vLLM's
+		// {"error":"Unauthorized"}): keep the status only. (Checked first:
+		// a RequestError may wrap a partly decoded APIError.)
+		return statusError(op, reqErr.HTTPStatusCode, "an error answer that is not OpenAI's error object", header)
 	}
-	var streamErr *ssestream.StreamError
-	if errors.As(err, &streamErr) {
-		return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(err)
+	var apiErr *sdk.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.HTTPStatusCode == 0 {
+			return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).
+				WithCause(fmt.Errorf("error event in the stream: type=%q message=%q", apiErr.Type, truncate(apiErr.Message, maxCauseMessage)))
+		}
+		detail := fmt.Sprintf("type=%q code=\"%v\"", apiErr.Type, apiErr.Code)
+		if apiErr.Param != nil {
+			detail += fmt.Sprintf(" param=%q", *apiErr.Param)
+		}
+		if s := apiErr.HTTPStatusCode; s != http.StatusUnauthorized && s != http.StatusForbidden && apiErr.Message != "" {
+			detail += fmt.Sprintf(" message=%q", truncate(apiErr.Message, maxCauseMessage))
+		}
+		return statusError(op, apiErr.HTTPStatusCode, detail, header)
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) || errors.Is(err, bufio.ErrTooLong) {
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) || errors.Is(err, sdk.ErrTooManyEmptyStreamMessages) {
 		return errs.E(op, errs.Internal, codeProviderError, msgMalformed).WithCause(err)
 	}
 	return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(err)
 }
 
 // statusError maps an HTTP error answer of the provider. The cause keeps
-// the status and the provider's error type, code and param for the logs,
-// and its message unless the credentials were rejected (that message may
-// quote part of the key).
-func statusError(op string, apiErr *sdk.Error) error {
-	status := apiErr.StatusCode
-	detail := fmt.Sprintf("type=%q code=%q param=%q", apiErr.Type, apiErr.Code, apiErr.Param)
-	if status != http.StatusUnauthorized && status != http.StatusForbidden && apiErr.Message != "" {
-		detail += fmt.Sprintf(" message=%q", truncate(apiErr.Message, maxCauseMessage))
-	}
-	cause := fmt.Errorf("%w (%s)", apiErr, detail)
+// the status and detail for the logs: the provider's error type, code and
+// param, and its message unless the credentials were rejected (that
+// message may quote part of the key).
+func statusError(op string, status int, detail string, header http.Header) error {
+	cause := fmt.Errorf("openai: status %d (%s)", status, detail)
 	switch {
 	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
 		e := errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(cause)
-		if apiErr.Response != nil {
-			e.RetryAfter = retryAfter(apiErr.Response.Header)
-		}
+		e.RetryAfter = retryAfter(header)
 		return e
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return errs.E(op, errs.Internal, codeProviderError, msgCredentials).WithCause(cause)
 	default:
 		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
 	}
+}
+
+// answerInfoKey is the context key of the *answerInfo of a request.
+type answerInfoKey struct{}
+
+// answerInfo receives the headers of the provider's last answer to a
+// request (the client's errors do not keep them).
+type answerInfo struct{ header http.Header }
+
+// retrying sends a request with hc and retries it once when the provider
+// is throttling or failing (408, 409, 429, 5xx, or a network failure),
+// unless it says not to (X-Should-Retry: false) or asks for a wait longer
+// than maxRetryDelay; X-Should-Retry: true retries any answer. The
+// request body is replayed through GetBody. It records the last answer's
+// headers in the request context's *answerInfo.
+type retrying struct{ hc *http.Client }
+
+// Do sends req; it fails as hc.Do does, or with ctx's error while waiting
+// to retry.
+func (r retrying) Do(req *http.Request) (*http.Response, error) {
+	info, _ := req.Context().Value(answerInfoKey{}).(*answerInfo)
+	for attempt := 0; ; attempt++ {
+		res, err := r.hc.Do(req)
+		if info != nil && res != nil {
+			info.header = res.Header
+		}
+		delay, again := shouldRetry(res, err)
+		if !again || attempt > 0 || req.GetBody == nil || req.Context().Err() != nil {
+			return res, err
+		}
+		if res != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
+			_ = res.Body.Close()
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.Body = body
+	}
+}
+
+// shouldRetry tells whether the answer (res, err) is worth one retry, and
+// after how long.
+func shouldRetry(res *http.Response, err error) (time.Duration, bool) {
+	if err != nil {
+		return defaultRetryDelay, true
+	}
+	switch strings.ToLower(res.Header.Get("X-Should-Retry")) {
+	case "false":
+		return 0, false
+	case "true":
+	default:
+		s := res.StatusCode
+		if s != http.StatusRequestTimeout && s != http.StatusConflict && s != http.StatusTooManyRequests && s < 500 {
+			return 0, false
+		}
+	}
+	delay := defaultRetryDelay
+	if secs := retryAfter(res.Header); secs > 0 {
+		delay = time.Duration(secs) * time.Second
+	}
+	if delay > maxRetryDelay {
+		return 0, false
+	}
+	return delay, true
 }
 
 // retryAfter returns the wait in whole seconds, rounded up, that h asks
