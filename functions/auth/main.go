@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/workflowchat/service/functions/internal/wiring"
-	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/authfn"
 	"github.com/workflowchat/service/shared/lambdahttp"
 )
 
@@ -21,14 +21,8 @@ func main() {
 	lambdahttp.Start(h)
 }
 
+// newHandler builds the function from its builder, authfn.Auth, the one
+// infra/local mounts for the dev server.
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "RATE_LIMITS_TABLE")
-	if err != nil {
-		return nil, err
-	}
-	b, err := wiring.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return wiring.Stack(cfg, auth.Routes(b.Auth, wiring.Attempts(cfg, b))), nil
+	return assembly.Lambda(ctx, getenv, authfn.Auth)
 }
