@@ -41,7 +41,7 @@ FUZZ_TARGETS := \
 	./shared/httpapi:FuzzUnmarshalStrict \
 	./shared/workflow:FuzzResolve \
 	./shared/workflow:FuzzRefs \
-	./shared/workflow:FuzzApplyChanges \
+	./shared/workflow/proposal:FuzzApplyChanges \
 	./shared/toolserver:FuzzDispatch \
 	./shared/sse:FuzzEncode \
 	./shared/sse:FuzzEncodeStream

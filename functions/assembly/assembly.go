@@ -42,7 +42,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/toolclient"
 )
 
 // Deps are the process-level dependencies a builder is given. The Lambda
@@ -154,10 +154,10 @@ func (d Deps) Limiter(cfg config.Config) *ratelimit.Limiter {
 // ToolClient returns the client of the tool server at MCP_URL with
 // MCP_SERVICE_KEY, over d.ToolHTTP or, when that is nil, a client whose
 // calls time out after timeout (zero: the tool server client's default).
-func (d Deps) ToolClient(cfg config.Config, timeout time.Duration) *toolserver.Client {
+func (d Deps) ToolClient(cfg config.Config, timeout time.Duration) *toolclient.Client {
 	hc := d.ToolHTTP
 	if hc == nil && timeout > 0 {
 		hc = &http.Client{Timeout: timeout}
 	}
-	return toolserver.NewClient(cfg.MCPURL, cfg.MCPServiceKey, hc)
+	return toolclient.NewClient(cfg.MCPURL, cfg.MCPServiceKey, hc)
 }

@@ -37,9 +37,10 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // ---------------------------------------------------------------------------
@@ -398,18 +399,18 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := toolserver.NewClient(toolURL, e.stack.ServiceKey, &http.Client{Timeout: o.toolTimeout})
-	catalog := tools.NewCatalog(client.Catalog(), e.cfg.ToolsCacheTTL, nil)
-	modelTools := toolserver.NewModelTools(client, catalog)
-	runs := store.NewRuns(db, e.cfg.DataTable)
+	client := toolclient.NewClient(toolURL, e.stack.ServiceKey, &http.Client{Timeout: o.toolTimeout})
+	catalog := toolclient.NewCatalog(client, e.cfg.ToolsCacheTTL, nil)
+	runStore := store.NewRuns(db, e.cfg.DataTable)
 	wfs := store.NewWorkflows(db, e.cfg.DataTable)
-	runSvc := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: wfs, Tools: modelTools, StepTimeout: o.stepTimeout})
-	wfSvc := workflow.NewService(workflow.Options{Store: wfs, Models: models, Runs: runs,
-		Catalog: workflow.NewToolCatalog(catalog)})
+	runSvc := runs.NewService(runs.Options{Runs: runStore, Workflows: wfs, Tools: catalog, StepTimeout: o.stepTimeout})
+	wfSvc := workflow.NewService(workflow.Options{Store: wfs, Runs: runStore})
+	proposals := proposal.NewService(proposal.Options{Store: wfs, Models: models, Catalog: catalog})
 	chats := chat.NewService(chat.Options{Store: store.NewChats(db, e.cfg.DataTable), Models: models, Preferences: users,
-		DefaultModelID: e.cfg.DefaultModelID, Tools: modelTools, Workflows: runSvc.ChatRunner()})
+		DefaultModelID: e.cfg.DefaultModelID, Tools: catalog, Workflows: runSvc})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{workflow.Routes(wfSvc, authn, workflow.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{}), chat.StreamRoutes(chats, authn, time.Minute, chat.Limits{})} {
+	for _, r := range []*httpapi.Router{workflow.Routes(wfSvc, authn), proposal.Routes(proposals, authn, workflow.Limits{}),
+		runs.Routes(runSvc, authn, workflow.Limits{}), chat.StreamRoutes(chats, authn, time.Minute, chat.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	return httpapi.Stack(api, httpapi.Options{Logger: logger})
@@ -514,7 +515,7 @@ const addStepMessage = `{"content":"add a step using json_query with {\"query\":
 
 // propose posts addStepMessage and returns the proposal's id.
 func (e *env) propose(wfID string) string {
-	var ex workflow.Exchange
+	var ex proposal.Exchange
 	e.ok(e.wf, "POST", "/api/workflows/"+wfID+"/messages", addStepMessage, &ex)
 	if ex.AssistantMessage.Proposal == nil {
 		e.t.Fatalf("no proposal in %+v", ex.AssistantMessage)

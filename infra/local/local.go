@@ -37,8 +37,8 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
 )
 
 // Function is one Lambda function of template.yaml and the routes it serves.
@@ -171,7 +171,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	cfg.MCPURL = o.ToolServerURL
 	if o.ToolServerURL == "" {
 		cfg.MCPURL = inProcessURL
-		d.ToolHTTP = &http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolserver.DefaultClientTimeout}
+		d.ToolHTTP = &http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolclient.DefaultClientTimeout}
 	}
 	s.Functions = []Function{{LogicalID: healthfn.LogicalID, Dir: "health", Router: healthfn.Health(o.Now), Builder: builderPkg + "healthfn.Health"}}
 	for _, f := range functions {

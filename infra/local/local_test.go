@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/google/uuid"
-	"github.com/workflowchat/service/infra/latency"
-	"github.com/workflowchat/service/shared/chat"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +12,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/infra/latency"
+	"github.com/workflowchat/service/shared/chat"
 
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"

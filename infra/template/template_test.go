@@ -138,7 +138,7 @@ var wantGrants = map[string]map[string][]string{
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// StartStream: Conversation (Query); AddMessages for the user and
 		// then the assistant message (tx: Put message + Update chat).
-		// With a workflowId (chatsfn's RunService): PrepareRun's
+		// With a workflowId (chatsfn's runs.Service): PrepareRun's
 		// store.Workflows.Workflow (GetItem); the engine's
 		// store.Runs.CreateRun (tx: Put run + ConditionCheck on the chat
 		// item) and SaveRun (UpdateItem). Neither GSI1 nor deletes.

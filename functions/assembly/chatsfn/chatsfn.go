@@ -12,9 +12,8 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
-	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 var required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
@@ -62,14 +61,13 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 	if err != nil {
 		return nil, err
 	}
-	client := d.ToolClient(cfg, 0)
-	modelTools := toolserver.NewModelTools(client, tools.NewCatalog(client.Catalog(), cfg.ToolsCacheTTL, d.Now))
-	runs := workflow.NewRunService(workflow.RunServiceOptions{
+	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	runner := runs.NewService(runs.Options{
 		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: modelTools, Now: d.Now, RunTimeout: workflow.StreamRunTimeout,
+		Tools: catalog, Now: d.Now, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(d.DB, cfg.DataTable), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
-		Tools: modelTools, Workflows: runs.ChatRunner(), Now: d.Now,
+		Tools: catalog, Workflows: runner, Now: d.Now,
 	}), nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolclient"
 )
 
 // toolServerTimeout bounds one call to the tool server: below the
@@ -31,6 +31,6 @@ var Tools = assembly.Function{
 
 func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
 	client := d.ToolClient(cfg, toolServerTimeout)
-	catalog := tools.NewCatalog(client.Catalog(), cfg.ToolsCacheTTL, d.Now)
-	return tools.Routes(catalog, d.Auth(cfg)), nil
+	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
+	return toolclient.Routes(catalog, d.Auth(cfg)), nil
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // Workflows is WorkflowsFunction.
@@ -30,18 +31,18 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	client := d.ToolClient(cfg, 0)
-	catalog := tools.NewCatalog(client.Catalog(), cfg.ToolsCacheTTL, d.Now)
-	workflows, runs := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
-	svc := workflow.NewService(workflow.Options{
-		Store: workflows, Runs: runs, Models: models, Now: d.Now, Catalog: workflow.NewToolCatalog(catalog),
-	})
-	runService := workflow.NewRunService(workflow.RunServiceOptions{
-		Runs: runs, Workflows: workflows, Tools: toolserver.NewModelTools(client, catalog), Now: d.Now, RunTimeout: workflow.APIRunTimeout,
+	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
+	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
+	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Now: d.Now})
+	runService := runs.NewService(runs.Options{
+		Runs: runStore, Workflows: workflows, Tools: catalog, Now: d.Now, RunTimeout: runs.APIRunTimeout,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
-	routes := workflow.Routes(svc, authn, lim)
-	runRoutes := workflow.RunRoutes(runService, authn, lim)
-	routes.Mount(runRoutes, runRoutes.Patterns()...)
+	routes := workflow.Routes(svc, authn)
+	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(runService, authn, lim)} {
+		routes.Mount(r, r.Patterns()...)
+	}
 	return routes, nil
 }

@@ -1,10 +1,16 @@
-package workflow
+// Package runs runs workflows: the Engine executes a workflow's steps on a
+// ToolRunner (the tool server through toolclient.Catalog) and records the
+// run; Service starts, cancels and lists runs in a chat (the run routes)
+// and runs workflows for the chat stream (chat.WorkflowRunner).
+package runs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/workflowchat/service/shared/workflow"
 
 	"github.com/google/uuid"
 
@@ -19,17 +25,7 @@ const DefaultStepTimeout = 30 * time.Second
 // caller's context is done (client disconnect).
 const saveTimeout = 10 * time.Second
 
-// Step statuses besides the run statuses: a step is pending, running,
-// completed, failed, skipped or cancelled.
-const (
-	StepPending   = RunPending
-	StepRunning   = RunRunning
-	StepCompleted = RunCompleted
-	StepFailed    = RunFailed
-	StepCancelled = RunCancelled
-)
-
-// ToolRunner runs one tool. toolserver.ModelTools and tools.Registry
+// ToolRunner runs one tool. toolclient.Catalog and tools.Registry
 // satisfy it.
 type ToolRunner interface {
 	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
@@ -38,16 +34,13 @@ type ToolRunner interface {
 // RunStore records runs for the Engine.
 type RunStore interface {
 	// CreateRun stores a new run. Conflict when a run with its id exists.
-	CreateRun(ctx context.Context, run Run) error
+	CreateRun(ctx context.Context, run workflow.Run) error
 	// SaveRun overwrites the run's status, steps, error and completedAt,
 	// only if its stored status is ifStatus. A failed condition (the run
 	// was cancelled, or is gone) is an error of kind Conflict with code
-	// CodeRunStateChanged.
-	SaveRun(ctx context.Context, run Run, ifStatus string) error
+	// workflow.CodeRunStateChanged.
+	SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error
 }
-
-// CodeRunStateChanged is the code of RunStore.SaveRun's failed condition.
-const CodeRunStateChanged = "RUN_STATE_CHANGED"
 
 // Step event kinds.
 const (
@@ -120,11 +113,11 @@ func (e *Engine) clock() time.Time { return e.now().UTC() }
 
 // NewRun returns a pending run of wf in chat chatID for userID, every step
 // pending. It is not stored: Execute stores it.
-func (e *Engine) NewRun(wf Workflow, chatID, userID string) Run {
-	run := Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wf.ID, UserID: userID, Status: RunPending,
-		StartedAt: e.clock(), Steps: make([]RunStep, len(wf.Steps))}
+func (e *Engine) NewRun(wf workflow.Workflow, chatID, userID string) workflow.Run {
+	run := workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wf.ID, UserID: userID, Status: workflow.RunPending,
+		StartedAt: e.clock(), Steps: make([]workflow.RunStep, len(wf.Steps))}
 	for i, s := range wf.Steps {
-		run.Steps[i] = RunStep{ID: s.ID, ToolID: s.ToolID, Status: StepPending}
+		run.Steps[i] = workflow.RunStep{ID: s.ID, ToolID: s.ToolID, Status: workflow.StepPending}
 	}
 	return run
 }
@@ -146,7 +139,7 @@ func (e *Engine) NewRun(wf Workflow, chatID, userID string) Run {
 // observe, if not nil, is told when each step starts and ends. Execute
 // returns an error only when the run could not be recorded; the outcome of
 // the run is run.Status.
-func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe func(StepEvent)) error {
+func (e *Engine) Execute(ctx context.Context, wf workflow.Workflow, run *workflow.Run, observe func(StepEvent)) error {
 	const op = "workflow.Execute"
 	if observe == nil {
 		observe = func(StepEvent) {}
@@ -154,8 +147,8 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 	if err := e.store.CreateRun(ctx, *run); err != nil {
 		return errs.Wrap(op, err)
 	}
-	run.Status = RunRunning
-	if err := e.save(ctx, run, RunPending); err != nil {
+	run.Status = workflow.RunRunning
+	if err := e.save(ctx, run, workflow.RunPending); err != nil {
 		return e.stopped(ctx, op, run, err)
 	}
 	outputs := make(map[string]map[string]any, len(wf.Steps))
@@ -164,7 +157,7 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 			e.beforeStep(i)
 		}
 		if ctx.Err() != nil {
-			return e.finish(ctx, op, run, RunCancelled, "the run was cancelled")
+			return e.finish(ctx, op, run, workflow.RunCancelled, "the run was cancelled")
 		}
 		rs := &run.Steps[i]
 		started := e.clock()
@@ -172,20 +165,20 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 		if e.runTimeout > 0 {
 			left := e.runTimeout - started.Sub(run.StartedAt)
 			if left <= 0 {
-				return e.finish(ctx, op, run, RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
+				return e.finish(ctx, op, run, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
 			}
 			timeout = min(timeout, left)
 		}
-		rs.Status, rs.StartedAt = StepRunning, &started
-		input, err := ResolveInputs(step.Inputs, outputs)
+		rs.Status, rs.StartedAt = workflow.StepRunning, &started
+		input, err := workflow.ResolveInputs(step.Inputs, outputs)
 		if err != nil {
 			rs.StartedAt = nil
-			rs.Status = StepPending
+			rs.Status = workflow.StepPending
 			return e.failStep(ctx, op, run, i, step.Inputs, err.Error(), observe)
 		}
 		rs.Input = input
-		if err := e.save(ctx, run, RunRunning); err != nil {
-			rs.Status, rs.StartedAt = StepPending, nil
+		if err := e.save(ctx, run, workflow.RunRunning); err != nil {
+			rs.Status, rs.StartedAt = workflow.StepPending, nil
 			return e.stopped(ctx, op, run, err)
 		}
 		observe(StepEvent{Kind: StepStarted, StepID: step.ID, ToolID: step.ToolID, Input: input})
@@ -194,9 +187,9 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 		rs.CompletedAt = &done
 		if err != nil {
 			if ctx.Err() != nil {
-				rs.Status = StepCancelled
-				observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Error: "cancelled", Status: StepCancelled})
-				return e.finish(ctx, op, run, RunCancelled, "the run was cancelled")
+				rs.Status = workflow.StepCancelled
+				observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Error: "cancelled", Status: workflow.StepCancelled})
+				return e.finish(ctx, op, run, workflow.RunCancelled, "the run was cancelled")
 			}
 			if timeout < e.stepTimeout && errors.Is(err, errStepTimedOut) {
 				// The step had only what was left of the run's time: the
@@ -208,18 +201,18 @@ func (e *Engine) Execute(ctx context.Context, wf Workflow, run *Run, observe fun
 		if out == nil {
 			out = map[string]any{}
 		}
-		rs.Status, rs.Output = StepCompleted, out
+		rs.Status, rs.Output = workflow.StepCompleted, out
 		outputs[step.ID] = out
-		observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Output: out, Status: StepCompleted})
+		observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Output: out, Status: workflow.StepCompleted})
 		if i < len(wf.Steps)-1 {
 			// Record the step's result now, so that the run reads true
 			// while the next step runs; the last one is recorded by finish.
-			if err := e.save(ctx, run, RunRunning); err != nil {
+			if err := e.save(ctx, run, workflow.RunRunning); err != nil {
 				return e.stopped(ctx, op, run, err)
 			}
 		}
 	}
-	return e.finish(ctx, op, run, RunCompleted, "")
+	return e.finish(ctx, op, run, workflow.RunCompleted, "")
 }
 
 // runStep runs one tool under the step timeout. A timeout is reported as
@@ -241,38 +234,38 @@ var errStepTimedOut = errors.New("step timed out")
 
 // failRun fails step i and the run with the same msg (the run's own
 // limit stopped the step), skipping the rest.
-func (e *Engine) failRun(ctx context.Context, op string, run *Run, i int, input map[string]any, msg string, observe func(StepEvent)) error {
+func (e *Engine) failRun(ctx context.Context, op string, run *workflow.Run, i int, input map[string]any, msg string, observe func(StepEvent)) error {
 	rs := &run.Steps[i]
 	now := e.clock()
-	rs.Status, rs.Error, rs.CompletedAt = StepFailed, msg, &now
-	observe(StepEvent{Kind: StepFinished, StepID: rs.ID, ToolID: rs.ToolID, Input: input, Error: msg, Status: StepFailed})
-	return e.finish(ctx, op, run, RunFailed, msg)
+	rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &now
+	observe(StepEvent{Kind: StepFinished, StepID: rs.ID, ToolID: rs.ToolID, Input: input, Error: msg, Status: workflow.StepFailed})
+	return e.finish(ctx, op, run, workflow.RunFailed, msg)
 }
 
 // failStep fails step i with msg, skips the rest and fails the run.
-func (e *Engine) failStep(ctx context.Context, op string, run *Run, i int, input map[string]any, msg string, observe func(StepEvent)) error {
+func (e *Engine) failStep(ctx context.Context, op string, run *workflow.Run, i int, input map[string]any, msg string, observe func(StepEvent)) error {
 	rs := &run.Steps[i]
 	now := e.clock()
 	if rs.StartedAt == nil {
 		rs.StartedAt = &now
 	}
-	rs.Status, rs.Error, rs.CompletedAt = StepFailed, msg, &now
-	observe(StepEvent{Kind: StepFinished, StepID: rs.ID, ToolID: rs.ToolID, Input: input, Error: msg, Status: StepFailed})
-	return e.finish(ctx, op, run, RunFailed, fmt.Sprintf("step %s failed: %s", rs.ID, msg))
+	rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &now
+	observe(StepEvent{Kind: StepFinished, StepID: rs.ID, ToolID: rs.ToolID, Input: input, Error: msg, Status: workflow.StepFailed})
+	return e.finish(ctx, op, run, workflow.RunFailed, fmt.Sprintf("step %s failed: %s", rs.ID, msg))
 }
 
 // finish marks the steps not yet finished (skipped after a failure,
 // cancelled otherwise) and stores the run's final status, conditioned on it
 // still running. When the condition fails the run was cancelled meanwhile.
-func (e *Engine) finish(ctx context.Context, op string, run *Run, status, msg string) error {
-	rest := StepSkipped
-	if status == RunCancelled {
-		rest = StepCancelled
+func (e *Engine) finish(ctx context.Context, op string, run *workflow.Run, status, msg string) error {
+	rest := workflow.StepSkipped
+	if status == workflow.RunCancelled {
+		rest = workflow.StepCancelled
 	}
-	markRest(run, rest)
+	workflow.MarkRest(run, rest)
 	now := e.clock()
 	run.Status, run.Error, run.CompletedAt = status, msg, &now
-	if err := e.save(ctx, run, RunRunning); err != nil {
+	if err := e.save(ctx, run, workflow.RunRunning); err != nil {
 		return e.stopped(ctx, op, run, err)
 	}
 	return nil
@@ -281,44 +274,31 @@ func (e *Engine) finish(ctx context.Context, op string, run *Run, status, msg st
 // stopped handles a failed conditional write: a changed state means the
 // run was cancelled (by the cancel endpoint): record the engine's view of
 // the steps under the cancelled status. Other errors are returned.
-func (e *Engine) stopped(ctx context.Context, op string, run *Run, err error) error {
-	if errs.CodeOf(err) != CodeRunStateChanged {
+func (e *Engine) stopped(ctx context.Context, op string, run *workflow.Run, err error) error {
+	if errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		return errs.Wrap(op, err)
 	}
-	markRest(run, StepCancelled)
-	run.Status = RunCancelled
+	workflow.MarkRest(run, workflow.StepCancelled)
+	run.Status = workflow.RunCancelled
 	run.Error = "the run was cancelled"
 	if run.CompletedAt == nil {
 		now := e.clock()
 		run.CompletedAt = &now
 	}
-	if err := e.save(ctx, run, RunCancelled); err != nil && errs.CodeOf(err) != CodeRunStateChanged {
+	if err := e.save(ctx, run, workflow.RunCancelled); err != nil && errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		logging.FromContext(ctx).WarnContext(ctx, "record cancelled run", "runId", run.ID, "err", err.Error())
 	}
 	return nil
 }
 
-// markRest sets every step that has not finished to status: pending steps
-// to status, a running step to cancelled.
-func markRest(run *Run, status string) {
-	for i := range run.Steps {
-		switch run.Steps[i].Status {
-		case StepPending:
-			run.Steps[i].Status = status
-		case StepRunning:
-			run.Steps[i].Status = StepCancelled
-		}
-	}
-}
-
 // save stores run if its stored status is ifStatus, with a detached context
 // when ctx is done so that the outcome is recorded after a disconnect.
-func (e *Engine) save(ctx context.Context, run *Run, ifStatus string) error {
+func (e *Engine) save(ctx context.Context, run *workflow.Run, ifStatus string) error {
 	if ctx.Err() != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 		defer cancel()
 		ctx = dctx
 	}
-	Bound(run)
+	workflow.Bound(run)
 	return e.store.SaveRun(ctx, *run, ifStatus)
 }

@@ -1,10 +1,13 @@
-package workflow
+package proposal
 
 import (
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // The built-in model's workflow rules (docs/decisions.md, Models).
@@ -19,7 +22,7 @@ var (
 // schema's defaults, examples or placeholders), "remove step <id>",
 // "rename workflow to <name>". It returns the reply, the changes and
 // whether a proposal was made.
-func builtinPropose(w Workflow, history []Message, text string, tools []ToolInfo) (string, []Change, bool) {
+func builtinPropose(w workflow.Workflow, history []workflow.Message, text string, tools []toolclient.ToolDetail) (string, []workflow.Change, bool) {
 	if m := addStepRE.FindStringSubmatchIndex(text); m != nil {
 		toolID := strings.ToLower(text[m[2]:m[3]])
 		rest := text[m[1]:]
@@ -43,23 +46,23 @@ func builtinPropose(w Workflow, history []Message, text string, tools []ToolInfo
 			how = "with placeholder inputs from the tool's schema (edit them as you need)"
 		}
 		reply := fmt.Sprintf("I propose adding step %s, which runs %s %s: %s. Apply the proposal to change the workflow, or reject it.", id, toolID, how, b)
-		return reply, []Change{{Type: ChangeAddStep, Step: &StepSpec{ID: id, ToolID: toolID, Inputs: inputs}}}, true
+		return reply, []workflow.Change{{Type: workflow.ChangeAddStep, Step: &workflow.StepSpec{ID: id, ToolID: toolID, Inputs: inputs}}}, true
 	}
 	if m := removeStepRE.FindStringSubmatch(text); m != nil {
 		return fmt.Sprintf("I propose removing step %s. Apply the proposal to change the workflow, or reject it.", m[1]),
-			[]Change{{Type: ChangeRemoveStep, StepID: m[1]}}, true
+			[]workflow.Change{{Type: workflow.ChangeRemoveStep, StepID: m[1]}}, true
 	}
 	if m := renameRE.FindStringSubmatch(text); m != nil {
 		name := strings.TrimSpace(m[1])
 		name = strings.TrimRight(name, ".!")
 		name = strings.Trim(strings.TrimSpace(name), "\"'`“”")
 		return fmt.Sprintf("I propose renaming the workflow to %q. Apply the proposal to change the workflow, or reject it.", name),
-			[]Change{{Type: ChangeUpdateWorkflow, Name: &name}}, true
+			[]workflow.Change{{Type: workflow.ChangeUpdateWorkflow, Name: &name}}, true
 	}
 	return builtinHelp(w, tools), nil, false
 }
 
-func builtinHelp(w Workflow, tools []ToolInfo) string {
+func builtinHelp(w workflow.Workflow, tools []toolclient.ToolDetail) string {
 	var b strings.Builder
 	b.WriteString("I am the built-in offline assistant. I can propose changes to this workflow when you ask in one of these forms: ")
 	b.WriteString(`"add a step using <tool> with {JSON inputs}", "add a step using <tool>" (placeholder inputs), "remove step <step id>", "rename workflow to <name>".`)
@@ -83,7 +86,7 @@ func builtinHelp(w Workflow, tools []ToolInfo) string {
 	return b.String()
 }
 
-func findTool(tools []ToolInfo, id string) *ToolInfo {
+func findTool(tools []toolclient.ToolDetail, id string) *toolclient.ToolDetail {
 	for i := range tools {
 		if tools[i].ID == id {
 			return &tools[i]
@@ -95,13 +98,13 @@ func findTool(tools []ToolInfo, id string) *ToolInfo {
 // freshStepID returns the first stepN not used by the workflow nor by a
 // pending proposal of the conversation, so that pending proposals do not
 // collide when applied one after the other.
-func freshStepID(w Workflow, history []Message) string {
+func freshStepID(w workflow.Workflow, history []workflow.Message) string {
 	used := map[string]bool{}
 	for _, s := range w.Steps {
 		used[s.ID] = true
 	}
 	for _, m := range history {
-		if m.Proposal == nil || m.Proposal.Status != ProposalPending {
+		if m.Proposal == nil || m.Proposal.Status != workflow.ProposalPending {
 			continue
 		}
 		for _, c := range m.Proposal.Changes {

@@ -1,4 +1,4 @@
-package tools
+package toolclient
 
 import (
 	"github.com/workflowchat/service/shared/auth"

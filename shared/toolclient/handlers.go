@@ -1,6 +1,7 @@
-package tools
+package toolclient
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -15,13 +16,13 @@ const MaxSearchQuery = 200
 
 // ListResponse is the data of GET /api/tools.
 type ListResponse struct {
-	Tools []Summary `json:"tools"`
+	Tools []ToolSummary `json:"tools"`
 }
 
 // SearchResponse is the data of GET /api/tools/search.
 type SearchResponse struct {
-	Tools []Summary `json:"tools"`
-	Total int       `json:"total"`
+	Tools []ToolSummary `json:"tools"`
+	Total int           `json:"total"`
 }
 
 // parseRefresh reads the refresh query parameter of GET /api/tools:
@@ -74,8 +75,25 @@ func handleSearch(c *Catalog) http.Handler {
 	})
 }
 
+// Detail is the data of GET /api/tools/{toolId}: the list item's fields
+// plus the output schema (not the outputs' names nor the annotations the
+// tool server adds for its own callers).
+type Detail struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Category     string          `json:"category"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+}
+
 func handleGet(c *Catalog) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Detail, error) {
-		return c.Get(r.Context(), r.PathValue("toolId"))
+		d, err := c.Get(r.Context(), r.PathValue("toolId"))
+		if err != nil {
+			return Detail{}, err
+		}
+		return Detail{ID: d.ID, Name: d.Name, Description: d.Description, Category: d.Category,
+			InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}, nil
 	})
 }

@@ -1,8 +1,8 @@
-package tools
+package toolclient
 
 import (
 	"context"
-	"encoding/json"
+	"regexp"
 	"sync"
 	"time"
 
@@ -12,47 +12,23 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 )
 
-// Summary is a catalog item as GET /api/tools and GET /api/tools/search
-// return it.
-type Summary struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Category    string          `json:"category"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
-
-// Detail is one tool as GET /api/tools/{toolId} returns it: the summary's
-// fields plus the output schema.
-type Detail struct {
-	ID           string          `json:"id"`
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	Category     string          `json:"category"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema"`
-	// Outputs are the names of the tool's outputs (the properties of
-	// OutputSchema), which workflow steps reference; not part of the REST
-	// answer.
-	Outputs []string `json:"-"`
-}
-
-// Source is where a Catalog gets the tools: the tool server, seen through
-// its client (toolserver.Client.Catalog). It is an interface here because
-// the tool server depends on this package, not the other way round.
+// Source is where a Catalog gets and runs the tools: the tool server's
+// Client (an interface so that tests can hold a load back).
 type Source interface {
 	// ListTools returns every tool.
-	ListTools(ctx context.Context) ([]Summary, error)
+	ListTools(ctx context.Context) ([]ToolSummary, error)
 	// SearchTools returns the tools matching query, best first.
-	SearchTools(ctx context.Context, query string) ([]Summary, error)
+	SearchTools(ctx context.Context, query string) ([]ToolSummary, error)
 	// GetTool returns one tool; NotFound (TOOL_NOT_FOUND) when it does not
 	// exist.
-	GetTool(ctx context.Context, id string) (Detail, error)
+	GetTool(ctx context.Context, id string) (ToolDetail, error)
+	// RunTool runs one tool on input.
+	RunTool(ctx context.Context, id string, input map[string]any) (RunResult, error)
 }
 
-// CodeToolsUnavailable is the code of a 500 from the REST tool endpoints
-// when the tool server fails and no cached copy can stand in.
-const CodeToolsUnavailable = "TOOLS_UNAVAILABLE"
+// toolIDPattern is the shape of a tool id; the catalog refuses others
+// without asking the tool server.
+var toolIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // staleRetry bounds how long a stale copy is served without asking the
 // tool server again after a failed reload, so that an outage does not make
@@ -61,8 +37,8 @@ const staleRetry = 30 * time.Second
 
 // Catalog is the tool catalog of a process: one in-memory cache of the
 // tool server's list and of the tools fetched one by one, used by the REST
-// tool endpoints, by chats offering tools to models
-// (toolserver.ModelTools) and by workflow proposals (workflow.ToolCatalog).
+// tool endpoints (Routes), by chats offering tools to models (Specs, Run)
+// and by workflow proposals (Details).
 // Entries live for ttl. A failed reload serves the previous copy (stale)
 // with a logged warning; concurrent reloads of the same entry are
 // coalesced into one call. Only successful answers are cached, so the
@@ -74,8 +50,8 @@ type Catalog struct {
 	group singleflight.Group
 
 	mu      sync.Mutex
-	list    *entryOf[[]Summary]
-	details map[string]*entryOf[Detail]
+	list    *entryOf[[]ToolSummary]
+	details map[string]*entryOf[ToolDetail]
 	gen     uint64 // bumped by a forced reload; older detail loads are not stored
 }
 
@@ -94,7 +70,7 @@ func NewCatalog(src Source, ttl time.Duration, now func() time.Time) *Catalog {
 	if ttl < 0 {
 		ttl = 0
 	}
-	return &Catalog{src: src, ttl: ttl, now: now, details: map[string]*entryOf[Detail]{}}
+	return &Catalog{src: src, ttl: ttl, now: now, details: map[string]*entryOf[ToolDetail]{}}
 }
 
 // unavailable is the error of a failed load with nothing cached.
@@ -107,8 +83,8 @@ func unavailable(op string, err error) error {
 // reload (force reloads even a fresh copy). When the reload fails, the
 // previous copy is served if there is one; otherwise the error is
 // TOOLS_UNAVAILABLE (Internal, 500).
-func (c *Catalog) List(ctx context.Context, force bool) ([]Summary, error) {
-	const op = "tools.Catalog.List"
+func (c *Catalog) List(ctx context.Context, force bool) ([]ToolSummary, error) {
+	const op = "toolclient.Catalog.List"
 	c.mu.Lock()
 	if e := c.list; e != nil && !force && c.now().Before(e.expires) {
 		c.mu.Unlock()
@@ -130,15 +106,15 @@ func (c *Catalog) List(ctx context.Context, force bool) ([]Summary, error) {
 			return nil, err
 		}
 		if tools == nil {
-			tools = []Summary{}
+			tools = []ToolSummary{}
 		}
 		c.mu.Lock()
-		c.list = &entryOf[[]Summary]{value: tools, expires: c.now().Add(c.ttl)}
+		c.list = &entryOf[[]ToolSummary]{value: tools, expires: c.now().Add(c.ttl)}
 		c.mu.Unlock()
 		return tools, nil
 	})
 	if err == nil {
-		return v.([]Summary), nil
+		return v.([]ToolSummary), nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,10 +138,10 @@ func (c *Catalog) backOff(expires *time.Time) {
 // for an id that is malformed or that the tool server does not know;
 // a failure of the tool server serves the previous copy of the tool if
 // there is one, else TOOLS_UNAVAILABLE.
-func (c *Catalog) Get(ctx context.Context, id string) (Detail, error) {
-	const op = "tools.Catalog.Get"
-	if !idPattern.MatchString(id) {
-		return Detail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
+func (c *Catalog) Get(ctx context.Context, id string) (ToolDetail, error) {
+	const op = "toolclient.Catalog.Get"
+	if !toolIDPattern.MatchString(id) {
+		return ToolDetail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
 	}
 	c.mu.Lock()
 	if e := c.details[id]; e != nil && c.now().Before(e.expires) {
@@ -182,19 +158,19 @@ func (c *Catalog) Get(ctx context.Context, id string) (Detail, error) {
 		}
 		c.mu.Lock()
 		if c.gen == gen {
-			c.details[id] = &entryOf[Detail]{value: d, expires: c.now().Add(c.ttl)}
+			c.details[id] = &entryOf[ToolDetail]{value: d, expires: c.now().Add(c.ttl)}
 		}
 		c.mu.Unlock()
 		return d, nil
 	})
 	if err == nil {
-		return v.(Detail), nil
+		return v.(ToolDetail), nil
 	}
 	if errs.Is(err, errs.NotFound) {
 		c.mu.Lock()
 		delete(c.details, id)
 		c.mu.Unlock()
-		return Detail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id).WithCause(err)
+		return ToolDetail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id).WithCause(err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -204,20 +180,20 @@ func (c *Catalog) Get(ctx context.Context, id string) (Detail, error) {
 			"toolId", id, "err", err.Error(), "retryAt", e.expires)
 		return e.value, nil
 	}
-	return Detail{}, unavailable(op, err)
+	return ToolDetail{}, unavailable(op, err)
 }
 
 // Search asks the catalog's source, which ranks the matches (the tool
 // server's searchTools); it is not cached. Its items have the list's
 // shape. A failure is TOOLS_UNAVAILABLE.
-func (c *Catalog) Search(ctx context.Context, query string) ([]Summary, error) {
-	const op = "tools.Catalog.Search"
+func (c *Catalog) Search(ctx context.Context, query string) ([]ToolSummary, error) {
+	const op = "toolclient.Catalog.Search"
 	tools, err := c.src.SearchTools(ctx, query)
 	if err != nil {
 		return nil, unavailable(op, err)
 	}
 	if tools == nil {
-		tools = []Summary{}
+		tools = []ToolSummary{}
 	}
 	return tools, nil
 }

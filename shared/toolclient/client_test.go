@@ -1,4 +1,4 @@
-package toolserver_test
+package toolclient_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
@@ -71,7 +72,7 @@ func wantClientError(t *testing.T, err error, kind errs.Kind, code, msg string) 
 func TestClientMethods(t *testing.T) {
 	t.Parallel()
 	srv := startClientTestServer(t)
-	c := toolserver.NewClient(srv.URL+"/", clientTestKey, nil) // trailing slash is fine
+	c := toolclient.NewClient(srv.URL+"/", clientTestKey, nil) // trailing slash is fine
 	ctx := context.Background()
 
 	list, err := c.ListTools(ctx)
@@ -121,12 +122,12 @@ func TestClientMethods(t *testing.T) {
 	}
 }
 
-// TestClientCatalog checks the tools.Catalog view of the client, which the
-// REST endpoints use.
+// TestClientCatalog checks the client as the Source of the catalog, which
+// the REST endpoints use.
 func TestClientCatalog(t *testing.T) {
 	t.Parallel()
 	srv := startClientTestServer(t)
-	var cat tools.Source = toolserver.NewClient(srv.URL, clientTestKey, nil).Catalog()
+	var cat toolclient.Source = toolclient.NewClient(srv.URL, clientTestKey, nil)
 	ctx := context.Background()
 	list, err := cat.ListTools(ctx)
 	if err != nil || len(list) != 11 || list[0].ID == "" || len(list[0].InputSchema) == 0 {
@@ -149,8 +150,8 @@ func TestClientCatalog(t *testing.T) {
 func TestClientMapsServerErrors(t *testing.T) {
 	t.Parallel()
 	srv := startClientTestServer(t)
-	c := toolserver.NewClient(srv.URL, clientTestKey, nil)
-	wrongKey := toolserver.NewClient(srv.URL, "wrong-key-wrong-key-wrong", nil)
+	c := toolclient.NewClient(srv.URL, clientTestKey, nil)
+	wrongKey := toolclient.NewClient(srv.URL, "wrong-key-wrong-key-wrong", nil)
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -175,11 +176,11 @@ func TestClientMapsServerErrors(t *testing.T) {
 		{"tool timeout", func() error { _, err := c.RunTool(ctx, "client_test_sleep", nil); return err }, errs.Timeout, "TOOL_TIMEOUT", "client_test_sleep", ""},
 		{"wrong key is a misconfiguration, not the user's 401", func() error { _, err := wrongKey.ListTools(ctx); return err }, errs.Internal, "INTERNAL_ERROR", "tool server rejected the service key", ""},
 		{"no key", func() error {
-			_, err := toolserver.NewClient(srv.URL, "", nil).ListTools(ctx)
+			_, err := toolclient.NewClient(srv.URL, "", nil).ListTools(ctx)
 			return err
 		}, errs.Internal, "INTERNAL_ERROR", "tool server rejected the service key", ""},
 		{"base URL that is not the tool server's", func() error {
-			_, err := toolserver.NewClient(srv.URL+"/api", clientTestKey, nil).ListTools(ctx)
+			_, err := toolclient.NewClient(srv.URL+"/api", clientTestKey, nil).ListTools(ctx)
 			return err
 		}, errs.Internal, "INTERNAL_ERROR", "does not serve POST /mcp", ""},
 	}
@@ -250,15 +251,15 @@ func TestClientUnavailable(t *testing.T) {
 		{"502 from a proxy", canned(502, "text/html", "<html>Bad Gateway</html>"), nil, "unusable response"},
 		{"503 error body", canned(503, "application/json", `{"error":"Service Unavailable","message":"busy","code":"SERVICE_UNAVAILABLE"}`), nil, "unusable response"},
 		{"error status without an error body", canned(500, "application/json", `{}`), nil, "unusable response"},
-		{"oversized response", canned(200, "application/json", `{"data":{"tools":[],"pad":"`+strings.Repeat("x", toolserver.MaxResponseBytes)+`"}}`), nil, "unusable response"},
+		{"oversized response", canned(200, "application/json", `{"data":{"tools":[],"pad":"`+strings.Repeat("x", toolclient.MaxResponseBytes)+`"}}`), nil, "unusable response"},
 		{"redirect is not followed", redirect.URL, nil, "unusable response"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := toolserver.NewClient(tt.url, clientTestKey, tt.hc)
+			c := toolclient.NewClient(tt.url, clientTestKey, tt.hc)
 			start := time.Now()
 			_, err := c.ListTools(context.Background())
-			e := wantClientError(t, err, errs.Unavailable, toolserver.CodeToolsUnavailable, tt.msg)
+			e := wantClientError(t, err, errs.Unavailable, toolclient.CodeToolsUnavailable, tt.msg)
 			if e.Err == nil {
 				t.Error("the cause is not kept")
 			}
@@ -276,8 +277,8 @@ func TestClientUnavailable(t *testing.T) {
 	// The caller's cancellation stays visible in the chain.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := toolserver.NewClient(slow.URL, clientTestKey, nil).RunTool(ctx, "hash", nil)
-	wantClientError(t, err, errs.Unavailable, toolserver.CodeToolsUnavailable, "")
+	_, err := toolclient.NewClient(slow.URL, clientTestKey, nil).RunTool(ctx, "hash", nil)
+	wantClientError(t, err, errs.Unavailable, toolclient.CodeToolsUnavailable, "")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want it to wrap context.Canceled", err)
 	}

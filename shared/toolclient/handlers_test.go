@@ -1,4 +1,4 @@
-package tools_test
+package toolclient_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
@@ -52,7 +53,7 @@ func newCountingToolServer(t *testing.T) *countingToolServer {
 	s := &countingToolServer{calls: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var req toolserver.Request
+		var req toolclient.Request
 		_ = json.Unmarshal(body, &req)
 		s.mu.Lock()
 		s.calls[req.Method]++
@@ -96,7 +97,7 @@ func newRestFixture(t *testing.T, ttl time.Duration) *restFixture {
 	}
 	ts := newCountingToolServer(t)
 	clk := &restClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	routes := tools.Routes(tools.NewCatalog(toolserver.NewClient(ts.URL, restTestKey, nil).Catalog(), ttl, clk.Now), authn)
+	routes := toolclient.Routes(toolclient.NewCatalog(toolclient.NewClient(ts.URL, restTestKey, nil), ttl, clk.Now), authn)
 	return &restFixture{
 		ts: ts, clock: clk, cookie: auth.CookieName + "=" + me.Token,
 		api: httpapi.Stack(routes, httpapi.Options{Logger: slog.New(slog.DiscardHandler)}),
@@ -122,8 +123,8 @@ func (f *restFixture) get(t *testing.T, path string, signedIn bool) restResult {
 
 type restListBody struct {
 	Data struct {
-		Tools []tools.Summary `json:"tools"`
-		Total *int            `json:"total"`
+		Tools []toolclient.ToolSummary `json:"tools"`
+		Total *int                     `json:"total"`
 	} `json:"data"`
 }
 
@@ -200,7 +201,7 @@ func TestRESTListCache(t *testing.T) {
 			field = "refresh"
 		}
 		r.check(t, s.name, s.status, s.code, field, 10)
-		if got := f.ts.take(toolserver.MethodListTools); got != s.calls {
+		if got := f.ts.take(toolclient.MethodListTools); got != s.calls {
 			t.Errorf("%s: %d listTools calls, want %d", s.name, got, s.calls)
 		}
 	}
@@ -239,7 +240,7 @@ func TestRESTListUnavailable(t *testing.T) {
 	f.get(t, "/api/tools?refresh=true", true).check(t, "down, refresh", 500, "TOOLS_UNAVAILABLE", "", -1)
 	f.ts.failing.Store(false)
 	f.get(t, "/api/tools", true).check(t, "up again", 200, "", "", 10)
-	if got := f.ts.take(toolserver.MethodListTools); got != 3 {
+	if got := f.ts.take(toolclient.MethodListTools); got != 3 {
 		t.Errorf("%d listTools calls, want 3", got)
 	}
 }
@@ -251,7 +252,7 @@ func TestRESTListZeroTTL(t *testing.T) {
 	for range 3 {
 		f.get(t, "/api/tools", true).check(t, "list", 200, "", "", 10)
 	}
-	if got := f.ts.take(toolserver.MethodListTools); got != 3 {
+	if got := f.ts.take(toolclient.MethodListTools); got != 3 {
 		t.Errorf("%d listTools calls, want 3", got)
 	}
 }
@@ -273,14 +274,14 @@ func TestRESTSearch(t *testing.T) {
 		{"missing q", "", false, 400, "VALIDATION_FAILED", "q", "", 0},
 		{"empty q", "?q=", false, 400, "VALIDATION_FAILED", "q", "", 0},
 		{"blank q", "?q=%20%20", false, 400, "VALIDATION_FAILED", "q", "", 0},
-		{"q too long", "?q=" + strings.Repeat("a", tools.MaxSearchQuery+1), false, 400, "VALIDATION_FAILED", "q", "", 0},
+		{"q too long", "?q=" + strings.Repeat("a", toolclient.MaxSearchQuery+1), false, 400, "VALIDATION_FAILED", "q", "", 0},
 		{"tool server down", "?q=json", true, 500, "TOOLS_UNAVAILABLE", "", "", 1},
 	}
 	for _, tt := range tests {
 		f.ts.failing.Store(tt.failing)
 		r := f.get(t, "/api/tools/search"+tt.query, true)
 		r.check(t, tt.name, tt.status, tt.code, tt.field, -1)
-		if got := f.ts.take(toolserver.MethodSearchTools); got != tt.calls {
+		if got := f.ts.take(toolclient.MethodSearchTools); got != tt.calls {
 			t.Errorf("%s: %d searchTools calls, want %d", tt.name, got, tt.calls)
 		}
 		if tt.status != 200 {
@@ -322,7 +323,7 @@ func TestRESTGet(t *testing.T) {
 		f.ts.failing.Store(tt.failing)
 		r := f.get(t, "/api/tools/"+tt.id, true)
 		r.check(t, tt.name, tt.status, tt.code, "", -1)
-		if got := f.ts.take(toolserver.MethodGetTool); got != tt.calls {
+		if got := f.ts.take(toolclient.MethodGetTool); got != tt.calls {
 			t.Errorf("%s: %d getTool calls, want %d", tt.name, got, tt.calls)
 		}
 		if tt.status != 200 {
@@ -343,7 +344,7 @@ func TestRESTGet(t *testing.T) {
 	// refresh=true reloads the tools fetched one by one too.
 	f.get(t, "/api/tools?refresh=true", true).check(t, "refresh", 200, "", "", 10)
 	f.get(t, "/api/tools/hash", true).check(t, "after refresh", 200, "", "", -1)
-	if got := f.ts.take(toolserver.MethodGetTool); got != 1 {
+	if got := f.ts.take(toolclient.MethodGetTool); got != 1 {
 		t.Errorf("after refresh: %d getTool calls, want 1", got)
 	}
 }
@@ -354,7 +355,7 @@ func TestRESTRoutesRequireASession(t *testing.T) {
 	for _, p := range []string{"/api/tools", "/api/tools?refresh=true", "/api/tools/search?q=json", "/api/tools/search", "/api/tools/json_query", "/api/tools/nope"} {
 		f.get(t, p, false).check(t, "anonymous "+p, 401, "UNAUTHORIZED", "", -1)
 	}
-	for _, m := range []string{toolserver.MethodListTools, toolserver.MethodSearchTools, toolserver.MethodGetTool} {
+	for _, m := range []string{toolclient.MethodListTools, toolclient.MethodSearchTools, toolclient.MethodGetTool} {
 		if got := f.ts.take(m); got != 0 {
 			t.Errorf("anonymous requests reached the tool server: %d %s calls", got, m)
 		}
@@ -368,18 +369,22 @@ type blockingCatalog struct {
 	release chan struct{}
 }
 
-func (b *blockingCatalog) ListTools(context.Context) ([]tools.Summary, error) {
+func (b *blockingCatalog) ListTools(context.Context) ([]toolclient.ToolSummary, error) {
 	b.calls.Add(1)
 	<-b.release
-	return []tools.Summary{{ID: "a", Name: "A", Description: "a", Category: "util", InputSchema: json.RawMessage(`{}`)}}, nil
+	return []toolclient.ToolSummary{{ID: "a", Name: "A", Description: "a", Category: "util", InputSchema: json.RawMessage(`{}`)}}, nil
 }
 
-func (b *blockingCatalog) SearchTools(context.Context, string) ([]tools.Summary, error) {
+func (b *blockingCatalog) SearchTools(context.Context, string) ([]toolclient.ToolSummary, error) {
 	return nil, nil
 }
 
-func (b *blockingCatalog) GetTool(context.Context, string) (tools.Detail, error) {
-	return tools.Detail{}, nil
+func (b *blockingCatalog) GetTool(context.Context, string) (toolclient.ToolDetail, error) {
+	return toolclient.ToolDetail{}, nil
+}
+
+func (b *blockingCatalog) RunTool(context.Context, string, map[string]any) (toolclient.RunResult, error) {
+	return toolclient.RunResult{}, nil
 }
 
 // TestConcurrentRefreshesCoalesce: many forced reloads at once make one
@@ -388,7 +393,7 @@ func (b *blockingCatalog) GetTool(context.Context, string) (tools.Detail, error)
 func TestConcurrentRefreshesCoalesce(t *testing.T) {
 	t.Parallel()
 	src := &blockingCatalog{release: make(chan struct{})}
-	c := tools.NewCatalog(src, time.Minute, nil)
+	c := toolclient.NewCatalog(src, time.Minute, nil)
 	const n = 20
 	var started, done sync.WaitGroup
 	started.Add(n)

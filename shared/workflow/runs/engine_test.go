@@ -1,4 +1,4 @@
-package workflow_test
+package runs_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/workflowchat/service/shared/workflow/runs"
 
 	"github.com/google/uuid"
 
@@ -90,21 +92,21 @@ func newEngineFixture(t *testing.T) *engineFixture {
 	return f
 }
 
-func (f *engineFixture) engine(t *testing.T, o workflow.EngineOptions) *workflow.Engine {
+func (f *engineFixture) engine(t *testing.T, o runs.EngineOptions) *runs.Engine {
 	if o.Now == nil {
 		o.Now = f.clock.Now
 	}
-	return workflow.NewEngine(newRegistry(t), f.runs, o)
+	return runs.NewEngine(newRegistry(t), f.runs, o)
 }
 
 // stored returns the stored run id.
 func (f *engineFixture) stored(t *testing.T, id string) workflow.Run {
 	t.Helper()
-	_, runs, err := f.runs.ChatRuns(context.Background(), f.chatID)
+	_, list, err := f.runs.ChatRuns(context.Background(), f.chatID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range runs {
+	for _, r := range list {
 		if r.ID == id {
 			return r
 		}
@@ -132,15 +134,15 @@ func statuses(r workflow.Run) string {
 func TestEngineTypePreservingTemplates(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, workflow.EngineOptions{})
+	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("pick", "json_query", map[string]any{"input": map[string]any{"price": 21.5}, "query": ".price"}),
 		step("calc", "math_evaluate", map[string]any{"expression": "p * 2", "variables": map[string]any{"p": "{{pick.result}}"}}),
 		step("say", "text_template", map[string]any{"template": "Total {{.t}} ({{ calc.value }})", "values": map[string]any{"t": "{{calc.value}}"}}),
 	)
 	run := e.NewRun(w, f.chatID, f.userID)
-	var events []workflow.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev workflow.StepEvent) { events = append(events, ev) }); err != nil {
+	var events []runs.StepEvent
+	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { events = append(events, ev) }); err != nil {
 		t.Fatal(err)
 	}
 	if run.Status != workflow.RunCompleted || statuses(run) != "completed,completed,completed" {
@@ -155,7 +157,7 @@ func TestEngineTypePreservingTemplates(t *testing.T) {
 	if got := run.Steps[2].Output["text"]; got != "Total 43 (43)" {
 		t.Fatalf("text = %#v", got)
 	}
-	if len(events) != 6 || events[0].Kind != workflow.StepStarted || events[0].ToolID != "json_query" || events[5].Kind != workflow.StepFinished {
+	if len(events) != 6 || events[0].Kind != runs.StepStarted || events[0].ToolID != "json_query" || events[5].Kind != runs.StepFinished {
 		t.Fatalf("events = %+v", events)
 	}
 	if events[2].Input["variables"].(map[string]any)["p"] != 21.5 {
@@ -181,15 +183,15 @@ func TestEngineTypePreservingTemplates(t *testing.T) {
 func TestEngineFailingStepSkipsRest(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, workflow.EngineOptions{})
+	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("a", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 		step("b", "json_query", map[string]any{"input": map[string]any{}, "query": `error("boom")`}),
 		step("c", "hash", map[string]any{"text": "{{b.result}}", "algorithm": "md5"}),
 	)
 	run := e.NewRun(w, f.chatID, f.userID)
-	var last workflow.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev workflow.StepEvent) { last = ev }); err != nil {
+	var last runs.StepEvent
+	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { last = ev }); err != nil {
 		t.Fatal(err)
 	}
 	if run.Status != workflow.RunFailed || statuses(run) != "completed,failed,skipped" {
@@ -210,20 +212,20 @@ func TestEngineFailingStepSkipsRest(t *testing.T) {
 func TestEngineTemplateErrorFailsStep(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, workflow.EngineOptions{})
+	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("a", "hash", map[string]any{"text": "{{nope.digest}}", "algorithm": "md5"}),
 		step("b", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 	)
 	run := e.NewRun(w, f.chatID, f.userID)
-	var events []workflow.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev workflow.StepEvent) { events = append(events, ev) }); err != nil {
+	var events []runs.StepEvent
+	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { events = append(events, ev) }); err != nil {
 		t.Fatal(err)
 	}
 	if run.Status != workflow.RunFailed || statuses(run) != "failed,skipped" || !strings.Contains(run.Steps[0].Error, "nope") {
 		t.Fatalf("run = %+v", run)
 	}
-	if len(events) != 1 || events[0].Kind != workflow.StepFinished || events[0].Input["text"] != "{{nope.digest}}" {
+	if len(events) != 1 || events[0].Kind != runs.StepFinished || events[0].Input["text"] != "{{nope.digest}}" {
 		t.Fatalf("events = %+v", events)
 	}
 }
@@ -231,7 +233,7 @@ func TestEngineTemplateErrorFailsStep(t *testing.T) {
 func TestEngineStepTimeout(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, workflow.EngineOptions{StepTimeout: 50 * time.Millisecond})
+	e := f.engine(t, runs.EngineOptions{StepTimeout: 50 * time.Millisecond})
 	w := wf(step("slow", "sleep", map[string]any{"ms": 60000}), step("next", "sleep", map[string]any{"ms": 0}))
 	run := e.NewRun(w, f.chatID, f.userID)
 	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
@@ -248,19 +250,19 @@ func TestEngineStepTimeout(t *testing.T) {
 func TestEngineCancelledThroughStore(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	var e *workflow.Engine
+	var e *runs.Engine
 	var cancelled workflow.Run
-	e = f.engine(t, workflow.EngineOptions{BeforeStep: func(i int) {
+	e = f.engine(t, runs.EngineOptions{BeforeStep: func(i int) {
 		if i != 1 {
 			return
 		}
 		// Another request cancels the run between steps 0 and 1.
-		_, runs, err := f.runs.ChatRuns(context.Background(), f.chatID)
-		if err != nil || len(runs) != 1 {
-			t.Errorf("runs = %v, %v", runs, err)
+		_, list, err := f.runs.ChatRuns(context.Background(), f.chatID)
+		if err != nil || len(list) != 1 {
+			t.Errorf("runs = %v, %v", list, err)
 			return
 		}
-		cancelled, err = f.runs.CancelRun(context.Background(), f.chatID, runs[0].ID, f.userID, time.Now())
+		cancelled, err = f.runs.CancelRun(context.Background(), f.chatID, list[0].ID, f.userID, time.Now())
 		if err != nil {
 			t.Error(err)
 		}
@@ -272,8 +274,8 @@ func TestEngineCancelledThroughStore(t *testing.T) {
 	)
 	run := e.NewRun(w, f.chatID, f.userID)
 	var started []string
-	if err := e.Execute(context.Background(), w, &run, func(ev workflow.StepEvent) {
-		if ev.Kind == workflow.StepStarted {
+	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) {
+		if ev.Kind == runs.StepStarted {
 			started = append(started, ev.StepID)
 		}
 	}); err != nil {
@@ -296,15 +298,15 @@ func TestEngineContextCancelled(t *testing.T) {
 	f := newEngineFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := f.engine(t, workflow.EngineOptions{})
+	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("a", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 		step("b", "sleep", map[string]any{"ms": 60000}),
 		step("c", "hash", map[string]any{"text": "y", "algorithm": "md5"}),
 	)
 	run := e.NewRun(w, f.chatID, f.userID)
-	err := e.Execute(ctx, w, &run, func(ev workflow.StepEvent) {
-		if ev.Kind == workflow.StepStarted && ev.StepID == "b" {
+	err := e.Execute(ctx, w, &run, func(ev runs.StepEvent) {
+		if ev.Kind == runs.StepStarted && ev.StepID == "b" {
 			cancel() // the client leaves while step b runs
 		}
 	})
@@ -323,7 +325,7 @@ func TestEngineContextCancelled(t *testing.T) {
 func TestEngineEmptyWorkflow(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, workflow.EngineOptions{})
+	e := f.engine(t, runs.EngineOptions{})
 	w := wf()
 	run := e.NewRun(w, f.chatID, f.userID)
 	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
@@ -345,7 +347,7 @@ func TestEngineRunTimeout(t *testing.T) {
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	set(start)
-	e := f.engine(t, workflow.EngineOptions{RunTimeout: time.Minute, Now: clock, BeforeStep: func(i int) {
+	e := f.engine(t, runs.EngineOptions{RunTimeout: time.Minute, Now: clock, BeforeStep: func(i int) {
 		if i == 1 {
 			set(start.Add(2 * time.Minute)) // the first step took the whole budget
 		}
@@ -362,7 +364,7 @@ func TestEngineRunTimeout(t *testing.T) {
 	// The remaining budget caps the step's own timeout, and a step stopped
 	// by it reports the run's limit, not a step timeout.
 	f2 := newEngineFixture(t)
-	e2 := f2.engine(t, workflow.EngineOptions{RunTimeout: 80 * time.Millisecond, StepTimeout: time.Minute, Now: time.Now})
+	e2 := f2.engine(t, runs.EngineOptions{RunTimeout: 80 * time.Millisecond, StepTimeout: time.Minute, Now: time.Now})
 	w2 := wf(step("slow", "sleep", map[string]any{"ms": 60000}))
 	run2 := e2.NewRun(w2, f2.chatID, f2.userID)
 	if err := e2.Execute(context.Background(), w2, &run2, nil); err != nil {

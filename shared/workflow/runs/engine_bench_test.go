@@ -1,9 +1,11 @@
-package workflow_test
+package runs_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/workflowchat/service/shared/workflow/runs"
 
 	"github.com/google/uuid"
 
@@ -30,7 +32,7 @@ func BenchmarkEngineStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	runs := store.NewRuns(db.DB, db.Data())
+	runStore := store.NewRuns(db.DB, db.Data())
 	chats := store.NewChats(db.DB, db.Data())
 	chatID, userID := uuid.NewString(), uuid.NewString()
 	now := time.Now().UTC()
@@ -44,7 +46,7 @@ func BenchmarkEngineStep(b *testing.B) {
 			Inputs: map[string]any{"input": map[string]any{"a": "{{s" + string(rune('0'+i-1)) + ".result}}"}, "query": ".a"}})
 	}
 	w := workflow.Workflow{ID: uuid.NewString(), UserID: userID, Name: "bench", Steps: steps}
-	e := workflow.NewEngine(reg, runs, workflow.EngineOptions{})
+	e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
 	db.Counter.Reset()
 	b.ReportAllocs()
 	for b.Loop() {

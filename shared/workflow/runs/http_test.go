@@ -1,4 +1,4 @@
-package workflow_test
+package runs_test
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/workflowchat/service/shared/workflow/runs"
 
 	"github.com/google/uuid"
 
@@ -38,11 +40,11 @@ func newRunsFixture(t *testing.T) *runsFixture {
 		t.Fatal(err)
 	}
 	f := &runsFixture{runs: store.NewRuns(db.DB, db.Data()), workflows: store.NewWorkflows(db.DB, db.Data())}
-	runSvc := workflow.NewRunService(workflow.RunServiceOptions{Runs: f.runs, Workflows: f.workflows, Tools: newRegistry(t)})
+	runSvc := runs.NewService(runs.Options{Runs: f.runs, Workflows: f.workflows, Tools: newRegistry(t)})
 	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users,
-		DefaultModelID: "builtin", Workflows: runSvc.ChatRunner()})
+		DefaultModelID: "builtin", Workflows: runSvc})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), runs.Routes(runSvc, authn, workflow.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	f.srv = httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))

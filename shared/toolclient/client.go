@@ -1,4 +1,11 @@
-package toolserver
+// Package toolclient is the service's side of the tool server: the client
+// of its service protocol (Client), the process's one cached tool catalog
+// over it (Catalog), which serves the REST tool endpoints (Routes), the
+// tools offered to models in chats (Specs, Run) and the tools workflow
+// proposals are checked against (Details). It links none of the tools'
+// implementations, so the functions that only call the tool server stay
+// small.
+package toolclient
 
 import (
 	"bytes"
@@ -14,22 +21,16 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/tools"
 )
 
 // DefaultClientTimeout bounds one call of a Client made without an
-// http.Client: longer than a tool's own 30 s timeout (tools.DefaultTimeout),
+// http.Client: longer than a tool's own 30 s timeout (the tools' DefaultTimeout),
 // so that the tool server reports TOOL_TIMEOUT before the client gives up.
 const DefaultClientTimeout = 35 * time.Second
 
 // MaxResponseBytes caps the response body a Client reads; a larger one is
 // an unusable response (TOOLS_UNAVAILABLE).
 const MaxResponseBytes = 8 << 20
-
-// CodeToolsUnavailable is the code of a Client's errors when the tool
-// server cannot be reached, does not answer in time, or answers with
-// something that is not the service protocol.
-const CodeToolsUnavailable = tools.CodeToolsUnavailable
 
 // Client calls the tool server's service protocol (POST {baseURL}/mcp
 // with the X-Service-Key header). It is safe for concurrent use.
@@ -105,43 +106,6 @@ func (c *Client) RunTool(ctx context.Context, id string, input map[string]any) (
 	return out, nil
 }
 
-// Catalog returns c as the tools.Source of the process's tools.Catalog.
-func (c *Client) Catalog() tools.Source { return catalog{c} }
-
-// catalog adapts Client to tools.Source (whose types live in package
-// tools, which this package imports).
-type catalog struct{ c *Client }
-
-func (a catalog) ListTools(ctx context.Context) ([]tools.Summary, error) {
-	ts, err := a.c.ListTools(ctx)
-	return summaries(ts), err
-}
-
-func (a catalog) SearchTools(ctx context.Context, query string) ([]tools.Summary, error) {
-	ts, err := a.c.SearchTools(ctx, query)
-	return summaries(ts), err
-}
-
-func (a catalog) GetTool(ctx context.Context, id string) (tools.Detail, error) {
-	d, err := a.c.GetTool(ctx, id)
-	if err != nil {
-		return tools.Detail{}, err
-	}
-	return tools.Detail{ID: d.ID, Name: d.Name, Description: d.Description, Category: d.Category,
-		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Outputs: d.Outputs}, nil
-}
-
-func summaries(ts []ToolSummary) []tools.Summary {
-	if ts == nil {
-		return nil
-	}
-	out := make([]tools.Summary, len(ts))
-	for i, t := range ts {
-		out[i] = tools.Summary{ID: t.ID, Name: t.Name, Description: t.Description, Category: t.Category, InputSchema: t.InputSchema}
-	}
-	return out
-}
-
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -153,7 +117,7 @@ func nonNil[T any](s []T) []T {
 func (c *Client) call(ctx context.Context, op, method string, params, out any) error {
 	p, err := json.Marshal(params)
 	if err != nil {
-		return errs.E(op, errs.Invalid, tools.CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
+		return errs.E(op, errs.Invalid, CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
 	}
 	body, err := json.Marshal(Request{Method: method, Params: p})
 	if err != nil {
@@ -242,7 +206,7 @@ func statusError(op string, status int, data []byte) error {
 		e.Kind = errs.TooLarge
 	case status == http.StatusTooManyRequests:
 		e.Kind = errs.RateLimited
-	case status == http.StatusGatewayTimeout || body.Code == tools.CodeToolTimeout:
+	case status == http.StatusGatewayTimeout || body.Code == CodeToolTimeout:
 		e.Kind = errs.Timeout
 	case status == http.StatusInternalServerError:
 		e.Kind = errs.Internal

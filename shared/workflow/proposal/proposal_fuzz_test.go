@@ -1,4 +1,4 @@
-package workflow
+package proposal
 
 import (
 	"encoding/json"
@@ -7,16 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
+
 	"github.com/workflowchat/service/shared/tools"
 )
 
 // fuzzBase is the workflow every FuzzApplyChanges proposal is made against:
 // a fetch, a query of its JSON and a hash of the query's result.
-func fuzzBase(byID map[string]ToolInfo) Workflow {
-	step := func(id, tool string, inputs map[string]any) Step {
-		return Step{ID: id, ToolID: tool, Inputs: inputs, Outputs: slices.Clone(byID[tool].Outputs)}
+func fuzzBase(byID map[string]toolclient.ToolDetail) workflow.Workflow {
+	step := func(id, tool string, inputs map[string]any) workflow.Step {
+		return workflow.Step{ID: id, ToolID: tool, Inputs: inputs, Outputs: slices.Clone(byID[tool].Outputs)}
 	}
-	return Workflow{ID: "w", UserID: "u", Name: "Base", Description: "fuzz base", Version: 4, Steps: []Step{
+	return workflow.Workflow{ID: "w", UserID: "u", Name: "Base", Description: "fuzz base", Version: 4, Steps: []workflow.Step{
 		step("fetch", "http_request", map[string]any{"url": "https://example.com/data.json"}),
 		step("q", "json_query", map[string]any{"input": "{{fetch.json}}", "query": ".items"}),
 		step("h", "hash", map[string]any{"text": "result: {{ q.result }}", "algorithm": "sha256"}),
@@ -59,10 +62,10 @@ func FuzzApplyChanges(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var catalog []ToolInfo
-	byID := map[string]ToolInfo{}
+	var catalog []toolclient.ToolDetail
+	byID := map[string]toolclient.ToolDetail{}
 	for _, tl := range reg.List() {
-		ti := ToolInfo{ID: tl.ID, Name: tl.Name, Description: tl.Description,
+		ti := toolclient.ToolDetail{ID: tl.ID, Name: tl.Name, Description: tl.Description,
 			InputSchema: tl.InputSchema, OutputSchema: tl.OutputSchema, Outputs: tl.Outputs()}
 		catalog = append(catalog, ti)
 		byID[ti.ID] = ti
@@ -77,7 +80,7 @@ func FuzzApplyChanges(f *testing.F) {
 	f.Add([]byte{3, 7, 2, 1, 9, 9, 9, 4, 0, 1, 2, 3, 5, 5, 5, 1})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var changes []Change
+		var changes []workflow.Change
 		if json.Unmarshal(data, &changes) != nil {
 			changes = fuzzGenerateChanges(data, catalog)
 		}
@@ -114,26 +117,26 @@ func FuzzApplyChanges(f *testing.F) {
 		name, desc := base.Name, base.Description
 		for _, c := range changes {
 			switch c.Type {
-			case ChangeAddStep:
+			case workflow.ChangeAddStep:
 				pos := len(ids)
 				if c.Position != nil {
 					pos = *c.Position
 				}
 				ids = slices.Insert(ids, pos, c.Step.ID)
 				tool[c.Step.ID], inputs[c.Step.ID] = c.Step.ToolID, c.Step.Inputs
-			case ChangeUpdateStep:
+			case workflow.ChangeUpdateStep:
 				if c.ToolID != nil {
 					tool[c.StepID] = *c.ToolID
 				}
 				if c.Inputs != nil {
 					inputs[c.StepID] = *c.Inputs
 				}
-			case ChangeRemoveStep:
+			case workflow.ChangeRemoveStep:
 				ids = slices.DeleteFunc(ids, func(id string) bool { return id == c.StepID })
-			case ChangeMoveStep:
+			case workflow.ChangeMoveStep:
 				ids = slices.DeleteFunc(ids, func(id string) bool { return id == c.StepID })
 				ids = slices.Insert(ids, *c.Position, c.StepID)
-			case ChangeUpdateWorkflow:
+			case workflow.ChangeUpdateWorkflow:
 				if c.Name != nil {
 					name = strings.TrimSpace(*c.Name)
 				}
@@ -154,12 +157,12 @@ func FuzzApplyChanges(f *testing.F) {
 		if got.ID != base.ID || got.UserID != base.UserID || got.Version != base.Version {
 			t.Fatalf("ApplyChanges changed the workflow's identity: %+v", got)
 		}
-		if len(got.Steps) > MaxSteps {
-			t.Fatalf("%d steps accepted, at most %d", len(got.Steps), MaxSteps)
+		if len(got.Steps) > workflow.MaxSteps {
+			t.Fatalf("%d steps accepted, at most %d", len(got.Steps), workflow.MaxSteps)
 		}
 		seen := map[string]int{}
 		for j, s := range got.Steps {
-			if !ValidIdent(s.ID) {
+			if !workflow.ValidIdent(s.ID) {
 				t.Fatalf("step id %q accepted", s.ID)
 			}
 			if _, dup := seen[s.ID]; dup {
@@ -180,7 +183,7 @@ func FuzzApplyChanges(f *testing.F) {
 			if !reflect.DeepEqual(fuzzNormalized(t, s.Inputs), want) {
 				t.Fatalf("step %s has inputs %v, the changes give %v", s.ID, s.Inputs, want)
 			}
-			refs := Refs(s.Inputs)
+			refs := workflow.Refs(s.Inputs)
 			for _, r := range refs {
 				k, ok := seen[r.StepID]
 				if !ok || k >= j {
@@ -206,7 +209,7 @@ func FuzzApplyChanges(f *testing.F) {
 // generateChanges turns bytes into a change list over a small vocabulary
 // of step ids, tools, inputs, positions and names, so that the fuzzer
 // explores sequences of well-formed changes.
-func fuzzGenerateChanges(data []byte, catalog []ToolInfo) []Change {
+func fuzzGenerateChanges(data []byte, catalog []toolclient.ToolDetail) []workflow.Change {
 	ids := []string{"fetch", "q", "h", "a", "b", "c", "x_1", "", "1bad", "bad-id", "Z" + strings.Repeat("z", 63), "Z" + strings.Repeat("z", 64)}
 	toolIDs := []string{"nope", ""}
 	for _, ti := range catalog {
@@ -234,7 +237,7 @@ func fuzzGenerateChanges(data []byte, catalog []ToolInfo) []Change {
 		func() map[string]any { return map[string]any{"text": "a,b\n1,2"} },
 		func() map[string]any { return map[string]any{"prompt": "Summarize {{fetch.body}}"} },
 	}
-	names := []string{"New", "  padded  ", " ", "", strings.Repeat("n", MaxNameLen), strings.Repeat("é", MaxNameLen+1)}
+	names := []string{"New", "  padded  ", " ", "", strings.Repeat("n", workflow.MaxNameLen), strings.Repeat("é", workflow.MaxNameLen+1)}
 	i := 0
 	next := func() int {
 		if i >= len(data) {
@@ -252,14 +255,14 @@ func fuzzGenerateChanges(data []byte, catalog []ToolInfo) []Change {
 		p := v%10 - 1
 		return &p
 	}
-	var changes []Change
+	var changes []workflow.Change
 	for i < len(data) && len(changes) < 64 {
 		switch op := next(); op % 7 {
 		case 0, 1:
-			changes = append(changes, Change{Type: ChangeAddStep, Step: &StepSpec{ID: ids[pick(len(ids))],
+			changes = append(changes, workflow.Change{Type: workflow.ChangeAddStep, Step: &workflow.StepSpec{ID: ids[pick(len(ids))],
 				ToolID: toolIDs[pick(len(toolIDs))], Inputs: inputSets[pick(len(inputSets))]()}, Position: position()})
 		case 2:
-			c := Change{Type: ChangeUpdateStep, StepID: ids[pick(len(ids))]}
+			c := workflow.Change{Type: workflow.ChangeUpdateStep, StepID: ids[pick(len(ids))]}
 			if v := next(); v%3 != 0 {
 				c.ToolID = &toolIDs[v%len(toolIDs)]
 			}
@@ -269,11 +272,11 @@ func fuzzGenerateChanges(data []byte, catalog []ToolInfo) []Change {
 			}
 			changes = append(changes, c)
 		case 3:
-			changes = append(changes, Change{Type: ChangeRemoveStep, StepID: ids[pick(len(ids))]})
+			changes = append(changes, workflow.Change{Type: workflow.ChangeRemoveStep, StepID: ids[pick(len(ids))]})
 		case 4:
-			changes = append(changes, Change{Type: ChangeMoveStep, StepID: ids[pick(len(ids))], Position: position()})
+			changes = append(changes, workflow.Change{Type: workflow.ChangeMoveStep, StepID: ids[pick(len(ids))], Position: position()})
 		case 5:
-			c := Change{Type: ChangeUpdateWorkflow}
+			c := workflow.Change{Type: workflow.ChangeUpdateWorkflow}
 			if v := next(); v%3 != 0 {
 				c.Name = &names[v%len(names)]
 			}
@@ -283,7 +286,7 @@ func fuzzGenerateChanges(data []byte, catalog []ToolInfo) []Change {
 			}
 			changes = append(changes, c)
 		default:
-			changes = append(changes, Change{Type: []string{"explode", "", "ADD_STEP"}[pick(3)]})
+			changes = append(changes, workflow.Change{Type: []string{"explode", "", "ADD_STEP"}[pick(3)]})
 		}
 	}
 	return changes
@@ -311,7 +314,7 @@ func fuzzNormalized(t *testing.T, m map[string]any) map[string]any {
 	return out
 }
 
-func fuzzNormalizedWorkflow(t *testing.T, w Workflow) any {
+func fuzzNormalizedWorkflow(t *testing.T, w workflow.Workflow) any {
 	t.Helper()
 	var out any
 	if err := json.Unmarshal([]byte(fuzzJSONOf(t, w)), &out); err != nil {

@@ -1,4 +1,9 @@
-package workflow
+// Package proposal is the workflow chat: a user's message, the assistant's
+// reply (a model, or the built-in proposer) with a proposal of changes,
+// checked against the tool catalog (ApplyChanges: step ids, tools, inputs
+// against each tool's JSON Schema, references to earlier outputs), and
+// applying or rejecting it.
+package proposal
 
 import (
 	"bytes"
@@ -8,6 +13,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -45,32 +53,32 @@ const CodeInvalidProposal = "INVALID_PROPOSAL"
 // ApplyChanges returns w with changes applied (steps, name, description;
 // each step's Outputs set from its tool), and the problems found; the
 // result is meaningful only when there are none. w is not modified.
-func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []errs.FieldError) {
-	byID := make(map[string]*ToolInfo, len(tools))
+func ApplyChanges(w workflow.Workflow, changes []workflow.Change, tools []toolclient.ToolDetail) (workflow.Workflow, []errs.FieldError) {
+	byID := make(map[string]*toolclient.ToolDetail, len(tools))
 	for i := range tools {
 		byID[tools[i].ID] = &tools[i]
 	}
 	var probs errs.FieldErrors
-	steps := make([]Step, 0, len(w.Steps)+len(changes))
+	steps := make([]workflow.Step, 0, len(w.Steps)+len(changes))
 	for _, s := range w.Steps {
 		s.Inputs = cloneInputs(s.Inputs)
 		steps = append(steps, s)
 	}
 	index := func(id string) int {
-		return slices.IndexFunc(steps, func(s Step) bool { return s.ID == id })
+		return slices.IndexFunc(steps, func(s workflow.Step) bool { return s.ID == id })
 	}
 	touched := map[string]string{} // step id -> field prefix of the change that last touched it
 	for i, c := range changes {
 		at := fmt.Sprintf("changes[%d]", i)
 		switch c.Type {
-		case ChangeAddStep:
+		case workflow.ChangeAddStep:
 			if c.Step == nil {
 				probs.Add(at+".step", "is required for add_step")
 				continue
 			}
 			sp := *c.Step
 			ok := true
-			if !ValidIdent(sp.ID) {
+			if !workflow.ValidIdent(sp.ID) {
 				probs.Add(at+".step.id", "%q is not a valid step id (letters, digits and _, starting with a letter, at most 64)", sp.ID)
 				ok = false
 			} else if index(sp.ID) >= 0 {
@@ -98,9 +106,9 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 			if inputs == nil {
 				inputs = map[string]any{}
 			}
-			steps = slices.Insert(steps, pos, Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
+			steps = slices.Insert(steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
 			touched[sp.ID] = at + ".step"
-		case ChangeUpdateStep:
+		case workflow.ChangeUpdateStep:
 			j := index(c.StepID)
 			if j < 0 {
 				probs.Add(at+".stepId", "no step with id %q", c.StepID)
@@ -126,7 +134,7 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 				}
 			}
 			touched[c.StepID] = at
-		case ChangeRemoveStep:
+		case workflow.ChangeRemoveStep:
 			j := index(c.StepID)
 			if j < 0 {
 				probs.Add(at+".stepId", "no step with id %q", c.StepID)
@@ -134,7 +142,7 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 			}
 			steps = slices.Delete(steps, j, j+1)
 			delete(touched, c.StepID)
-		case ChangeMoveStep:
+		case workflow.ChangeMoveStep:
 			j := index(c.StepID)
 			if j < 0 {
 				probs.Add(at+".stepId", "no step with id %q", c.StepID)
@@ -147,16 +155,16 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 			s := steps[j]
 			steps = slices.Delete(steps, j, j+1)
 			steps = slices.Insert(steps, *c.Position, s)
-		case ChangeUpdateWorkflow:
+		case workflow.ChangeUpdateWorkflow:
 			if c.Name == nil && c.Description == nil {
 				probs.Add(at, "update_workflow needs name or description")
 				continue
 			}
 			n := len(probs)
 			if c.Name != nil {
-				validateName(&probs, at+".name", c.Name)
+				workflow.ValidateName(&probs, at+".name", c.Name)
 			}
-			validateDescription(&probs, at+".description", c.Description)
+			workflow.ValidateDescription(&probs, at+".description", c.Description)
 			if len(probs) > n {
 				continue
 			}
@@ -170,8 +178,8 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 			probs.Add(at+".type", "unknown change type %q (one of add_step, update_step, remove_step, move_step, update_workflow)", c.Type)
 		}
 	}
-	if len(steps) > MaxSteps {
-		probs.Add("steps", "a workflow has at most %d steps", MaxSteps)
+	if len(steps) > workflow.MaxSteps {
+		probs.Add("steps", "a workflow has at most %d steps", workflow.MaxSteps)
 	}
 	for j := range steps {
 		if tool := byID[steps[j].ToolID]; tool != nil {
@@ -192,8 +200,8 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 				}
 			}
 		}
-		for _, r := range Refs(s.Inputs) {
-			k := slices.IndexFunc(steps, func(e Step) bool { return e.ID == r.StepID })
+		for _, r := range workflow.Refs(s.Inputs) {
+			k := slices.IndexFunc(steps, func(e workflow.Step) bool { return e.ID == r.StepID })
 			switch {
 			case k < 0:
 				probs.Add(at+".inputs", "%s refers to step %q, which does not exist", r, r.StepID)
@@ -214,7 +222,7 @@ func ApplyChanges(w Workflow, changes []Change, tools []ToolInfo) (Workflow, []e
 // proposalError is the error of a proposal whose changes do not validate.
 func proposalError(op, code, msg string, probs []errs.FieldError) *errs.Error {
 	kindOf := errs.Invalid
-	if code == CodeProposalConflict {
+	if code == workflow.CodeProposalConflict {
 		kindOf = errs.Conflict
 	}
 	return &errs.Error{Op: op, Kind: kindOf, Code: code, Message: msg + ": " + summarize(probs), Details: probs}
@@ -272,7 +280,7 @@ func (refusingLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema reference %q is not allowed", url)
 }
 
-func inputSchema(t *ToolInfo) (*jsonschema.Schema, error) {
+func inputSchema(t *toolclient.ToolDetail) (*jsonschema.Schema, error) {
 	raw := bytes.TrimSpace(t.InputSchema)
 	if len(raw) == 0 {
 		return nil, nil
@@ -300,7 +308,7 @@ func inputSchema(t *ToolInfo) (*jsonschema.Schema, error) {
 // validateInputs checks inputs against t's input schema, leniently where
 // templates stand (see the package rules above). Fields are JSON-pointer
 // paths without the leading slash.
-func validateInputs(t *ToolInfo, inputs map[string]any) []errs.FieldError {
+func validateInputs(t *toolclient.ToolDetail, inputs map[string]any) []errs.FieldError {
 	schema, err := inputSchema(t)
 	if err != nil {
 		return []errs.FieldError{{Message: "the tool's input schema does not compile: " + err.Error()}}
@@ -321,9 +329,9 @@ func validateInputs(t *ToolInfo, inputs map[string]any) []errs.FieldError {
 	walk = func(v any, path []string) {
 		switch x := v.(type) {
 		case string:
-			if _, ok := IsExactTemplate(x); ok {
+			if _, ok := workflow.IsExactTemplate(x); ok {
 				exact[strings.Join(path, "/")] = true
-			} else if len(Refs(x)) > 0 {
+			} else if len(workflow.Refs(x)) > 0 {
 				interp[strings.Join(path, "/")] = true
 			}
 		case map[string]any:

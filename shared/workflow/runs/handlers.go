@@ -1,7 +1,9 @@
-package workflow
+package runs
 
 import (
 	"net/http"
+
+	"github.com/workflowchat/service/shared/workflow"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -21,39 +23,39 @@ func (r StartRunRequest) Validate() error {
 	case !httpapi.IsUUID(r.WorkflowID):
 		f.Add("workflowId", "must be a UUID")
 	}
-	return f.Err("workflow.StartRunRequest")
+	return f.Err("StartRunRequest")
 }
 
 type runsList struct {
-	WorkflowRuns []Run  `json:"workflowRuns"`
-	NextCursor   string `json:"nextCursor,omitempty"`
+	WorkflowRuns []workflow.Run `json:"workflowRuns"`
+	NextCursor   string         `json:"nextCursor,omitempty"`
 }
 
-func handleStartRun(s *RunService) http.Handler {
-	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in StartRunRequest) (Run, error) {
+func handleStartRun(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in StartRunRequest) (workflow.Run, error) {
 		chatID, err := httpapi.PathUUID(r, "chatId")
 		if err != nil {
-			return Run{}, err
+			return workflow.Run{}, err
 		}
 		return s.Start(r.Context(), chatID, in.WorkflowID)
 	})
 }
 
-func handleCancelRun(s *RunService) http.Handler {
-	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Run, error) {
+func handleCancelRun(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (workflow.Run, error) {
 		chatID, err := httpapi.PathUUID(r, "chatId")
 		if err != nil {
-			return Run{}, err
+			return workflow.Run{}, err
 		}
 		runID, err := httpapi.PathUUID(r, "runId")
 		if err != nil {
-			return Run{}, err
+			return workflow.Run{}, err
 		}
 		return s.Cancel(r.Context(), chatID, runID)
 	})
 }
 
-func handleListRuns(s *RunService) http.Handler {
+func handleListRuns(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (runsList, error) {
 		chatID, err := httpapi.PathUUID(r, "chatId")
 		if err != nil {

@@ -1,10 +1,13 @@
-package workflow
+package proposal
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 
 	"github.com/workflowchat/service/shared/model"
 )
@@ -57,7 +60,7 @@ var proposeSchema = json.RawMessage(`{
 // model follows deterministic rules (docs/decisions.md, Models); other models
 // get the workflow, the catalog and the conversation, and propose through
 // a native call of propose_changes.
-func (s *Service) assist(ctx context.Context, modelID string, w Workflow, history []Message, user Message, tools []ToolInfo) (string, []Change, bool, error) {
+func (s *Service) assist(ctx context.Context, modelID string, w workflow.Workflow, history []workflow.Message, user workflow.Message, tools []toolclient.ToolDetail) (string, []workflow.Change, bool, error) {
 	if modelID == model.BuiltinID {
 		text, changes, ok := builtinPropose(w, history, user.Content, tools)
 		return text, changes, ok, nil
@@ -90,7 +93,7 @@ func (s *Service) assist(ctx context.Context, modelID string, w Workflow, histor
 			continue
 		}
 		var args struct {
-			Changes []Change `json:"changes"`
+			Changes []workflow.Change `json:"changes"`
 		}
 		if err := json.Unmarshal(call.Args, &args); err != nil {
 			return strings.TrimSpace(text + "\n\nI tried to propose changes, but the proposal was malformed: " + err.Error()), nil, false, nil
@@ -105,21 +108,21 @@ func (s *Service) assist(ctx context.Context, modelID string, w Workflow, histor
 
 // normalizeChange keeps only the fields of c's type, as a model may send
 // others, and makes absent inputs an empty object.
-func normalizeChange(c Change) Change {
-	n := Change{Type: c.Type}
+func normalizeChange(c workflow.Change) workflow.Change {
+	n := workflow.Change{Type: c.Type}
 	switch c.Type {
-	case ChangeAddStep:
+	case workflow.ChangeAddStep:
 		n.Step, n.Position = c.Step, c.Position
 		if n.Step != nil && n.Step.Inputs == nil {
 			n.Step.Inputs = map[string]any{}
 		}
-	case ChangeUpdateStep:
+	case workflow.ChangeUpdateStep:
 		n.StepID, n.ToolID, n.Inputs = c.StepID, c.ToolID, c.Inputs
-	case ChangeRemoveStep:
+	case workflow.ChangeRemoveStep:
 		n.StepID = c.StepID
-	case ChangeMoveStep:
+	case workflow.ChangeMoveStep:
 		n.StepID, n.Position = c.StepID, c.Position
-	case ChangeUpdateWorkflow:
+	case workflow.ChangeUpdateWorkflow:
 		n.Name, n.Description = c.Name, c.Description
 	default:
 		return c // validation reports the unknown type
@@ -127,11 +130,11 @@ func normalizeChange(c Change) Change {
 	return n
 }
 
-func systemPrompt(w Workflow, tools []ToolInfo) string {
+func systemPrompt(w workflow.Workflow, tools []toolclient.ToolDetail) string {
 	wb, _ := json.MarshalIndent(struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		Steps       []Step `json:"steps"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Steps       []workflow.Step `json:"steps"`
 	}{w.Name, w.Description, w.Steps}, "", "  ")
 	type toolDoc struct {
 		ID          string          `json:"id"`
