@@ -16,10 +16,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/infra/latency"
-	"github.com/workflowchat/service/shared/chat"
-
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 )

@@ -13,17 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow/proposal"
-
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
 )
 
 // llmProvider stands in for a real provider: it proposes through a native

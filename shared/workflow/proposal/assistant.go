@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
-
-	"github.com/workflowchat/service/shared/model"
 )
 
 // ProposeToolName is the native tool offered to real models: calling it

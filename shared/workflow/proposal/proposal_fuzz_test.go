@@ -8,9 +8,8 @@ import (
 	"testing"
 
 	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // fuzzBase is the workflow every FuzzApplyChanges proposal is made against:

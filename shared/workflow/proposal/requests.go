@@ -4,10 +4,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // MessageRequest is the body of POST /api/workflows/{workflowId}/messages.

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // MaxApplyAttempts bounds how many times Apply re-reads and retries when

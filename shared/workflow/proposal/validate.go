@@ -14,15 +14,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Proposal validation (docs/decisions.md, Workflows and runs). ApplyChanges applies a
@@ -54,169 +53,232 @@ const CodeInvalidProposal = "INVALID_PROPOSAL"
 // each step's Outputs set from its tool), and the problems found; the
 // result is meaningful only when there are none. w is not modified.
 func ApplyChanges(w workflow.Workflow, changes []workflow.Change, tools []toolclient.ToolDetail) (workflow.Workflow, []errs.FieldError) {
-	byID := make(map[string]*toolclient.ToolDetail, len(tools))
-	for i := range tools {
-		byID[tools[i].ID] = &tools[i]
+	e := newEdit(w, tools)
+	for i, c := range changes {
+		e.apply(fmt.Sprintf("changes[%d]", i), c)
 	}
-	var probs errs.FieldErrors
-	steps := make([]workflow.Step, 0, len(w.Steps)+len(changes))
+	e.check()
+	e.w.Steps = e.steps
+	return e.w, slices.Compact(e.probs)
+}
+
+// edit is one run of ApplyChanges: the workflow being changed, its steps
+// (copies), the catalog by tool id, the problems found so far, and which
+// change last touched each step (its inputs are validated under that
+// change's field).
+type edit struct {
+	w       workflow.Workflow
+	steps   []workflow.Step
+	tools   map[string]*toolclient.ToolDetail
+	touched map[string]string // step id -> field prefix of the change that last touched it
+	probs   errs.FieldErrors
+}
+
+func newEdit(w workflow.Workflow, tools []toolclient.ToolDetail) *edit {
+	e := &edit{w: w, tools: make(map[string]*toolclient.ToolDetail, len(tools)), touched: map[string]string{}}
+	for i := range tools {
+		e.tools[tools[i].ID] = &tools[i]
+	}
+	e.steps = make([]workflow.Step, 0, len(w.Steps))
 	for _, s := range w.Steps {
 		s.Inputs = cloneInputs(s.Inputs)
-		steps = append(steps, s)
+		e.steps = append(e.steps, s)
 	}
-	index := func(id string) int {
-		return slices.IndexFunc(steps, func(s workflow.Step) bool { return s.ID == id })
+	return e
+}
+
+// index returns the position of step id, -1 when there is none.
+func (e *edit) index(id string) int {
+	return slices.IndexFunc(e.steps, func(s workflow.Step) bool { return s.ID == id })
+}
+
+// existing returns the position of step id, or -1 after recording that
+// there is none at field at.
+func (e *edit) existing(at, id string) int {
+	j := e.index(id)
+	if j < 0 {
+		e.probs.Add(at+".stepId", "no step with id %q", id)
 	}
-	touched := map[string]string{} // step id -> field prefix of the change that last touched it
-	for i, c := range changes {
-		at := fmt.Sprintf("changes[%d]", i)
-		switch c.Type {
-		case workflow.ChangeAddStep:
-			if c.Step == nil {
-				probs.Add(at+".step", "is required for add_step")
-				continue
-			}
-			sp := *c.Step
-			ok := true
-			if !workflow.ValidIdent(sp.ID) {
-				probs.Add(at+".step.id", "%q is not a valid step id (letters, digits and _, starting with a letter, at most 64)", sp.ID)
-				ok = false
-			} else if index(sp.ID) >= 0 {
-				probs.Add(at+".step.id", "a step with id %q already exists", sp.ID)
-				ok = false
-			}
-			tool := byID[sp.ToolID]
-			if tool == nil {
-				probs.Add(at+".step.toolId", "unknown tool %q", sp.ToolID)
-				ok = false
-			}
-			pos := len(steps)
-			if c.Position != nil {
-				if *c.Position < 0 || *c.Position > len(steps) {
-					probs.Add(at+".position", "must be from 0 to %d", len(steps))
-					ok = false
-				} else {
-					pos = *c.Position
-				}
-			}
-			if !ok {
-				continue
-			}
-			inputs := cloneInputs(sp.Inputs)
-			if inputs == nil {
-				inputs = map[string]any{}
-			}
-			steps = slices.Insert(steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
-			touched[sp.ID] = at + ".step"
-		case workflow.ChangeUpdateStep:
-			j := index(c.StepID)
-			if j < 0 {
-				probs.Add(at+".stepId", "no step with id %q", c.StepID)
-				continue
-			}
-			if c.ToolID == nil && c.Inputs == nil {
-				probs.Add(at, "update_step needs toolId or inputs")
-				continue
-			}
-			if c.ToolID != nil {
-				tool := byID[*c.ToolID]
-				if tool == nil {
-					probs.Add(at+".toolId", "unknown tool %q", *c.ToolID)
-					continue
-				}
-				steps[j].ToolID = tool.ID
-				steps[j].Outputs = slices.Clone(tool.Outputs)
-			}
-			if c.Inputs != nil {
-				steps[j].Inputs = cloneInputs(*c.Inputs)
-				if steps[j].Inputs == nil {
-					steps[j].Inputs = map[string]any{}
-				}
-			}
-			touched[c.StepID] = at
-		case workflow.ChangeRemoveStep:
-			j := index(c.StepID)
-			if j < 0 {
-				probs.Add(at+".stepId", "no step with id %q", c.StepID)
-				continue
-			}
-			steps = slices.Delete(steps, j, j+1)
-			delete(touched, c.StepID)
-		case workflow.ChangeMoveStep:
-			j := index(c.StepID)
-			if j < 0 {
-				probs.Add(at+".stepId", "no step with id %q", c.StepID)
-				continue
-			}
-			if c.Position == nil || *c.Position < 0 || *c.Position >= len(steps) {
-				probs.Add(at+".position", "is required, from 0 to %d", len(steps)-1)
-				continue
-			}
-			s := steps[j]
-			steps = slices.Delete(steps, j, j+1)
-			steps = slices.Insert(steps, *c.Position, s)
-		case workflow.ChangeUpdateWorkflow:
-			if c.Name == nil && c.Description == nil {
-				probs.Add(at, "update_workflow needs name or description")
-				continue
-			}
-			n := len(probs)
-			if c.Name != nil {
-				workflow.ValidateName(&probs, at+".name", c.Name)
-			}
-			workflow.ValidateDescription(&probs, at+".description", c.Description)
-			if len(probs) > n {
-				continue
-			}
-			if c.Name != nil {
-				w.Name = strings.TrimSpace(*c.Name)
-			}
-			if c.Description != nil {
-				w.Description = *c.Description
-			}
-		default:
-			probs.Add(at+".type", "unknown change type %q (one of add_step, update_step, remove_step, move_step, update_workflow)", c.Type)
+	return j
+}
+
+// apply applies one change, recording its problems under at; a change
+// with problems leaves the steps as they were.
+func (e *edit) apply(at string, c workflow.Change) {
+	switch c.Type {
+	case workflow.ChangeAddStep:
+		e.addStep(at, c)
+	case workflow.ChangeUpdateStep:
+		e.updateStep(at, c)
+	case workflow.ChangeRemoveStep:
+		if j := e.existing(at, c.StepID); j >= 0 {
+			e.steps = slices.Delete(e.steps, j, j+1)
+			delete(e.touched, c.StepID)
+		}
+	case workflow.ChangeMoveStep:
+		e.moveStep(at, c)
+	case workflow.ChangeUpdateWorkflow:
+		e.updateWorkflow(at, c)
+	default:
+		e.probs.Add(at+".type", "unknown change type %q (one of add_step, update_step, remove_step, move_step, update_workflow)", c.Type)
+	}
+}
+
+func (e *edit) addStep(at string, c workflow.Change) {
+	if c.Step == nil {
+		e.probs.Add(at+".step", "is required for add_step")
+		return
+	}
+	sp := *c.Step
+	ok := true
+	if !workflow.ValidIdent(sp.ID) {
+		e.probs.Add(at+".step.id", "%q is not a valid step id (letters, digits and _, starting with a letter, at most 64)", sp.ID)
+		ok = false
+	} else if e.index(sp.ID) >= 0 {
+		e.probs.Add(at+".step.id", "a step with id %q already exists", sp.ID)
+		ok = false
+	}
+	tool := e.tools[sp.ToolID]
+	if tool == nil {
+		e.probs.Add(at+".step.toolId", "unknown tool %q", sp.ToolID)
+		ok = false
+	}
+	pos := len(e.steps)
+	if c.Position != nil {
+		if *c.Position < 0 || *c.Position > len(e.steps) {
+			e.probs.Add(at+".position", "must be from 0 to %d", len(e.steps))
+			ok = false
+		} else {
+			pos = *c.Position
 		}
 	}
-	if len(steps) > workflow.MaxSteps {
-		probs.Add("steps", "a workflow has at most %d steps", workflow.MaxSteps)
+	if !ok {
+		return
 	}
-	for j := range steps {
-		if tool := byID[steps[j].ToolID]; tool != nil {
-			steps[j].Outputs = slices.Clone(tool.Outputs) // outputs follow the tool's current schema
+	inputs := cloneInputs(sp.Inputs)
+	if inputs == nil {
+		inputs = map[string]any{}
+	}
+	e.steps = slices.Insert(e.steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
+	e.touched[sp.ID] = at + ".step"
+}
+
+func (e *edit) updateStep(at string, c workflow.Change) {
+	j := e.existing(at, c.StepID)
+	if j < 0 {
+		return
+	}
+	if c.ToolID == nil && c.Inputs == nil {
+		e.probs.Add(at, "update_step needs toolId or inputs")
+		return
+	}
+	if c.ToolID != nil {
+		tool := e.tools[*c.ToolID]
+		if tool == nil {
+			e.probs.Add(at+".toolId", "unknown tool %q", *c.ToolID)
+			return
+		}
+		e.steps[j].ToolID = tool.ID
+		e.steps[j].Outputs = slices.Clone(tool.Outputs)
+	}
+	if c.Inputs != nil {
+		e.steps[j].Inputs = cloneInputs(*c.Inputs)
+		if e.steps[j].Inputs == nil {
+			e.steps[j].Inputs = map[string]any{}
 		}
 	}
-	for j, s := range steps {
-		at, changed := touched[s.ID]
+	e.touched[c.StepID] = at
+}
+
+func (e *edit) moveStep(at string, c workflow.Change) {
+	j := e.existing(at, c.StepID)
+	if j < 0 {
+		return
+	}
+	if c.Position == nil || *c.Position < 0 || *c.Position >= len(e.steps) {
+		e.probs.Add(at+".position", "is required, from 0 to %d", len(e.steps)-1)
+		return
+	}
+	s := e.steps[j]
+	e.steps = slices.Delete(e.steps, j, j+1)
+	e.steps = slices.Insert(e.steps, *c.Position, s)
+}
+
+func (e *edit) updateWorkflow(at string, c workflow.Change) {
+	if c.Name == nil && c.Description == nil {
+		e.probs.Add(at, "update_workflow needs name or description")
+		return
+	}
+	n := len(e.probs)
+	if c.Name != nil {
+		workflow.ValidateName(&e.probs, at+".name", c.Name)
+	}
+	workflow.ValidateDescription(&e.probs, at+".description", c.Description)
+	if len(e.probs) > n {
+		return
+	}
+	if c.Name != nil {
+		e.w.Name = strings.TrimSpace(*c.Name)
+	}
+	if c.Description != nil {
+		e.w.Description = *c.Description
+	}
+}
+
+// check validates the steps as the changes left them: their number, the
+// inputs of every step a change touched against its tool's schema, and
+// the references of every step (a removal or a move can break a step no
+// change touched).
+func (e *edit) check() {
+	if len(e.steps) > workflow.MaxSteps {
+		e.probs.Add("steps", "a workflow has at most %d steps", workflow.MaxSteps)
+	}
+	for j := range e.steps {
+		if tool := e.tools[e.steps[j].ToolID]; tool != nil {
+			e.steps[j].Outputs = slices.Clone(tool.Outputs) // outputs follow the tool's current schema
+		}
+	}
+	for j, s := range e.steps {
+		at, changed := e.touched[s.ID]
 		if !changed {
 			at = "steps[" + s.ID + "]"
 		}
 		if changed {
-			if tool := byID[s.ToolID]; tool == nil {
-				probs.Add(at+".toolId", "unknown tool %q", s.ToolID)
-			} else {
-				for _, fe := range validateInputs(tool, s.Inputs) {
-					probs.Add(joinField(at+".inputs", fe.Field), "%s", fe.Message)
-				}
-			}
+			e.checkInputs(at, s)
 		}
-		for _, r := range workflow.Refs(s.Inputs) {
-			k := slices.IndexFunc(steps, func(e workflow.Step) bool { return e.ID == r.StepID })
-			switch {
-			case k < 0:
-				probs.Add(at+".inputs", "%s refers to step %q, which does not exist", r, r.StepID)
-			case k >= j:
-				probs.Add(at+".inputs", "%s refers to step %q, which is not an earlier step", r, r.StepID)
-			default:
-				outs := steps[k].Outputs
-				if !slices.Contains(outs, r.Output) {
-					probs.Add(at+".inputs", "%s: step %q (tool %s) has no output %q (outputs: %s)", r, r.StepID, steps[k].ToolID, r.Output, strings.Join(outs, ", "))
-				}
+		e.checkRefs(at, j, s)
+	}
+}
+
+// checkInputs validates the inputs of step s against its tool's schema.
+func (e *edit) checkInputs(at string, s workflow.Step) {
+	tool := e.tools[s.ToolID]
+	if tool == nil {
+		e.probs.Add(at+".toolId", "unknown tool %q", s.ToolID)
+		return
+	}
+	for _, fe := range validateInputs(tool, s.Inputs) {
+		e.probs.Add(joinField(at+".inputs", fe.Field), "%s", fe.Message)
+	}
+}
+
+// checkRefs checks that every template of step s, at position j, names
+// an earlier step and an output that step's tool declares.
+func (e *edit) checkRefs(at string, j int, s workflow.Step) {
+	for _, r := range workflow.Refs(s.Inputs) {
+		k := e.index(r.StepID)
+		switch {
+		case k < 0:
+			e.probs.Add(at+".inputs", "%s refers to step %q, which does not exist", r, r.StepID)
+		case k >= j:
+			e.probs.Add(at+".inputs", "%s refers to step %q, which is not an earlier step", r, r.StepID)
+		default:
+			outs := e.steps[k].Outputs
+			if !slices.Contains(outs, r.Output) {
+				e.probs.Add(at+".inputs", "%s: step %q (tool %s) has no output %q (outputs: %s)", r, r.StepID, e.steps[k].ToolID, r.Output, strings.Join(outs, ", "))
 			}
 		}
 	}
-	w.Steps = steps
-	return w, slices.Compact(probs)
 }
 
 // proposalError is the error of a proposal whose changes do not validate.

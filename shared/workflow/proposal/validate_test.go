@@ -5,11 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // builtinToolInfos returns the built-in tools as the catalog sees them.

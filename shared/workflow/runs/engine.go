@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // DefaultStepTimeout bounds one step of a run (README.md, Limits).

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow/runs"
-
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
@@ -14,6 +12,7 @@ import (
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 const benchSteps = 10

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow/runs"
-
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
@@ -17,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // sleepTool sleeps for ms milliseconds or until its context is done.

@@ -3,10 +3,9 @@ package runs
 import (
 	"net/http"
 
-	"github.com/workflowchat/service/shared/workflow"
-
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // StartRunRequest is the body of POST /api/chats/{chatId}/workflow-runs.

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow/runs"
-
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/auth"
@@ -21,6 +19,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 type runsFixture struct {

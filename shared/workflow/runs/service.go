@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/workflowchat/service/shared/workflow"
-
 	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // WorkflowReader reads a workflow by id: NotFound WORKFLOW_NOT_FOUND. The
