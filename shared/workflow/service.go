@@ -36,9 +36,10 @@ type Store interface {
 	// Forbidden for another user's workflow.
 	UpdateWorkflow(ctx context.Context, id, userID string, name, description *string, now time.Time) (Workflow, error)
 	// DeleteWorkflow removes the workflow id owned by userID with its
-	// messages and proposals and decrements the owner's count. NotFound,
-	// Forbidden.
-	DeleteWorkflow(ctx context.Context, id, userID string) error
+	// messages and proposals and decrements the owner's count; deleteRuns,
+	// when not nil, runs once the owner is checked, before the workflow
+	// goes. NotFound, Forbidden, or deleteRuns' error.
+	DeleteWorkflow(ctx context.Context, id, userID string, deleteRuns func(context.Context) error) error
 	// ListWorkflows returns a page of userID's workflows, most recently
 	// updated first, and how many the user has.
 	ListWorkflows(ctx context.Context, userID string, page paging.Page) ([]Workflow, int, error)
@@ -134,19 +135,15 @@ func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Wor
 	return w, errs.Wrap("workflow.Update", err)
 }
 
-// Delete removes workflow id with its runs, messages and proposals.
-// NotFound, Forbidden.
+// Delete removes workflow id with its runs, messages and proposals. The
+// store checks the owner with its first write (no read); the runs are
+// deleted once it has. NotFound, Forbidden.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	const op = "workflow.Delete"
-	if _, err := s.Get(ctx, id); err != nil {
-		return errs.Wrap(op, err)
-	}
+	var deleteRuns func(context.Context) error
 	if s.runs != nil {
-		if err := s.runs.DeleteWorkflowRuns(ctx, id); err != nil {
-			return errs.Wrap(op, err)
-		}
+		deleteRuns = func(ctx context.Context) error { return s.runs.DeleteWorkflowRuns(ctx, id) }
 	}
-	return errs.Wrap(op, s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx)))
+	return errs.Wrap("workflow.Delete", s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx), deleteRuns))
 }
 
 // List returns a page of userID's workflows and their total. Forbidden
