@@ -22,13 +22,15 @@
 //     the function's router (or, for a function with no HTTP routes, its
 //     own handler type built the same way from cfg and Deps);
 //  2. functions/<name>/main.go: newHandler returns
-//     assembly.Lambda(ctx, getenv, <name>fn.<Name>), and main starts it;
+//     assembly.Lambda(ctx, getenv, <name>fn.<Name>), and main is
+//     assembly.Main(newHandler, lambdahttp.Start);
 //  3. infra/local lists <name>fn.<Name> in its functions, and template.yaml
 //     declares <Name>Function.
 package assembly
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -82,6 +84,20 @@ type Function struct {
 	// Build builds the function's router. It fails when a dependency
 	// named by the configuration cannot be built (e.g. a model provider).
 	Build func(ctx context.Context, cfg config.Config, d Deps) (*httpapi.Router, error)
+}
+
+// Main is a Lambda bootstrap's main: it builds the handler with build
+// (a main's newHandler, which calls Lambda) from the environment and
+// serves it with start (lambdahttp.Start, or StartStreaming for a
+// response-streaming function URL). An init failure is printed to stderr
+// and exits 1, so that Lambda reports it at once.
+func Main(build func(ctx context.Context, getenv func(string) string) (http.Handler, error), start func(http.Handler)) {
+	h, err := build(context.Background(), os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	start(h)
 }
 
 // Lambda builds f's handler for its Lambda bootstrap: the configuration

@@ -4,23 +4,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/shared/lambdahttp"
 )
 
-func main() {
-	h, err := newHandler(context.Background(), os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	lambdahttp.StartStreaming(h)
-}
+func main() { assembly.Main(newHandler, lambdahttp.StartStreaming) }
 
 // newHandler builds the function from its builder, chatsfn.Stream, the one
 // infra/local mounts for the dev server.

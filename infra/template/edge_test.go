@@ -306,14 +306,14 @@ func checkStreamingURLs(s *stack, f *codeFacts) []string {
 		if t := s.timeout(lf.LogicalID); t < minStreamTimeout {
 			probs = append(probs, fmt.Sprintf("%s: Timeout %d, want at least %d s (a streamed reply may call tools and models for minutes)", lf.LogicalID, t, minStreamTimeout))
 		}
-		if !strings.Contains(f.mains[lf.Dir], "lambdahttp.StartStreaming(") {
+		if !strings.Contains(f.mains[lf.Dir], "lambdahttp.StartStreaming)") {
 			probs = append(probs, fmt.Sprintf("%s: functions/%s does not start with lambdahttp.StartStreaming", lf.LogicalID, lf.Dir))
 		}
 	}
 	for _, id := range sortedKeys(s.functions) {
 		url := s.functions[id].FunctionUrlConfig
 		streams := url != nil && deref(url.InvokeMode) == "RESPONSE_STREAM"
-		startsStreaming := strings.Contains(f.mains[dirOfFunction(id)], "lambdahttp.StartStreaming(")
+		startsStreaming := strings.Contains(f.mains[dirOfFunction(id)], "lambdahttp.StartStreaming)")
 		if streams && !startsStreaming {
 			probs = append(probs, fmt.Sprintf("%s: InvokeMode RESPONSE_STREAM but functions/%s does not start with lambdahttp.StartStreaming", id, dirOfFunction(id)))
 		}
@@ -968,7 +968,7 @@ func TestChecksCatchCodeDrift(t *testing.T) {
 			f.bedrockActions = []string{"bedrock:InvokeModel"}
 		}, "want [bedrock:InvokeModel]"},
 		{"stream no longer streams", "i_streaming_function_urls", func(f *codeFacts) {
-			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], "lambdahttp.StartStreaming(", "lambdahttp.Start(")
+			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], "lambdahttp.StartStreaming)", "lambdahttp.Start)")
 		}, "StreamFunction: functions/stream does not start with lambdahttp.StartStreaming"},
 		{"stream served by the HTTP API locally", "i_streaming_function_urls", func(f *codeFacts) {
 			for i := range f.routes {
