@@ -12,17 +12,20 @@ const (
 	openaiSDK    = "github.com/openai/openai-go"
 	anthropicSDK = "github.com/anthropics/anthropic-sdk-go"
 	bedrockSDK   = "github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
-	jsonschema   = "github.com/santhosh-tekuri/jsonschema"
-	goquery      = "github.com/PuerkitoBio/goquery"
-	gojq         = "github.com/itchyny/gojq"
-	expr         = "github.com/expr-lang/expr"
-	mcpSDK       = "github.com/modelcontextprotocol/go-sdk"
-	dynamodbSDK  = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	toolImpls    = "github.com/workflowchat/service/shared/tools"
+	// The light clients that may stand in for the two SDKs above.
+	openaiClient    = "github.com/sashabaranov/go-openai"
+	anthropicClient = "github.com/liushuangls/go-anthropic"
+	jsonschema      = "github.com/santhosh-tekuri/jsonschema"
+	goquery         = "github.com/PuerkitoBio/goquery"
+	gojq            = "github.com/itchyny/gojq"
+	expr            = "github.com/expr-lang/expr"
+	mcpSDK          = "github.com/modelcontextprotocol/go-sdk"
+	dynamodbSDK     = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	toolImpls       = "github.com/workflowchat/service/shared/tools"
 )
 
 var (
-	providerSDKs = []string{openaiSDK, anthropicSDK, bedrockSDK}
+	providerSDKs = []string{openaiSDK, anthropicSDK, bedrockSDK, openaiClient, anthropicClient}
 	toolDeps     = []string{goquery, gojq, expr, mcpSDK, toolImpls}
 )
 
