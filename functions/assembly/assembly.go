@@ -14,18 +14,25 @@
 // DynamoDB, importing authfn does not link a model provider. This package
 // imports nothing heavier than the DynamoDB client.
 //
-// Adding a function (e.g. a sweeper) is three steps:
+// Adding an HTTP function is three steps:
 //
 //  1. a package functions/assembly/<name>fn exporting
 //     var <Name> = assembly.Function{LogicalID: "<Name>Function",
 //     Required: [...], Build: build}, where build(ctx, cfg, deps) returns
-//     the function's router (or, for a function with no HTTP routes, its
-//     own handler type built the same way from cfg and Deps);
+//     the function's router;
 //  2. functions/<name>/main.go: newHandler returns
 //     assembly.Lambda(ctx, getenv, <name>fn.<Name>), and main is
 //     assembly.Main(newHandler, lambdahttp.Start);
 //  3. infra/local lists <name>fn.<Name> in its functions, and template.yaml
-//     declares <Name>Function.
+//     declares <Name>Function with its routes.
+//
+// A function that serves no HTTP route (e.g. a scheduled sweeper) follows
+// the same pattern with its own result type: <name>fn exports Required and
+// a builder func <Name>(ctx, cfg config.Config, d assembly.Deps)
+// (*<Name>, error); its main loads the configuration with Config(getenv,
+// Required...), opens Deps with Open and starts the AWS Lambda handler on
+// the result; infra/local builds it with its own Deps (and may run it on a
+// ticker), so both hosts still share the one builder.
 package assembly
 
 import (
