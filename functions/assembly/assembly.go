@@ -74,6 +74,9 @@ type Deps struct {
 	// PingInterval is the chat stream's keep-alive interval; zero means the
 	// production interval.
 	PingInterval time.Duration
+	// StepTimeout bounds one workflow step; zero means the production
+	// limit (tests of a hung tool server shorten it).
+	StepTimeout time.Duration
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

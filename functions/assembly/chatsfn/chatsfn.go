@@ -64,7 +64,7 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	runner := runs.NewService(runs.Options{
 		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: catalog, Now: d.Now, RunTimeout: runs.StreamRunTimeout,
+		Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(d.DB, cfg.DataTable), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
