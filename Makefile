@@ -1,6 +1,6 @@
 # Workflow Chat Service. `make run` and `make test` need nothing but Go.
 GO        ?= go
-FUNCTIONS := $(filter-out internal,$(notdir $(wildcard functions/*)))
+FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
@@ -41,7 +41,7 @@ FUZZ_TARGETS := \
 	./shared/httpapi:FuzzUnmarshalStrict \
 	./shared/workflow:FuzzResolve \
 	./shared/workflow:FuzzRefs \
-	./shared/workflow:FuzzApplyChanges \
+	./shared/workflow/proposal:FuzzApplyChanges \
 	./shared/toolserver:FuzzDispatch \
 	./shared/sse:FuzzEncode \
 	./shared/sse:FuzzEncodeStream

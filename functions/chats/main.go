@@ -3,37 +3,17 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 
-	"github.com/workflowchat/service/functions/internal/services"
-	"github.com/workflowchat/service/functions/internal/wiring"
-	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/shared/lambdahttp"
 )
 
-func main() {
-	h, err := newHandler(context.Background(), os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	lambdahttp.Start(h)
-}
+func main() { assembly.Main(newHandler, lambdahttp.Start) }
 
+// newHandler builds the function from its builder, chatsfn.Chats, the one
+// infra/local mounts for the dev server.
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY")
-	if err != nil {
-		return nil, err
-	}
-	b, err := wiring.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := services.Chat(ctx, cfg, b)
-	if err != nil {
-		return nil, err
-	}
-	return wiring.Stack(cfg, chat.Routes(svc, b.Auth, services.ChatLimits(cfg, b))), nil
+	return assembly.Lambda(ctx, getenv, chatsfn.Chats)
 }

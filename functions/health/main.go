@@ -1,5 +1,5 @@
 // Command health is HealthFunction: GET /api/liveness. It needs no storage
-// and imports nothing else, so it stays the smallest, fastest function.
+// and imports no DynamoDB client, so it stays the smallest, fastest function.
 package main
 
 import (
@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/health"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/logging"
@@ -24,11 +24,13 @@ func main() {
 	lambdahttp.Start(h)
 }
 
+// newHandler builds the function from its builder, healthfn.Health, the
+// one infra/local mounts for the dev server.
 func newHandler(getenv func(string) string) (http.Handler, error) {
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
 	}
 	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	return httpapi.Stack(health.Routes(time.Now), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return httpapi.Stack(healthfn.Health(time.Now), httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
 }

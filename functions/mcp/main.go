@@ -13,13 +13,13 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/workflowchat/service/functions/internal/services"
-	"github.com/workflowchat/service/functions/internal/wiring"
+	"github.com/workflowchat/service/functions/assembly/mcpfn"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
 )
 
 func main() {
@@ -38,30 +38,31 @@ func main() {
 	lambdahttp.Start(h)
 }
 
-// newHandler builds the tool server. worker is the program of the
+// newHandler builds the tool server from its builder, mcpfn.Mcp, the
+// one infra/local mounts for the dev server. worker is the program of the
 // sandbox workers that run the isolated tools: this binary in production;
 // empty runs them in process, for tests that cannot start their own binary
 // as a worker (a test binary is not one).
 func newHandler(getenv func(string) string, worker string) (http.Handler, error) {
-	cfg, err := wiring.Config(getenv, "MCP_SERVICE_KEY")
+	cfg, err := config.Load(getenv)
+	if err == nil {
+		err = cfg.Require(mcpfn.Required...)
+	}
 	if err != nil {
 		return nil, err
 	}
-	models, err := services.Models(context.Background(), cfg)
-	if err != nil {
-		return nil, err
-	}
+	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
 	var sb tools.Sandbox
 	if worker != "" {
-		pool, err := tools.NewSandbox(worker, logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel))
+		pool, err := tools.NewSandbox(worker, logger)
 		if err != nil {
 			return nil, err
 		}
 		sb = pool
 	}
-	reg, err := services.ToolRegistry(cfg, models, sb)
+	routes, err := mcpfn.Mcp(context.Background(), cfg, sb)
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Stack(cfg, toolserver.Routes(reg, cfg.MCPServiceKey)), nil
+	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
 }

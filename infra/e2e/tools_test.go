@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolserver"
 )
 
@@ -143,12 +144,12 @@ func TestToolsJourney(t *testing.T) {
 	}
 
 	// The same through the client the functions use.
-	tc := toolserver.NewClient(strings.TrimSuffix(srv.MCP, "/mcp"), srv.Key, nil)
+	tc := toolclient.NewClient(strings.TrimSuffix(srv.MCP, "/mcp"), srv.Key, nil)
 	res, err := tc.RunTool(context.Background(), "hash", map[string]any{"text": "abc", "algorithm": "md5"})
 	if err != nil || res.Result["digest"] != "900150983cd24fb0d6963f7d28e17f72" {
 		t.Errorf("client RunTool(hash): %+v, %v", res, err)
 	}
-	_, err = toolserver.NewClient(strings.TrimSuffix(srv.MCP, "/mcp"), "not-the-service-key", nil).ListTools(context.Background())
+	_, err = toolclient.NewClient(strings.TrimSuffix(srv.MCP, "/mcp"), "not-the-service-key", nil).ListTools(context.Background())
 	if errs.KindOf(err) != errs.Internal || !strings.Contains(err.Error(), "rejected the service key") {
 		t.Errorf("client with a wrong key: %v, want an Internal error about the key", err)
 	}

@@ -29,17 +29,18 @@ import (
 
 	"github.com/truora/minidyn/server"
 
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
-	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
 )
 
 // ---------------------------------------------------------------------------
@@ -328,9 +329,9 @@ type env struct {
 	// api serves stack.API: the REST API and the chat stream, as
 	// local.New composes them.
 	api *httptest.Server
-	// wf serves what local.New does not compose yet: the workflow and run
-	// routes, and a chat stream that runs workflows; over the same
-	// tables and client, with toolTimeout on its tool server calls.
+	// wf serves the workflow function and the chat stream again, built by
+	// the same builders, with toolTimeout on their tool server calls and
+	// the step timeout of the options.
 	wf     *httptest.Server
 	userID string
 	cookie string
@@ -383,33 +384,24 @@ func newEnv(t *testing.T, o envOptions) *env {
 	return e
 }
 
-// workflowStack composes the workflow routes, the run routes and a chat
-// stream with a WorkflowRunner on the stack's client and tables, wired as
-// the Lambda functions wire them (tool server client, run service).
+// workflowStack mounts WorkflowsFunction and StreamFunction, built by their
+// Lambda builders, on the stack's client and tables, with toolTimeout on
+// their tool server calls and the step timeout of o.
 func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Logger, o envOptions) http.Handler {
 	t := e.t
 	if o.toolTimeout == 0 {
 		o.toolTimeout = 5 * time.Second
 	}
-	db := e.stack.DB
-	users := store.NewUsers(db, e.cfg.UsersTable, e.cfg.SessionsTable)
-	authn := auth.NewService(users, hasher, nil)
-	models, err := providers.Registry(context.Background(), e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := toolserver.NewClient(toolURL, e.stack.ServiceKey, &http.Client{Timeout: o.toolTimeout})
-	catalog := tools.NewCatalog(client.Catalog(), e.cfg.ToolsCacheTTL, nil)
-	modelTools := toolserver.NewModelTools(client, catalog)
-	runs := store.NewRuns(db, e.cfg.DataTable)
-	wfs := store.NewWorkflows(db, e.cfg.DataTable)
-	runSvc := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: wfs, Tools: modelTools, StepTimeout: o.stepTimeout})
-	wfSvc := workflow.NewService(workflow.Options{Store: wfs, Models: models, Runs: runs,
-		Catalog: workflow.NewToolCatalog(catalog)})
-	chats := chat.NewService(chat.Options{Store: store.NewChats(db, e.cfg.DataTable), Models: models, Preferences: users,
-		DefaultModelID: e.cfg.DefaultModelID, Tools: modelTools, Workflows: runSvc.ChatRunner()})
+	cfg := e.cfg
+	cfg.MCPURL, cfg.MCPServiceKey = toolURL, e.stack.ServiceKey
+	d := assembly.Deps{DB: e.stack.DB, Logger: logger, Hasher: hasher, ToolHTTP: &http.Client{Timeout: o.toolTimeout},
+		PingInterval: time.Minute, StepTimeout: o.stepTimeout}
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{workflow.Routes(wfSvc, authn, workflow.Limits{}), workflow.RunRoutes(runSvc, authn, workflow.Limits{}), chat.StreamRoutes(chats, authn, time.Minute, chat.Limits{})} {
+	for _, f := range []assembly.Function{workflowsfn.Workflows, chatsfn.Stream} {
+		r, err := f.Build(context.Background(), cfg, d)
+		if err != nil {
+			t.Fatal(err)
+		}
 		api.Mount(r, r.Patterns()...)
 	}
 	return httpapi.Stack(api, httpapi.Options{Logger: logger})
@@ -514,7 +506,7 @@ const addStepMessage = `{"content":"add a step using json_query with {\"query\":
 
 // propose posts addStepMessage and returns the proposal's id.
 func (e *env) propose(wfID string) string {
-	var ex workflow.Exchange
+	var ex proposal.Exchange
 	e.ok(e.wf, "POST", "/api/workflows/"+wfID+"/messages", addStepMessage, &ex)
 	if ex.AssistantMessage.Proposal == nil {
 		e.t.Fatalf("no proposal in %+v", ex.AssistantMessage)

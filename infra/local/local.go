@@ -1,5 +1,6 @@
-// Package local composes every Lambda function's handler into one process
-// for the local dev server and the end-to-end tests: the REST API on one
+// Package local mounts every Lambda function's router, built by the same
+// builders as the Lambda bootstraps (functions/assembly), side by
+// side in one process for the local dev server and the end-to-end tests: the REST API on one
 // handler (every function's routes, as API Gateway would route them) and
 // the tool server on another. With no DYNAMODB_ENDPOINT it starts the
 // embedded DynamoDB engine (restoring it from DATA_FILE when set) and
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,19 +24,21 @@ import (
 	"github.com/guregu/dynamo/v2"
 	"github.com/guregu/dynamo/v2/dynamodbiface"
 
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/authfn"
+	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/healthfn"
+	"github.com/workflowchat/service/functions/assembly/mcpfn"
+	"github.com/workflowchat/service/functions/assembly/modelsfn"
+	"github.com/workflowchat/service/functions/assembly/toolsfn"
+	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/health"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/model"
-	"github.com/workflowchat/service/shared/model/providers"
-	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/toolserver"
-	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Function is one Lambda function of template.yaml and the routes it serves.
@@ -48,7 +52,28 @@ type Function struct {
 	// function URL (behind CloudFront) instead of the HTTP API: the chat
 	// stream, which needs response streaming.
 	FunctionURL bool
+	// Builder is the Go name of the builder that built Router, as its
+	// package path and name (".../assembly/chatsfn.Chats"): the one that
+	// functions/<Dir>/main.go must call too.
+	Builder string
 }
+
+// functions are the HTTP functions the dev server mounts, each through its
+// Lambda builder (health, built from the clock alone, is added apart).
+var functions = []struct {
+	fn      assembly.Function
+	builder string
+}{
+	{authfn.Auth, builderPkg + "authfn.Auth"},
+	{modelsfn.Models, builderPkg + "modelsfn.Models"},
+	{toolsfn.Tools, builderPkg + "toolsfn.Tools"},
+	{chatsfn.Chats, builderPkg + "chatsfn.Chats"},
+	{chatsfn.Stream, builderPkg + "chatsfn.Stream"},
+	{workflowsfn.Workflows, builderPkg + "workflowsfn.Workflows"},
+}
+
+// builderPkg is the import path under which the builders live.
+const builderPkg = "github.com/workflowchat/service/functions/assembly/"
 
 // Stack is the whole service in one process.
 type Stack struct {
@@ -130,66 +155,33 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 
-	users := store.NewUsers(db, cfg.UsersTable, cfg.SessionsTable)
-	authn := auth.NewService(users, o.Hasher, o.Now)
-	models, err := providers.Registry(ctx, cfg)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	registry, err := tools.NewRegistry(tools.Builtin(tools.Config{
-		Generator:            models,
-		DefaultModelID:       cfg.DefaultModelID,
-		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
-	})...)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	if o.Sandbox != nil {
-		registry = registry.WithSandbox(o.Sandbox)
-	}
 	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
+	cfg.MCPServiceKey = s.ServiceKey
 	// The tool server (McpFunction) is a function URL, not an HttpApi
 	// route, so it is not one of s.Functions.
-	s.ToolRouter = toolserver.Routes(registry, s.ServiceKey)
-	s.Tools = httpapi.Stack(s.ToolRouter, mw)
-	toolClient := toolserver.NewClient(o.ToolServerURL, s.ServiceKey, nil)
-	if o.ToolServerURL == "" {
-		toolClient = toolserver.NewClient(inProcessURL, s.ServiceKey,
-			&http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolserver.DefaultClientTimeout})
+	if s.ToolRouter, err = mcpfn.Mcp(ctx, cfg, o.Sandbox); err != nil {
+		s.Close()
+		return nil, err
 	}
+	s.Tools = httpapi.Stack(s.ToolRouter, mw)
 
-	// One tool catalog for the REST tool endpoints, chats and proposals.
-	catalog := tools.NewCatalog(toolClient.Catalog(), cfg.ToolsCacheTTL, o.Now)
-	modelTools := toolserver.NewModelTools(toolClient, catalog)
-	workflows, runs := store.NewWorkflows(db, cfg.DataTable), store.NewRuns(db, cfg.DataTable)
-	// As in AWS, runs through the API and runs in the stream have the time
-	// limits of their functions.
-	runService := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now, RunTimeout: workflow.APIRunTimeout})
-	streamRuns := workflow.NewRunService(workflow.RunServiceOptions{Runs: runs, Workflows: workflows, Tools: modelTools, Now: o.Now, RunTimeout: workflow.StreamRunTimeout})
-	workflowService := workflow.NewService(workflow.Options{
-		Store: workflows, Runs: runs, Models: models, Now: o.Now,
-		Catalog: workflow.NewToolCatalog(catalog),
-	})
-	chats := chat.NewService(chat.Options{
-		Store: store.NewChats(db, cfg.DataTable), Models: models, Preferences: users, DefaultModelID: cfg.DefaultModelID,
-		Tools: modelTools, Workflows: streamRuns.ChatRunner(), Now: o.Now,
-	})
-	limiter := ratelimit.New(store.NewRateLimits(db, cfg.RateLimitsTable), o.Now)
-	chatLimits := chat.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
-	workflowLimits := workflow.Limits{Limiter: limiter, Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
-	workflowRoutes := workflow.Routes(workflowService, authn, workflowLimits)
-	runRoutes := workflow.RunRoutes(runService, authn, workflowLimits)
-	workflowRoutes.Mount(runRoutes, runRoutes.Patterns()...)
-	s.Functions = []Function{
-		{LogicalID: "HealthFunction", Dir: "health", Router: health.Routes(o.Now)},
-		{LogicalID: "AuthFunction", Dir: "auth", Router: auth.Routes(authn, ratelimit.Attempts{Limiter: limiter, SignInPerEmail: cfg.RateLimitSignInEmail, SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress})},
-		{LogicalID: "ModelsFunction", Dir: "models", Router: model.Routes(models, users, authn)},
-		{LogicalID: "ToolsFunction", Dir: "tools", Router: tools.Routes(catalog, authn)},
-		{LogicalID: "ChatsFunction", Dir: "chats", Router: chat.Routes(chats, authn, chatLimits)},
-		{LogicalID: "StreamFunction", Dir: "stream", Router: chat.StreamRoutes(chats, authn, o.PingInterval, chatLimits), FunctionURL: true},
-		{LogicalID: "WorkflowsFunction", Dir: "workflows", Router: workflowRoutes},
+	// Every function reaches the tool server as in AWS: at MCP_URL with
+	// the service key, over HTTP or, without ToolServerURL, in process.
+	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval}
+	cfg.MCPURL = o.ToolServerURL
+	if o.ToolServerURL == "" {
+		cfg.MCPURL = inProcessURL
+		d.ToolHTTP = &http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolclient.DefaultClientTimeout}
+	}
+	s.Functions = []Function{{LogicalID: healthfn.LogicalID, Dir: "health", Router: healthfn.Health(o.Now), Builder: builderPkg + "healthfn.Health"}}
+	for _, f := range functions {
+		r, err := f.fn.Build(ctx, cfg, d)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("local: %s: %w", f.fn.LogicalID, err)
+		}
+		s.Functions = append(s.Functions, Function{LogicalID: f.fn.LogicalID, Dir: dirOf(f.fn.LogicalID), Router: r,
+			FunctionURL: f.fn.FunctionURL, Builder: f.builder})
 	}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
@@ -248,6 +240,12 @@ func (s *Stack) Close() error {
 		return s.Engine.Close()
 	}
 	return nil
+}
+
+// dirOf returns the folder under functions/ of the function with logical
+// id id: HealthFunction -> health.
+func dirOf(id string) string {
+	return strings.ToLower(strings.TrimSuffix(id, "Function"))
 }
 
 func randomHex(n int) string {

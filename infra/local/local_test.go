@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/google/uuid"
-	"github.com/workflowchat/service/infra/latency"
-	"github.com/workflowchat/service/shared/chat"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/infra/latency"
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 )

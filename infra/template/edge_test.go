@@ -124,7 +124,7 @@ func bedrockActionsOf(dir string) ([]string, error) {
 
 // registryBuildersOf returns the calls that build the model registry:
 // providers.Registry, and every function of the packages under dir
-// (functions/internal/*) that calls it, directly or through another
+// (functions/assembly/*) that calls it, directly or through another
 // function of its package, as "<package>.<Func>".
 func registryBuildersOf(dir string) ([]string, error) {
 	builders := []string{"providers.Registry"}
@@ -306,14 +306,14 @@ func checkStreamingURLs(s *stack, f *codeFacts) []string {
 		if t := s.timeout(lf.LogicalID); t < minStreamTimeout {
 			probs = append(probs, fmt.Sprintf("%s: Timeout %d, want at least %d s (a streamed reply may call tools and models for minutes)", lf.LogicalID, t, minStreamTimeout))
 		}
-		if !strings.Contains(f.mains[lf.Dir], "lambdahttp.StartStreaming(") {
+		if !strings.Contains(f.mains[lf.Dir], "lambdahttp.StartStreaming)") {
 			probs = append(probs, fmt.Sprintf("%s: functions/%s does not start with lambdahttp.StartStreaming", lf.LogicalID, lf.Dir))
 		}
 	}
 	for _, id := range sortedKeys(s.functions) {
 		url := s.functions[id].FunctionUrlConfig
 		streams := url != nil && deref(url.InvokeMode) == "RESPONSE_STREAM"
-		startsStreaming := strings.Contains(f.mains[dirOfFunction(id)], "lambdahttp.StartStreaming(")
+		startsStreaming := strings.Contains(f.mains[dirOfFunction(id)], "lambdahttp.StartStreaming)")
 		if streams && !startsStreaming {
 			probs = append(probs, fmt.Sprintf("%s: InvokeMode RESPONSE_STREAM but functions/%s does not start with lambdahttp.StartStreaming", id, dirOfFunction(id)))
 		}
@@ -907,7 +907,7 @@ var edgeCases = []brokenCase{
 	{"model caller without provider configuration", "k_model_providers",
 		"          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          # Model providers (config.Load validates them together).\n          DEFAULT_MODEL_ID: !Ref DefaultModelId\n          BEDROCK_MODELS: !Ref BedrockModels\n",
 		"          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          DEFAULT_MODEL_ID: !Ref DefaultModelId\n",
-		"ChatsFunction: functions/chats builds the model registry (services.Chat) but does not receive BEDROCK_MODELS"},
+		"ChatsFunction: functions/chats builds the model registry (providers.Registry) but does not receive BEDROCK_MODELS"},
 	{"API key as a literal", "k_model_providers",
 		"OPENAI_API_KEY: !Ref OpenAIApiKey", "OPENAI_API_KEY: sk-test", `OPENAI_API_KEY = "sk-test"`},
 	{"API key given to every function", "k_model_providers",
@@ -949,19 +949,26 @@ func TestChecksCatchCodeDrift(t *testing.T) {
 			}
 		}, "WorkflowsFunction: route GET /api/workflows/{workflowId}/runs is registered by its router but has no HttpApi event"},
 		{"workflows stops building the model registry", "k_model_providers", func(f *codeFacts) {
-			f.mains["workflows"] = strings.ReplaceAll(f.mains["workflows"], "services.Workflows(", "workflowsOffline(")
+			f.mains["workflows"] = strings.ReplaceAll(f.mains["workflows"], "providers.Registry(", "offlineModels(")
 		}, "WorkflowsFunction: in wantBedrock/modelListers but functions/workflows does not build the model registry"},
 		{"health builds the model registry", "k_model_providers", func(f *codeFacts) {
-			f.mains["health"] += "\nvar _, _ = services.Models(ctx, cfg)\n"
-		}, "HealthFunction: functions/health builds the model registry (services.Models) but is neither in wantBedrock nor in modelListers"},
+			f.mains["health"] += "\nvar _, _ = providers.Registry(ctx, cfg)\n"
+		}, "HealthFunction: functions/health builds the model registry (providers.Registry) but is neither in wantBedrock nor in modelListers"},
 		{"tool server stops building the model registry", "k_model_providers", func(f *codeFacts) {
-			f.mains["mcp"] = strings.ReplaceAll(f.mains["mcp"], "services.Models(", "builtinModels(")
+			f.mains["mcp"] = strings.ReplaceAll(strings.ReplaceAll(f.mains["mcp"], "providers.Registry(", "builtinModels("), "mcpfn.Mcp(", "builtinTools(")
 		}, "McpFunction: in wantBedrock/modelListers but functions/mcp does not build the model registry"},
+		{"dev server mounts another builder", "a_functions_match_folders", func(f *codeFacts) {
+			for i := range f.routes {
+				if f.routes[i].LogicalID == "ChatsFunction" {
+					f.routes[i].Builder = strings.Replace(f.routes[i].Builder, ".Chats", ".Stream", 1)
+				}
+			}
+		}, "ChatsFunction: infra/local builds it with github.com/workflowchat/service/functions/assembly/chatsfn.Stream but functions/chats/main.go calls"},
 		{"Bedrock provider switches to Converse", "k_model_providers", func(f *codeFacts) {
 			f.bedrockActions = []string{"bedrock:InvokeModel"}
 		}, "want [bedrock:InvokeModel]"},
 		{"stream no longer streams", "i_streaming_function_urls", func(f *codeFacts) {
-			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], "lambdahttp.StartStreaming(", "lambdahttp.Start(")
+			f.mains["stream"] = strings.ReplaceAll(f.mains["stream"], "lambdahttp.StartStreaming)", "lambdahttp.Start)")
 		}, "StreamFunction: functions/stream does not start with lambdahttp.StartStreaming"},
 		{"stream served by the HTTP API locally", "i_streaming_function_urls", func(f *codeFacts) {
 			for i := range f.routes {

@@ -29,11 +29,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +138,7 @@ var wantGrants = map[string]map[string][]string{
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// StartStream: Conversation (Query); AddMessages for the user and
 		// then the assistant message (tx: Put message + Update chat).
-		// With a workflowId (services.Chat's RunService): PrepareRun's
+		// With a workflowId (chatsfn's runs.Service): PrepareRun's
 		// store.Workflows.Workflow (GetItem); the engine's
 		// store.Runs.CreateRun (tx: Put run + ConditionCheck on the chat
 		// item) and SaveRun (UpdateItem). Neither GSI1 nor deletes.
@@ -179,7 +183,7 @@ var nameOnly = map[string][]string{
 	// both table names; the stream requires modelId, so it never reads
 	// the user's model preference.
 	"StreamFunction": {"UsersTable"},
-	// functions/workflows likewise (wiring.Open builds store.NewUsers for
+	// functions/workflows likewise (assembly.Deps.Auth builds store.NewUsers for
 	// the auth middleware); the workflow chat requires modelId.
 	"WorkflowsFunction": {"UsersTable"},
 }
@@ -394,17 +398,23 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // codeFacts is what the checks compare the template with.
 type codeFacts struct {
-	dirs     []string               // folders under functions/
-	mains    map[string]string      // functions/<dir>/main.go by dir
+	dirs []string // folders under functions/
+	// mains is functions/<dir>/main.go by dir, followed by the sources of
+	// the builder packages (functions/assembly/...) it imports: what the
+	// function's bootstrap requires and builds.
+	mains map[string]string
+	// builders are the package-qualified names of the functions/assembly
+	// builders each main refers to, by dir (".../assembly/chatsfn.Chats").
+	builders map[string][]string
 	makefile string                 // the Makefile
-	routes   []localFunction        // local.Functions with their patterns
+	routes   []localFunction        // local.Functions with their patterns and builders
 	tables   map[string]store.Table // store.Tables() by LogicalID
 	// bedrockActions are the IAM actions of the Bedrock runtime calls in
 	// shared/model/bedrock (sorted).
 	bedrockActions []string
 	// registryBuilders are the calls that build the model registry:
-	// providers.Registry and the functions of functions/internal/*
-	// packages that call it (e.g. "services.Models").
+	// providers.Registry and the functions of functions/assembly/*
+	// packages that call it (e.g. "mcpfn.Mcp").
 	registryBuilders []string
 }
 
@@ -414,28 +424,32 @@ type localFunction struct {
 	// FunctionURL: served by its own function URL behind CloudFront, not
 	// by the HTTP API.
 	FunctionURL bool
+	// Builder is the builder infra/local built the routes with.
+	Builder string
 }
 
 // facts builds the stack of infra/local once (it starts the embedded
 // DynamoDB engine, which is closed again right after the routes are read).
 var facts = sync.OnceValues(func() (*codeFacts, error) {
-	f := &codeFacts{tables: map[string]store.Table{}, mains: map[string]string{}}
+	f := &codeFacts{tables: map[string]store.Table{}, mains: map[string]string{}, builders: map[string][]string{}}
 	entries, err := os.ReadDir(filepath.Join(root, "functions"))
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		// A function is a folder with a main.go; others (functions/internal
-		// with the shared wiring, a function being written) are not.
+		// A function is a folder with a main.go; others (functions/assembly
+		// with the builders, a function being written) are not.
 		if !e.IsDir() {
 			continue
 		}
-		if src, err := os.ReadFile(filepath.Join(root, "functions", e.Name(), "main.go")); err == nil {
+		if _, err := os.Stat(filepath.Join(root, "functions", e.Name(), "main.go")); err == nil {
 			f.dirs = append(f.dirs, e.Name())
-			f.mains[e.Name()] = string(src)
+			if f.mains[e.Name()], f.builders[e.Name()], err = mainOf(filepath.Join(root, "functions", e.Name())); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if f.registryBuilders, err = registryBuildersOf(filepath.Join(root, "functions", "internal")); err != nil {
+	if f.registryBuilders, err = registryBuildersOf(filepath.Join(root, "functions", "assembly")); err != nil {
 		return nil, err
 	}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
@@ -461,10 +475,70 @@ var facts = sync.OnceValues(func() (*codeFacts, error) {
 	}
 	defer st.Close()
 	for _, fn := range st.Functions {
-		f.routes = append(f.routes, localFunction{LogicalID: fn.LogicalID, Dir: fn.Dir, Patterns: fn.Router.Patterns(), FunctionURL: fn.FunctionURL})
+		f.routes = append(f.routes, localFunction{LogicalID: fn.LogicalID, Dir: fn.Dir, Patterns: fn.Router.Patterns(), FunctionURL: fn.FunctionURL, Builder: fn.Builder})
 	}
 	return f, nil
 })
+
+// assemblyPath is the import path of the builders' packages.
+const assemblyPath = "github.com/workflowchat/service/functions/assembly"
+
+// mainOf returns the source of dir/main.go followed by the sources (tests
+// excluded) of the builder packages under functions/assembly it imports,
+// and the builders it refers to as "<import path>.<Name>".
+func mainOf(dir string) (string, []string, error) {
+	fset := token.NewFileSet()
+	name := filepath.Join(dir, "main.go")
+	src, err := os.ReadFile(name)
+	if err != nil {
+		return "", nil, err
+	}
+	file, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+	if err != nil {
+		return "", nil, err
+	}
+	text := string(src)
+	imports := map[string]string{} // local name -> path of builder packages
+	for _, imp := range file.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if path != assemblyPath && !strings.HasPrefix(path, assemblyPath+"/") {
+			continue
+		}
+		local := filepath.Base(path)
+		if imp.Name != nil {
+			local = imp.Name.Name
+		}
+		imports[local] = path
+		if path == assemblyPath {
+			continue // the hosts' helpers, not a builder
+		}
+		pkgDir := filepath.Join(root, "functions", strings.TrimPrefix(path, "github.com/workflowchat/service/functions/"))
+		files, err := filepath.Glob(filepath.Join(pkgDir, "*.go"))
+		if err != nil {
+			return "", nil, err
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", nil, err
+			}
+			text += "\n" + string(b)
+		}
+	}
+	var builders []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if x, ok := sel.X.(*ast.Ident); ok && imports[x.Name] != "" && imports[x.Name] != assemblyPath {
+				builders = append(builders, imports[x.Name]+"."+sel.Sel.Name)
+			}
+		}
+		return true
+	})
+	return text, builders, nil
+}
 
 // routeKey turns a Go ServeMux pattern into an API Gateway route key
 // ("METHOD /path"): no method is ANY, "{name...}" is "{name+}", "{$}" is
@@ -549,6 +623,17 @@ func checkFunctions(s *stack, f *codeFacts) []string {
 			probs = append(probs, fmt.Sprintf("functions/%s: no AWS::Serverless::Function %sFunction", dir, strings.ToUpper(dir[:1])+dir[1:]))
 		default:
 			probs = append(probs, fmt.Sprintf("functions/%s: built by several functions %v", dir, ids))
+		}
+	}
+
+	// Each function infra/local mounts is built by the builder its Lambda
+	// bootstrap calls: the dev server and AWS serve the same routers.
+	for _, lf := range f.routes {
+		if !slices.Contains(f.builders[lf.Dir], lf.Builder) {
+			probs = append(probs, fmt.Sprintf("%s: infra/local builds it with %s but functions/%s/main.go calls %v", lf.LogicalID, lf.Builder, lf.Dir, f.builders[lf.Dir]))
+		}
+		if _, name, _ := strings.Cut(filepath.Base(lf.Builder), "."); name+"Function" != lf.LogicalID {
+			probs = append(probs, fmt.Sprintf("%s: its builder %s is not named after it", lf.LogicalID, lf.Builder))
 		}
 	}
 

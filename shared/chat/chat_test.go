@@ -20,6 +20,7 @@ import (
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
@@ -71,8 +72,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	t.Cleanup(ts.Close)
 	svc := chat.NewService(chat.Options{
 		Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
-		Tools: toolserver.NewModelTools(toolserver.NewClient(ts.URL, key, nil),
-			tools.NewCatalog(toolserver.NewClient(ts.URL, key, nil).Catalog(), time.Minute, nil)),
+		Tools: toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil),
 	})
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(svc, authn, chat.Limits{}), chat.StreamRoutes(svc, authn, ping, chat.Limits{})} {

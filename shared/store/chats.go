@@ -181,7 +181,7 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 // DeleteChat removes the chat id of userID with its messages and runs (see
 // ownedCollection.delete). NotFound, Forbidden.
 func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
-	return s.owned.delete(ctx, "store.DeleteChat", id, userID)
+	return s.owned.delete(ctx, "store.DeleteChat", id, userID, nil)
 }
 
 // deleteCollection batch-deletes every item of table under pk except the

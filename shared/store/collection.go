@@ -61,18 +61,25 @@ func (c ownedCollection) update(ctx context.Context, op, id, userID string, u *d
 
 // delete removes collection id of userID: it marks the collection's item
 // deleting (from then on nothing can be added: every write into the
-// collection is conditioned on the mark's absence), batch-deletes every
-// other item, then deletes the collection's item and decrements the
-// owner's counter in one transaction conditioned on the owner. A failure
-// part-way leaves the collection's item in place, so retrying the delete
-// finishes it and nothing is orphaned. NotFound, Forbidden.
-func (c ownedCollection) delete(ctx context.Context, op, id, userID string) error {
+// collection is conditioned on the mark's absence), which is also the
+// owner check, runs also (when not nil: what lives outside the collection
+// and goes with it, e.g. a workflow's runs), batch-deletes every other
+// item, then deletes the collection's item and decrements the owner's
+// counter in one transaction conditioned on the owner. A failure part-way
+// leaves the collection's item in place, so retrying the delete finishes
+// it and nothing is orphaned. NotFound, Forbidden, or also's error.
+func (c ownedCollection) delete(ctx context.Context, op, id, userID string, also func(context.Context) error) error {
 	err := c.table.Update("PK", c.pk(id)).Range("SK", c.root).Set("deleting", true).If(ownedBy, userID).Run(ctx)
 	if isConditionFailure(err) {
 		return c.failure(ctx, op, id)
 	}
 	if err != nil {
 		return storeError(op, err)
+	}
+	if also != nil {
+		if err := also(ctx); err != nil {
+			return errs.Wrap(op, err)
+		}
 	}
 	if err := deleteCollection(ctx, c.table, c.pk(id), c.root); err != nil {
 		return errs.Wrap(op, err)

@@ -29,8 +29,8 @@ import (
 // begins_with RUN#, at most the page's size plus one item and one
 // DynamoDB page (1 MB), after the chat's owner was read (ChatOwner): its
 // cost follows the page, not the chat. The cursor of the next page is the
-// last run's sort key, base64url-encoded. It implements workflow.RunStore
-// and workflow.RunRepository.
+// last run's sort key, base64url-encoded. It implements runs.RunStore
+// and runs.Repository.
 type Runs struct {
 	db    *dynamo.DB
 	table dynamo.Table

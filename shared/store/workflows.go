@@ -257,10 +257,12 @@ func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name,
 }
 
 // DeleteWorkflow removes the workflow id of userID with its messages and
-// proposals (see ownedCollection.delete); its runs live in the chats they
-// ran in (DeleteWorkflowRuns). NotFound, Forbidden.
-func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string) error {
-	return s.owned.delete(ctx, "store.DeleteWorkflow", id, userID)
+// proposals (see ownedCollection.delete). Its runs live in the chats they
+// ran in: deleteRuns, when not nil, deletes them once the owner is
+// checked and before the workflow goes (DeleteWorkflowRuns). NotFound,
+// Forbidden, or deleteRuns' error.
+func (s *Workflows) DeleteWorkflow(ctx context.Context, id, userID string, deleteRuns func(context.Context) error) error {
+	return s.owned.delete(ctx, "store.DeleteWorkflow", id, userID, deleteRuns)
 }
 
 // ListWorkflows returns a page of the user's workflows, most recently

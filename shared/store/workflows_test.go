@@ -96,13 +96,13 @@ func TestWorkflowsListCounterAndDelete(t *testing.T) {
 	}
 
 	// Delete: nothing of the collection left, counter decremented.
-	if err := s.DeleteWorkflow(ctx, ids[1], "u2"); errs.KindOf(err) != errs.Forbidden {
+	if err := s.DeleteWorkflow(ctx, ids[1], "u2", nil); errs.KindOf(err) != errs.Forbidden {
 		t.Errorf("delete by another user: %v", err)
 	}
-	if err := s.DeleteWorkflow(ctx, ids[1], "u1"); err != nil {
+	if err := s.DeleteWorkflow(ctx, ids[1], "u1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteWorkflow(ctx, ids[1], "u1"); errs.KindOf(err) != errs.NotFound {
+	if err := s.DeleteWorkflow(ctx, ids[1], "u1", nil); errs.KindOf(err) != errs.NotFound {
 		t.Errorf("second delete: %v", err)
 	}
 	var left []struct{ PK, SK string }
@@ -248,7 +248,7 @@ func TestNothingJoinsAWorkflowBeingDeleted(t *testing.T) {
 	if err := s.ApplyProposal(ctx, next, w.Version, p.ID, t0); err == nil {
 		t.Error("an apply rewrote a workflow being deleted")
 	}
-	if err := s.DeleteWorkflow(ctx, w.ID, "u1"); err != nil {
+	if err := s.DeleteWorkflow(ctx, w.ID, "u1", nil); err != nil {
 		t.Fatal(err)
 	}
 	var left []map[string]any

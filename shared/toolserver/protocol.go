@@ -1,93 +1,38 @@
 // Package toolserver is the key-protected tool server (McpFunction, POST
-// /mcp) and its client. The server speaks two protocols on one endpoint:
+// /mcp). The server speaks two protocols on one endpoint:
 // the service protocol of docs/toolserver.md ({"method", "params"} in, {"data"} out)
 // and the Model Context Protocol (JSON-RPC 2.0, Streamable HTTP,
-// stateless), both over the same tools.Registry. The client speaks the
-// service protocol; the REST tool endpoints, chat and workflow execution
-// use it.
+// stateless), both over the same tools.Registry. Its client, which speaks
+// the service protocol, is package toolclient.
 package toolserver
 
 import (
-	"encoding/json"
-
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 )
 
-// The service protocol's methods.
-const (
-	MethodListTools   = "listTools"
-	MethodSearchTools = "searchTools"
-	MethodGetTool     = "getTool"
-	MethodRunTool     = "runTool"
+// The service protocol's wire types live with its client (package
+// toolclient), which the service's functions link without the tools.
+type (
+	Request      = toolclient.Request
+	SearchParams = toolclient.SearchParams
+	GetParams    = toolclient.GetParams
+	RunParams    = toolclient.RunParams
+	ToolSummary  = toolclient.ToolSummary
+	ToolsResult  = toolclient.ToolsResult
+	Annotations  = toolclient.Annotations
+	ToolDetail   = toolclient.ToolDetail
+	RunResult    = toolclient.RunResult
 )
 
-// ServiceKeyHeader carries the service key.
-const ServiceKeyHeader = "X-Service-Key"
-
-// Request is a service-protocol call.
-type Request struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
-// SearchParams are the params of searchTools.
-type SearchParams struct {
-	Query string `json:"query"`
-}
-
-// GetParams are the params of getTool.
-type GetParams struct {
-	ToolID string `json:"toolId"`
-}
-
-// RunParams are the params of runTool.
-type RunParams struct {
-	ToolID string         `json:"toolId"`
-	Input  map[string]any `json:"input"`
-}
-
-// ToolSummary is an item of listTools and searchTools: the protocol's {id,
-// name, description}, plus the category and input schema (additive fields,
-// so that one listTools call yields the REST catalog).
-type ToolSummary struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Category    string          `json:"category"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
-
-// ToolsResult is the data of listTools and searchTools.
-type ToolsResult struct {
-	Tools []ToolSummary `json:"tools"`
-}
-
-// Annotations are a tool's MCP behaviour hints, as getTool reports them.
-type Annotations struct {
-	ReadOnlyHint    bool `json:"readOnlyHint"`
-	DestructiveHint bool `json:"destructiveHint"`
-	IdempotentHint  bool `json:"idempotentHint"`
-	OpenWorldHint   bool `json:"openWorldHint"`
-}
-
-// ToolDetail is the data of getTool: the protocol's {id, name, description,
-// inputSchema}, plus category, outputSchema, outputs and annotations.
-type ToolDetail struct {
-	ID           string          `json:"id"`
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	Category     string          `json:"category"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema"`
-	Outputs      []string        `json:"outputs"`
-	Annotations  Annotations     `json:"annotations"`
-}
-
-// RunResult is the data of runTool. ExecutionTime is whole milliseconds.
-type RunResult struct {
-	Result        map[string]any `json:"result"`
-	ExecutionTime int64          `json:"executionTime"`
-}
+// The service protocol's methods and key header.
+const (
+	MethodListTools   = toolclient.MethodListTools
+	MethodSearchTools = toolclient.MethodSearchTools
+	MethodGetTool     = toolclient.MethodGetTool
+	MethodRunTool     = toolclient.MethodRunTool
+	ServiceKeyHeader  = toolclient.ServiceKeyHeader
+)
 
 // Summary returns t as a listTools item.
 func Summary(t *tools.Tool) ToolSummary {

@@ -18,9 +18,11 @@ import (
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
 )
 
 // llmProvider stands in for a real provider: it proposes through a native
@@ -51,7 +53,7 @@ func (p *llmProvider) Generate(ctx context.Context, req model.Request, emit func
 	if err := emit(model.Chunk{Delta: "Here is my proposal."}); err != nil {
 		return model.Result{}, err
 	}
-	return model.Result{ToolCalls: []model.ToolCall{{ID: "c1", Name: workflow.ProposeToolName, Args: json.RawMessage(args)}}}, nil
+	return model.Result{ToolCalls: []model.ToolCall{{ID: "c1", Name: proposal.ProposeToolName, Args: json.RawMessage(args)}}}, nil
 }
 
 type runDeleter struct {
@@ -94,12 +96,13 @@ func newWFAPI(t *testing.T) *wfAPI {
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	t.Cleanup(ts.Close)
 	runs := &runDeleter{}
-	svc := workflow.NewService(workflow.Options{
-		Store: store.NewWorkflows(db.DB, db.Data()), Models: models, Runs: runs,
-		Catalog: workflow.NewToolCatalog(tools.NewCatalog(toolserver.NewClient(ts.URL, key, nil).Catalog(), time.Minute, nil)),
+	workflows := store.NewWorkflows(db.DB, db.Data())
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runs})
+	proposals := proposal.NewService(proposal.Options{
+		Store: workflows, Models: models, Catalog: toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil),
 	})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), workflow.Routes(svc, authn, workflow.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), workflow.Routes(svc, authn), proposal.Routes(proposals, authn, workflow.Limits{})} {
 		api.Mount(r, r.Patterns()...)
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))
@@ -187,9 +190,9 @@ func (a *wfAPI) create(t *testing.T, user, name string) workflow.Workflow {
 	return w
 }
 
-func (a *wfAPI) send(t *testing.T, user, wfID, content, modelID string) workflow.Exchange {
+func (a *wfAPI) send(t *testing.T, user, wfID, content, modelID string) proposal.Exchange {
 	t.Helper()
-	var ex workflow.Exchange
+	var ex proposal.Exchange
 	body, _ := json.Marshal(map[string]string{"content": content, "modelId": modelID})
 	a.do(t, user, "POST", "/api/workflows/"+wfID+"/messages", string(body), 201, &ex)
 	return ex
@@ -206,9 +209,9 @@ func (a *wfAPI) propose(t *testing.T, wfID, content string) workflow.Proposal {
 	return *ex.AssistantMessage.Proposal
 }
 
-func (a *wfAPI) apply(t *testing.T, wfID, proposalID string) workflow.Applied {
+func (a *wfAPI) apply(t *testing.T, wfID, proposalID string) proposal.Applied {
 	t.Helper()
-	var out workflow.Applied
+	var out proposal.Applied
 	a.do(t, "a", "POST", "/api/workflows/"+wfID+"/messages/apply", fmt.Sprintf(`{"proposalId":%q}`, proposalID), 200, &out)
 	return out
 }
@@ -383,7 +386,7 @@ func TestWorkflowChatProposalsOverHTTP(t *testing.T) {
 
 	// Reject.
 	p2 := a.propose(t, w.ID, "remove step step1")
-	var rej workflow.Rejected
+	var rej proposal.Rejected
 	a.do(t, "a", "POST", base+"/messages/reject", `{"proposalId":"`+p2.ID+`"}`, 200, &rej)
 	if rej.Proposal.ID != p2.ID || rej.Proposal.Status != "rejected" || rej.Proposal.RejectedAt == nil {
 		t.Errorf("rejected = %+v", rej)
@@ -534,7 +537,7 @@ func TestWorkflowNativeProposal(t *testing.T) {
 	a.llm.mu.Lock()
 	req := a.llm.last
 	a.llm.mu.Unlock()
-	if len(req.Tools) != 1 || req.Tools[0].Name != workflow.ProposeToolName || !json.Valid(req.Tools[0].InputSchema) ||
+	if len(req.Tools) != 1 || req.Tools[0].Name != proposal.ProposeToolName || !json.Valid(req.Tools[0].InputSchema) ||
 		!strings.Contains(req.System, "json_query") || !strings.Contains(req.System, `"LLM"`) || len(req.Messages) != 3 {
 		t.Errorf("request = %+v", req)
 	}

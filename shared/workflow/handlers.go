@@ -33,7 +33,7 @@ func handleGet(s *Service) http.Handler {
 
 // handleUpdate checks the path before the body (both are 400s).
 func handleUpdate(s *Service) http.Handler {
-	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Workflow, error) {
+	return WithWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Workflow, error) {
 		return s.Update(r.Context(), r.PathValue("workflowId"), in)
 	}))
 }
@@ -70,27 +70,9 @@ func handleMessages(s *Service) http.Handler {
 	})
 }
 
-func handleSend(s *Service) http.Handler {
-	return withWorkflowID(httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in MessageRequest) (Exchange, error) {
-		return s.Send(r.Context(), r.PathValue("workflowId"), in)
-	}))
-}
-
-func handleApply(s *Service) http.Handler {
-	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in ProposalRequest) (Applied, error) {
-		return s.Apply(r.Context(), r.PathValue("workflowId"), in.ProposalID)
-	}))
-}
-
-func handleReject(s *Service) http.Handler {
-	return withWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in ProposalRequest) (Rejected, error) {
-		return s.Reject(r.Context(), r.PathValue("workflowId"), in.ProposalID)
-	}))
-}
-
-// withWorkflowID answers 400 INVALID_ID for a malformed workflowId before
+// WithWorkflowID answers 400 INVALID_ID for a malformed workflowId before
 // next reads the body.
-func withWorkflowID(next http.Handler) http.Handler {
+func WithWorkflowID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := httpapi.PathUUID(r, "workflowId"); err != nil {
 			httpapi.WriteError(w, r, err)

@@ -5,7 +5,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
 )
 
 // MaxContentLen bounds a workflow chat message.
@@ -25,8 +24,8 @@ func (r CreateRequest) Validate() error {
 	if r.UserID == "" {
 		f.Add("userId", "is required")
 	}
-	validateName(&f, "name", &r.Name)
-	validateDescription(&f, "description", r.Description)
+	ValidateName(&f, "name", &r.Name)
+	ValidateDescription(&f, "description", r.Description)
 	return f.Err("workflow.CreateRequest")
 }
 
@@ -47,13 +46,15 @@ func (r UpdateRequest) Validate() error {
 		return e
 	}
 	if r.Name != nil {
-		validateName(&f, "name", r.Name)
+		ValidateName(&f, "name", r.Name)
 	}
-	validateDescription(&f, "description", r.Description)
+	ValidateDescription(&f, "description", r.Description)
 	return f.Err("workflow.UpdateRequest")
 }
 
-func validateName(f *errs.FieldErrors, field string, name *string) {
+// ValidateName adds to f the problem of name, if any: blank, or longer
+// than MaxNameLen characters. Updates and proposals check names alike.
+func ValidateName(f *errs.FieldErrors, field string, name *string) {
 	switch n := utf8.RuneCountInString(strings.TrimSpace(*name)); {
 	case n == 0:
 		f.Add(field, "is required (1-%d characters)", MaxNameLen)
@@ -62,46 +63,10 @@ func validateName(f *errs.FieldErrors, field string, name *string) {
 	}
 }
 
-func validateDescription(f *errs.FieldErrors, field string, d *string) {
+// ValidateDescription adds to f the problem of a description longer than
+// MaxDescriptionLen characters; nil is none.
+func ValidateDescription(f *errs.FieldErrors, field string, d *string) {
 	if d != nil && utf8.RuneCountInString(*d) > MaxDescriptionLen {
 		f.Add(field, "must be at most %d characters", MaxDescriptionLen)
 	}
-}
-
-// MessageRequest is the body of POST /api/workflows/{workflowId}/messages.
-type MessageRequest struct {
-	Content string `json:"content"`
-	ModelID string `json:"modelId"`
-}
-
-// Validate requires content (1-32000 characters) and modelId.
-func (r MessageRequest) Validate() error {
-	var f errs.FieldErrors
-	switch n := utf8.RuneCountInString(r.Content); {
-	case strings.TrimSpace(r.Content) == "":
-		f.Add("content", "is required")
-	case n > MaxContentLen:
-		f.Add("content", "must be at most %d characters", MaxContentLen)
-	}
-	if r.ModelID == "" {
-		f.Add("modelId", "is required")
-	}
-	return f.Err("workflow.MessageRequest")
-}
-
-// ProposalRequest is the body of the apply and reject operations.
-type ProposalRequest struct {
-	ProposalID string `json:"proposalId"`
-}
-
-// Validate requires proposalId to be a UUID.
-func (r ProposalRequest) Validate() error {
-	var f errs.FieldErrors
-	switch {
-	case r.ProposalID == "":
-		f.Add("proposalId", "is required")
-	case !httpapi.IsUUID(r.ProposalID):
-		f.Add("proposalId", "must be a UUID")
-	}
-	return f.Err("workflow.ProposalRequest")
 }

@@ -11,6 +11,19 @@ import (
 const (
 	CodeRunNotFound  = "RUN_NOT_FOUND"
 	CodeRunNotActive = "RUN_NOT_ACTIVE"
+	// CodeRunStateChanged is the code of a run write whose condition on
+	// the stored status failed (the run was cancelled, or is gone).
+	CodeRunStateChanged = "RUN_STATE_CHANGED"
+)
+
+// Step statuses besides the run statuses: a step is pending, running,
+// completed, failed, skipped or cancelled.
+const (
+	StepPending   = RunPending
+	StepRunning   = RunRunning
+	StepCompleted = RunCompleted
+	StepFailed    = RunFailed
+	StepCancelled = RunCancelled
 )
 
 // Active reports whether a run in status may still change: pending or
@@ -20,7 +33,7 @@ func Active(status string) bool { return status == RunPending || status == RunRu
 // CancelRun marks r cancelled at now: its status, completedAt and error,
 // and every step not finished (pending or running) cancelled.
 func CancelRun(r *Run, now time.Time) {
-	markRest(r, StepCancelled)
+	MarkRest(r, StepCancelled)
 	r.Status, r.Error = RunCancelled, "the run was cancelled"
 	t := now.UTC()
 	r.CompletedAt = &t
@@ -58,4 +71,17 @@ func asMap(v json.RawMessage) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(v, &m) // a cut value is an object
 	return m
+}
+
+// MarkRest sets every step that has not finished to status: pending steps
+// to status, a running step to cancelled.
+func MarkRest(run *Run, status string) {
+	for i := range run.Steps {
+		switch run.Steps[i].Status {
+		case StepPending:
+			run.Steps[i].Status = status
+		case StepRunning:
+			run.Steps[i].Status = StepCancelled
+		}
+	}
 }

@@ -1,6 +1,9 @@
 // Package workflow is the user's workflows (ordered steps, each running one
-// tool), the assistant's proposals to change them (applied or rejected by
-// the user), and workflow runs recorded per chat.
+// tool): the types of workflows, their chat, proposals and runs, the
+// {{step.output}} templates, and the service that creates, reads,
+// updates, deletes and lists workflows. Editing by proposals is package
+// proposal; running is package runs. It imports no tool, model provider
+// or JSON Schema code, so the store (which stores these types) stays light.
 package workflow
 
 import (

@@ -1,0 +1,189 @@
+// Package assembly is the one place where the service is put together: one
+// builder per Lambda function turns the configuration and the
+// process-level dependencies (Deps) into that function's router. Every host
+// uses the same builders: each functions/<name>/main.go calls its builder
+// through Lambda (AWS), and infra/local mounts all of them side by side in
+// one process (the dev server and the end-to-end tests). A route added to a
+// builder is therefore served by both, and infra/template checks the routes
+// against template.yaml and that each main calls the builder infra/local
+// mounts for its function.
+//
+// The builders live in one small package per function (authfn, chatsfn,
+// healthfn, mcpfn, modelsfn, toolsfn, workflowsfn) so that a function links
+// only what its own builder imports: importing healthfn does not link
+// DynamoDB, importing authfn does not link a model provider. This package
+// imports nothing heavier than the DynamoDB client.
+//
+// Adding an HTTP function is three steps:
+//
+//  1. a package functions/assembly/<name>fn exporting
+//     var <Name> = assembly.Function{LogicalID: "<Name>Function",
+//     Required: [...], Build: build}, where build(ctx, cfg, deps) returns
+//     the function's router;
+//  2. functions/<name>/main.go: newHandler returns
+//     assembly.Lambda(ctx, getenv, <name>fn.<Name>), and main is
+//     assembly.Main(newHandler, lambdahttp.Start);
+//  3. infra/local lists <name>fn.<Name> in its functions, and template.yaml
+//     declares <Name>Function with its routes.
+//
+// A function that serves no HTTP route (e.g. a scheduled sweeper) follows
+// the same pattern with its own result type: <name>fn exports Required and
+// a builder func <Name>(ctx, cfg config.Config, d assembly.Deps)
+// (*<Name>, error); its main loads the configuration with Config(getenv,
+// Required...), opens Deps with Open and starts the AWS Lambda handler on
+// the result; infra/local builds it with its own Deps (and may run it on a
+// ticker), so both hosts still share the one builder.
+package assembly
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/guregu/dynamo/v2"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/ratelimit"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
+)
+
+// Deps are the process-level dependencies a builder is given. The Lambda
+// host builds them from the configuration (Open); infra/local builds them
+// once for the whole process, on the embedded engine and its own clock.
+type Deps struct {
+	// DB is the DynamoDB client.
+	DB *dynamo.DB
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger is the process's logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Hasher replaces the production password hasher when set (tests use
+	// cheaper parameters).
+	Hasher *auth.Hasher
+	// ToolHTTP is the HTTP client of the tool server (MCP_URL) calls; nil
+	// means each builder's default (infra/local serves the tool server in
+	// process through it).
+	ToolHTTP *http.Client
+	// PingInterval is the chat stream's keep-alive interval; zero means the
+	// production interval.
+	PingInterval time.Duration
+	// StepTimeout bounds one workflow step; zero means the production
+	// limit (tests of a hung tool server shorten it).
+	StepTimeout time.Duration
+}
+
+// Function is one Lambda function of template.yaml: its logical id, the
+// variables its Lambda bootstrap requires, and its builder.
+type Function struct {
+	// LogicalID is the function's resource name in template.yaml; its
+	// folder under functions/ is the id minus "Function", lower-cased.
+	LogicalID string
+	// Required are the variables the bootstrap refuses to start without.
+	Required []string
+	// FunctionURL is true for a function served through its own Lambda
+	// function URL (behind CloudFront) instead of the HTTP API: the chat
+	// stream, which needs response streaming.
+	FunctionURL bool
+	// Build builds the function's router. It fails when a dependency
+	// named by the configuration cannot be built (e.g. a model provider).
+	Build func(ctx context.Context, cfg config.Config, d Deps) (*httpapi.Router, error)
+}
+
+// Main is a Lambda bootstrap's main: it builds the handler with build
+// (a main's newHandler, which calls Lambda) from the environment and
+// serves it with start (lambdahttp.Start, or StartStreaming for a
+// response-streaming function URL). An init failure is printed to stderr
+// and exits 1, so that Lambda reports it at once.
+func Main(build func(ctx context.Context, getenv func(string) string) (http.Handler, error), start func(http.Handler)) {
+	h, err := build(context.Background(), os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	start(h)
+}
+
+// Lambda builds f's handler for its Lambda bootstrap: the configuration
+// from getenv (its errors name the missing or invalid variables), Deps
+// from it (Open), f's router, the standard middleware.
+func Lambda(ctx context.Context, getenv func(string) string, f Function) (http.Handler, error) {
+	cfg, err := Config(getenv, f.Required...)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := f.Build(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return Stack(cfg, d.Logger, r), nil
+}
+
+// Config loads the configuration from getenv and requires the named
+// variables. Its errors name the variables at fault.
+func Config(getenv func(string) string, required ...string) (config.Config, error) {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return cfg, cfg.Require(required...)
+}
+
+// Logger returns the Lambda logger: stdout in the configured format (JSON
+// in Lambda) and level.
+func Logger(cfg config.Config) *slog.Logger {
+	return logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
+}
+
+// Open builds the Deps of a Lambda function: DynamoDB (AWS, or
+// DYNAMODB_ENDPOINT), the wall clock and the Lambda logger. It fails when
+// the AWS configuration cannot be loaded.
+func Open(ctx context.Context, cfg config.Config) (Deps, error) {
+	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: cfg.DynamoDBEndpoint})
+	if err != nil {
+		return Deps{}, err
+	}
+	return Deps{DB: db, Now: time.Now, Logger: Logger(cfg)}, nil
+}
+
+// Stack wraps routes in the standard middleware (request ids, logging,
+// CORS for ALLOWED_ORIGINS, panics, body limits).
+func Stack(cfg config.Config, logger *slog.Logger, routes http.Handler) http.Handler {
+	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins})
+}
+
+// Users returns the users and sessions store of the configured tables.
+func (d Deps) Users(cfg config.Config) *store.Users {
+	return store.NewUsers(d.DB, cfg.UsersTable, cfg.SessionsTable)
+}
+
+// Auth returns the auth service over the configured users and sessions.
+func (d Deps) Auth(cfg config.Config) *auth.Service {
+	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+}
+
+// Limiter returns the per-user rate limiter over RATE_LIMITS_TABLE.
+func (d Deps) Limiter(cfg config.Config) *ratelimit.Limiter {
+	return ratelimit.New(store.NewRateLimits(d.DB, cfg.RateLimitsTable), d.Now)
+}
+
+// ToolClient returns the client of the tool server at MCP_URL with
+// MCP_SERVICE_KEY, over d.ToolHTTP or, when that is nil, a client whose
+// calls time out after timeout (zero: the tool server client's default).
+func (d Deps) ToolClient(cfg config.Config, timeout time.Duration) *toolclient.Client {
+	hc := d.ToolHTTP
+	if hc == nil && timeout > 0 {
+		hc = &http.Client{Timeout: timeout}
+	}
+	return toolclient.NewClient(cfg.MCPURL, cfg.MCPServiceKey, hc)
+}

@@ -1,0 +1,73 @@
+// Package chatsfn builds ChatsFunction (chats and their messages) and
+// StreamFunction (the chat reply as Server-Sent Events): two functions
+// over the same chat service, so one builder package.
+package chatsfn
+
+import (
+	"context"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+var required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+
+// Chats is ChatsFunction.
+var Chats = assembly.Function{
+	LogicalID: "ChatsFunction",
+	Required:  required,
+	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+		svc, err := service(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		return chat.Routes(svc, d.Auth(cfg), limits(cfg, d)), nil
+	},
+}
+
+// Stream is StreamFunction, behind a Lambda function URL with response
+// streaming.
+var Stream = assembly.Function{
+	LogicalID:   "StreamFunction",
+	Required:    required,
+	FunctionURL: true,
+	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+		svc, err := service(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		return chat.StreamRoutes(svc, d.Auth(cfg), d.PingInterval, limits(cfg, d)), nil
+	},
+}
+
+// limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES and
+// RATE_LIMIT_STREAMS.
+func limits(cfg config.Config, d assembly.Deps) chat.Limits {
+	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
+}
+
+// service builds the chat service: chats in the Data table, the configured
+// models, the tool server's tools (one catalog), the users' model
+// preferences, and the runner of workflows in chats, with the stream's
+// time limit.
+func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Service, error) {
+	models, err := providers.Registry(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	runner := runs.NewService(runs.Options{
+		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
+		Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+	})
+	return chat.NewService(chat.Options{
+		Store: store.NewChats(d.DB, cfg.DataTable), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
+		Tools: catalog, Workflows: runner, Now: d.Now,
+	}), nil
+}

@@ -1,0 +1,48 @@
+// Package workflowsfn builds WorkflowsFunction: workflows, their chat and
+// proposals, and workflow runs in chats.
+package workflowsfn
+
+import (
+	"context"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/proposal"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+// Workflows is WorkflowsFunction.
+var Workflows = assembly.Function{
+	LogicalID: "WorkflowsFunction",
+	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"},
+	Build:     build,
+}
+
+// build mounts the workflow routes and the run routes on one router, over
+// one tool catalog; runs through the API have the function's time limit.
+func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+	models, err := providers.Registry(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client := d.ToolClient(cfg, 0)
+	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
+	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
+	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Now: d.Now})
+	runService := runs.NewService(runs.Options{
+		Runs: runStore, Workflows: workflows, Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
+	})
+	authn := d.Auth(cfg)
+	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
+	routes := workflow.Routes(svc, authn)
+	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(runService, authn, lim)} {
+		routes.Mount(r, r.Patterns()...)
+	}
+	return routes, nil
+}

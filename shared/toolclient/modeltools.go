@@ -1,0 +1,35 @@
+package toolclient
+
+import (
+	"context"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/model"
+)
+
+// Specs returns the tools as model tool specs, for chats that offer them
+// to models (chat.Tools): the cached list, so a chat message does not cost
+// a tool server round trip. When the tool server cannot be reached it
+// returns the cached copy if any, else TOOLS_UNAVAILABLE.
+func (c *Catalog) Specs(ctx context.Context) ([]model.ToolSpec, error) {
+	list, err := c.List(ctx, false)
+	if err != nil {
+		return nil, errs.Wrap("toolclient.Catalog.Specs", err)
+	}
+	specs := make([]model.ToolSpec, 0, len(list))
+	for _, t := range list {
+		specs = append(specs, model.ToolSpec{Name: t.ID, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	return specs, nil
+}
+
+// Run runs tool name with args on the tool server and returns its result
+// (chat.Tools, and the workflow engine's steps). Its errors are the
+// Client's.
+func (c *Catalog) Run(ctx context.Context, name string, args map[string]any) (map[string]any, error) {
+	res, err := c.src.RunTool(ctx, name, args)
+	if err != nil {
+		return nil, errs.Wrap("toolclient.Catalog.Run", err)
+	}
+	return res.Result, nil
+}

@@ -1,0 +1,90 @@
+package toolclient
+
+import "encoding/json"
+
+// The service protocol's methods.
+const (
+	MethodListTools   = "listTools"
+	MethodSearchTools = "searchTools"
+	MethodGetTool     = "getTool"
+	MethodRunTool     = "runTool"
+)
+
+// ServiceKeyHeader carries the service key.
+const ServiceKeyHeader = "X-Service-Key"
+
+// Request is a service-protocol call.
+type Request struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// SearchParams are the params of searchTools.
+type SearchParams struct {
+	Query string `json:"query"`
+}
+
+// GetParams are the params of getTool.
+type GetParams struct {
+	ToolID string `json:"toolId"`
+}
+
+// RunParams are the params of runTool.
+type RunParams struct {
+	ToolID string         `json:"toolId"`
+	Input  map[string]any `json:"input"`
+}
+
+// ToolSummary is an item of listTools and searchTools: the protocol's {id,
+// name, description}, plus the category and input schema (additive fields,
+// so that one listTools call yields the REST catalog).
+type ToolSummary struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// ToolsResult is the data of listTools and searchTools.
+type ToolsResult struct {
+	Tools []ToolSummary `json:"tools"`
+}
+
+// Annotations are a tool's MCP behaviour hints, as getTool reports them.
+type Annotations struct {
+	ReadOnlyHint    bool `json:"readOnlyHint"`
+	DestructiveHint bool `json:"destructiveHint"`
+	IdempotentHint  bool `json:"idempotentHint"`
+	OpenWorldHint   bool `json:"openWorldHint"`
+}
+
+// ToolDetail is the data of getTool: the protocol's {id, name, description,
+// inputSchema}, plus category, outputSchema, outputs and annotations.
+type ToolDetail struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Category     string          `json:"category"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
+	Outputs      []string        `json:"outputs"`
+	Annotations  Annotations     `json:"annotations"`
+}
+
+// RunResult is the data of runTool. ExecutionTime is whole milliseconds.
+type RunResult struct {
+	Result        map[string]any `json:"result"`
+	ExecutionTime int64          `json:"executionTime"`
+}
+
+// The tool server's error codes the client and the catalog act on.
+const (
+	// CodeToolsUnavailable: the tool server cannot be reached, does not
+	// answer in time, or answers with something that is not the service
+	// protocol; also the catalog's error when nothing cached can stand in.
+	CodeToolsUnavailable = "TOOLS_UNAVAILABLE"
+	CodeToolNotFound     = "TOOL_NOT_FOUND"
+	CodeInvalidParams    = "INVALID_PARAMS"
+	CodeToolTimeout      = "TOOL_TIMEOUT"
+)

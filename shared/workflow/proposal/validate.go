@@ -1,0 +1,453 @@
+// Package proposal is the workflow chat: a user's message, the assistant's
+// reply (a model, or the built-in proposer) with a proposal of changes,
+// checked against the tool catalog (ApplyChanges: step ids, tools, inputs
+// against each tool's JSON Schema, references to earlier outputs), and
+// applying or rejecting it.
+package proposal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// Proposal validation (docs/decisions.md, Workflows and runs). ApplyChanges applies a
+// proposal's changes to a workflow and validates the result; it runs when
+// a proposal is made (against the workflow the assistant saw) and again
+// when it is applied (against the current workflow, which may have moved
+// on: a rebase).
+//
+// Rules:
+//   - every change is well formed for its type; step ids match
+//     IdentPattern and are unique; positions are in range; at most
+//     MaxSteps steps; name and description within their limits;
+//   - every added or updated step names a tool of the catalog and its
+//     inputs match the tool's input schema (JSON Schema, jsonschema/v6),
+//     where a template stands in for a value that is only known at run
+//     time: an input that is exactly one template ({{s.o}}) may be of any
+//     type, so every schema error at or below its location is ignored; a
+//     string with templates inside it is still a string (type errors
+//     count) but its content is unknown (other errors there are ignored);
+//   - every template of every step (not only the changed ones, since a
+//     removal or a move can break another step's reference) names an
+//     earlier step and an output that step's tool declares.
+
+// CodeInvalidProposal is the code of a proposal whose changes do not
+// validate.
+const CodeInvalidProposal = "INVALID_PROPOSAL"
+
+// ApplyChanges returns w with changes applied (steps, name, description;
+// each step's Outputs set from its tool), and the problems found; the
+// result is meaningful only when there are none. w is not modified.
+func ApplyChanges(w workflow.Workflow, changes []workflow.Change, tools []toolclient.ToolDetail) (workflow.Workflow, []errs.FieldError) {
+	e := newEdit(w, tools)
+	for i, c := range changes {
+		e.apply(fmt.Sprintf("changes[%d]", i), c)
+	}
+	e.check()
+	e.w.Steps = e.steps
+	return e.w, slices.Compact(e.probs)
+}
+
+// edit is one run of ApplyChanges: the workflow being changed, its steps
+// (copies), the catalog by tool id, the problems found so far, and which
+// change last touched each step (its inputs are validated under that
+// change's field).
+type edit struct {
+	w       workflow.Workflow
+	steps   []workflow.Step
+	tools   map[string]*toolclient.ToolDetail
+	touched map[string]string // step id -> field prefix of the change that last touched it
+	probs   errs.FieldErrors
+}
+
+func newEdit(w workflow.Workflow, tools []toolclient.ToolDetail) *edit {
+	e := &edit{w: w, tools: make(map[string]*toolclient.ToolDetail, len(tools)), touched: map[string]string{}}
+	for i := range tools {
+		e.tools[tools[i].ID] = &tools[i]
+	}
+	e.steps = make([]workflow.Step, 0, len(w.Steps))
+	for _, s := range w.Steps {
+		s.Inputs = cloneInputs(s.Inputs)
+		e.steps = append(e.steps, s)
+	}
+	return e
+}
+
+// index returns the position of step id, -1 when there is none.
+func (e *edit) index(id string) int {
+	return slices.IndexFunc(e.steps, func(s workflow.Step) bool { return s.ID == id })
+}
+
+// existing returns the position of step id, or -1 after recording that
+// there is none at field at.
+func (e *edit) existing(at, id string) int {
+	j := e.index(id)
+	if j < 0 {
+		e.probs.Add(at+".stepId", "no step with id %q", id)
+	}
+	return j
+}
+
+// apply applies one change, recording its problems under at; a change
+// with problems leaves the steps as they were.
+func (e *edit) apply(at string, c workflow.Change) {
+	switch c.Type {
+	case workflow.ChangeAddStep:
+		e.addStep(at, c)
+	case workflow.ChangeUpdateStep:
+		e.updateStep(at, c)
+	case workflow.ChangeRemoveStep:
+		if j := e.existing(at, c.StepID); j >= 0 {
+			e.steps = slices.Delete(e.steps, j, j+1)
+			delete(e.touched, c.StepID)
+		}
+	case workflow.ChangeMoveStep:
+		e.moveStep(at, c)
+	case workflow.ChangeUpdateWorkflow:
+		e.updateWorkflow(at, c)
+	default:
+		e.probs.Add(at+".type", "unknown change type %q (one of add_step, update_step, remove_step, move_step, update_workflow)", c.Type)
+	}
+}
+
+func (e *edit) addStep(at string, c workflow.Change) {
+	if c.Step == nil {
+		e.probs.Add(at+".step", "is required for add_step")
+		return
+	}
+	sp := *c.Step
+	ok := true
+	if !workflow.ValidIdent(sp.ID) {
+		e.probs.Add(at+".step.id", "%q is not a valid step id (letters, digits and _, starting with a letter, at most 64)", sp.ID)
+		ok = false
+	} else if e.index(sp.ID) >= 0 {
+		e.probs.Add(at+".step.id", "a step with id %q already exists", sp.ID)
+		ok = false
+	}
+	tool := e.tools[sp.ToolID]
+	if tool == nil {
+		e.probs.Add(at+".step.toolId", "unknown tool %q", sp.ToolID)
+		ok = false
+	}
+	pos := len(e.steps)
+	if c.Position != nil {
+		if *c.Position < 0 || *c.Position > len(e.steps) {
+			e.probs.Add(at+".position", "must be from 0 to %d", len(e.steps))
+			ok = false
+		} else {
+			pos = *c.Position
+		}
+	}
+	if !ok {
+		return
+	}
+	inputs := cloneInputs(sp.Inputs)
+	if inputs == nil {
+		inputs = map[string]any{}
+	}
+	e.steps = slices.Insert(e.steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
+	e.touched[sp.ID] = at + ".step"
+}
+
+func (e *edit) updateStep(at string, c workflow.Change) {
+	j := e.existing(at, c.StepID)
+	if j < 0 {
+		return
+	}
+	if c.ToolID == nil && c.Inputs == nil {
+		e.probs.Add(at, "update_step needs toolId or inputs")
+		return
+	}
+	if c.ToolID != nil {
+		tool := e.tools[*c.ToolID]
+		if tool == nil {
+			e.probs.Add(at+".toolId", "unknown tool %q", *c.ToolID)
+			return
+		}
+		e.steps[j].ToolID = tool.ID
+		e.steps[j].Outputs = slices.Clone(tool.Outputs)
+	}
+	if c.Inputs != nil {
+		e.steps[j].Inputs = cloneInputs(*c.Inputs)
+		if e.steps[j].Inputs == nil {
+			e.steps[j].Inputs = map[string]any{}
+		}
+	}
+	e.touched[c.StepID] = at
+}
+
+func (e *edit) moveStep(at string, c workflow.Change) {
+	j := e.existing(at, c.StepID)
+	if j < 0 {
+		return
+	}
+	if c.Position == nil || *c.Position < 0 || *c.Position >= len(e.steps) {
+		e.probs.Add(at+".position", "is required, from 0 to %d", len(e.steps)-1)
+		return
+	}
+	s := e.steps[j]
+	e.steps = slices.Delete(e.steps, j, j+1)
+	e.steps = slices.Insert(e.steps, *c.Position, s)
+}
+
+func (e *edit) updateWorkflow(at string, c workflow.Change) {
+	if c.Name == nil && c.Description == nil {
+		e.probs.Add(at, "update_workflow needs name or description")
+		return
+	}
+	n := len(e.probs)
+	if c.Name != nil {
+		workflow.ValidateName(&e.probs, at+".name", c.Name)
+	}
+	workflow.ValidateDescription(&e.probs, at+".description", c.Description)
+	if len(e.probs) > n {
+		return
+	}
+	if c.Name != nil {
+		e.w.Name = strings.TrimSpace(*c.Name)
+	}
+	if c.Description != nil {
+		e.w.Description = *c.Description
+	}
+}
+
+// check validates the steps as the changes left them: their number, the
+// inputs of every step a change touched against its tool's schema, and
+// the references of every step (a removal or a move can break a step no
+// change touched).
+func (e *edit) check() {
+	if len(e.steps) > workflow.MaxSteps {
+		e.probs.Add("steps", "a workflow has at most %d steps", workflow.MaxSteps)
+	}
+	for j := range e.steps {
+		if tool := e.tools[e.steps[j].ToolID]; tool != nil {
+			e.steps[j].Outputs = slices.Clone(tool.Outputs) // outputs follow the tool's current schema
+		}
+	}
+	for j, s := range e.steps {
+		at, changed := e.touched[s.ID]
+		if !changed {
+			at = "steps[" + s.ID + "]"
+		}
+		if changed {
+			e.checkInputs(at, s)
+		}
+		e.checkRefs(at, j, s)
+	}
+}
+
+// checkInputs validates the inputs of step s against its tool's schema.
+func (e *edit) checkInputs(at string, s workflow.Step) {
+	tool := e.tools[s.ToolID]
+	if tool == nil {
+		e.probs.Add(at+".toolId", "unknown tool %q", s.ToolID)
+		return
+	}
+	for _, fe := range validateInputs(tool, s.Inputs) {
+		e.probs.Add(joinField(at+".inputs", fe.Field), "%s", fe.Message)
+	}
+}
+
+// checkRefs checks that every template of step s, at position j, names
+// an earlier step and an output that step's tool declares.
+func (e *edit) checkRefs(at string, j int, s workflow.Step) {
+	for _, r := range workflow.Refs(s.Inputs) {
+		k := e.index(r.StepID)
+		switch {
+		case k < 0:
+			e.probs.Add(at+".inputs", "%s refers to step %q, which does not exist", r, r.StepID)
+		case k >= j:
+			e.probs.Add(at+".inputs", "%s refers to step %q, which is not an earlier step", r, r.StepID)
+		default:
+			outs := e.steps[k].Outputs
+			if !slices.Contains(outs, r.Output) {
+				e.probs.Add(at+".inputs", "%s: step %q (tool %s) has no output %q (outputs: %s)", r, r.StepID, e.steps[k].ToolID, r.Output, strings.Join(outs, ", "))
+			}
+		}
+	}
+}
+
+// proposalError is the error of a proposal whose changes do not validate.
+func proposalError(op, code, msg string, probs []errs.FieldError) *errs.Error {
+	kindOf := errs.Invalid
+	if code == workflow.CodeProposalConflict {
+		kindOf = errs.Conflict
+	}
+	return &errs.Error{Op: op, Kind: kindOf, Code: code, Message: msg + ": " + summarize(probs), Details: probs}
+}
+
+// summarize joins up to three problems into one sentence.
+func summarize(probs []errs.FieldError) string {
+	var b strings.Builder
+	for i, p := range probs {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(probs)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field + ": " + p.Message)
+	}
+	return b.String()
+}
+
+func joinField(prefix, field string) string {
+	if field == "" {
+		return prefix
+	}
+	return prefix + "." + strings.ReplaceAll(field, "/", ".")
+}
+
+func cloneInputs(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return m
+	}
+	var out map[string]any
+	if json.Unmarshal(b, &out) != nil {
+		return m
+	}
+	return out
+}
+
+// compiled caches compiled input schemas by their text.
+var compiled sync.Map // string -> compiledSchema
+
+type compiledSchema struct {
+	schema *jsonschema.Schema
+	err    error
+}
+
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external schema reference %q is not allowed", url)
+}
+
+func inputSchema(t *toolclient.ToolDetail) (*jsonschema.Schema, error) {
+	raw := bytes.TrimSpace(t.InputSchema)
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if v, ok := compiled.Load(string(raw)); ok {
+		c := v.(compiledSchema)
+		return c.schema, c.err
+	}
+	var c compiledSchema
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err == nil {
+		comp := jsonschema.NewCompiler()
+		comp.DefaultDraft(jsonschema.Draft2020)
+		comp.UseLoader(refusingLoader{})
+		loc := "tool:" + t.ID + ".input.json"
+		if err = comp.AddResource(loc, doc); err == nil {
+			c.schema, err = comp.Compile(loc)
+		}
+	}
+	c.err = err
+	compiled.Store(string(raw), c)
+	return c.schema, c.err
+}
+
+// validateInputs checks inputs against t's input schema, leniently where
+// templates stand (see the package rules above). Fields are JSON-pointer
+// paths without the leading slash.
+func validateInputs(t *toolclient.ToolDetail, inputs map[string]any) []errs.FieldError {
+	schema, err := inputSchema(t)
+	if err != nil {
+		return []errs.FieldError{{Message: "the tool's input schema does not compile: " + err.Error()}}
+	}
+	if schema == nil {
+		return nil
+	}
+	b, err := json.Marshal(inputs)
+	if err != nil {
+		return []errs.FieldError{{Message: "inputs are not JSON"}}
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return []errs.FieldError{{Message: "inputs are not JSON"}}
+	}
+	exact, interp := map[string]bool{}, map[string]bool{}
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		switch x := v.(type) {
+		case string:
+			if _, ok := workflow.IsExactTemplate(x); ok {
+				exact[strings.Join(path, "/")] = true
+			} else if len(workflow.Refs(x)) > 0 {
+				interp[strings.Join(path, "/")] = true
+			}
+		case map[string]any:
+			for k, e := range x {
+				walk(e, append(slices.Clip(path), k))
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, append(slices.Clip(path), fmt.Sprint(i)))
+			}
+		}
+	}
+	walk(inst, nil)
+	err = schema.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []errs.FieldError{{Message: err.Error()}}
+	}
+	p := message.NewPrinter(language.English)
+	var out []errs.FieldError
+	var leaves func(e *jsonschema.ValidationError)
+	leaves = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				leaves(c)
+			}
+			return
+		}
+		loc := e.InstanceLocation
+		for i := 0; i <= len(loc); i++ {
+			if exact[strings.Join(loc[:i], "/")] {
+				return
+			}
+		}
+		if _, isType := e.ErrorKind.(*kind.Type); interp[strings.Join(loc, "/")] && !isType {
+			return
+		}
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, m := range k.Missing {
+				out = append(out, errs.FieldError{Field: strings.Join(append(slices.Clip(loc), m), "/"), Message: "is required"})
+			}
+		case *kind.AdditionalProperties:
+			for _, m := range k.Properties {
+				out = append(out, errs.FieldError{Field: strings.Join(append(slices.Clip(loc), m), "/"), Message: "is not an input of this tool"})
+			}
+		default:
+			out = append(out, errs.FieldError{Field: strings.Join(loc, "/"), Message: e.ErrorKind.LocalizedString(p)})
+		}
+	}
+	leaves(ve)
+	slices.SortFunc(out, func(a, b errs.FieldError) int { return strings.Compare(a.Field+a.Message, b.Field+b.Message) })
+	return slices.Compact(out)
+}
