@@ -188,9 +188,10 @@ func TestStreamKeepAlive(t *testing.T) {
 	}
 }
 
-// TestStreamDisconnectKeepsPartialReply: a client that leaves mid-stream
-// stops generation; what was generated is stored under the announced id.
-func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
+// TestStreamDisconnectKeepsGenerating: a client that leaves mid-stream
+// does not stop the reply: it is generated to its end and stored whole,
+// under the announced id, with status completed.
+func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 50*time.Millisecond, 0)
 	id := f.newChat(t)
@@ -222,14 +223,15 @@ func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
 			Data struct{ Messages []chat.Message }
 		}
 		decode(t, f.do(t, "GET", "/api/chats/"+id+"/messages", ""), &list)
-		if n := len(list.Data.Messages); n == 2 {
+		if n := len(list.Data.Messages); n == 2 && list.Data.Messages[1].Status != chat.StatusStreaming {
 			a := list.Data.Messages[1]
-			if a.ID != announced || a.Role != "assistant" || !strings.HasPrefix(a.Content, got) || len(a.Content) >= len(`You said: "`+long) {
-				t.Fatalf("partial message = %+v (first delta %q)", a, got)
+			if a.ID != announced || a.Role != "assistant" || !strings.HasPrefix(a.Content, got) ||
+				!strings.HasPrefix(a.Content, `You said: "`+strings.TrimSpace(long)) || a.Status != chat.StatusCompleted {
+				t.Fatalf("message = %+v (first delta %q)", a, got)
 			}
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("partial assistant message never stored")
+	t.Fatal("the reply was never completed")
 }

@@ -436,9 +436,6 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 	return nil
 }
 
-// generationKind is the kind of a reply's event log (lease.Expired.Kind).
-const generationKind = "generation"
-
 var (
 	errGenerationNotFound = errs.E("store.Chats", errs.NotFound, chat.CodeGenerationNotFound,
 		"no reply with this id in this chat")
@@ -460,7 +457,7 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: generationKind, ID: g.ID, Status: reply.Status, Target: rit.SK,
+	if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: g.ID, Status: reply.Status, Target: rit.SK,
 		First: first, LeaseUntil: g.LeaseUntil}); err != nil {
 		return errs.Wrap(op, err)
 	}
