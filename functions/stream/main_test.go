@@ -92,8 +92,8 @@ func TestStreamFunctionEvent(t *testing.T) {
 		case "start":
 			startID = got.MessageID
 			// Streaming, not buffering: the reply is not finished yet.
-			if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 1 {
-				t.Errorf("at start: %d messages stored (%v), want only the user message", len(msgs), err)
+			if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 2 || msgs[1].Status != chat.StatusStreaming {
+				t.Errorf("at start: %+v (%v), want the user message and the reply streaming", msgs, err)
 			}
 		case "content":
 			deltas.WriteString(got.Delta)
