@@ -45,8 +45,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 
 	last := lastMessage(req.Messages)
 	if n, ok := countRequest(last); ok {
-		res.Usage.OutputTokens = n
-		return res, countSlowly(ctx, n, emit)
+		var err error
+		res.Usage.OutputTokens, err = countSlowly(ctx, n, emit)
+		return res, err
 	}
 	var reply string
 	switch {
@@ -103,23 +104,24 @@ func countRequest(m Message) (int, bool) {
 }
 
 // countSlowly emits "1 ", "2 ", ... "n " one per chunk, CountInterval
-// apart. It fails with ctx's or emit's error.
-func countSlowly(ctx context.Context, n int, emit func(Chunk) error) error {
+// apart, and returns how many it emitted. It fails with ctx's or emit's
+// error.
+func countSlowly(ctx context.Context, n int, emit func(Chunk) error) (int, error) {
 	t := time.NewTicker(CountInterval)
 	defer t.Stop()
 	for i := 1; i <= n; i++ {
 		if i > 1 {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return i - 1, ctx.Err()
 			case <-t.C:
 			}
 		}
 		if err := emit(Chunk{Delta: strconv.Itoa(i) + " "}); err != nil {
-			return err
+			return i - 1, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 func lastMessage(ms []Message) Message {
