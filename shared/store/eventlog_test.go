@@ -138,3 +138,46 @@ func TestLoggedGeneration(t *testing.T) {
 	// The chat is free again.
 	start()
 }
+
+// BenchmarkLogWrites feeds an eventlog.Writer over the real store with 2 s
+// of events at three rates (a slow model, a fast one, a burst) and counts
+// the log's DynamoDB writes: at most one per 100 ms or per 20 events, so
+// about 10 a second until the events come faster than 200 a second.
+func BenchmarkLogWrites(b *testing.B) {
+	for _, every := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond, time.Millisecond} {
+		b.Run(fmt.Sprintf("event_every_%s", every), func(b *testing.B) {
+			db := storetest.New(b)
+			s := store.NewChats(db.DB, db.Data())
+			ctx := context.Background()
+			now := time.Now().UTC()
+			var writes, events int
+			for b.Loop() {
+				c := newChat("u1", now)
+				if err := s.CreateChat(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), LeaseUntil: now.Add(30 * time.Second)}
+				user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: now}
+				reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
+				if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
+					b.Fatal(err)
+				}
+				w := eventlog.NewWriter(ctx, 2, func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
+					writes++
+					return s.AppendEvents(ctx, c.ID, g.ID, recs, until)
+				}, eventlog.Options{})
+				t := time.NewTicker(every)
+				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-t.C {
+					w.Add(json.RawMessage(`{"type":"content","delta":"x "}`))
+					events++
+				}
+				t.Stop()
+				if _, _, err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(writes)/float64(b.N)/2, "writes/streamed-s")
+			b.ReportMetric(float64(events)/float64(b.N)/2, "events/streamed-s")
+		})
+	}
+}
