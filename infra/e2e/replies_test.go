@@ -47,21 +47,7 @@ func (c *client) openResume(ctx context.Context, chatID, lastID string, viaQuery
 // resume reads a resumed stream to its end (see openResume).
 func (c *client) resume(chatID, lastID string, viaQuery bool) streamResult {
 	c.t.Helper()
-	resp := c.openResume(context.Background(), chatID, lastID, viaQuery)
-	defer resp.Body.Close()
-	res := streamResult{Status: resp.StatusCode, Header: resp.Header}
-	if resp.StatusCode != http.StatusOK {
-		res.Body, _ = io.ReadAll(resp.Body)
-		return res
-	}
-	expectStreamHeaders(c.t, resp.Header)
-	for e, err := range readEvents(c.t, resp.Body) {
-		if err != nil {
-			c.t.Fatalf("reading the resumed stream: %v", err)
-		}
-		res.Events = append(res.Events, e)
-	}
-	return res
+	return c.readStream(c.openResume(context.Background(), chatID, lastID, viaQuery))
 }
 
 // seqOf returns the sequence number of an event's id.

@@ -90,7 +90,13 @@ func (r streamResult) response() response {
 // the server ends the stream.
 func (c *client) stream(chatID string, body any) streamResult {
 	c.t.Helper()
-	resp := c.openStream(context.Background(), chatID, body)
+	return c.readStream(c.openStream(context.Background(), chatID, body))
+}
+
+// readStream reads resp, a stream or its JSON error, to its end and
+// closes it.
+func (c *client) readStream(resp *http.Response) streamResult {
+	c.t.Helper()
 	defer resp.Body.Close()
 	res := streamResult{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode != http.StatusOK {
