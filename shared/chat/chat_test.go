@@ -16,6 +16,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
@@ -47,6 +48,7 @@ func (p *loopProvider) Generate(ctx context.Context, req model.Request, emit fun
 
 type fixture struct {
 	srv    *httptest.Server
+	svc    *chat.Service
 	cookie string
 	userID string
 	loop   *loopProvider
@@ -80,7 +82,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	f := &fixture{srv: srv, loop: loop}
+	f := &fixture{srv: srv, svc: svc, loop: loop}
 	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password-1x","name":"C"}`)
 	var body struct {
 		Data struct{ User struct{ ID string } }
@@ -234,4 +236,29 @@ func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the reply was never completed")
+}
+
+// TestStreamTimeout: a reply still generating at its deadline is cut and
+// saved failed with GENERATION_TIMEOUT, what was generated kept.
+func TestStreamTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0, 0)
+	id := f.newChat(t)
+	authed := auth.WithSession(context.Background(), auth.Session{User: auth.User{ID: f.userID}})
+	turn, err := f.svc.StartStream(authed, id, chat.StreamRequest{MessageRequest: chat.MessageRequest{
+		Content: "count to 200 slowly", ModelID: "builtin", UserID: &f.userID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	defer cancel()
+	var events []chat.Event
+	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) { events = append(events, e) })
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+		t.Fatalf("RunStream: %+v, %v", msg, err)
+	}
+	n := len(events)
+	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Errorf("events %+v", events)
+	}
 }

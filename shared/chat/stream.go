@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -170,10 +171,14 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg.Status, genErr = StatusStopped, nil
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
 	case werr != nil || genErr != nil:
-		if werr != nil {
+		switch {
+		case ctx.Err() != nil:
+			// The generation's deadline (Detach) passed: the model call
+			// or the log write it cut is not the cause.
+			genErr = errs.E("chat.RunStream", errs.Unavailable, "GENERATION_TIMEOUT", "the reply took too long and was cut").
+				WithCause(errors.Join(genErr, werr))
+		case werr != nil:
 			genErr = werr
-		} else if genCtx.Err() != nil && context.Cause(genCtx) == genCtx.Err() && ctx.Err() != nil {
-			genErr = errs.E("chat.RunStream", errs.Unavailable, "GENERATION_TIMEOUT", "the reply took too long and was cut").WithCause(genErr)
 		}
 		msg.Status = StatusFailed
 		final = []Event{
