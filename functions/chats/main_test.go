@@ -68,6 +68,16 @@ func TestChatsFunctionEvents(t *testing.T) {
 		}
 	}
 
+	// Stopping a reply that was never streamed: 404 GENERATION_NOT_FOUND.
+	ev = lambdatest.LoadV2(t, "testdata/stop-reply.json")
+	ev.RawPath = strings.Replace(ev.RawPath, "CHAT_ID", created.Data.ID, 1)
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ev.Cookies = cookie
+	resp, err = invoke(ctx, ev)
+	if err != nil || resp.StatusCode != 404 || !strings.Contains(resp.Body, `"code":"GENERATION_NOT_FOUND"`) {
+		t.Errorf("stop: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+
 	if _, err := newHandler(ctx, func(k string) string { return map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "x"}[k] }); err == nil ||
 		!strings.Contains(err.Error(), "DATA_TABLE") || !strings.Contains(err.Error(), "MCP_URL") {
 		t.Errorf("config error = %v", err)

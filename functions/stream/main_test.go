@@ -28,7 +28,9 @@ import (
 // TestStreamFunctionEvent drives the stream function with a recorded
 // function URL event and reads the events from the streaming body as they
 // arrive: start comes before the reply is finished (the assistant message
-// is stored only at the end), tool events follow, end closes.
+// is stored streaming at start, completed at the end), tool events follow,
+// end closes. A client that leaves does not stop a reply, and a GET event
+// with Last-Event-ID resumes it.
 func TestStreamFunctionEvent(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
@@ -92,8 +94,8 @@ func TestStreamFunctionEvent(t *testing.T) {
 		case "start":
 			startID = got.MessageID
 			// Streaming, not buffering: the reply is not finished yet.
-			if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 1 {
-				t.Errorf("at start: %d messages stored (%v), want only the user message", len(msgs), err)
+			if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 2 || msgs[1].Status != chat.StatusStreaming {
+				t.Errorf("at start: %+v (%v), want the user message and the reply streaming", msgs, err)
 			}
 		case "content":
 			deltas.WriteString(got.Delta)
@@ -140,6 +142,62 @@ func TestStreamFunctionEvent(t *testing.T) {
 	}
 	if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 2 {
 		t.Errorf("after the refused requests: %d messages (%v), want the 2 of the first reply", len(msgs), err)
+	}
+
+	// A client that leaves: the runtime stops reading the body (the pipe
+	// is closed), the handler's writes fail, and the reply is still
+	// generated to its end and saved whole.
+	slow := ev
+	slow.Body = `{"content":"count to 10 slowly","modelId":"builtin","userId":"` + me.User.ID + `"}`
+	resp, err = lambdahttp.NewFunctionURLStreaming(h)(ctx, &slow)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("slow reply: %+v %v", resp, err)
+	}
+	var replyID string
+	for e, err := range sse.Read(resp.Body, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got chat.Event
+		_ = json.Unmarshal([]byte(e.Data), &got)
+		replyID = got.MessageID
+		break
+	}
+	resp.Body.(io.Closer).Close()
+	deadline := time.Now().Add(10 * time.Second)
+	msgs = nil
+	for time.Now().Before(deadline) {
+		if _, msgs, err = chats.Conversation(ctx, c.ID); err == nil && len(msgs) == 4 && msgs[3].Status != chat.StatusStreaming {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(msgs) != 4 || msgs[3].ID != replyID || msgs[3].Status != chat.StatusCompleted || msgs[3].Content != "1 2 3 4 5 6 7 8 9 10 " {
+		t.Fatalf("after the client left: %+v, want the reply %s completed", msgs, replyID)
+	}
+
+	// Resume it through a GET function URL event with Last-Event-ID: the
+	// events after 9, the last one the end.
+	resume := ev
+	resume.Body = ""
+	resume.RequestContext.HTTP.Method = "GET"
+	resume.Headers = map[string]string{"accept": "text/event-stream", "last-event-id": replyID + ":9", "host": ev.Headers["host"]}
+	resp, err = lambdahttp.NewFunctionURLStreaming(h)(ctx, &resume)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("resume: %+v %v", resp, err)
+	}
+	var ids []string
+	var last chat.Event
+	for e, err := range sse.Read(resp.Body, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.LastEventID)
+		last = chat.Event{}
+		_ = json.Unmarshal([]byte(e.Data), &last)
+	}
+	if len(ids) != 3 || ids[0] != replyID+":10" || ids[2] != replyID+":12" || last.Type != "end" || last.Reason != chat.ReasonCompleted {
+		t.Errorf("resumed ids %v, last %+v: want 10..12, the last the end", ids, last)
 	}
 
 	// Anonymous: a plain JSON 401 before any event.

@@ -80,6 +80,7 @@ func run() error {
 		return err
 	}
 	defer stack.Close()
+	go stack.Sweeper.Run(ctx, cfg.SweepInterval)
 
 	storage := storageLine(cfg, stack)
 	servers := []*http.Server{newServer(stack.API, serverTimeouts), newServer(stack.Tools, serverTimeouts)}

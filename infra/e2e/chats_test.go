@@ -30,6 +30,7 @@ type messageJSON struct {
 	InputTokens  int            `json:"inputTokens"`
 	OutputTokens int            `json:"outputTokens"`
 	Truncated    bool           `json:"truncated"`
+	Status       string         `json:"status"`
 	CreatedAt    time.Time      `json:"createdAt"`
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"iter"
-	"strings"
 	"testing"
 )
 
@@ -16,11 +15,12 @@ import (
 // names the user message it answers (replyTo).
 func TestOneGenerationPerChat(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "BUILTIN_CHUNK_DELAY=40ms")
+	srv := startServer(t)
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "one-generation@example.com")
 	busy, other := newChat(t, c, map[string]any{"title": "busy"}), newChat(t, c, map[string]any{"title": "other"})
-	long := map[string]any{"content": strings.Repeat("Tell me how a streamed reply is delivered. ", 4), "modelId": "builtin", "userId": userID}
+	// A reply of 20 s, stopped once the checks are done.
+	long := map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -31,8 +31,9 @@ func TestOneGenerationPerChat(t *testing.T) {
 	}
 	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
 	defer stop()
-	if e, err, ok := next(); !ok || err != nil || e.Type != "start" {
-		t.Fatalf("first event %+v, want start", e)
+	first, err, ok := next()
+	if !ok || err != nil || first.Type != "start" {
+		t.Fatalf("first event %+v, want start", first)
 	}
 
 	// The reply is being generated (the built-in model paces its chunks).
@@ -41,6 +42,9 @@ func TestOneGenerationPerChat(t *testing.T) {
 	expectError(t, "second stream on the chat", second.response(), 409, "GENERATION_ACTIVE")
 	expectError(t, "message on the chat", c.do("POST", "/api/chats/"+busy.ID+"/messages", short), 409, "GENERATION_ACTIVE")
 	sendMessage(t, c, other.ID, short)
+	if r := c.do("POST", "/api/chats/"+busy.ID+"/messages/"+first.MessageID+"/stop", nil); r.Status != 200 {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
 
 	var events int
 	for e, err, ok := next(); ok; e, err, ok = next() {

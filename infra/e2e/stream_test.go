@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,13 @@ type streamEvent struct {
 	Result    json.RawMessage `json:"result"`
 	Error     string          `json:"error"`
 	Message   string          `json:"message"`
+	Reason    string          `json:"reason"`
+	// ID is the event's SSE id, <messageId>:<seq>.
+	ID string `json:"-"`
 }
+
+// eventIDPattern is the form of an event's SSE id.
+var eventIDPattern = regexp.MustCompile(`^[0-9a-f-]{36}:[1-9][0-9]*$`)
 
 // eventSchemas names the schema of docs/openapi.yaml of each event type.
 var eventSchemas = map[string]string{
@@ -83,7 +90,13 @@ func (r streamResult) response() response {
 // the server ends the stream.
 func (c *client) stream(chatID string, body any) streamResult {
 	c.t.Helper()
-	resp := c.openStream(context.Background(), chatID, body)
+	return c.readStream(c.openStream(context.Background(), chatID, body))
+}
+
+// readStream reads resp, a stream or its JSON error, to its end and
+// closes it.
+func (c *client) readStream(resp *http.Response) streamResult {
+	c.t.Helper()
 	defer resp.Body.Close()
 	res := streamResult{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode != http.StatusOK {
@@ -110,8 +123,8 @@ func readEvents(t *testing.T, r io.Reader) func(func(streamEvent, error) bool) {
 				yield(streamEvent{}, err)
 				return
 			}
-			if ev.Type != "" || ev.LastEventID != "" || strings.Contains(ev.Data, "\n") {
-				t.Errorf("event %+v: want one data line and no event or id field", ev)
+			if ev.Type != "" || !eventIDPattern.MatchString(ev.LastEventID) || strings.Contains(ev.Data, "\n") {
+				t.Errorf("event %+v: want one data line, an id <messageId>:<seq> and no event field", ev)
 			}
 			var e streamEvent
 			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
@@ -126,6 +139,7 @@ func readEvents(t *testing.T, r io.Reader) func(func(streamEvent, error) bool) {
 			} else if err := spec.ValidateSchema(name, []byte(ev.Data)); err != nil {
 				t.Errorf("event %s: %v", ev.Data, err)
 			}
+			e.ID = ev.LastEventID
 			if !yield(e, nil) {
 				return
 			}
@@ -188,7 +202,7 @@ func TestStreamEventSchemas(t *testing.T) {
 		`{"type":"content","delta":"Hi"}`,
 		`{"type":"tool_call","toolName":"json_query","toolArgs":{"query":".a"}}`,
 		`{"type":"tool_result","toolName":"json_query","result":{"result":1}}`,
-		`{"type":"end","messageId":"` + id + `"}`,
+		`{"type":"end","messageId":"` + id + `","reason":"completed"}`,
 		`{"type":"error","error":"MODEL_UNAVAILABLE","message":"retry shortly"}`,
 	} {
 		if err := spec.ValidateSchema("StreamEvent", []byte(ok)); err != nil {
@@ -205,6 +219,8 @@ func TestStreamEventSchemas(t *testing.T) {
 		`{"type":"tool_call","toolName":"json_query","toolArgs":"{}"}`,
 		`{"type":"tool_result","toolName":"json_query"}`,
 		`{"type":"end","messageId":null}`,
+		`{"type":"end","messageId":"` + id + `"}`,
+		`{"type":"end","messageId":"` + id + `","reason":"done"}`,
 		`{"type":"error","error":"oops","message":"m"}`,
 		`{"type":"error","message":"m"}`,
 		`{"type":"done"}`,
@@ -377,8 +393,8 @@ func TestStream(t *testing.T) {
 }
 
 // TestStreamDisconnect leaves a stream after its first content event: the
-// server stops generating and keeps what it generated, under the id
-// announced in start. BUILTIN_CHUNK_DELAY paces the built-in model so that
+// server goes on generating and saves the whole reply, under the id
+// announced in start, as the same reply streamed to its end. BUILTIN_CHUNK_DELAY paces the built-in model so that
 // the reply takes long enough to be interrupted.
 //
 // The keep-alive comment (": ping" after 15 s of silence) is not tested
@@ -447,19 +463,19 @@ func TestStreamDisconnect(t *testing.T) {
 		t.Fatalf("the full reply came in %d chunks, want many: %q", chunks, whole)
 	}
 
-	// The user message is stored before start; the partial reply once the
-	// server notices the client left.
+	// The user message and the streaming reply are stored before start;
+	// the reply is saved whole when it ends.
 	var msgs []messageJSON
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		msgs = getMessages(t, c, cut.ID)
-		if len(msgs) == 2 || time.Now().After(deadline) {
+		if (len(msgs) == 2 && msgs[1].Status != "streaming") || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if len(msgs) != 2 {
-		t.Fatalf("%d messages stored 5 s after the disconnect, want the user message and the partial reply: %+v", len(msgs), msgs)
+	if len(msgs) != 2 || msgs[1].Status != "completed" {
+		t.Fatalf("10 s after the disconnect: %+v, want the user message and the completed reply", msgs)
 	}
 	if u := msgs[0]; u.Role != "user" || u.Content != content {
 		t.Errorf("user message: %+v", u)
@@ -468,14 +484,8 @@ func TestStreamDisconnect(t *testing.T) {
 	if a.ID != id || a.Role != "assistant" || a.ModelID != "builtin" {
 		t.Errorf("partial reply %+v, want the assistant message %s announced in start", a, id)
 	}
-	if !strings.HasPrefix(a.Content, first) || !strings.HasPrefix(whole, a.Content) || len(a.Content) >= len(whole) {
-		t.Errorf("partial reply %q: want a prefix of the full reply %q that starts with the first delta %q and is shorter", a.Content, whole, first)
-	}
-	t.Logf("kept %d of the %d bytes of the full reply (%d chunks)", len(a.Content), len(whole), chunks)
-	// Nothing more arrives: generation stopped.
-	time.Sleep(200 * time.Millisecond)
-	if again := getMessages(t, c, cut.ID); len(again) != 2 || again[1].Content != a.Content {
-		t.Errorf("messages changed after the partial reply was stored: %+v", again)
+	if !strings.HasPrefix(a.Content, first) || a.Content != whole {
+		t.Errorf("reply %q: want the full reply %q, starting with the first delta %q", a.Content, whole, first)
 	}
 }
 

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -41,19 +44,22 @@ func toolError(t *testing.T, ev event) string {
 	return r.Error
 }
 
-// TestFaultStreamStorage fails the stream's writes after it started: the
-// client gets an error event (STORAGE_UNAVAILABLE) and then end, and what
-// was stored before stays whole.
+// TestFaultStreamStorage fails the stream's writes after it started. When
+// a write of the reply's event log fails (after the SDK's retries) the
+// reply ends: the client gets an error event (STORAGE_UNAVAILABLE) and
+// end, and the message is saved failed with exactly the deltas streamed.
+// When storage stays down, the client still gets error and end, never a
+// hang, and the sweeper saves the reply failed once storage is back.
 func TestFaultStreamStorage(t *testing.T) {
 	t.Parallel()
-	t.Run("assistant message", func(t *testing.T) {
+	t.Run("log write fails, storage recovers", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{})
 		chatID := e.createChat()
-		// The user message's transaction passes, the assistant's fails.
-		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: throttled})
+		// The start's transaction passes, the first log batch fails.
+		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: store.MaxAttempts, fault: throttled})
 		m, ops := e.proxy.mark(), e.counter.Count()
-		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "hello", ""), streamDeadline)
+		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "count to 50 slowly", ""), streamDeadline)
 		e.proxy.clear()
 		if resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, body)
@@ -62,11 +68,46 @@ func TestFaultStreamStorage(t *testing.T) {
 		if errEv := eventsOf(evs, chat.EventError)[0]; errEv.Error != "STORAGE_UNAVAILABLE" || errEv.Message == "" {
 			t.Errorf("error event %+v", errEv)
 		}
-		e.expectRetries(t, m, ops, 1)
-		msgs := e.messages(chatID)
-		if len(msgs) != 1 || msgs[0].Role != "user" {
-			t.Errorf("messages %+v, want the user message alone", msgs)
+		if end := evs[len(evs)-1]; end.Reason != chat.ReasonInterrupted {
+			t.Errorf("end %+v, want reason interrupted", end)
 		}
+		e.expectRetries(t, m, ops, 1)
+		var streamed strings.Builder
+		for _, ev := range eventsOf(evs, chat.EventContent) {
+			streamed.WriteString(ev.Delta)
+		}
+		msgs := e.messages(chatID)
+		if len(msgs) != 2 || msgs[1].Status != chat.StatusFailed || msgs[1].Content != streamed.String() || streamed.Len() == 0 {
+			t.Errorf("messages %+v, want the reply failed with the %q streamed", msgs, streamed.String())
+		}
+	})
+	t.Run("storage stays down", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOptions{})
+		chatID := e.createChat()
+		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: internal})
+		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "count to 50 slowly", ""), streamDeadline)
+		e.proxy.clear()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		requireEvents(t, evs, chat.EventStart, chat.EventError, chat.EventEnd)
+		msgs := e.messages(chatID)
+		if len(msgs) != 2 || msgs[1].Status != chat.StatusStreaming {
+			t.Fatalf("messages %+v, want the reply still streaming until its lease runs out", msgs)
+		}
+		// A sweep after the lease ran out ends it.
+		later := func() time.Time { return time.Now().Add(time.Minute) }
+		chats := chat.NewService(chat.Options{Store: store.NewChats(e.stack.DB, e.cfg.DataTable), Now: later})
+		sw := lease.NewSweeper(store.NewLeases(e.stack.DB, e.cfg.DataTable), map[string]lease.Handler{chat.GenerationKind: chats.InterruptExpired}, later, nil)
+		if n, err := sw.Sweep(context.Background()); err != nil || n < 1 {
+			t.Fatalf("sweep: %d ended, %v", n, err)
+		}
+		msgs = e.messages(chatID)
+		if len(msgs) != 2 || msgs[1].Status != chat.StatusFailed {
+			t.Errorf("messages %+v, want the reply failed", msgs)
+		}
+		e.postMessage(chatID) // the chat is free again
 	})
 	t.Run("workflow run record", func(t *testing.T) {
 		t.Parallel()

@@ -637,6 +637,7 @@ type event struct {
 	Error    string          `json:"error"`
 	Message  string          `json:"message"`
 	Delta    string          `json:"delta"`
+	Reason   string          `json:"reason"`
 }
 
 // stream posts a stream request to srv and reads its events until the

@@ -30,12 +30,14 @@ import (
 	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
+	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 	"github.com/workflowchat/service/functions/assembly/toolsfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/lease"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
@@ -91,6 +93,10 @@ type Stack struct {
 	DB *dynamo.DB
 	// Engine is the embedded DynamoDB engine, nil with DYNAMODB_ENDPOINT.
 	Engine *dynamolocal.Engine
+	// Sweeper ends the streamed replies whose lease ran out
+	// (SweeperFunction in AWS); the dev server runs it on a ticker
+	// (SWEEP_INTERVAL).
+	Sweeper *lease.Sweeper
 }
 
 // Options are the process-level dependencies of New.
@@ -183,6 +189,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		s.Functions = append(s.Functions, Function{LogicalID: f.fn.LogicalID, Dir: dirOf(f.fn.LogicalID), Router: r,
 			FunctionURL: f.fn.FunctionURL, Builder: f.builder})
 	}
+	s.Sweeper = sweeperfn.Sweeper(cfg, d)
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
 		api.Mount(f.Router, f.Router.Patterns()...)

@@ -36,7 +36,7 @@ func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
 	// The rate limits stay on, so that their DynamoDB call is counted, but
 	// high enough for benchmark loops.
-	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m"}
+	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m", "RATE_LIMIT_RESUMES": "1000000/m"}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
@@ -189,8 +189,11 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 		}
 		ttfb = append(ttfb, time.Since(start))
 		line, err := rd.ReadString('\n')
+		if strings.HasPrefix(line, "id: ") { // the start event's SSE id
+			line, err = rd.ReadString('\n')
+		}
 		if err != nil || !strings.Contains(line, `"type":"start"`) {
-			b.Fatalf("first line %q: %v", line, err)
+			b.Fatalf("first data line %q: %v", line, err)
 		}
 		toStart = append(toStart, time.Since(start))
 		_, _ = io.Copy(io.Discard, rd)
@@ -200,6 +203,109 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 	b.ReportMetric(float64(latency.Percentile(ttfb, 0.99).Nanoseconds()), "ttfb-p99-ns")
 	b.ReportMetric(float64(latency.Percentile(toStart, 0.5).Nanoseconds()), "start-p50-ns")
 	b.ReportMetric(float64(latency.Percentile(toStart, 0.99).Nanoseconds()), "start-p99-ns")
+}
+
+// streamReply streams "count to n slowly" in a fresh chat over srv to its
+// end and returns the reply's message id.
+func (f *fixture) streamReply(tb testing.TB, srv *httptest.Server, n int) string {
+	tb.Helper()
+	rec := httptest.NewRecorder()
+	f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{}`))
+	var c struct{ Data struct{ ID string } }
+	_ = json.Unmarshal(rec.Body.Bytes(), &c)
+	f.chatID = c.Data.ID
+	body := `{"content":"count to ` + strconv.Itoa(n) + ` slowly","modelId":"builtin","userId":"` + f.userID + `"}`
+	req, _ := http.NewRequest("POST", srv.URL+"/api/chats/"+c.Data.ID+"/messages/stream", strings.NewReader(body))
+	req.Header.Set("Cookie", f.cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(raw), `"reason":"completed"`) || strings.Count(string(raw), `"type":"content"`) != n {
+		tb.Fatalf("reply: %s", raw)
+	}
+	_, after, _ := strings.Cut(string(raw), `"messageId":"`)
+	id, _, _ := strings.Cut(after, `"`)
+	return id
+}
+
+// BenchmarkReplyWrites streams replies of the built-in model's "count to N
+// slowly" (N content events, 100 ms apart) to their end over loopback
+// HTTP and counts the DynamoDB calls of each whole request: the session
+// read, the rate limit, the conversation Query, the start transaction,
+// then the event log's writes and the end. The log's writes follow the
+// reply's duration (at most one per 100 ms), not its number of events.
+func BenchmarkReplyWrites(b *testing.B) {
+	for _, n := range []int{10, 50, 200} {
+		b.Run("count_to_"+strconv.Itoa(n), func(b *testing.B) {
+			f := newFixture(b)
+			srv := httptest.NewServer(f.stack.API)
+			defer srv.Close()
+			var calls int64
+			for b.Loop() {
+				f.counter.Reset()
+				f.streamReply(b, srv, n)
+				calls += f.counter.Count()
+			}
+			b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/op")
+			b.ReportMetric(float64(n+2), "events/op")
+			b.ReportMetric(float64(calls)/float64(b.N)/(float64(n)/10), "ddbcalls/streamed-s")
+		})
+	}
+}
+
+// BenchmarkResumeFirstEvent measures, over loopback HTTP, the time from a
+// resume request (GET .../messages/stream with Last-Event-ID) to its first
+// replayed event, on a finished reply of 50 events: the session read, the
+// rate limit, the chat read and one Query of the log. Its floor,
+// liveness_over_http, is GET /api/liveness over the same loopback HTTP.
+// Reported as p50/p99.
+func BenchmarkResumeFirstEvent(b *testing.B) {
+	f := newFixture(b)
+	srv := httptest.NewServer(f.stack.API)
+	defer srv.Close()
+	id := f.streamReply(b, srv, 48)
+	b.Run("liveness_over_http", func(b *testing.B) {
+		var d []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			resp, err := http.Get(srv.URL + "/api/liveness")
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			d = append(d, time.Since(start))
+		}
+		latency.Report(b, d)
+	})
+	b.Run("resume_first_event", func(b *testing.B) {
+		var d []time.Duration
+		f.counter.Reset()
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest("GET", srv.URL+"/api/chats/"+f.chatID+"/messages/stream", nil)
+			req.Header.Set("Cookie", f.cookie)
+			req.Header.Set("Last-Event-ID", id+":10")
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rd := bufio.NewReader(resp.Body)
+			line, err := rd.ReadString('\n')
+			if err != nil || line != "id: "+id+":11\n" {
+				b.Fatalf("first line %q: %v", line, err)
+			}
+			d = append(d, time.Since(start))
+			_, _ = io.Copy(io.Discard, rd)
+			resp.Body.Close()
+		}
+		b.ReportMetric(float64(f.counter.Count())/float64(b.N), "ddbcalls/op")
+		latency.Report(b, d)
+	})
 }
 
 // BenchmarkListMessages1000 reads a chat of 1,000 messages (one Query of

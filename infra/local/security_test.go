@@ -60,6 +60,7 @@ var validBodies = map[string]string{
 	"POST /api/workflows/{workflowId}/messages/reject":      `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
 	"POST /api/chats/{chatId}/workflow-runs":                `{"workflowId":"{workflow}"}`,
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel": "",
+	"POST /api/chats/{chatId}/messages/{messageId}/stop":    "",
 }
 
 // securityHeaders must be on every response.
@@ -147,7 +148,7 @@ func TestSecurityMatrix(t *testing.T) {
 	a, b := signUp("a@example.com"), signUp("b@example.com")
 
 	// A's resources.
-	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id}
+	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
 	if hasRoute(s, "POST /api/workflows") {

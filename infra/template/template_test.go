@@ -136,8 +136,12 @@ var wantGrants = map[string]map[string][]string{
 		// the auth middleware. No UsersTable: StartStream requires modelId
 		// and never reads the preference (see nameOnly).
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-		// StartStream: Conversation (Query); AddMessages for the user and
-		// then the assistant message (tx: Put message + Update chat).
+		// StartStream: Conversation (Query); StartLoggedGeneration (tx:
+		// Put user and assistant messages, the log head and first batch,
+		// Update chat); the reply's log batches (tx: Put batch + Update
+		// head; UpdateItem alone to renew the lease) and its end (tx: Put
+		// message and batch, Update head and chat); resume: Chat
+		// (GetItem), the log (Query).
 		// With a workflowId (chatsfn's runs.Service): PrepareRun's
 		// store.Workflows.Workflow (GetItem); the engine's
 		// store.Runs.CreateRun (tx: Put run + ConditionCheck on the chat
@@ -145,6 +149,14 @@ var wantGrants = map[string]map[string][]string{
 		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
+	// The sweeper: chat.Service.Interrupt over store.Chats: Chat, the log
+	// head and the message (GetItem), the log (Query), the end (tx: Put
+	// message and batch, Update head and chat); store.Leases.Expired
+	// (Query of GSI1 per ACTIVE#<shard>).
+	"SweeperFunction": {
+		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		"DataTable/index/GSI1": {"dynamodb:Query"},
 	},
 	"WorkflowsFunction": {
 		// the auth middleware. No UsersTable: the workflow chat requires
@@ -353,6 +365,56 @@ func httpAPIEvents(fn *serverless.Function) map[string]*serverless.Function_Http
 		out[name] = p
 	}
 	return out
+}
+
+// scheduleEvents returns fn's Schedule events' schedule expressions by
+// event name.
+func scheduleEvents(fn *serverless.Function) map[string]string {
+	out := map[string]string{}
+	for name, ev := range fn.Events {
+		if ev.Type != "Schedule" {
+			continue
+		}
+		out[name] = ""
+		if ev.Properties != nil && ev.Properties.ScheduleEvent != nil {
+			out[name] = ev.Properties.ScheduleEvent.Schedule
+		}
+	}
+	return out
+}
+
+// sweeperID is the function that ends expired leases (functions/sweeper).
+const sweeperID = "SweeperFunction"
+
+// (l) The sweeper runs on an EventBridge schedule every minute and on
+// nothing else (no route, no URL), and is the only scheduled function.
+func checkSweeper(s *stack, _ *codeFacts) []string {
+	var probs []string
+	for _, id := range sortedKeys(s.functions) {
+		fn := s.functions[id]
+		sched := scheduleEvents(fn)
+		if id != sweeperID {
+			if len(sched) > 0 {
+				probs = append(probs, fmt.Sprintf("%s: has a Schedule; only %s runs on one", id, sweeperID))
+			}
+			continue
+		}
+		if len(sched) != 1 || len(fn.Events) != 1 {
+			probs = append(probs, fmt.Sprintf("%s: events %v, want exactly one Schedule", id, sched))
+		}
+		for name, expr := range sched {
+			if expr != "rate(1 minute)" {
+				probs = append(probs, fmt.Sprintf("%s: event %s runs on %q, want rate(1 minute)", id, name, expr))
+			}
+		}
+		if fn.FunctionUrlConfig != nil {
+			probs = append(probs, fmt.Sprintf("%s: has a function URL; it must not be reachable over HTTP", id))
+		}
+	}
+	if _, ok := s.functions[sweeperID]; !ok {
+		probs = append(probs, sweeperID+": missing; nothing would end the replies of dead processes")
+	}
+	return probs
 }
 
 func asMap(v any) map[string]any {
@@ -584,6 +646,7 @@ var checks = []struct {
 	{"i_streaming_function_urls", checkStreamingURLs},
 	{"j_cloudfront_single_origin", checkCloudFront},
 	{"k_model_providers", checkModelProviders},
+	{"l_sweeper_schedule", checkSweeper},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1257,8 +1320,8 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil {
-			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events nor a FunctionUrlConfig; nothing can reach it", id))
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 {
+			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {
 			probs = append(probs, fmt.Sprintf("%s: FunctionUrlConfig.AuthType %q, want NONE (credentials are checked in code; callers do not sign requests)", id, url.AuthType))
@@ -1457,10 +1520,18 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"AllowCredentials: true", "AllowCredentials: false", "AllowCredentials must be true"},
 		{"CORS lacks a routed method", "g_cors",
 			"AllowMethods: [GET, POST, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PATCH, DELETE, OPTIONS]", "lacks POST"},
+		{"sweeper on a slow schedule", "l_sweeper_schedule",
+			"Schedule: rate(1 minute)", "Schedule: rate(1 hour)", `runs on "rate(1 hour)"`},
+		{"sweeper reachable over HTTP", "l_sweeper_schedule",
+			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n",
+			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n      FunctionUrlConfig:\n        AuthType: NONE\n",
+			"must not be reachable over HTTP"},
+		{"sweeper granted a Scan", "d_iam_least_privilege",
+			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},
 		{"tool server granted storage", "d_iam_reviewed_contract",
 			"        # llm_generate may run on a Bedrock model", "        - Statement:\n            - Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n        # llm_generate may run on a Bedrock model", "McpFunction on SessionsTable"},
 		{"tool server unreachable", "h_function_urls_and_tool_server",
-			"      FunctionUrlConfig:\n        AuthType: NONE\n        InvokeMode: BUFFERED\n", "", "McpFunction: neither HttpApi events nor a FunctionUrlConfig"},
+			"      FunctionUrlConfig:\n        AuthType: NONE\n        InvokeMode: BUFFERED\n", "", "McpFunction: neither HttpApi events, a FunctionUrlConfig nor a Schedule"},
 		{"tool server URL needs signed requests", "h_function_urls_and_tool_server",
 			"      FunctionUrlConfig:\n        AuthType: NONE", "      FunctionUrlConfig:\n        AuthType: AWS_IAM", "AuthType \"AWS_IAM\""},
 		{"tool server streams", "h_function_urls_and_tool_server",

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
@@ -39,6 +40,10 @@ type Chat struct {
 	WorkflowID string    `json:"workflowId,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// Generation is the id of the generation holding the chat, if any,
+	// and GenerationUntil when its chat lease ends (see Generation).
+	Generation      string    `json:"-"`
+	GenerationUntil time.Time `json:"-"`
 }
 
 // Message is one message of a chat.
@@ -59,9 +64,22 @@ type Message struct {
 	OutputTokens int `json:"outputTokens,omitempty"`
 	// Truncated is true when an assistant message's content was cut at
 	// MaxReplyBytes (the stream had sent it whole).
-	Truncated bool      `json:"truncated,omitempty"`
+	Truncated bool `json:"truncated,omitempty"`
+	// Status is streaming while a streamed reply is generated, then
+	// completed, stopped or failed; completed for every message that was
+	// never streamed.
+	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+// Message statuses.
+const (
+	StatusStreaming        = "streaming"
+	StatusCompleted        = "completed"
+	StatusStopped          = "stopped"
+	StatusFailed           = "failed"
+	StatusAwaitingApproval = "awaiting_approval"
+)
 
 // Generation is a reply being generated in a chat: while its lease runs,
 // the chat takes no other message (409 GENERATION_ACTIVE), so that two
@@ -70,8 +88,11 @@ type Message struct {
 type Generation struct {
 	// ID is the id of the assistant message being generated.
 	ID string
-	// Now is when the generation starts; Until when its lease ends.
+	// Now is when the generation starts; Until when its chat lease ends.
 	Now, Until time.Time
+	// LeaseUntil is when the liveness lease of a streamed generation
+	// ends unless its next log write renews it (see package lease).
+	LeaseUntil time.Time
 }
 
 // Leases of a generation: a reply through POST .../messages ends within
@@ -81,9 +102,19 @@ const (
 	StreamLease = 11 * time.Minute
 )
 
-// CodeGenerationActive is the code of a message refused because the chat
-// is already generating a reply.
-const CodeGenerationActive = "GENERATION_ACTIVE"
+// Codes of generation errors.
+const (
+	// CodeGenerationActive is the code of a message refused because the
+	// chat is already generating a reply.
+	CodeGenerationActive = "GENERATION_ACTIVE"
+	// CodeGenerationNotFound: no streamed reply with this id in the chat.
+	CodeGenerationNotFound = "GENERATION_NOT_FOUND"
+	// CodeGenerationNotActive: stopping a reply that has finished.
+	CodeGenerationNotActive = "GENERATION_NOT_ACTIVE"
+	// CodeInterrupted is the error of a reply whose generator died (its
+	// lease ran out).
+	CodeInterrupted = "INTERRUPTED"
+)
 
 // ToolCall records one tool call of an assistant message.
 type ToolCall struct {
@@ -148,6 +179,30 @@ type Store interface {
 	// expired), msgs are stored and its lease left alone. NotFound
 	// CHAT_NOT_FOUND.
 	FinishGeneration(ctx context.Context, chat Chat, id string, msgs ...Message) error
+	// StartLoggedGeneration stores user and reply (status streaming),
+	// marks g active on chat as StartGeneration does, and creates the
+	// reply's event log holding first, its lease until g.LeaseUntil, in
+	// one transaction. Conflict GENERATION_ACTIVE, NotFound.
+	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []eventlog.Record, user, reply Message) error
+	// AppendEvents appends recs to generation id's log and renews its
+	// lease to until, in one conditional write: Conflict
+	// eventlog.CodeStopRequested or eventlog.CodeNotActive when the
+	// generation must end.
+	AppendEvents(ctx context.Context, chatID, id string, recs []eventlog.Record, until time.Time) error
+	// EndLoggedGeneration stores reply with its final status, appends
+	// recs and ends its log, freeing chat, in one transaction; with
+	// expiredBefore set only if the lease ended before then. Conflict
+	// GENERATION_NOT_ACTIVE when it has already ended.
+	EndLoggedGeneration(ctx context.Context, chat Chat, reply Message, recs []eventlog.Record, expiredBefore time.Time) error
+	// GenerationEvents returns generation id's logged events after seq
+	// and whether more can come. NotFound GENERATION_NOT_FOUND.
+	GenerationEvents(ctx context.Context, chatID, id string, after int64) ([]eventlog.Record, bool, error)
+	// RequestStop asks generation id to stop. NotFound
+	// GENERATION_NOT_FOUND, Conflict GENERATION_NOT_ACTIVE.
+	RequestStop(ctx context.Context, chatID, id string) error
+	// GeneratedMessage returns generation id's message as stored and
+	// whether the generation is active. NotFound GENERATION_NOT_FOUND.
+	GeneratedMessage(ctx context.Context, chatID, id string) (Message, bool, error)
 }
 
 // Tools lists and runs the tools a model may call.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
@@ -48,6 +49,7 @@ func (p *loopProvider) Generate(ctx context.Context, req model.Request, emit fun
 
 type fixture struct {
 	srv    *httptest.Server
+	svc    *chat.Service
 	cookie string
 	userID string
 	loop   *loopProvider
@@ -80,7 +82,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	f := &fixture{srv: srv, loop: loop}
+	f := &fixture{srv: srv, svc: svc, loop: loop}
 	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password-1x","name":"C"}`)
 	var body struct {
 		Data struct{ User struct{ ID string } }
@@ -188,9 +190,10 @@ func TestStreamKeepAlive(t *testing.T) {
 	}
 }
 
-// TestStreamDisconnectKeepsPartialReply: a client that leaves mid-stream
-// stops generation; what was generated is stored under the announced id.
-func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
+// TestStreamDisconnectKeepsGenerating: a client that leaves mid-stream
+// does not stop the reply: it is generated to its end and stored whole,
+// under the announced id, with status completed.
+func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 50*time.Millisecond, 0)
 	id := f.newChat(t)
@@ -222,14 +225,40 @@ func TestStreamDisconnectKeepsPartialReply(t *testing.T) {
 			Data struct{ Messages []chat.Message }
 		}
 		decode(t, f.do(t, "GET", "/api/chats/"+id+"/messages", ""), &list)
-		if n := len(list.Data.Messages); n == 2 {
+		if n := len(list.Data.Messages); n == 2 && list.Data.Messages[1].Status != chat.StatusStreaming {
 			a := list.Data.Messages[1]
-			if a.ID != announced || a.Role != "assistant" || !strings.HasPrefix(a.Content, got) || len(a.Content) >= len(`You said: "`+long) {
-				t.Fatalf("partial message = %+v (first delta %q)", a, got)
+			if a.ID != announced || a.Role != "assistant" || !strings.HasPrefix(a.Content, got) ||
+				!strings.HasPrefix(a.Content, `You said: "`+strings.TrimSpace(long)) || a.Status != chat.StatusCompleted {
+				t.Fatalf("message = %+v (first delta %q)", a, got)
 			}
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("partial assistant message never stored")
+	t.Fatal("the reply was never completed")
+}
+
+// TestStreamTimeout: a reply still generating at its deadline is cut and
+// saved failed with GENERATION_TIMEOUT, what was generated kept.
+func TestStreamTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0, 0)
+	id := f.newChat(t)
+	authed := auth.WithSession(context.Background(), auth.Session{User: auth.User{ID: f.userID}})
+	turn, err := f.svc.StartStream(authed, id, chat.StreamRequest{MessageRequest: chat.MessageRequest{
+		Content: "count to 200 slowly", ModelID: "builtin", UserID: &f.userID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	defer cancel()
+	var events []chat.Event
+	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) { events = append(events, e) })
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+		t.Fatalf("RunStream: %+v, %v", msg, err)
+	}
+	n := len(events)
+	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Errorf("events %+v", events)
+	}
 }

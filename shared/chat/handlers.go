@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sse"
@@ -89,6 +90,10 @@ func handleSend(s *Service) http.Handler {
 
 // handleStream answers with the reply as Server-Sent Events. Errors before
 // the stream starts are plain JSON errors; later ones are error events.
+// The reply is generated in a context detached from the client's (see
+// Detach): a client that leaves does not stop it, and the handler returns
+// when it is saved. Events reach the client through an sse.Queue, so a slow
+// or vanished client never holds the generator up.
 func handleStream(s *Service, ping time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := httpapi.PathUUID(r, "chatId")
@@ -107,12 +112,94 @@ func handleStream(s *Service, ping time.Duration) http.Handler {
 			return
 		}
 		out := sse.NewWriter(w)
-		ctx, stop := context.WithCancel(r.Context())
-		pinging := make(chan struct{})
-		go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
-		defer func() { stop(); <-pinging }() // no write after the handler returns
-		if _, err := s.RunStream(ctx, turn, func(e Event) error { return out.Send(e) }); err != nil {
-			logging.FromContext(ctx).InfoContext(ctx, "stream ended early", "err", err.Error())
+		stopPing := keepAlive(r.Context(), out, ping)
+		defer stopPing()
+		q := sse.NewQueue(out)
+		ctx, cancel := Detach(r.Context())
+		defer cancel()
+		if _, err := s.RunStream(ctx, turn, func(e Event) { q.Send(e.ID, e) }); err != nil {
+			logging.FromContext(ctx).InfoContext(ctx, "reply ended early", "err", err.Error())
 		}
+		if err := q.Close(); err != nil {
+			logging.FromContext(ctx).InfoContext(ctx, "the client left before the reply ended", "err", err.Error())
+		}
+	})
+}
+
+// keepAlive pings out after ping of silence until the returned function is
+// called (which waits for the pinger, so nothing is written after it).
+func keepAlive(ctx context.Context, out *sse.Writer, ping time.Duration) func() {
+	ctx, stop := context.WithCancel(ctx)
+	pinging := make(chan struct{})
+	go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
+	return func() { stop(); <-pinging }
+}
+
+// lastEventID returns the resume point of a request: the Last-Event-ID
+// header, else the lastEventId query parameter; nil when neither is set.
+// Invalid INVALID_EVENT_ID when malformed.
+func lastEventID(r *http.Request) (*eventlog.ID, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("lastEventId")
+	}
+	if v == "" {
+		return nil, nil
+	}
+	id, err := eventlog.ParseID(v)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// handleResume replays a reply's events after Last-Event-ID (or
+// ?lastEventId=), or the chat's active reply from its start, then follows
+// it until its end; 204 when no id is given and no reply is active. The
+// follow ends with the client, or at the request's deadline (at most
+// MaxGeneration): the client then resumes again.
+func handleResume(s *Service, ping time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		last, err := lastEventID(r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		f, err := s.Resume(r.Context(), id, last)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		if f == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		out := sse.NewWriter(w)
+		stopPing := keepAlive(r.Context(), out, ping)
+		defer stopPing()
+		ctx, cancel := context.WithTimeout(r.Context(), MaxGeneration)
+		defer cancel()
+		if err := f.Follow(ctx, func(e Event) error { return out.SendWithID(e.ID, e) }); err != nil {
+			logging.FromContext(ctx).InfoContext(ctx, "resume ended early", "err", err.Error())
+		}
+	})
+}
+
+func handleStop(s *Service) http.Handler {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Message, error) {
+		chatID, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			return Message{}, err
+		}
+		msgID, err := httpapi.PathUUID(r, "messageId")
+		if err != nil {
+			return Message{}, err
+		}
+		return s.Stop(r.Context(), chatID, msgID)
 	})
 }

@@ -20,7 +20,20 @@ type Event struct {
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Message   string          `json:"message,omitempty"`
+	// Reason says why an end event ended the stream: completed, stopped,
+	// awaiting_approval or interrupted.
+	Reason string `json:"reason,omitempty"`
+	// ID is the event's SSE id, <messageId>:<seq> (not part of its JSON).
+	ID string `json:"-"`
 }
+
+// End reasons.
+const (
+	ReasonCompleted        = "completed"
+	ReasonStopped          = "stopped"
+	ReasonAwaitingApproval = "awaiting_approval"
+	ReasonInterrupted      = "interrupted"
+)
 
 // Event types.
 const (
@@ -43,7 +56,7 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // bounded to what one stored item holds (see bound).
 // On an error it returns the message generated so far with the error.
 func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, emit func(Event) error) (Message, error) {
-	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID}
+	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, Status: StatusCompleted}
 	var specs []model.ToolSpec
 	if s.tools != nil {
 		var err error

@@ -16,6 +16,9 @@ type Limits struct {
 	Messages ratelimit.Rule
 	// Streams limits POST /api/chats/{chatId}/messages/stream.
 	Streams ratelimit.Rule
+	// Resumes limits GET /api/chats/{chatId}/messages/stream (a browser
+	// EventSource reconnects by itself: the rule must allow that).
+	Resumes ratelimit.Rule
 }
 
 // Routes returns the handler of the chat endpoints (ChatsFunction). Every
@@ -30,12 +33,13 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r.Handle("GET /api/users/{userId}/chats", authn.Require(handleList(s)))
 	r.Handle("POST /api/chats/{chatId}/messages", authn.Require(l.Limiter.Limit(l.Messages)(handleSend(s))))
 	r.Handle("GET /api/chats/{chatId}/messages", authn.Require(handleMessages(s)))
+	r.Handle("POST /api/chats/{chatId}/messages/{messageId}/stop", authn.Require(handleStop(s)))
 	return r
 }
 
-// StreamRoutes returns the handler of the chat stream (StreamFunction,
-// behind a function URL with response streaming), rate limited per user by
-// the Streams rule of l. ping is the silence after which a keep-alive
+// StreamRoutes returns the handler of the chat stream and its resume
+// (StreamFunction, behind a function URL with response streaming), rate
+// limited per user by the Streams and Resumes rules of l. ping is the silence after which a keep-alive
 // comment is sent; zero means PingInterval.
 func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, l Limits) *httpapi.Router {
 	if ping <= 0 {
@@ -43,5 +47,6 @@ func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, l Limits)
 	}
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Streams)(handleStream(s, ping))))
+	r.Handle("GET /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Resumes)(handleResume(s, ping))))
 	return r
 }

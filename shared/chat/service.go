@@ -10,6 +10,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
@@ -27,6 +28,7 @@ type Service struct {
 	workflows    WorkflowRunner
 	defaultModel string
 	now          func() time.Time
+	lease        time.Duration
 }
 
 // Options are the dependencies of NewService. Tools may be nil (no tool
@@ -40,6 +42,9 @@ type Options struct {
 	Workflows      WorkflowRunner
 	DefaultModelID string
 	Now            func() time.Time
+	// Lease is how far ahead each log write of a streamed reply renews
+	// its lease; zero means eventlog.Lease (30 s).
+	Lease time.Duration
 }
 
 // NewService returns a Service.
@@ -47,7 +52,11 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, defaultModel: o.DefaultModelID, now: o.Now}
+	if o.Lease <= 0 {
+		o.Lease = eventlog.Lease
+	}
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, defaultModel: o.DefaultModelID,
+		now: o.Now, lease: o.Lease}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -218,7 +227,7 @@ func (s *Service) authorizeMessage(ctx context.Context, op string, c Chat, req M
 }
 
 func (s *Service) newMessage(chatID, role, content string) Message {
-	return Message{ID: uuid.NewString(), ChatID: chatID, Role: role, Content: content, CreatedAt: s.clock()}
+	return Message{ID: uuid.NewString(), ChatID: chatID, Role: role, Content: content, Status: StatusCompleted, CreatedAt: s.clock()}
 }
 
 func firstNonEmpty(vs ...string) string {

@@ -2,16 +2,38 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/lease"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/model"
 )
 
 // PingInterval is the silence after which the stream sends ": ping".
 const PingInterval = 15 * time.Second
+
+// Bounds of a streamed reply's life.
+const (
+	// MaxGeneration bounds a reply generated after its client left, where
+	// the host sets no deadline of its own (in AWS the function timeout
+	// bounds it).
+	MaxGeneration = 10 * time.Minute
+	// saveMargin is kept before the host's deadline to save the reply.
+	saveMargin = 15 * time.Second
+	// saveTimeout bounds the final write of a reply.
+	saveTimeout = 10 * time.Second
+	// StopWait is how long a stop request waits for the generator to save
+	// the stopped reply before answering with the message as it is.
+	StopWait = 3 * time.Second
+)
 
 // Turn is a streamed exchange that passed every check and whose user
 // message is stored: what remains is to generate the reply.
@@ -22,10 +44,15 @@ type Turn struct {
 	ModelID string
 	// ReplyID is the id of the assistant message, announced in start.
 	ReplyID string
+	// Reply is the assistant message as stored at the start (streaming).
+	Reply Message
 	// Workflow, when not nil, is the workflow the reply runs (the
 	// request's workflowId) instead of a model reply.
 	Workflow *PreparedRun
 }
+
+// eventID returns the SSE id of event seq of reply id.
+func eventID(id string, seq int64) string { return eventlog.ID{Stream: id, Seq: seq}.String() }
 
 // StartStream checks a stream request and stores its user message, so
 // that every error it returns can still be a plain JSON response: Invalid
@@ -33,8 +60,9 @@ type Turn struct {
 // configured), NotFound, Forbidden, Conflict GENERATION_ACTIVE when the
 // chat is already generating a reply. With a workflowId, the workflow must
 // be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
-// after the chat. The user message is stored together with the start of
-// the turn's generation, which RunStream ends.
+// after the chat. The user message, the assistant message (status
+// streaming) and the reply's event log with its start event are stored in
+// one transaction; RunStream ends the generation.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
 	const op = "chat.StartStream"
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
@@ -58,59 +86,353 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		}
 		run = &p
 	}
-	user := s.newMessage(c.ID, "user", req.Content)
-	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease)}
-	if err := s.store.StartGeneration(ctx, c, gen, user); err != nil {
+	user := s.newMessage(c.ID, model.RoleUser, req.Content)
+	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), LeaseUntil: user.CreatedAt.Add(s.lease)}
+	// The reply sorts right after its user message.
+	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: req.ModelID, ReplyTo: user.ID,
+		Status: StatusStreaming, CreatedAt: user.CreatedAt.Add(time.Microsecond)}
+	start, err := json.Marshal(Event{Type: EventStart, MessageID: gen.ID})
+	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Workflow: run}, nil
+	if err := s.store.StartLoggedGeneration(ctx, c, gen, []eventlog.Record{{Seq: 1, Data: start}}, user, reply); err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run}, nil
 }
 
-// RunStream generates t's reply as events through emit: start, content,
-// tool_call and tool_result events, then end (with a workflow: a
-// tool_call and tool_result per step, then the summary as content); a failure becomes an error
-// event followed by end. The assistant message is stored with the announced
-// id and the concatenated deltas as its content, also when ctx is cancelled
-// (the client left): what was generated is kept. It returns the stored
-// message, or the error that stopped the stream.
-func (s *Service) RunStream(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
-	if err := emit(Event{Type: EventStart, MessageID: t.ReplyID}); err != nil {
-		s.endGeneration(ctx, t.Chat, t.ReplyID)
-		return Message{}, err
+// Detach returns the context a reply is generated in: ctx's values
+// without its cancellation (a client that leaves does not stop the reply),
+// ending saveMargin before ctx's deadline (the host's, e.g. the function
+// timeout), or MaxGeneration from now when ctx has none.
+func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(MaxGeneration + saveMargin)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), d.Add(-saveMargin))
+}
+
+// RunStream generates t's reply, handing every event to live as it is
+// produced (with its SSE id): start, content, tool_call and tool_result
+// events, then end with its reason (with a workflow: a tool_call and
+// tool_result per step, then the summary as content). Every event is
+// appended to the reply's event log in batches, which renews the reply's
+// lease and lets any instance resume the stream. live cannot stop the
+// reply: ctx should be detached from the client (Detach). The reply ends
+// completed; stopped when a stop was requested (its next log write fails);
+// failed with an error event when the model, the tools or the log fail.
+// The assistant message is stored with the concatenated deltas, also when
+// stopped or failed. It returns the stored message, and the error that
+// ended it early.
+func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
+	live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
+	genCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := eventlog.NewWriter(ctx, 2, func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
+		return s.store.AppendEvents(ctx, t.Chat.ID, t.ReplyID, recs, until)
+	}, eventlog.Options{Lease: s.lease, Now: s.now})
+	go func() {
+		select {
+		case <-w.Done():
+			cancel(w.Err())
+		case <-genCtx.Done():
+		}
+	}()
+	emit := func(e Event) error {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		e.ID = eventID(t.ReplyID, w.Add(data))
+		live(e)
+		return nil
 	}
 	var (
 		msg    Message
 		genErr error
 	)
 	if t.Workflow != nil {
-		msg, genErr = s.runWorkflow(ctx, t, emit)
+		msg, genErr = s.runWorkflow(genCtx, t, emit)
 	} else {
-		msg, genErr = s.reply(ctx, t.History, t.User, t.ModelID, t.ReplyID, emit)
+		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, emit)
 	}
-	var keep []Message
-	if msg.Content != "" || len(msg.ToolCalls) > 0 || genErr == nil {
-		keep = append(keep, msg)
+	pending, next, werr := w.Close()
+	msg.CreatedAt = t.Reply.CreatedAt
+
+	var final []Event
+	switch {
+	case errs.CodeOf(werr) == eventlog.CodeNotActive:
+		// The sweeper ended the reply (its lease ran out): what it
+		// logged is the reply's end.
+		s.forward(ctx, t, w.Written(), live)
+		return msg, errs.Wrap("chat.RunStream", werr)
+	case errs.CodeOf(werr) == eventlog.CodeStopRequested:
+		msg.Status, genErr = StatusStopped, nil
+		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
+	case werr != nil || genErr != nil:
+		switch {
+		case ctx.Err() != nil:
+			// The generation's deadline (Detach) passed: the model call
+			// or the log write it cut is not the cause.
+			genErr = errs.E("chat.RunStream", errs.Unavailable, "GENERATION_TIMEOUT", "the reply took too long and was cut").
+				WithCause(errors.Join(genErr, werr))
+		case werr != nil:
+			genErr = werr
+		}
+		msg.Status = StatusFailed
+		final = []Event{
+			{Type: EventError, Error: errs.CodeOf(genErr), Message: errs.MessageOf(genErr, "the reply failed")},
+			{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted},
+		}
+	default:
+		msg.Status = StatusCompleted
+		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonCompleted}}
 	}
-	{
-		// Store (and end the generation) even when the client is gone: a
-		// detached context with its own deadline.
-		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := s.store.FinishGeneration(saveCtx, t.Chat, t.ReplyID, keep...)
-		cancel()
+	recs, final, err := numbered(pending, next, t.ReplyID, final)
+	if err == nil {
+		saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+		err = s.store.EndLoggedGeneration(saveCtx, t.Chat, msg, recs, time.Time{})
+		cancelSave()
+	}
+	if err != nil {
+		logging.FromContext(ctx).ErrorContext(ctx, "save the reply", "chatId", t.Chat.ID, "messageId", t.ReplyID, "err", err.Error())
+		// The lease will run out and the sweeper end the reply from its
+		// log; tell the client it failed.
+		if genErr == nil {
+			genErr = errs.Wrap("chat.RunStream", err)
+		}
+		live(Event{Type: EventError, Error: errs.CodeOf(err), Message: errs.MessageOf(err, "the reply could not be saved"), ID: eventID(t.ReplyID, next)})
+		live(Event{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted, ID: eventID(t.ReplyID, next+1)})
+		return msg, genErr
+	}
+	for _, e := range final {
+		live(e)
+	}
+	return msg, genErr
+}
+
+// numbered appends events to the pending records, numbering them from
+// next, and returns the records and the events with their ids.
+func numbered(pending []eventlog.Record, next int64, id string, events []Event) ([]eventlog.Record, []Event, error) {
+	recs := pending
+	for i := range events {
+		data, err := json.Marshal(events[i])
 		if err != nil {
-			logging.FromContext(ctx).ErrorContext(ctx, "store assistant message", "err", err.Error())
-			if genErr == nil {
-				genErr = errs.Wrap("chat.RunStream", err)
+			return nil, nil, err
+		}
+		seq := next + int64(i)
+		recs = append(recs, eventlog.Record{Seq: seq, Data: data})
+		events[i].ID = eventID(id, seq)
+	}
+	return recs, events, nil
+}
+
+// forward hands live the events logged after seq by whoever ended t's
+// reply.
+func (s *Service) forward(ctx context.Context, t *Turn, seq int64, live func(Event)) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	recs, _, err := s.store.GenerationEvents(rctx, t.Chat.ID, t.ReplyID, seq)
+	if err != nil {
+		logWarn(ctx, "read the end of an interrupted reply", "err", err.Error())
+		return
+	}
+	for _, r := range recs {
+		if e, err := decodeEvent(t.ReplyID, r); err == nil {
+			live(e)
+		}
+	}
+}
+
+func decodeEvent(id string, r eventlog.Record) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(r.Data, &e); err != nil {
+		return Event{}, errs.Wrap("chat.decodeEvent", err)
+	}
+	e.ID = eventID(id, r.Seq)
+	return e, nil
+}
+
+// Follower replays a reply's logged events after a given one, then follows
+// them until the reply's end.
+type Follower struct {
+	s      *Service
+	chatID string
+	id     string
+	after  int64
+	first  []eventlog.Record
+	active bool
+}
+
+// Resume checks a resume request on chat chatID: after the event last, or
+// with last nil from the start of the chat's active reply. It returns nil
+// when last is nil and no reply is active. Errors: NotFound
+// CHAT_NOT_FOUND, Forbidden (another user's chat), NotFound
+// GENERATION_NOT_FOUND (no streamed reply last.Stream in this chat, or its
+// log expired).
+func (s *Service) Resume(ctx context.Context, chatID string, last *eventlog.ID) (*Follower, error) {
+	const op = "chat.Resume"
+	c, err := s.store.Chat(ctx, chatID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return nil, err
+	}
+	f := &Follower{s: s, chatID: chatID}
+	if last != nil {
+		f.id, f.after = last.Stream, last.Seq
+	} else {
+		if c.Generation == "" || !c.GenerationUntil.After(s.clock()) {
+			return nil, nil
+		}
+		f.id = c.Generation
+	}
+	f.first, f.active, err = s.store.GenerationEvents(ctx, chatID, f.id, f.after)
+	if last == nil && errs.Is(err, errs.NotFound) {
+		return nil, nil // a reply that is not streamed (POST .../messages)
+	}
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	return f, nil
+}
+
+// Follow sends the events through send until the reply's end event, ctx's
+// end or send's first error, which it returns.
+func (f *Follower) Follow(ctx context.Context, send func(Event) error) error {
+	first, used := f.first, false
+	read := func(ctx context.Context, after int64) ([]eventlog.Record, bool, error) {
+		if !used {
+			used = true
+			return first, f.active, nil
+		}
+		return f.s.store.GenerationEvents(ctx, f.chatID, f.id, after)
+	}
+	return eventlog.Follow(ctx, read, f.after, eventlog.FollowOptions{IsLast: isEnd}, func(r eventlog.Record) error {
+		e, err := decodeEvent(f.id, r)
+		if err != nil {
+			return err
+		}
+		return send(e)
+	})
+}
+
+func isEnd(r eventlog.Record) bool {
+	var e struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd
+}
+
+// Stop asks reply messageID of chat chatID to stop, waits up to StopWait
+// for its generator (on whichever instance) to save it, and returns the
+// message as stored then (status stopped, or still streaming when the
+// generator did not answer in time). Errors: NotFound CHAT_NOT_FOUND,
+// Forbidden, NotFound GENERATION_NOT_FOUND, Conflict
+// GENERATION_NOT_ACTIVE when the reply has finished.
+func (s *Service) Stop(ctx context.Context, chatID, messageID string) (Message, error) {
+	const op = "chat.Stop"
+	c, err := s.store.Chat(ctx, chatID)
+	if err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return Message{}, err
+	}
+	if err := s.store.RequestStop(ctx, chatID, messageID); err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	deadline := time.Now().Add(StopWait)
+	for {
+		m, active, err := s.store.GeneratedMessage(ctx, chatID, messageID)
+		if err != nil || !active || time.Now().After(deadline) {
+			return m, errs.Wrap(op, err)
+		}
+		select {
+		case <-ctx.Done():
+			return m, errs.Wrap(op, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// GenerationKind is the kind of a streamed reply's lease (lease.Expired.Kind).
+const GenerationKind = "generation"
+
+// InterruptExpired is the sweeper's handler (lease.Handler) of
+// GenerationKind: Interrupt for the expired reply.
+func (s *Service) InterruptExpired(ctx context.Context, e lease.Expired) error {
+	return s.Interrupt(ctx, e.Collection, e.ID)
+}
+
+// Interrupt ends reply id of chat chatID whose lease ran out (its
+// generator died): the message keeps what the log holds and is saved
+// failed, and error INTERRUPTED and end (reason interrupted) are logged so
+// that followers finish. It is the sweeper's handler for generations and
+// does nothing when the reply has ended, renewed its lease meanwhile, or
+// its chat is gone. It fails on storage errors.
+func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
+	const op = "chat.Interrupt"
+	now := s.clock()
+	c, err := s.store.Chat(ctx, chatID)
+	if errs.Is(err, errs.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	msg, active, err := s.store.GeneratedMessage(ctx, chatID, id)
+	if errs.Is(err, errs.NotFound) || (err == nil && !active) {
+		return nil
+	}
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	recs, _, err := s.store.GenerationEvents(ctx, chatID, id, 0)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	var (
+		content strings.Builder
+		last    int64
+	)
+	msg.ToolCalls = nil
+	for _, r := range recs {
+		last = r.Seq
+		e, err := decodeEvent(id, r)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		switch e.Type {
+		case EventContent:
+			content.WriteString(e.Delta)
+		case EventToolCall:
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: e.ToolName, ToolArgs: e.ToolArgs})
+		case EventToolResult:
+			if n := len(msg.ToolCalls); n > 0 && msg.ToolCalls[n-1].Result == nil {
+				msg.ToolCalls[n-1].Result = e.Result
 			}
 		}
 	}
-	if genErr != nil {
-		if ctx.Err() != nil {
-			return msg, ctx.Err() // the client left; nobody to tell
+	for i := range msg.ToolCalls {
+		if msg.ToolCalls[i].Result == nil {
+			msg.ToolCalls[i].Result = errorResult("interrupted")
 		}
-		_ = emit(Event{Type: EventError, Error: errs.CodeOf(genErr), Message: errs.MessageOf(genErr, "the reply failed")})
-		_ = emit(Event{Type: EventEnd, MessageID: t.ReplyID})
-		return msg, genErr
 	}
-	return msg, emit(Event{Type: EventEnd, MessageID: t.ReplyID})
+	msg.Content, msg.Status = content.String(), StatusFailed
+	bound(&msg)
+	final, _, err := numbered(nil, last+1, id, []Event{
+		{Type: EventError, Error: CodeInterrupted, Message: "the reply was interrupted: the process generating it stopped"},
+		{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
+	})
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	err = s.store.EndLoggedGeneration(ctx, c, msg, final, now)
+	if errs.Is(err, errs.Conflict) {
+		return nil // it renewed its lease or ended meanwhile
+	}
+	return errs.Wrap(op, err)
 }

@@ -68,7 +68,7 @@ type WorkflowStepOutcome struct {
 // returns the assistant message (the steps as its tool calls, the summary
 // as its content) and the error that stopped it.
 func (s *Service) runWorkflow(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
-	msg := Message{ID: t.ReplyID, ChatID: t.Chat.ID, Role: model.RoleAssistant, ModelID: t.ModelID, ReplyTo: t.User.ID}
+	msg := Message{ID: t.ReplyID, ChatID: t.Chat.ID, Role: model.RoleAssistant, ModelID: t.ModelID, ReplyTo: t.User.ID, Status: StatusCompleted}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

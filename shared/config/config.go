@@ -74,6 +74,16 @@ type Config struct {
 	RateLimitMessages ratelimit.Rule // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
 	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
 	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
+	RateLimitResumes  ratelimit.Rule // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
+
+	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
+	// default 30s) is how far ahead each log write of a streamed reply
+	// renews its lease; SweepInterval (SWEEP_INTERVAL, a Go duration from
+	// 100ms to 10m; default 1m) is how often the dev server's sweeper
+	// looks for expired leases. Shorter values let tests see the sweeper
+	// at work.
+	GenerationLease time.Duration
+	SweepInterval   time.Duration
 
 	// Credential limits, counted in RATE_LIMITS_TABLE before any password
 	// is hashed; same syntax as the per-user limits.
@@ -92,6 +102,7 @@ const (
 	DefaultRateLimitMessages = "30/m"
 	DefaultRateLimitStreams  = "30/m"
 	DefaultRateLimitRuns     = "20/m"
+	DefaultRateLimitResumes  = "120/m"
 
 	DefaultRateLimitSignInEmail   = "5/m,30/h"
 	DefaultRateLimitSignInAddress = "30/m,300/h"
@@ -220,6 +231,8 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("MCP_URL", "must be an http(s) URL, got %q", c.MCPURL)
 		}
 	}
+	c.GenerationLease = durationIn(get("GENERATION_LEASE"), 30*time.Second, time.Second, 10*time.Minute, "GENERATION_LEASE", bad)
+	c.SweepInterval = durationIn(get("SWEEP_INTERVAL"), time.Minute, 100*time.Millisecond, 10*time.Minute, "SWEEP_INTERVAL", bad)
 	c.ToolsCacheTTL = 5 * time.Minute
 	if v := get("TOOLS_CACHE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -245,6 +258,7 @@ func Load(getenv func(string) string) (Config, error) {
 		{&c.RateLimitMessages, "RATE_LIMIT_MESSAGES", "messages", DefaultRateLimitMessages},
 		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
 		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
+		{&c.RateLimitResumes, "RATE_LIMIT_RESUMES", "resumes", DefaultRateLimitResumes},
 		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
 		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
 		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
@@ -325,4 +339,17 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// durationIn parses v as a Go duration between lo and hi; empty is def.
+func durationIn(v string, def, lo, hi time.Duration, name string, bad func(name, format string, args ...any)) time.Duration {
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		bad(name, "must be a Go duration from %s to %s, got %q", lo, hi, v)
+		return def
+	}
+	return d
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,8 +43,14 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 	}
 	res.Usage.InputTokens = words
 
+	last := lastMessage(req.Messages)
+	if n, ok := countRequest(last); ok {
+		var err error
+		res.Usage.OutputTokens, err = countSlowly(ctx, n, emit)
+		return res, err
+	}
 	var reply string
-	switch last := lastMessage(req.Messages); {
+	switch {
 	case last.Role == RoleTool:
 		reply = toolReport(req.Messages)
 	default:
@@ -70,6 +77,51 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 		}
 	}
 	return res, nil
+}
+
+// countPattern is the built-in model's slow reply, for trying resume and
+// stop: "count to N slowly".
+var countPattern = regexp.MustCompile(`(?i)^\s*count to (\d{1,3}) slowly\W*$`)
+
+// CountInterval is the pause between the numbers of "count to N slowly".
+const CountInterval = 100 * time.Millisecond
+
+// MaxCount is the largest N of "count to N slowly".
+const MaxCount = 200
+
+// countRequest reports whether m asks to count to N slowly, 1 <= N <=
+// MaxCount.
+func countRequest(m Message) (int, bool) {
+	if m.Role != RoleUser {
+		return 0, false
+	}
+	sub := countPattern.FindStringSubmatch(m.Content)
+	if sub == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(sub[1])
+	return n, err == nil && n >= 1 && n <= MaxCount
+}
+
+// countSlowly emits "1 ", "2 ", ... "n " one per chunk, CountInterval
+// apart, and returns how many it emitted. It fails with ctx's or emit's
+// error.
+func countSlowly(ctx context.Context, n int, emit func(Chunk) error) (int, error) {
+	t := time.NewTicker(CountInterval)
+	defer t.Stop()
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			select {
+			case <-ctx.Done():
+				return i - 1, ctx.Err()
+			case <-t.C:
+			}
+		}
+		if err := emit(Chunk{Delta: strconv.Itoa(i) + " "}); err != nil {
+			return i - 1, err
+		}
+	}
+	return n, nil
 }
 
 func lastMessage(ms []Message) Message {

@@ -121,3 +121,35 @@ func TestChunkWords(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinCountsSlowly: "count to N slowly" streams "1 " to "N " one per
+// chunk, 1 <= N <= MaxCount; other N get the ordinary reply.
+func TestBuiltinCountsSlowly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		prompt string
+		want   []string
+	}{
+		{"count to 3 slowly", []string{"1 ", "2 ", "3 "}},
+		{"Count to 1 slowly.", []string{"1 "}},
+		{"count to 0 slowly", nil},
+		{"count to 201 slowly", nil},
+		{"please count to 3 slowly", nil},
+	} {
+		var got []string
+		res, err := model.Builtin{}.Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: tc.prompt}}},
+			func(c model.Chunk) error { got = append(got, c.Delta); return nil })
+		if err != nil {
+			t.Fatalf("%q: %v", tc.prompt, err)
+		}
+		if tc.want == nil {
+			if len(got) > 0 && strings.HasPrefix(got[0], "1 ") {
+				t.Errorf("%q counted: %q", tc.prompt, got)
+			}
+			continue
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") || res.Usage.OutputTokens != len(tc.want) {
+			t.Errorf("%q: %q (%d tokens), want %q", tc.prompt, got, res.Usage.OutputTokens, tc.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -50,14 +51,110 @@ func Encode(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// EncodeWithID returns the wire form of one event with the SSE id id
+// (which a client sends back as Last-Event-ID when it reconnects) carrying
+// v as JSON. An id holding a line break or NUL is refused.
+func EncodeWithID(id string, v any) ([]byte, error) {
+	if strings.ContainsAny(id, "\r\n\x00") {
+		return nil, fmt.Errorf("sse: invalid event id %q", id)
+	}
+	b, err := Encode(v)
+	if err != nil || id == "" {
+		return b, err
+	}
+	return append([]byte("id: "+id+"\n"), b...), nil
+}
+
 // Send writes v as one event and flushes it. It returns the first write
 // error, after which every call fails (the client is gone).
 func (s *Writer) Send(v any) error {
-	b, err := Encode(v)
+	return s.SendWithID("", v)
+}
+
+// SendWithID writes v as one event with SSE id id (none when empty), as
+// Send does.
+func (s *Writer) SendWithID(id string, v any) error {
+	b, err := EncodeWithID(id, v)
 	if err != nil {
 		return err
 	}
 	return s.write(b)
+}
+
+// Queue sends events through a Writer from its own goroutine, so that the
+// producer never waits for a slow or vanished client. Events queue in
+// memory (the producer bounds how many there are); after the first failed
+// write the rest are dropped.
+type Queue struct {
+	w    *Writer
+	mu   sync.Mutex
+	q    []queued
+	shut bool
+	wake chan struct{}
+	done chan struct{}
+}
+
+type queued struct {
+	id string
+	v  any
+}
+
+// NewQueue starts a Queue over w. Close it.
+func NewQueue(w *Writer) *Queue {
+	q := &Queue{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go q.loop()
+	return q
+}
+
+// Send queues v with SSE id id. It never blocks on the client.
+func (q *Queue) Send(id string, v any) {
+	q.mu.Lock()
+	q.q = append(q.q, queued{id, v})
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close waits until every queued event was written or a write failed. It
+// returns the write error, if any.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	q.shut = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.done
+	q.w.mu.Lock()
+	defer q.w.mu.Unlock()
+	return q.w.err
+}
+
+func (q *Queue) loop() {
+	defer close(q.done)
+	var failed bool
+	for range q.wake {
+		q.mu.Lock()
+		batch, shut := q.q, q.shut
+		q.q = nil
+		q.mu.Unlock()
+		for _, e := range batch {
+			if !failed && q.w.SendWithID(e.id, e.v) != nil {
+				failed = true
+			}
+		}
+		if shut {
+			q.mu.Lock()
+			empty := len(q.q) == 0
+			q.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
 }
 
 // Comment writes a comment line (ignored by clients), e.g. ": ping". Line

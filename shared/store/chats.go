@@ -12,6 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/paging"
 )
 
@@ -46,6 +47,10 @@ func chatPK(id string) string           { return "CHAT#" + id }
 func userChatsGSI(userID string) string { return "USER#" + userID + "#CHATS" }
 func chatGSISK(c chat.Chat) string      { return c.UpdatedAt.UTC().Format(timeKey) + "#" + c.ID }
 func messageSK(m chat.Message) string   { return "MSG#" + m.CreatedAt.UTC().Format(timeKey) + "#" + m.ID }
+
+// messageSKEnd sorts after every message's sort key.
+const messageSKEnd = "MSG#~"
+
 func chatCounterKey(userID string) (string, string) {
 	return "USER#" + userID, "COUNTER#CHATS"
 }
@@ -60,6 +65,8 @@ type chatItem struct {
 	WorkflowID     string    `dynamo:"workflowId,omitempty"`
 	CreatedAt      time.Time `dynamo:"createdAt"`
 	UpdatedAt      time.Time `dynamo:"updatedAt"`
+	Generation     string    `dynamo:"generation,omitempty"`
+	LeaseUntil     int64     `dynamo:"leaseUntil,omitempty"`
 }
 
 type messageItem struct {
@@ -75,6 +82,7 @@ type messageItem struct {
 	InputTokens  int       `dynamo:"inputTokens,omitempty"`
 	OutputTokens int       `dynamo:"outputTokens,omitempty"`
 	Truncated    bool      `dynamo:"truncated,omitempty"`
+	Status       string    `dynamo:"status,omitempty"`
 	CreatedAt    time.Time `dynamo:"createdAt"`
 }
 
@@ -90,6 +98,7 @@ type collectionItem struct {
 	InputTokens  int    `dynamo:"inputTokens"`
 	OutputTokens int    `dynamo:"outputTokens"`
 	Truncated    bool   `dynamo:"truncated"`
+	Status       string `dynamo:"status"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
@@ -100,13 +109,19 @@ func newChatItem(c chat.Chat) chatItem {
 }
 
 func (it chatItem) chat() chat.Chat {
-	return chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		Generation: it.Generation}
+	if it.LeaseUntil != 0 {
+		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
+	}
+	return c
 }
 
 func newMessageItem(m chat.Message) (messageItem, error) {
 	it := messageItem{
 		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
-		ModelID: m.ModelID, ReplyTo: m.ReplyTo, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated, CreatedAt: m.CreatedAt,
+		ModelID: m.ModelID, ReplyTo: m.ReplyTo, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated,
+		Status: m.Status, CreatedAt: m.CreatedAt,
 	}
 	if len(m.ToolCalls) > 0 {
 		b, err := json.Marshal(m.ToolCalls)
@@ -120,7 +135,10 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 
 func (it collectionItem) message() (chat.Message, error) {
 	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID, ReplyTo: it.ReplyTo,
-		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, CreatedAt: it.CreatedAt}
+		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, Status: it.Status, CreatedAt: it.CreatedAt}
+	if m.Status == "" {
+		m.Status = chat.StatusCompleted
+	}
 	if it.ToolCalls != "" {
 		if err := decodeAttr(it.PK, it.SK, "toolCalls", it.ToolCalls, &m.ToolCalls); err != nil {
 			return chat.Message{}, err
@@ -291,7 +309,9 @@ func pageWithTotal[T any](ctx context.Context, table dynamo.Table, gsiPK string,
 func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []chat.Message, error) {
 	const op = "store.Conversation"
 	var items []collectionItem
-	if err := s.table.Get("PK", chatPK(chatID)).Consistent(true).All(ctx, &items); err != nil {
+	// The chat item and the messages (CHAT < MSG#...), not the event logs
+	// and runs that sort after them.
+	if err := s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.Between, chatSK, messageSKEnd).Consistent(true).All(ctx, &items); err != nil {
 		return chat.Chat{}, nil, storeError(op, err)
 	}
 	var c *chat.Chat
@@ -357,8 +377,10 @@ const (
 // one read of the chat tells a running generation (Conflict
 // GENERATION_ACTIVE) from a missing chat (NotFound CHAT_NOT_FOUND).
 func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generation, msgs ...chat.Message) error {
-	const op = "store.StartGeneration"
-	tx := s.db.WriteTx()
+	return s.startGeneration(ctx, "store.StartGeneration", s.db.WriteTx(), c, g, msgs)
+}
+
+func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.WriteTx, c chat.Chat, g chat.Generation, msgs []chat.Message) error {
 	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
 		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli())
 	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
@@ -412,4 +434,134 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
 	}
 	return nil
+}
+
+var (
+	errGenerationNotFound = errs.E("store.Chats", errs.NotFound, chat.CodeGenerationNotFound,
+		"no reply with this id in this chat")
+	errGenerationNotActive = errs.E("store.Chats", errs.Conflict, chat.CodeGenerationNotActive,
+		"the reply has already finished")
+)
+
+// logs returns the event logs of the Data table.
+func (s *Chats) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
+
+// StartLoggedGeneration stores user and reply (status streaming), marks
+// generation g active on chat c as StartGeneration does, and creates the
+// reply's event log holding first, active with a lease until g.LeaseUntil,
+// in one transaction. Conflict GENERATION_ACTIVE, NotFound CHAT_NOT_FOUND.
+func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.Generation, first []eventlog.Record, user, reply chat.Message) error {
+	const op = "store.StartLoggedGeneration"
+	tx := s.db.WriteTx()
+	rit, err := newMessageItem(reply)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: g.ID, Status: reply.Status, Target: rit.SK,
+		First: first, LeaseUntil: g.LeaseUntil}); err != nil {
+		return errs.Wrap(op, err)
+	}
+	return s.startGeneration(ctx, op, tx, c, g, []chat.Message{user, reply})
+}
+
+// AppendEvents appends recs to the event log of generation id in chat
+// chatID and renews its lease to until (see eventLogs.append): Conflict
+// STOP_REQUESTED or NOT_ACTIVE when the generation must end.
+func (s *Chats) AppendEvents(ctx context.Context, chatID, id string, recs []eventlog.Record, until time.Time) error {
+	return s.logs().append(ctx, chatPK(chatID), id, recs, until, time.Now())
+}
+
+// EndLoggedGeneration stores reply (with its final status), appends recs
+// to its log and ends the log, and frees chat c of the generation, in one
+// transaction conditioned on the log being active and recs following its
+// last event; with expiredBefore set, also on its lease having ended
+// before then (the sweeper). When another generation holds the chat (this
+// one's chat lease ran out), the chat is left alone. Conflict
+// GENERATION_NOT_ACTIVE when the generation has already ended; NotFound
+// GENERATION_NOT_FOUND.
+func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []eventlog.Record, expiredBefore time.Time) error {
+	const op = "store.EndLoggedGeneration"
+	run := func(freeChat bool) error {
+		it, err := newMessageItem(reply)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		tx := s.db.WriteTx().Put(s.table.Put(it))
+		if err := s.logs().end(tx, chatPK(c.ID), reply.ID, reply.Status, recs, expiredBefore, time.Now()); err != nil {
+			return errs.Wrap(op, err)
+		}
+		if freeChat {
+			tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Remove(generationAttr, leaseAttr).
+				If(collectionWritable+" AND $ = ?", generationAttr, reply.ID))
+		}
+		return tx.Run(ctx)
+	}
+	err := run(true)
+	if isConditionFailure(err) {
+		h, herr := s.logs().head(ctx, chatPK(c.ID), reply.ID)
+		switch {
+		case errs.Is(herr, errs.NotFound):
+			return errs.Wrap(op, errGenerationNotFound)
+		case herr != nil:
+			return errs.Wrap(op, herr)
+		case !h.Active:
+			return errs.Wrap(op, errGenerationNotActive)
+		}
+		err = run(false)
+		if isConditionFailure(err) {
+			return errs.Wrap(op, errGenerationNotActive)
+		}
+	}
+	return storeError(op, err)
+}
+
+// GenerationEvents returns the logged events of generation id in chat
+// chatID after seq, and whether more can come, from one strongly
+// consistent Query. NotFound GENERATION_NOT_FOUND when there is no such
+// log (never streamed, or expired).
+func (s *Chats) GenerationEvents(ctx context.Context, chatID, id string, after int64) ([]eventlog.Record, bool, error) {
+	recs, h, err := s.logs().read(ctx, chatPK(chatID), id, after, time.Now())
+	if errs.Is(err, errs.NotFound) {
+		return nil, false, errs.Wrap("store.GenerationEvents", errGenerationNotFound)
+	}
+	return recs, h.Active, err
+}
+
+// RequestStop asks generation id of chat chatID to stop: its next log
+// write fails. NotFound GENERATION_NOT_FOUND, Conflict
+// GENERATION_NOT_ACTIVE when it has ended.
+func (s *Chats) RequestStop(ctx context.Context, chatID, id string) error {
+	const op = "store.RequestStop"
+	err := s.logs().requestStop(ctx, chatPK(chatID), id)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		return errs.Wrap(op, errGenerationNotFound)
+	case errs.Is(err, errs.Conflict):
+		return errs.Wrap(op, errGenerationNotActive)
+	}
+	return err
+}
+
+// GeneratedMessage returns the assistant message of generation id in chat
+// chatID, as stored now, and whether the generation is still active.
+// NotFound GENERATION_NOT_FOUND.
+func (s *Chats) GeneratedMessage(ctx context.Context, chatID, id string) (chat.Message, bool, error) {
+	const op = "store.GeneratedMessage"
+	h, err := s.logs().head(ctx, chatPK(chatID), id)
+	if errs.Is(err, errs.NotFound) {
+		return chat.Message{}, false, errs.Wrap(op, errGenerationNotFound)
+	}
+	if err != nil {
+		return chat.Message{}, false, errs.Wrap(op, err)
+	}
+	var it collectionItem
+	err = s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.Equal, h.Target).Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return chat.Message{}, false, errs.Wrap(op, errGenerationNotFound)
+	}
+	if err != nil {
+		return chat.Message{}, false, storeError(op, err)
+	}
+	m, err := it.message()
+	return m, h.Active, errs.Wrap(op, err)
 }

@@ -14,7 +14,10 @@
 //     every read, because TTL deletion is lazy. The UserSessions index
 //     (hash key userId) finds a user's sessions to sign out everywhere.
 //   - Data (PK, SK, GSI1): item collections per chat and per workflow, used
-//     by the chat and workflow features.
+//     by the chat and workflow features, with the event logs of streamed
+//     replies (eventlog.go); expiresAt (epoch seconds) is the TTL attribute
+//     of the logs. GSI1 also holds, sparsely, the heads of active work
+//     (ACTIVE#<shard>), which the sweeper queries.
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
 //     one request counter per user, rule and fixed window (ratelimits.go);
 //     expiresAt (epoch seconds) is the TTL attribute.
@@ -66,7 +69,7 @@ var (
 	}
 	DataTable = Table{
 		LogicalID: "DataTable", EnvVar: "DATA_TABLE", LocalName: "data",
-		HashKey: "PK", RangeKey: "SK",
+		HashKey: "PK", RangeKey: "SK", TTLAttribute: "expiresAt",
 		Indexes: []Index{{Name: "GSI1", HashKey: "GSI1PK", RangeKey: "GSI1SK"}},
 	}
 	RateLimitsTable = Table{

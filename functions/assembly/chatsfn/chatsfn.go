@@ -46,10 +46,10 @@ var Stream = assembly.Function{
 	},
 }
 
-// limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES and
-// RATE_LIMIT_STREAMS.
+// limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
+// RATE_LIMIT_STREAMS and RATE_LIMIT_RESUMES.
 func limits(cfg config.Config, d assembly.Deps) chat.Limits {
-	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams}
+	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
 // service builds the chat service: chats in the Data table, the configured
@@ -68,6 +68,6 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 	})
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(d.DB, cfg.DataTable), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
-		Tools: catalog, Workflows: runner, Now: d.Now,
+		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }

@@ -1,0 +1,32 @@
+// Command sweeper is SweeperFunction: on an EventBridge schedule (every
+// minute) it finds the streamed replies whose lease ran out, because the
+// process generating them died, and ends them failed (INTERRUPTED) so that
+// their followers finish and their chats take messages again. The dev
+// server runs the same sweeper (sweeperfn.Sweeper) on a ticker.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/workflowchat/service/functions/assembly/sweeperfn"
+)
+
+func main() {
+	h, err := newHandler(context.Background(), os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}
+
+// newHandler builds the function from its builder, sweeperfn.Lambda, over
+// sweeperfn.Sweeper, the sweeper infra/local runs for the dev server.
+func newHandler(ctx context.Context, getenv func(string) string) (func(context.Context, events.EventBridgeEvent) error, error) {
+	return sweeperfn.Lambda(ctx, getenv)
+}
