@@ -52,6 +52,7 @@ import (
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Deps are the process-level dependencies a builder is given. The Lambda
@@ -77,6 +78,10 @@ type Deps struct {
 	// StepTimeout bounds one workflow step; zero means the production
 	// limit (tests of a hung tool server shorten it).
 	StepTimeout time.Duration
+	// Runs hands durable workflow runs to their runner; nil means the
+	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
+	// The dev server runs the runner in process through it.
+	Runs workflow.Invoker
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

@@ -61,6 +61,10 @@ type Config struct {
 
 	MCPServiceKey string        // MCP_SERVICE_KEY; a development key is generated locally when unset
 	MCPURL        string        // MCP_URL: the tool server's base URL
+	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
+	// function that executes durable workflow runs, invoked
+	// asynchronously; the dev server runs the runner in process instead.
+	RunnerFunction string
 	ToolsCacheTTL time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
@@ -225,6 +229,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
 		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
 	}
+	c.RunnerFunction = strings.TrimSpace(get("RUNNER_FUNCTION"))
 	c.MCPURL = strings.TrimRight(get("MCP_URL"), "/")
 	if c.MCPURL != "" {
 		if u, err := url.Parse(c.MCPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -308,6 +313,8 @@ func (c Config) value(name string) string {
 		return c.MCPServiceKey
 	case "MCP_URL":
 		return c.MCPURL
+	case "RUNNER_FUNCTION":
+		return c.RunnerFunction
 	}
 	return c.raw[name]
 }
