@@ -59,13 +59,13 @@ type Config struct {
 	BedrockModels    []string // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
 	BedrockEndpoint  string   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
 
-	MCPServiceKey string        // MCP_SERVICE_KEY; a development key is generated locally when unset
-	MCPURL        string        // MCP_URL: the tool server's base URL
+	MCPServiceKey string // MCP_SERVICE_KEY; a development key is generated locally when unset
+	MCPURL        string // MCP_URL: the tool server's base URL
 	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
 	// function that executes durable workflow runs, invoked
 	// asynchronously; the dev server runs the runner in process instead.
 	RunnerFunction string
-	ToolsCacheTTL time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
 	// true/false, 1/0; default false) lets http_request reach loopback,

@@ -54,7 +54,7 @@ func TestLambdaInvokerSendsAnAsyncInvoke(t *testing.T) {
 			}))
 			defer srv.Close()
 			client := lambda.New(lambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
-				Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+				Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 				RetryMaxAttempts: 1})
 			inv := runnerfn.LambdaInvoker{Client: client, Function: "stack-RunnerFunction-1"}
 			ref := workflow.RunRef{ChatID: "c1", RunID: "r1", Attempt: 2}
