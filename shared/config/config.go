@@ -71,6 +71,11 @@ type Config struct {
 	// true/false, 1/0; default false) lets http_request reach loopback,
 	// private and link-local addresses. Local development and tests only.
 	ToolsAllowPrivateNetworks bool
+	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
+	// tools of tests of durable runs (tools.TestTools: a counting, slow,
+	// failing step) to the tool server. End-to-end tests only; the
+	// template never sets it.
+	ToolsTestHooks bool
 
 	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
 	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
@@ -245,6 +250,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
 		}
 		c.ToolsCacheTTL = d
+	}
+
+	if v := get("TOOLS_TEST_HOOKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("TOOLS_TEST_HOOKS", "must be a boolean (true or false), got %q", v)
+		}
+		c.ToolsTestHooks = b
 	}
 
 	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
