@@ -160,6 +160,9 @@ func handleRetryRun(s *Service) http.Handler {
 // resumes with Last-Event-ID.
 const MaxFollow = 10 * time.Minute
 
+// followMargin is how long before the host's deadline a follow ends.
+const followMargin = 2 * time.Second
+
 // handleRunEvents replays the run's events after Last-Event-ID (or
 // ?lastEventId=; from the first without one), then follows them until
 // the run's last event.
@@ -189,7 +192,13 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 			return
 		}
 		out := sse.NewWriter(w)
-		ctx, cancel := context.WithTimeout(r.Context(), MaxFollow)
+		deadline := time.Now().Add(MaxFollow)
+		if dl, ok := r.Context().Deadline(); ok && dl.Add(-followMargin).Before(deadline) {
+			// In Lambda, end the follow before the invocation's deadline, so
+			// that the buffered answer gets out; the client resumes.
+			deadline = dl.Add(-followMargin)
+		}
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		pinging := make(chan struct{})
 		go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
 		defer func() { cancel(); <-pinging }()
