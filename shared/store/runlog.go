@@ -56,24 +56,12 @@ func (s *Runs) CreateLoggedRun(ctx context.Context, r workflow.Run, leaseUntil t
 func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
 	const op = "store.SaveCheckpoint"
 	r := c.Run
-	steps, err := encodeSteps(r.Steps)
+	u, err := s.runUpdate(r)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	u := s.table.Update("PK", chatPK(r.ChatID)).Range("SK", runSK(r)).
-		Set("status", r.Status).Set("steps", steps).Add("version", 1).
-		If("attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (attribute_not_exists(attempt) AND ? = ?))",
-			c.IfStatus, r.Attempt, r.Attempt, 1)
-	if r.Error != "" {
-		u.Set("error", r.Error)
-	} else {
-		u.Remove("error")
-	}
-	if r.CompletedAt != nil {
-		u.Set("completedAt", *r.CompletedAt)
-	} else {
-		u.Remove("completedAt")
-	}
+	u.If("attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (attribute_not_exists(attempt) AND ? = ?))",
+		c.IfStatus, r.Attempt, r.Attempt, 1)
 	tx := s.db.WriteTx().Update(u)
 	now := time.Now()
 	pk := chatPK(r.ChatID)

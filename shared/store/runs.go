@@ -148,13 +148,26 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run) error {
 // is gone.
 func (s *Runs) SaveRun(ctx context.Context, r workflow.Run, ifStatus string) error {
 	const op = "store.SaveRun"
-	steps, err := encodeSteps(r.Steps)
+	u, err := s.runUpdate(r)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
+	err = u.If("attribute_exists(PK) AND 'status' = ?", ifStatus).Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	return storeError(op, err)
+}
+
+// runUpdate returns the update of r's item that writes its status, steps,
+// error and completedAt and increments its version, without condition.
+func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
+	steps, err := encodeSteps(r.Steps)
+	if err != nil {
+		return nil, err
+	}
 	u := s.table.Update("PK", chatPK(r.ChatID)).Range("SK", runSK(r)).
-		Set("status", r.Status).Set("steps", steps).Add("version", 1).
-		If("attribute_exists(PK) AND 'status' = ?", ifStatus)
+		Set("status", r.Status).Set("steps", steps).Add("version", 1)
 	if r.Error != "" {
 		u.Set("error", r.Error)
 	} else {
@@ -165,11 +178,7 @@ func (s *Runs) SaveRun(ctx context.Context, r workflow.Run, ifStatus string) err
 	} else {
 		u.Remove("completedAt")
 	}
-	err = u.Run(ctx)
-	if isConditionFailure(err) {
-		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
-	}
-	return storeError(op, err)
+	return u, nil
 }
 
 // chatRunsItem reads the chat item and the run items of a collection.

@@ -96,11 +96,7 @@ func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.
 // read or recorded; Lambda then retries the event, and the attempt check
 // makes a retry of a finished attempt a no-op.
 func Lambda(ctx context.Context, getenv func(string) string) (func(context.Context, workflow.RunRef) error, error) {
-	cfg, err := assembly.Config(getenv, Required...)
-	if err != nil {
-		return nil, err
-	}
-	d, err := assembly.Open(ctx, cfg)
+	cfg, d, err := assembly.Load(ctx, getenv, Required...)
 	if err != nil {
 		return nil, err
 	}

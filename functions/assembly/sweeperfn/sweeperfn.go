@@ -46,11 +46,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*lease.Sw
 // per EventBridge event. It fails when the configuration is malformed,
 // lacks DATA_TABLE, or DynamoDB cannot be configured.
 func Lambda(ctx context.Context, getenv func(string) string) (func(context.Context, events.EventBridgeEvent) error, error) {
-	cfg, err := assembly.Config(getenv, Required...)
-	if err != nil {
-		return nil, err
-	}
-	d, err := assembly.Open(ctx, cfg)
+	cfg, d, err := assembly.Load(ctx, getenv, Required...)
 	if err != nil {
 		return nil, err
 	}
