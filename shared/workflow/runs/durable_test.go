@@ -382,3 +382,25 @@ func TestSweeperResumesExpiredRuns(t *testing.T) {
 		t.Fatalf("expired = %v, %v", expired, err)
 	}
 }
+
+// TestSyncRunThroughRunEndpoints: a run started without Prefer still
+// answers 201 with the finished run, and is readable through GET run with
+// its attempt and workflow version; it has no event log.
+func TestSyncRunThroughRunEndpoints(t *testing.T) {
+	t.Parallel()
+	f := newRunsFixture(t)
+	chatID := f.createChat(t, 0)
+	steps, _ := countSteps(2, 0)
+	w := f.createWorkflow(t, 0, steps...)
+	resp := f.do(t, f.users[0].cookie, "POST", "/api/chats/"+chatID+"/workflow-runs", `{"workflowId":"`+w.ID+`"}`)
+	if resp.StatusCode != http.StatusCreated {
+		expect(t, resp, http.StatusCreated, "")
+	}
+	var body struct{ Data workflow.Run }
+	decodeBody(t, resp, &body)
+	got := f.waitRun(t, chatID, body.Data.ID)
+	if got.Status != workflow.RunCompleted || got.Attempt != 1 || got.WorkflowVersion != 1 || len(got.Steps) != 2 {
+		t.Fatalf("run = %+v", got)
+	}
+	expect(t, f.do(t, f.users[0].cookie, "GET", "/api/chats/"+chatID+"/workflow-runs/"+got.ID+"/events", ""), http.StatusNotFound, workflow.CodeRunNotFound)
+}
