@@ -154,9 +154,19 @@ var wantGrants = map[string]map[string][]string{
 	// head and the message (GetItem), the log (Query), the end (tx: Put
 	// message and batch, Update head and chat); store.Leases.Expired
 	// (Query of GSI1 per ACTIVE#<shard>).
+	// It also resumes durable runs (runs.ResumeExpired over store.Runs:
+	// LoggedRun by GetItem; ClaimRun, a tx of two Updates; an
+	// interrupted run's end, a tx of Update run, Put batch, Update head):
+	// the same actions.
 	"SweeperFunction": {
 		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+	},
+	// The runner: store.Runs.LoggedRun (GetItem of the log head and the
+	// run), SaveCheckpoint (tx: Update run, Put log batch, Update head),
+	// RenewRunLease (UpdateItem).
+	"RunnerFunction": {
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 	},
 	"WorkflowsFunction": {
 		// the auth middleware. No UsersTable: the workflow chat requires
@@ -417,6 +427,73 @@ func checkSweeper(s *stack, _ *codeFacts) []string {
 	return probs
 }
 
+// runnerID is the function that executes durable workflow runs
+// (functions/runner); runnerInvokers are the functions that hand it runs.
+const runnerID = "RunnerFunction"
+
+var runnerInvokers = []string{"SweeperFunction", "WorkflowsFunction"}
+
+// isInvokeStatement reports whether a policy statement grants
+// lambda:InvokeFunction.
+func isInvokeStatement(stmt map[string]any) bool {
+	return slices.Contains(strs(stmt["Action"]), "lambda:InvokeFunction")
+}
+
+// (m) The runner is reached only through asynchronous invokes: it has no
+// route, URL or schedule; exactly the runnerInvokers may invoke it, each
+// with one statement of lambda:InvokeFunction alone on !GetAtt
+// RunnerFunction.Arn and RUNNER_FUNCTION = !Ref RunnerFunction; no
+// function may invoke anything else; and its failed events go to an SQS
+// queue of the template (EventInvokeConfig OnFailure).
+func checkRunnerInvokes(s *stack, _ *codeFacts) []string {
+	var probs []string
+	fn, ok := s.functions[runnerID]
+	if !ok {
+		return []string{runnerID + ": missing; nothing would execute durable runs"}
+	}
+	if len(fn.Events) > 0 || fn.FunctionUrlConfig != nil {
+		probs = append(probs, runnerID+": has events or a function URL; it is invoked only asynchronously by "+strings.Join(runnerInvokers, ", "))
+	}
+	res := s.resources()
+	cfg := asMap(asMap(res[runnerID]["Properties"])["EventInvokeConfig"])
+	onFailure := asMap(asMap(cfg["DestinationConfig"])["OnFailure"])
+	dest, _ := onFailure["Destination"].(string)
+	queue, _ := strings.CutSuffix(strings.TrimPrefix(dest, getAttMark), ".Arn")
+	if onFailure["Type"] != "SQS" || !strings.HasPrefix(dest, getAttMark) || res[queue]["Type"] != "AWS::SQS::Queue" {
+		probs = append(probs, fmt.Sprintf("%s: EventInvokeConfig.DestinationConfig.OnFailure %v, want Type SQS and !GetAtt <Queue>.Arn of a queue in the template", runnerID, onFailure))
+	}
+	for _, id := range sortedKeys(s.functions) {
+		props := asMap(res[id]["Properties"])
+		docs, _ := props["Policies"].([]any)
+		invokes := 0
+		for _, d := range docs {
+			stmts, _ := asMap(d)["Statement"].([]any)
+			for _, st := range stmts {
+				stmt := asMap(st)
+				if !isInvokeStatement(stmt) {
+					continue
+				}
+				invokes++
+				if a, r := strs(stmt["Action"]), strs(stmt["Resource"]); len(a) != 1 || len(r) != 1 || r[0] != getAttMark+runnerID+".Arn" || stmt["Effect"] != "Allow" {
+					probs = append(probs, fmt.Sprintf("%s: invoke statement %v, want lambda:InvokeFunction alone on !GetAtt %s.Arn", id, stmt, runnerID))
+				}
+			}
+		}
+		env := asMap(asMap(asMap(props["Environment"])["Variables"]))
+		want := slices.Contains(runnerInvokers, id)
+		switch {
+		case want && invokes != 1:
+			probs = append(probs, fmt.Sprintf("%s: %d lambda:InvokeFunction statements, want 1 (it hands runs to %s)", id, invokes, runnerID))
+		case !want && invokes > 0:
+			probs = append(probs, fmt.Sprintf("%s: may invoke %s but hands it no runs", id, runnerID))
+		}
+		if got, has := env["RUNNER_FUNCTION"]; (want && got != refMark+runnerID) || (!want && has) {
+			probs = append(probs, fmt.Sprintf("%s: RUNNER_FUNCTION %v, want !Ref %s only in %v", id, got, runnerID, runnerInvokers))
+		}
+	}
+	return probs
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
@@ -647,6 +724,7 @@ var checks = []struct {
 	{"j_cloudfront_single_origin", checkCloudFront},
 	{"k_model_providers", checkModelProviders},
 	{"l_sweeper_schedule", checkSweeper},
+	{"m_runner_invokes", checkRunnerInvokes},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1002,6 +1080,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			stmt := asMap(st)
 			where := fmt.Sprintf("%s: Policies[%d].Statement[%d]", id, i, j)
+			if isInvokeStatement(stmt) {
+				continue // check (m)'s
+			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
 				// under the BedrockEnabled condition.
@@ -1320,7 +1401,7 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 {
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID {
 			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {
@@ -1526,6 +1607,14 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n",
 			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n      FunctionUrlConfig:\n        AuthType: NONE\n",
 			"must not be reachable over HTTP"},
+		{"runner invoke on every function", "m_runner_invokes",
+			"Resource: [!GetAtt RunnerFunction.Arn]", `Resource: ["*"]`, "want lambda:InvokeFunction alone"},
+		{"runner failures dropped", "m_runner_invokes",
+			"            Type: SQS\n", "            Type: SNS\n", "want Type SQS"},
+		{"runner named in the wrong function", "m_runner_invokes",
+			"          DATA_TABLE: !Ref DataTable\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          DATA_TABLE: !Ref DataTable\n          RUNNER_FUNCTION: !Ref RunnerFunction\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
 			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},
 		{"tool server granted storage", "d_iam_reviewed_contract",
