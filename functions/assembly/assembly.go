@@ -52,6 +52,7 @@ import (
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // Deps are the process-level dependencies a builder is given. The Lambda
@@ -170,6 +171,12 @@ func (d Deps) Users(cfg config.Config) *store.Users {
 // Auth returns the auth service over the configured users and sessions.
 func (d Deps) Auth(cfg config.Config) *auth.Service {
 	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+}
+
+// Meter returns the usage meter over the Users table, with
+// USER_MONTHLY_TOKEN_BUDGET and MODEL_PRICES.
+func (d Deps) Meter(cfg config.Config) *usage.Meter {
+	return usage.NewMeter(store.NewUsage(d.DB, cfg.UsersTable), cfg.UserMonthlyTokenBudget, cfg.ModelPrices, d.Now)
 }
 
 // Limiter returns the per-user rate limiter over RATE_LIMITS_TABLE.

@@ -65,6 +65,11 @@ type Message struct {
 	// Truncated is true when an assistant message's content was cut at
 	// MaxReplyBytes (the stream had sent it whole).
 	Truncated bool `json:"truncated,omitempty"`
+	// ModelCalls counts the model calls that wrote an assistant message
+	// (its InputTokens and OutputTokens). The store adds them to the
+	// owner's usage in the transaction that stores the message; it is not
+	// stored on the message itself.
+	ModelCalls int `json:"-"`
 	// Status is streaming while a streamed reply is generated, then
 	// completed, stopped or failed; completed for every message that was
 	// never streamed.

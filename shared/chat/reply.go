@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
 )
@@ -53,7 +54,10 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // streamed as content events, tool calls run and reported as tool_call and
 // tool_result events, at most MaxToolRounds rounds. It returns the
 // assistant message with id, its content the concatenation of the deltas,
-// bounded to what one stored item holds (see bound).
+// bounded to what one stored item holds (see bound), and ModelCalls set.
+// Before every model call but the first (its caller checks that one) the
+// user's budget is checked, counting the reply's own tokens: over budget,
+// it ends with RateLimited BUDGET_EXCEEDED.
 // On an error it returns the message generated so far with the error.
 func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, emit func(Event) error) (Message, error) {
 	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, Status: StatusCompleted}
@@ -67,7 +71,7 @@ func (s *Service) reply(ctx context.Context, history []Message, user Message, mo
 	}
 	req := model.Request{ModelID: modelID, System: SystemPrompt, Messages: toModelMessages(history, user)}
 	var content strings.Builder
-	var usage model.Usage
+	var usage model.Usage // this reply's, summed over its model calls
 	finish := func(err error) (Message, error) {
 		msg.Content, msg.InputTokens, msg.OutputTokens, msg.CreatedAt = content.String(), usage.InputTokens, usage.OutputTokens, s.clock()
 		bound(&msg)
@@ -78,7 +82,15 @@ func (s *Service) reply(ctx context.Context, history []Message, user Message, mo
 		if round == MaxToolRounds {
 			req.Tools = nil // the last round must answer in text
 		}
+		if round > 0 {
+			// The caller checked the budget before the first call; later
+			// calls count what this reply has spent so far.
+			if err := s.usage.Check(ctx, auth.UserID(ctx), int64(usage.InputTokens+usage.OutputTokens)); err != nil {
+				return finish(err)
+			}
+		}
 		sep := content.Len() > 0
+		msg.ModelCalls++
 		res, err := s.models.Generate(ctx, req, func(c model.Chunk) error {
 			if c.Delta == "" {
 				return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // defaultTitle names a chat created or renamed without a title.
@@ -26,6 +27,7 @@ type Service struct {
 	tools        Tools
 	prefs        Preferences
 	workflows    WorkflowRunner
+	usage        *usage.Meter
 	defaultModel string
 	now          func() time.Time
 	lease        time.Duration
@@ -35,11 +37,14 @@ type Service struct {
 // calling); Workflows may be nil (the stream refuses workflowId with
 // WORKFLOWS_UNAVAILABLE); Now nil means time.Now.
 type Options struct {
-	Store          Store
-	Models         *model.Registry
-	Tools          Tools
-	Preferences    Preferences
-	Workflows      WorkflowRunner
+	Store       Store
+	Models      *model.Registry
+	Tools       Tools
+	Preferences Preferences
+	Workflows   WorkflowRunner
+	// Usage checks the monthly token budget before each model call; nil
+	// checks nothing. The store records the usage with the reply.
+	Usage          *usage.Meter
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -55,7 +60,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = eventlog.Lease
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, usage: o.Usage, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -147,7 +152,8 @@ type Exchange struct {
 // the user's preference, else the deployment default. While the reply is
 // generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
-// other than the caller's), Conflict GENERATION_ACTIVE (the chat is
+// other than the caller's), RateLimited BUDGET_EXCEEDED (the user's
+// monthly token budget is spent), Conflict GENERATION_ACTIVE (the chat is
 // already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
@@ -183,6 +189,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	}
 	modelID := firstNonEmpty(req.ModelID, pref, s.defaultModel, model.BuiltinID)
 	if _, err := s.models.Lookup(modelID); err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)

@@ -60,7 +60,8 @@ func eventID(id string, seq int64) string { return eventlog.ID{Stream: id, Seq: 
 // configured), NotFound, Forbidden, Conflict GENERATION_ACTIVE when the
 // chat is already generating a reply. With a workflowId, the workflow must
 // be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
-// after the chat. The user message, the assistant message (status
+// after the chat; without one, RateLimited BUDGET_EXCEEDED when the user's
+// monthly token budget is spent. The user message, the assistant message (status
 // streaming) and the reply's event log with its start event are stored in
 // one transaction; RunStream ends the generation.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
@@ -85,6 +86,8 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 			return nil, errs.Wrap(op, err)
 		}
 		run = &p
+	} else if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
+		return nil, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
 	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), LeaseUntil: user.CreatedAt.Add(s.lease)}

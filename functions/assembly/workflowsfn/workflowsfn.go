@@ -34,7 +34,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
-	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Now: d.Now})
+	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	runService := runs.NewService(runs.Options{
 		Runs: runStore, Workflows: workflows, Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
 	})
