@@ -90,7 +90,11 @@ func (m *Meter) Check(ctx context.Context, userID string, pending int64) error {
 		used += c.Tokens()
 	}
 	if used >= m.budget {
-		return errs.E(op, errs.RateLimited, CodeBudgetExceeded, "the monthly token budget is spent; it renews on the first day of next month (UTC)")
+		e := errs.E(op, errs.RateLimited, CodeBudgetExceeded, "the monthly token budget is spent; it renews on the first day of next month (UTC)")
+		now := m.now().UTC()
+		next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		e.RetryAfter = max(int(next.Sub(now).Seconds()), 1)
+		return e
 	}
 	return nil
 }
