@@ -28,7 +28,9 @@ func TestUsageAddsAtomically(t *testing.T) {
 	errc := make(chan error, n*len(models))
 	for i := range n {
 		for _, m := range models {
-			wg.Go(func() { errc <- u.AddUsage(ctx, "u1", "2026-06", m, usage.Counts{Requests: 1, InputTokens: int64(i), OutputTokens: 2}) })
+			wg.Go(func() {
+				errc <- u.AddUsage(ctx, "u1", "2026-06", m, usage.Counts{Requests: 1, InputTokens: int64(i), OutputTokens: 2})
+			})
 		}
 	}
 	wg.Wait()
