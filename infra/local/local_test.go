@@ -32,11 +32,14 @@ type fixture struct {
 	chatID  string
 }
 
-func newFixture(tb testing.TB) *fixture {
+func newFixture(tb testing.TB, extra ...string) *fixture {
 	tb.Helper()
 	// The rate limits stay on, so that their DynamoDB call is counted, but
-	// high enough for benchmark loops.
+	// high enough for benchmark loops. extra are more NAME, value pairs.
 	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m", "RATE_LIMIT_RESUMES": "1000000/m"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
@@ -122,6 +125,35 @@ func callBudgets(f *fixture) []struct {
 func TestDynamoDBCallBudget(t *testing.T) {
 	f := newFixture(t)
 	for _, tt := range callBudgets(f) {
+		f.counter.Reset()
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request(tt.method, tt.path, tt.body))
+		if rec.Code != tt.status {
+			t.Errorf("%s: status %d, want %d: %s", tt.name, rec.Code, tt.status, rec.Body)
+		}
+		if got := f.counter.Count(); got != tt.calls {
+			t.Errorf("%s: %d DynamoDB calls, want %d", tt.name, got, tt.calls)
+		}
+	}
+}
+
+// TestDynamoDBCallBudgetWithTokenBudget: with USER_MONTHLY_TOKEN_BUDGET
+// set, a reply costs one more call (the budget read before the model
+// call); its usage never costs a call of its own, as it rides the
+// transaction that stores the reply. Without a budget (above) the counts
+// are those from before usage was metered. The usage report is the
+// session read and one GetItem.
+func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
+	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
+	for _, tt := range []struct {
+		name, method, path, body string
+		status                   int
+		calls                    int64
+	}{
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
+		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
+	} {
 		f.counter.Reset()
 		rec := httptest.NewRecorder()
 		f.stack.API.ServeHTTP(rec, f.request(tt.method, tt.path, tt.body))
