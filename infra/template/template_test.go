@@ -108,7 +108,9 @@ var wantGrants = map[string]map[string][]string{
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 	"ToolsFunction": {
-		// the auth middleware only; the catalog comes from the tool server.
+		// tool permissions: store.ToolPolicies (GetItem, UpdateItem).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// the auth middleware; the catalog comes from the tool server.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 	// The tool server has no storage.
@@ -1521,7 +1523,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"CORS without credentials", "g_cors",
 			"AllowCredentials: true", "AllowCredentials: false", "AllowCredentials must be true"},
 		{"CORS lacks a routed method", "g_cors",
-			"AllowMethods: [GET, POST, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PATCH, DELETE, OPTIONS]", "lacks POST"},
+			"AllowMethods: [GET, POST, PUT, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PUT, PATCH, DELETE, OPTIONS]", "lacks POST"},
 		{"sweeper on a slow schedule", "l_sweeper_schedule",
 			"Schedule: rate(1 minute)", "Schedule: rate(1 hour)", `runs on "rate(1 hour)"`},
 		{"sweeper reachable over HTTP", "l_sweeper_schedule",
