@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type Service struct {
 	prefs        Preferences
 	workflows    WorkflowRunner
 	usage        *usage.Meter
+	policies     Policies
 	defaultModel string
 	now          func() time.Time
 	lease        time.Duration
@@ -44,7 +46,10 @@ type Options struct {
 	Workflows   WorkflowRunner
 	// Usage checks the monthly token budget before each model call; nil
 	// checks nothing. The store records the usage with the reply.
-	Usage          *usage.Meter
+	Usage *usage.Meter
+	// Policies decides which tool calls run, ask or are refused; nil
+	// runs every call.
+	Policies       Policies
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -60,7 +65,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = eventlog.Lease
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, usage: o.Usage, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, usage: o.Usage, policies: o.Policies, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -148,7 +153,8 @@ type Exchange struct {
 }
 
 // Send posts a user message to chat id and returns it with the assistant's
-// whole reply; both are stored in one transaction. The model is req's, else
+// whole reply; both are stored in one transaction. A reply that calls a
+// tool whose policy is ask is stored awaiting_approval (see Decide). The model is req's, else
 // the user's preference, else the deployment default. While the reply is
 // generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
@@ -201,6 +207,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	reply, err := s.reply(ctx, history, user, modelID, gen.ID, func(Event) error { return nil })
+	if errors.Is(err, errAwaitingApproval) {
+		reply.Status, err = StatusAwaitingApproval, nil
+	}
 	if err != nil {
 		s.endGeneration(ctx, c, gen.ID)
 		return Exchange{}, errs.Wrap(op, err)

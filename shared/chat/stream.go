@@ -49,6 +49,14 @@ type Turn struct {
 	// Workflow, when not nil, is the workflow the reply runs (the
 	// request's workflowId) instead of a model reply.
 	Workflow *PreparedRun
+	// Continue, when not nil, is the state of a reply paused for a tool
+	// approval that this turn continues (Reply is the message as paused,
+	// Decision the user's); its events follow the log's event FirstSeq-1.
+	Continue *Pending
+	Decision string
+	// FirstSeq is the seq of the first event after start (2 for a new
+	// reply).
+	FirstSeq int64
 }
 
 // eventID returns the SSE id of event seq of reply id.
@@ -101,7 +109,7 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if err := s.store.StartLoggedGeneration(ctx, c, gen, []eventlog.Record{{Seq: 1, Data: start}}, user, reply); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run}, nil
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run, FirstSeq: 2}, nil
 }
 
 // Detach returns the context a reply is generated in: ctx's values
@@ -129,10 +137,12 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // stopped or failed. It returns the stored message, and the error that
 // ended it early.
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
-	live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
+	if t.Continue == nil {
+		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
+	}
 	genCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w := eventlog.NewWriter(ctx, 2, func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
+	w := eventlog.NewWriter(ctx, max(t.FirstSeq, 2), func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
 		return s.store.AppendEvents(ctx, t.Chat.ID, t.ReplyID, recs, until)
 	}, eventlog.Options{Lease: s.lease, Now: s.now})
 	go func() {
@@ -155,9 +165,12 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg    Message
 		genErr error
 	)
-	if t.Workflow != nil {
+	switch {
+	case t.Continue != nil:
+		msg, genErr = s.generate(genCtx, t.Reply, *t.Continue, t.Decision, emit)
+	case t.Workflow != nil:
 		msg, genErr = s.runWorkflow(genCtx, t, emit)
-	} else {
+	default:
 		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, emit)
 	}
 	pending, next, werr := w.Close()
@@ -173,6 +186,9 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case errs.CodeOf(werr) == eventlog.CodeStopRequested:
 		msg.Status, genErr = StatusStopped, nil
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
+	case werr == nil && errors.Is(genErr, errAwaitingApproval):
+		msg.Status, genErr = StatusAwaitingApproval, nil
+		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
 	case werr != nil || genErr != nil:
 		switch {
 		case ctx.Err() != nil:
@@ -322,11 +338,16 @@ func (f *Follower) Follow(ctx context.Context, send func(Event) error) error {
 	})
 }
 
+// isEnd reports whether r is a reply's last event: an end event, but not
+// the end of a pause for a tool approval (the reply may go on in the same
+// log; a follower of a paused reply finishes when the log is no longer
+// active and nothing follows).
 func isEnd(r eventlog.Record) bool {
 	var e struct {
-		Type string `json:"type"`
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
 	}
-	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd
+	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd && e.Reason != ReasonAwaitingApproval
 }
 
 // Stop asks reply messageID of chat chatID to stop, waits up to StopWait
@@ -438,4 +459,92 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 		return nil // it renewed its lease or ended meanwhile
 	}
 	return errs.Wrap(op, err)
+}
+
+// lastAssistant returns the last assistant message of msgs, if any.
+func lastAssistant(msgs []Message) (Message, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleAssistant {
+			return msgs[i], true
+		}
+	}
+	return Message{}, false
+}
+
+// Decide approves (or denies) tool call toolCallID of chat chatID's reply
+// paused for it, and returns that message (still awaiting_approval: the
+// reply goes on when a client resumes the chat's stream, see Continue).
+// With remember, an approval also stores allow as the user's policy of the
+// tool. Errors: NotFound CHAT_NOT_FOUND, Forbidden (another user's chat),
+// Conflict TOOL_CALL_NOT_PENDING when the chat's last reply is not paused
+// for this call or the call was already decided.
+func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve, remember bool) (Message, error) {
+	const op = "chat.Decide"
+	c, msgs, err := s.store.Conversation(ctx, chatID)
+	if err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return Message{}, err
+	}
+	m, ok := lastAssistant(msgs)
+	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || len(m.Pending.Calls) == 0 ||
+		m.Pending.Calls[0].ID != toolCallID || m.Decision != "" {
+		return Message{}, errs.E(op, errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision")
+	}
+	decision := DecisionDenied
+	if approve {
+		decision = DecisionApproved
+		if remember && s.policies != nil {
+			if err := s.policies.Allow(ctx, c.UserID, m.Pending.Calls[0].Name); err != nil {
+				return Message{}, errs.Wrap(op, err)
+			}
+		}
+	}
+	if err := s.store.DecideToolCall(ctx, c, m, decision); err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	m.Decision = decision
+	return m, nil
+}
+
+// Continue starts the continuation of chat chatID's reply paused for a
+// tool approval once the user decided (Decide), and returns it as a Turn
+// for RunStream; nil when there is nothing to continue or another request
+// continued it first. The reply goes on on the same message, as a
+// generation whose events follow the pause's in its log. Errors: NotFound
+// CHAT_NOT_FOUND, Forbidden, storage errors.
+func (s *Service) Continue(ctx context.Context, chatID string) (*Turn, error) {
+	const op = "chat.Continue"
+	c, msgs, err := s.store.Conversation(ctx, chatID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return nil, err
+	}
+	m, ok := lastAssistant(msgs)
+	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || m.Decision == "" {
+		return nil, nil
+	}
+	recs, _, err := s.store.GenerationEvents(ctx, chatID, m.ID, 0)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	var last int64
+	if len(recs) > 0 {
+		last = recs[len(recs)-1].Seq
+	}
+	now := s.clock()
+	gen := Generation{ID: m.ID, Now: now, Until: now.Add(StreamLease), LeaseUntil: now.Add(s.lease)}
+	reply := m
+	reply.Status, reply.Decision = StatusStreaming, ""
+	err = s.store.ContinueGeneration(ctx, c, gen, reply, m.Decision, last)
+	if code := errs.CodeOf(err); code == CodeToolCallNotPending || code == CodeGenerationActive {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: m.Pending, Decision: m.Decision, FirstSeq: last + 1}, nil
 }

@@ -34,7 +34,7 @@ type Chats struct {
 }
 
 // WithUsage makes s add the usage of every assistant message it stores
-// (chat.Message.ModelCalls and its tokens) to the owner's monthly usage in
+// (chat.Message.Spent) to the owner's monthly usage in
 // the named Users table, in the transaction that stores the message (see
 // Usage). It returns s.
 func (s *Chats) WithUsage(usersTable string) *Chats {
@@ -50,9 +50,9 @@ func (s *Chats) meter(tx *dynamo.WriteTx, userID string, msgs ...chat.Message) {
 		return
 	}
 	for _, m := range msgs {
-		if m.ModelCalls > 0 && m.ModelID != "" {
+		if m.Spent != nil && m.Spent.Calls > 0 && m.ModelID != "" {
 			tx.Update(usageUpdate(*s.usage, userID, usage.Month(m.CreatedAt), m.ModelID,
-				usage.Counts{Requests: int64(m.ModelCalls), InputTokens: int64(m.InputTokens), OutputTokens: int64(m.OutputTokens)}))
+				usage.Counts{Requests: int64(m.Spent.Calls), InputTokens: int64(m.Spent.InputTokens), OutputTokens: int64(m.Spent.OutputTokens)}))
 		}
 	}
 }
@@ -112,6 +112,8 @@ type messageItem struct {
 	Truncated    bool      `dynamo:"truncated,omitempty"`
 	Status       string    `dynamo:"status,omitempty"`
 	CreatedAt    time.Time `dynamo:"createdAt"`
+	Pending      string    `dynamo:"pending,omitempty"` // JSON: a paused reply's state
+	Decision     string    `dynamo:"decision,omitempty"`
 }
 
 // collectionItem reads any item of a chat collection.
@@ -127,6 +129,8 @@ type collectionItem struct {
 	OutputTokens int    `dynamo:"outputTokens"`
 	Truncated    bool   `dynamo:"truncated"`
 	Status       string `dynamo:"status"`
+	Pending      string `dynamo:"pending"`
+	Decision     string `dynamo:"decision"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
@@ -158,6 +162,14 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 		}
 		it.ToolCalls = string(b)
 	}
+	if m.Pending != nil {
+		b, err := json.Marshal(m.Pending)
+		if err != nil {
+			return it, err
+		}
+		it.Pending = string(b)
+	}
+	it.Decision = m.Decision
 	return it, nil
 }
 
@@ -172,6 +184,13 @@ func (it collectionItem) message() (chat.Message, error) {
 			return chat.Message{}, err
 		}
 	}
+	if it.Pending != "" {
+		m.Pending = &chat.Pending{}
+		if err := decodeAttr(it.PK, it.SK, "pending", it.Pending, m.Pending); err != nil {
+			return chat.Message{}, err
+		}
+	}
+	m.Decision = it.Decision
 	return m, nil
 }
 
@@ -595,4 +614,52 @@ func (s *Chats) GeneratedMessage(ctx context.Context, chatID, id string) (chat.M
 	}
 	m, err := it.message()
 	return m, h.Active, errs.Wrap(op, err)
+}
+
+var errToolCallNotPending = errs.E("store.Chats", errs.Conflict, chat.CodeToolCallNotPending,
+	"this tool call is not waiting for a decision")
+
+// DecideToolCall records decision on reply m of chat c, a reply paused for
+// a tool approval, with one UpdateItem conditioned on it still awaiting
+// approval with no decision. Conflict TOOL_CALL_NOT_PENDING otherwise.
+func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message, decision string) error {
+	const op = "store.DecideToolCall"
+	err := s.table.Update("PK", chatPK(c.ID)).Range("SK", messageSK(m)).Set("decision", decision).
+		If("$ = ? AND attribute_not_exists(decision)", "status", chat.StatusAwaitingApproval).Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, errToolCallNotPending)
+	}
+	return storeError(op, err)
+}
+
+// ContinueGeneration starts generation g again on reply, a reply paused
+// for a tool approval that was decided, in one transaction: the chat is
+// marked as StartGeneration does, reply is stored as given (status
+// streaming, no decision) on condition that it still awaits approval with
+// decision, and its event log is reopened after event last, active with a
+// lease until g.LeaseUntil. Conflict GENERATION_ACTIVE when the chat is
+// generating, Conflict TOOL_CALL_NOT_PENDING when another request
+// continued the reply first; NotFound CHAT_NOT_FOUND.
+func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64) error {
+	const op = "store.ContinueGeneration"
+	it, err := newMessageItem(reply)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	now := time.Now()
+	tx := s.db.WriteTx()
+	tx.Put(s.table.Put(it).If("$ = ? AND decision = ?", "status", chat.StatusAwaitingApproval, decision))
+	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
+		Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.LeaseUntil)).
+		Set("leaseUntil", g.LeaseUntil.UnixMilli()).Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
+		If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
+	err = s.startGeneration(ctx, op, tx, c, g, nil)
+	if errs.Is(err, errs.Conflict) && errs.CodeOf(err) == chat.CodeGenerationActive {
+		// The chat's lease is free unless another generation runs; tell
+		// a lost race on the reply from a busy chat.
+		if m, _, gerr := s.GeneratedMessage(ctx, c.ID, reply.ID); gerr == nil && m.Decision != decision {
+			return errs.Wrap(op, errToolCallNotPending)
+		}
+	}
+	return err
 }

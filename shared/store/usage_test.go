@@ -88,7 +88,7 @@ func TestReplyUsageRidesItsTransaction(t *testing.T) {
 	}
 	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: t0}
 	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", Content: "hello", ModelID: "builtin", ReplyTo: user.ID,
-		InputTokens: 7, OutputTokens: 3, ModelCalls: 2, Status: chat.StatusCompleted, CreatedAt: t0.Add(time.Second)}
+		InputTokens: 70, OutputTokens: 30, Spent: &chat.Spent{Calls: 2, InputTokens: 7, OutputTokens: 3}, Status: chat.StatusCompleted, CreatedAt: t0.Add(time.Second)}
 	db.Counter.Reset()
 	if err := s.FinishGeneration(ctx, c, g.ID, user, reply); err != nil {
 		t.Fatal(err)

@@ -168,3 +168,9 @@ func (s *Service) Policy(ctx context.Context, userID, id string) (string, error)
 	}
 	return Default(t.Annotations), nil
 }
+
+// Allow stores allow for userID's calls of toolID (an approval the user
+// asked to remember). It fails with the store's errors.
+func (s *Service) Allow(ctx context.Context, userID, toolID string) error {
+	return errs.Wrap("toolpolicy.Allow", s.store.SetToolPolicy(ctx, userID, toolID, Allow))
+}

@@ -54,7 +54,7 @@ func limits(cfg config.Config, d assembly.Deps) chat.Limits {
 
 // service builds the chat service: chats in the Data table, the configured
 // models, the tool server's tools (one catalog), the users' model
-// preferences, the usage meter (replies add their usage in the Users
+// preferences, their tool policies, the usage meter (replies add their usage in the Users
 // table), and the runner of workflows in chats, with the stream's time
 // limit.
 func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Service, error) {
@@ -68,7 +68,7 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 		Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
+		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: d.ToolPolicies(cfg, catalog), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
 		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }
