@@ -181,3 +181,41 @@ func TestToolApproval(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkflowStepsAndPolicies: workflow steps run without asking (an
+// ask tool runs), and a step whose tool the user denies fails with
+// TOOL_DENIED without running.
+func TestWorkflowStepsAndPolicies(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := newClient(t, srv.API)
+	uid := signUpChatUser(t, c, "wf.policies@example.com")
+	w := createWorkflow(t, c, uid, "policies")
+	w = applyProposal(t, c, w.ID, propose(t, c, w, `add a step using json_query with {"input": {"a": 1}, "query": ".a"}`).ID)
+	ch := newChat(t, c, map[string]any{"workflowId": w.ID})
+
+	run := func() runJSON {
+		t.Helper()
+		r := c.do("POST", "/api/chats/"+ch.ID+"/workflow-runs", map[string]string{"workflowId": w.ID})
+		var out struct{ Data runJSON }
+		r.decode(t, &out)
+		if r.Status != 201 || len(out.Data.Steps) != 1 {
+			t.Fatalf("run: %d %s", r.Status, r.Body)
+		}
+		return out.Data
+	}
+	// json_query is allowed by default; ask would not stop it either.
+	if r := c.do("PUT", "/api/users/"+uid+"/tool-permissions/json_query", map[string]string{"policy": "ask"}); r.Status != 200 {
+		t.Fatalf("set ask: %d %s", r.Status, r.Body)
+	}
+	if got := run(); got.Status != "completed" || got.Steps[0].Status != "completed" {
+		t.Fatalf("run with an ask tool: %+v", got)
+	}
+	if r := c.do("PUT", "/api/users/"+uid+"/tool-permissions/json_query", map[string]string{"policy": "deny"}); r.Status != 200 {
+		t.Fatalf("set deny: %d %s", r.Status, r.Body)
+	}
+	got := run()
+	if got.Status != "failed" || got.Steps[0].Status != "failed" || !strings.Contains(got.Steps[0].Error, "TOOL_DENIED") {
+		t.Fatalf("run with a denied tool: %+v", got)
+	}
+}

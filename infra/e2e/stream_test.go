@@ -512,6 +512,10 @@ func TestStreamToolCallAnnouncedBeforeResult(t *testing.T) {
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "stream.slowtool@example.com")
 	chat := newChat(t, c, map[string]any{})
+	// http_request asks for approval by default: allow it up front.
+	if r := c.do("PUT", "/api/users/"+userID+"/tool-permissions/http_request", map[string]string{"policy": "allow"}); r.Status != 200 {
+		t.Fatalf("allow http_request: %d %s", r.Status, r.Body)
+	}
 
 	resp := c.openStream(context.Background(), chat.ID, map[string]any{
 		"content": `run http_request with {"url": "` + slow.URL + `/data"}`, "modelId": "builtin", "userId": userID})

@@ -174,3 +174,35 @@ func (s *Service) Policy(ctx context.Context, userID, id string) (string, error)
 func (s *Service) Allow(ctx context.Context, userID, toolID string) error {
 	return errs.Wrap("toolpolicy.Allow", s.store.SetToolPolicy(ctx, userID, toolID, Allow))
 }
+
+// CodeToolDenied is the code of a workflow step whose tool the user's
+// policy denies.
+const CodeToolDenied = "TOOL_DENIED"
+
+// Runner runs tools (toolclient.Catalog; the workflow engine's ToolRunner).
+type Runner interface {
+	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
+}
+
+// Steps returns r for workflow steps: they run without asking (the user
+// built the workflow), but a tool whose policy is deny for the signed-in
+// user fails with Forbidden TOOL_DENIED (its message starts with the code,
+// as a step keeps only the message) without running.
+func (s *Service) Steps(r Runner) Runner { return stepRunner{s: s, r: r} }
+
+type stepRunner struct {
+	s *Service
+	r Runner
+}
+
+func (g stepRunner) Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error) {
+	const op = "toolpolicy.Steps"
+	p, err := g.s.Policy(ctx, auth.UserID(ctx), toolID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	if p == Deny {
+		return nil, errs.E(op, errs.Forbidden, CodeToolDenied, CodeToolDenied+": the user's policy denies the tool "+toolID)
+	}
+	return g.r.Run(ctx, toolID, input)
+}

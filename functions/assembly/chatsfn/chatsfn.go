@@ -63,12 +63,13 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	policies := d.ToolPolicies(cfg, catalog)
 	runner := runs.NewService(runs.Options{
 		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+		Tools: policies.Steps(catalog), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: d.ToolPolicies(cfg, catalog), Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
+		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: policies, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
 		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }
