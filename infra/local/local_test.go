@@ -85,6 +85,13 @@ func (f *fixture) request(method, path, body string) *http.Request {
 	return r
 }
 
+// callBudget is a request and the DynamoDB calls it may make.
+type callBudget struct {
+	name, method, path, body string
+	status                   int
+	calls                    int64
+}
+
 // callBudgets are the DynamoDB calls each request may make: the session
 // lookup (one read) plus what the endpoint itself needs. Posting a message
 // and the stream also count the user's rate-limit window (one UpdateItem,
@@ -92,16 +99,8 @@ func (f *fixture) request(method, path, body string) *http.Request {
 // (one conditional UpdateItem) before calling the model, and stores both
 // messages with the lease's release in one transaction; the stream takes
 // the lease in the transaction that stores its user message.
-func callBudgets(f *fixture) []struct {
-	name, method, path, body string
-	status                   int
-	calls                    int64
-} {
-	return []struct {
-		name, method, path, body string
-		status                   int
-		calls                    int64
-	}{
+func callBudgets(f *fixture) []callBudget {
+	return []callBudget{
 		{"liveness (no storage)", "GET", "/api/liveness", "", 200, 0},
 		{"session", "GET", "/api/auth/session", "", 200, 1},
 		{"models", "GET", "/api/models", "", 200, 1},
@@ -124,7 +123,14 @@ func callBudgets(f *fixture) []struct {
 // endpoint needs.
 func TestDynamoDBCallBudget(t *testing.T) {
 	f := newFixture(t)
-	for _, tt := range callBudgets(f) {
+	checkCalls(t, f, callBudgets(f))
+}
+
+// checkCalls makes each request of cases in turn and checks its status
+// and its count of DynamoDB calls.
+func checkCalls(t *testing.T, f *fixture, cases []callBudget) {
+	t.Helper()
+	for _, tt := range cases {
 		f.counter.Reset()
 		rec := httptest.NewRecorder()
 		f.stack.API.ServeHTTP(rec, f.request(tt.method, tt.path, tt.body))
@@ -145,25 +151,11 @@ func TestDynamoDBCallBudget(t *testing.T) {
 // session read and one GetItem.
 func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
 	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
-	for _, tt := range []struct {
-		name, method, path, body string
-		status                   int
-		calls                    int64
-	}{
+	checkCalls(t, f, []callBudget{
 		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
 		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
 		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
-	} {
-		f.counter.Reset()
-		rec := httptest.NewRecorder()
-		f.stack.API.ServeHTTP(rec, f.request(tt.method, tt.path, tt.body))
-		if rec.Code != tt.status {
-			t.Errorf("%s: status %d, want %d: %s", tt.name, rec.Code, tt.status, rec.Body)
-		}
-		if got := f.counter.Count(); got != tt.calls {
-			t.Errorf("%s: %d DynamoDB calls, want %d", tt.name, got, tt.calls)
-		}
-	}
+	})
 }
 
 // BenchmarkEndpoints measures each endpoint in process against the
