@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,17 @@ func TestBudget(t *testing.T) {
 	expectError(t, "message over budget", c.do("POST", "/api/chats/"+chat.ID+"/messages", map[string]any{"content": "one more", "modelId": "builtin", "userId": userID}), 429, "BUDGET_EXCEEDED")
 	if n := len(getMessages(t, c, chat.ID)); n != 2 {
 		t.Errorf("%d messages after the refusals, want 2 (nothing stored)", n)
+	}
+
+	// A workflow step that calls a model fails (the built-in proposal
+	// rules call none, so the workflow can still be edited).
+	w := createWorkflow(t, c, userID, "over budget")
+	w = applyProposal(t, c, w.ID, propose(t, c, w, `add a step using llm_generate with {"prompt": "hello"}`).ID)
+	wch := newChat(t, c, map[string]any{"workflowId": w.ID})
+	r = c.do("POST", "/api/chats/"+wch.ID+"/workflow-runs", map[string]string{"workflowId": w.ID})
+	var run struct{ Data runJSON }
+	r.decode(t, &run)
+	if r.Status != 201 || run.Data.Status != "failed" || len(run.Data.Steps) != 1 || !strings.Contains(run.Data.Steps[0].Error, "BUDGET_EXCEEDED") {
+		t.Errorf("run over budget: %d %s", r.Status, r.Body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // Event is one event of a reply, as docs/openapi.yaml's StreamEvent gives them.
@@ -185,6 +186,8 @@ var refusal = errorResult("the user did not allow this tool call")
 
 // runTool runs one call and returns its result, or {"error": message} when
 // it fails; a failed tool is reported to the model, not fatal to the reply.
+// A tool that calls a model (llm_generate) is refused when the user's
+// budget is spent.
 func (s *Service) runTool(ctx context.Context, call model.ToolCall) json.RawMessage {
 	var args map[string]any
 	if err := json.Unmarshal(call.Args, &args); err != nil || args == nil {
@@ -192,6 +195,11 @@ func (s *Service) runTool(ctx context.Context, call model.ToolCall) json.RawMess
 	}
 	if s.tools == nil {
 		return errorResult("tools are not available")
+	}
+	if usage.CallsModel(call.Name) {
+		if err := s.usage.Check(ctx, auth.UserID(ctx), 0); err != nil {
+			return errorResult(errs.MessageOf(err, "the monthly token budget could not be checked"))
+		}
 	}
 	out, err := s.tools.Run(ctx, call.Name, args)
 	if err != nil {

@@ -190,3 +190,39 @@ func (m *Meter) Report(ctx context.Context, userID, month string) (Report, error
 	}
 	return r, nil
 }
+
+// ModelTools are the tools that call a model (the tool server's
+// llm_generate). The budget is checked before each of their calls; their
+// tokens are not metered (the tool server does not report them).
+var ModelTools = []string{"llm_generate"}
+
+// CallsModel reports whether tool toolID calls a model.
+func CallsModel(toolID string) bool { return slices.Contains(ModelTools, toolID) }
+
+// Runner runs tools (toolclient.Catalog; the workflow engine's ToolRunner).
+type Runner interface {
+	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
+}
+
+// Guard returns r checking the signed-in user's budget before each call
+// of a tool that calls a model: over budget, the call fails with
+// RateLimited BUDGET_EXCEEDED (its message starts with the code, as a
+// workflow step keeps only the message) without running.
+func (m *Meter) Guard(r Runner) Runner { return guard{m: m, r: r} }
+
+type guard struct {
+	m *Meter
+	r Runner
+}
+
+func (g guard) Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error) {
+	if CallsModel(toolID) {
+		if err := g.m.Check(ctx, auth.UserID(ctx), 0); err != nil {
+			if e, ok := err.(*errs.Error); ok && e.Code == CodeBudgetExceeded {
+				e.Message = CodeBudgetExceeded + ": " + e.Message
+			}
+			return nil, err
+		}
+	}
+	return g.r.Run(ctx, toolID, input)
+}

@@ -66,7 +66,7 @@ func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Ser
 	policies := d.ToolPolicies(cfg, catalog)
 	runner := runs.NewService(runs.Options{
 		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: policies.Steps(catalog), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+		Tools: d.Meter(cfg).Guard(policies.Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
 		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: policies, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,

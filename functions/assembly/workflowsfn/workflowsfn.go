@@ -36,7 +36,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	runService := runs.NewService(runs.Options{
-		Runs: runStore, Workflows: workflows, Tools: d.ToolPolicies(cfg, catalog).Steps(catalog), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
+		Runs: runStore, Workflows: workflows, Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}

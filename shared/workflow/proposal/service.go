@@ -83,8 +83,10 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if err := auth.Authorize(ctx, op, w.UserID); err != nil {
 		return Exchange{}, err
 	}
-	if err := s.usage.Check(ctx, w.UserID, 0); err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+	if req.ModelID != model.BuiltinID { // the built-in rules call no model
+		if err := s.usage.Check(ctx, w.UserID, 0); err != nil {
+			return Exchange{}, errs.Wrap(op, err)
+		}
 	}
 	tools, err := s.catalog.Details(ctx)
 	if err != nil {
