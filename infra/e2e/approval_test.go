@@ -157,6 +157,31 @@ func TestToolApproval(t *testing.T) {
 		}
 	})
 
+	t.Run("whole message", func(t *testing.T) {
+		c := newClient(t, srv.API)
+		signUpChatUser(t, c, "approve.whole@example.com")
+		chat := newChat(t, c, map[string]any{})
+		r := c.do("POST", "/api/chats/"+chat.ID+"/messages", map[string]any{"content": ask, "modelId": "builtin"})
+		var ex struct {
+			Data struct{ Response messageJSON }
+		}
+		r.decode(t, &ex)
+		if r.Status != 201 || ex.Data.Response.Status != "awaiting_approval" {
+			t.Fatalf("send: %d %s", r.Status, r.Body)
+		}
+		if r := c.do("POST", "/api/chats/"+chat.ID+"/tool-calls/call_1/approve", nil); r.Status != 202 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		cont := c.resume(chat.ID, "", false)
+		if got := eventTypes(cont.Events); cont.Status != 200 || !strings.HasPrefix(got, "tool_call tool_result") || !strings.HasSuffix(got, "end") {
+			t.Fatalf("continuation: %d %q", cont.Status, got)
+		}
+		msgs := getMessages(t, c, chat.ID)
+		if len(msgs) != 2 || msgs[1].ID != ex.Data.Response.ID || msgs[1].Status != "completed" || len(msgs[1].ToolCalls) != 1 {
+			t.Errorf("continued message: %+v", msgs)
+		}
+	})
+
 	t.Run("deny policy", func(t *testing.T) {
 		c := newClient(t, srv.API)
 		userID := signUpChatUser(t, c, "denypolicy@example.com")

@@ -244,7 +244,8 @@ type Store interface {
 	// ContinueGeneration starts generation g again on the decided reply
 	// (stored as given, streaming) and reopens its log after event last.
 	// Conflict GENERATION_ACTIVE or TOOL_CALL_NOT_PENDING.
-	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64) error
+	// A reply without a log (not streamed) gets one holding first.
+	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []eventlog.Record) error
 }
 
 // Tools lists and runs the tools a model may call.

@@ -527,19 +527,30 @@ func (s *Service) Continue(ctx context.Context, chatID string) (*Turn, error) {
 	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || m.Decision == "" {
 		return nil, nil
 	}
+	var (
+		last  int64
+		first []eventlog.Record
+	)
 	recs, _, err := s.store.GenerationEvents(ctx, chatID, m.ID, 0)
-	if err != nil {
+	switch {
+	case errs.Is(err, errs.NotFound):
+		// A reply that was not streamed (POST .../messages): its
+		// continuation gets a log, from start.
+		data, err := json.Marshal(Event{Type: EventStart, MessageID: m.ID})
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		first, last = []eventlog.Record{{Seq: 1, Data: data}}, 1
+	case err != nil:
 		return nil, errs.Wrap(op, err)
-	}
-	var last int64
-	if len(recs) > 0 {
+	case len(recs) > 0:
 		last = recs[len(recs)-1].Seq
 	}
 	now := s.clock()
 	gen := Generation{ID: m.ID, Now: now, Until: now.Add(StreamLease), LeaseUntil: now.Add(s.lease)}
 	reply := m
 	reply.Status, reply.Decision = StatusStreaming, ""
-	err = s.store.ContinueGeneration(ctx, c, gen, reply, m.Decision, last)
+	err = s.store.ContinueGeneration(ctx, c, gen, reply, m.Decision, last, first)
 	if code := errs.CodeOf(err); code == CodeToolCallNotPending || code == CodeGenerationActive {
 		return nil, nil
 	}

@@ -637,10 +637,11 @@ func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message,
 // marked as StartGeneration does, reply is stored as given (status
 // streaming, no decision) on condition that it still awaits approval with
 // decision, and its event log is reopened after event last, active with a
-// lease until g.LeaseUntil. Conflict GENERATION_ACTIVE when the chat is
+// lease until g.LeaseUntil; with first, a reply that had no log (it was
+// not streamed) gets a new one holding first. Conflict GENERATION_ACTIVE when the chat is
 // generating, Conflict TOOL_CALL_NOT_PENDING when another request
 // continued the reply first; NotFound CHAT_NOT_FOUND.
-func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64) error {
+func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64, first []eventlog.Record) error {
 	const op = "store.ContinueGeneration"
 	it, err := newMessageItem(reply)
 	if err != nil {
@@ -649,10 +650,17 @@ func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Gene
 	now := time.Now()
 	tx := s.db.WriteTx()
 	tx.Put(s.table.Put(it).If("$ = ? AND decision = ?", "status", chat.StatusAwaitingApproval, decision))
-	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
-		Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.LeaseUntil)).
-		Set("leaseUntil", g.LeaseUntil.UnixMilli()).Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
-		If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
+	if first != nil {
+		if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: reply.ID, Status: reply.Status, Target: it.SK,
+			First: first, LeaseUntil: g.LeaseUntil}); err != nil {
+			return errs.Wrap(op, err)
+		}
+	} else {
+		tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
+			Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.LeaseUntil)).
+			Set("leaseUntil", g.LeaseUntil.UnixMilli()).Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
+			If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
+	}
 	err = s.startGeneration(ctx, op, tx, c, g, nil)
 	if errs.Is(err, errs.Conflict) && errs.CodeOf(err) == chat.CodeGenerationActive {
 		// The chat's lease is free unless another generation runs; tell
