@@ -44,6 +44,10 @@ type Chat struct {
 	// and GenerationUntil when its chat lease ends (see Generation).
 	Generation      string    `json:"-"`
 	GenerationUntil time.Time `json:"-"`
+	// Decided is the id of the chat's reply paused for a tool approval
+	// whose call was decided and that waits for its continuation (see
+	// Service.Decide); a new generation clears it.
+	Decided string `json:"-"`
 }
 
 // Message is one message of a chat.

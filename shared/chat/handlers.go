@@ -215,17 +215,6 @@ func handleResume(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		// A reply whose tool call was decided goes on here, in the stream
-		// function, not in the request that decided it.
-		turn, err := s.Continue(r.Context(), id)
-		if err != nil {
-			httpapi.WriteError(w, r, err)
-			return
-		}
-		if turn != nil {
-			runTurn(r, w, s, turn, ping)
-			return
-		}
 		f, err := s.Resume(r.Context(), id, last)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
@@ -233,6 +222,12 @@ func handleResume(s *Service, ping time.Duration) http.Handler {
 		}
 		if f == nil {
 			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if f.Continuation != nil {
+			// A reply whose tool call was decided goes on here, in the
+			// stream function, not in the request that decided it.
+			runTurn(r, w, s, f.Continuation, ping)
 			return
 		}
 		out := sse.NewWriter(w)

@@ -276,6 +276,11 @@ func decodeEvent(id string, r eventlog.Record) (Event, error) {
 // Follower replays a reply's logged events after a given one, then follows
 // them until the reply's end.
 type Follower struct {
+	// Continuation, when set, is a reply paused for a tool approval that
+	// this resume continues (the user decided the call): the caller
+	// generates it with RunStream instead of following.
+	Continuation *Turn
+
 	s      *Service
 	chatID string
 	id     string
@@ -285,7 +290,9 @@ type Follower struct {
 }
 
 // Resume checks a resume request on chat chatID: after the event last, or
-// with last nil from the start of the chat's active reply. It returns nil
+// with last nil from the start of the chat's active reply. When the chat's
+// reply paused for a tool approval was decided, it starts the reply's
+// continuation and returns it as the Follower's Continuation. It returns nil
 // when last is nil and no reply is active. Errors: NotFound
 // CHAT_NOT_FOUND, Forbidden (another user's chat), NotFound
 // GENERATION_NOT_FOUND (no streamed reply last.Stream in this chat, or its
@@ -298,6 +305,15 @@ func (s *Service) Resume(ctx context.Context, chatID string, last *eventlog.ID) 
 	}
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return nil, err
+	}
+	if c.Decided != "" {
+		t, err := s.continueDecided(ctx, c)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		if t != nil {
+			return &Follower{Continuation: t}, nil
+		}
 	}
 	f := &Follower{s: s, chatID: chatID}
 	if last != nil {
@@ -508,20 +524,17 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 	return m, nil
 }
 
-// Continue starts the continuation of chat chatID's reply paused for a
+// continueDecided starts the continuation of chat c's reply paused for a
 // tool approval once the user decided (Decide), and returns it as a Turn
 // for RunStream; nil when there is nothing to continue or another request
 // continued it first. The reply goes on on the same message, as a
-// generation whose events follow the pause's in its log. Errors: NotFound
-// CHAT_NOT_FOUND, Forbidden, storage errors.
-func (s *Service) Continue(ctx context.Context, chatID string) (*Turn, error) {
+// generation whose events follow the pause's in its log. It fails on
+// storage errors.
+func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	const op = "chat.Continue"
-	c, msgs, err := s.store.Conversation(ctx, chatID)
+	_, msgs, err := s.store.Conversation(ctx, c.ID)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
-	}
-	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
-		return nil, err
 	}
 	m, ok := lastAssistant(msgs)
 	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || m.Decision == "" {
@@ -531,7 +544,7 @@ func (s *Service) Continue(ctx context.Context, chatID string) (*Turn, error) {
 		last  int64
 		first []eventlog.Record
 	)
-	recs, _, err := s.store.GenerationEvents(ctx, chatID, m.ID, 0)
+	recs, _, err := s.store.GenerationEvents(ctx, c.ID, m.ID, 0)
 	switch {
 	case errs.Is(err, errs.NotFound):
 		// A reply that was not streamed (POST .../messages): its

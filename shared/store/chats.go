@@ -95,6 +95,7 @@ type chatItem struct {
 	UpdatedAt      time.Time `dynamo:"updatedAt"`
 	Generation     string    `dynamo:"generation,omitempty"`
 	LeaseUntil     int64     `dynamo:"leaseUntil,omitempty"`
+	Decided        string    `dynamo:"decided,omitempty"`
 }
 
 type messageItem struct {
@@ -142,7 +143,7 @@ func newChatItem(c chat.Chat) chatItem {
 
 func (it chatItem) chat() chat.Chat {
 	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Generation: it.Generation}
+		Generation: it.Generation, Decided: it.Decided}
 	if it.LeaseUntil != 0 {
 		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
 	}
@@ -417,6 +418,9 @@ var errGenerationActive = errs.E("store.Chats", errs.Conflict, "GENERATION_ACTIV
 const (
 	generationAttr = "generation"
 	leaseAttr      = "leaseUntil"
+	// decidedAttr names the reply whose tool call was decided and waits
+	// for its continuation (chat.Chat.Decided).
+	decidedAttr = "decided"
 )
 
 // StartGeneration stores msgs and marks generation g active on chat c, in
@@ -430,7 +434,7 @@ func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generat
 
 func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.WriteTx, c chat.Chat, g chat.Generation, msgs []chat.Message) error {
 	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli())
+		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli()).Remove(decidedAttr)
 	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -620,12 +624,17 @@ var errToolCallNotPending = errs.E("store.Chats", errs.Conflict, chat.CodeToolCa
 	"this tool call is not waiting for a decision")
 
 // DecideToolCall records decision on reply m of chat c, a reply paused for
-// a tool approval, with one UpdateItem conditioned on it still awaiting
-// approval with no decision. Conflict TOOL_CALL_NOT_PENDING otherwise.
+// a tool approval, and marks the chat as having a decided reply to
+// continue (chat.Chat.Decided), in one transaction conditioned on the
+// reply still awaiting approval with no decision (and the chat existing).
+// Conflict TOOL_CALL_NOT_PENDING otherwise.
 func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message, decision string) error {
 	const op = "store.DecideToolCall"
-	err := s.table.Update("PK", chatPK(c.ID)).Range("SK", messageSK(m)).Set("decision", decision).
-		If("$ = ? AND attribute_not_exists(decision)", "status", chat.StatusAwaitingApproval).Run(ctx)
+	err := s.db.WriteTx().
+		Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", messageSK(m)).Set("decision", decision).
+			If("$ = ? AND attribute_not_exists(decision)", "status", chat.StatusAwaitingApproval)).
+		Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Set(decidedAttr, m.ID).If(collectionWritable)).
+		Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errToolCallNotPending)
 	}
