@@ -54,6 +54,7 @@ import (
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolpolicy"
 	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Deps are the process-level dependencies a builder is given. The Lambda
@@ -79,6 +80,10 @@ type Deps struct {
 	// StepTimeout bounds one workflow step; zero means the production
 	// limit (tests of a hung tool server shorten it).
 	StepTimeout time.Duration
+	// Runs hands durable workflow runs to their runner; nil means the
+	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
+	// The dev server runs the runner in process through it.
+	Runs workflow.Invoker
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the
@@ -116,11 +121,7 @@ func Main(build func(ctx context.Context, getenv func(string) string) (http.Hand
 // from getenv (its errors name the missing or invalid variables), Deps
 // from it (Open), f's router, the standard middleware.
 func Lambda(ctx context.Context, getenv func(string) string, f Function) (http.Handler, error) {
-	cfg, err := Config(getenv, f.Required...)
-	if err != nil {
-		return nil, err
-	}
-	d, err := Open(ctx, cfg)
+	cfg, d, err := Load(ctx, getenv, f.Required...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +130,19 @@ func Lambda(ctx context.Context, getenv func(string) string, f Function) (http.H
 		return nil, err
 	}
 	return Stack(cfg, d.Logger, r), nil
+}
+
+// Load is the start of every Lambda bootstrap: the configuration from
+// getenv with the required variables (Config), then Deps (Open). Its
+// errors name the variables at fault, or say why AWS could not be
+// configured.
+func Load(ctx context.Context, getenv func(string) string, required ...string) (config.Config, Deps, error) {
+	cfg, err := Config(getenv, required...)
+	if err != nil {
+		return config.Config{}, Deps{}, err
+	}
+	d, err := Open(ctx, cfg)
+	return cfg, d, err
 }
 
 // Config loads the configuration from getenv and requires the named

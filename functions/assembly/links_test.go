@@ -21,7 +21,10 @@ const (
 	expr            = "github.com/expr-lang/expr"
 	mcpSDK          = "github.com/modelcontextprotocol/go-sdk"
 	dynamodbSDK     = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	toolImpls       = "github.com/workflowchat/service/shared/tools"
+	// lambdaSDK invokes the runner: only the functions that hand it runs
+	// (and the runner, whose builder package holds the invoker) link it.
+	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
+	toolImpls = "github.com/workflowchat/service/shared/tools"
 )
 
 var (
@@ -44,14 +47,17 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema}}},
-		{"models", [][]string{toolDeps, {jsonschema}}},
-		{"chats", [][]string{toolDeps, {jsonschema}}},
-		{"stream", [][]string{toolDeps, {jsonschema}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"stream", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
 		{"workflows", [][]string{toolDeps}},
-		{"mcp", [][]string{{dynamodbSDK}}},
+		{"mcp", [][]string{{dynamodbSDK, lambdaSDK}}},
+		// The runner calls tools through the tool server and no model.
+		{"runner", [][]string{providerSDKs, toolDeps, {jsonschema}}},
+		{"sweeper", [][]string{providerSDKs, toolDeps, {jsonschema}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {
@@ -74,8 +80,9 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 		t.Skip("go list over two functions")
 	}
 	for dir, want := range map[string][]string{
-		"mcp":   {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
-		"chats": {bedrockSDK, dynamodbSDK},
+		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
+		"chats":     {bedrockSDK, dynamodbSDK},
+		"workflows": {lambdaSDK},
 	} {
 		deps := depsOf(t, dir)
 		for _, w := range want {

@@ -37,7 +37,7 @@ func TestSweeperFunctionEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "SweeperFunction", "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "SweeperFunction", "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
 	if err != nil {
 		t.Fatal(err)
 	}

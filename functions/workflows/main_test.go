@@ -29,7 +29,7 @@ func TestWorkflowsFunctionEvents(t *testing.T) {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ func permissionsOf(t *testing.T, c *client, userID string) map[string]string {
 	return m
 }
 
-// eventTypes lists the types of events.
-func eventTypes(events []streamEvent) string {
+// streamTypes lists the types of events.
+func streamTypes(events []streamEvent) string {
 	var ts []string
 	for _, e := range events {
 		ts = append(ts, e.Type)
@@ -47,7 +47,7 @@ func approvalOf(t *testing.T, res streamResult) string {
 	}
 	n := len(res.Events)
 	last, approval := res.Events[n-1], res.Events[max(n-2, 0)]
-	if got := eventTypes(res.Events); !strings.HasSuffix(got, " tool_approval end") || strings.Contains(got, "tool_call") ||
+	if got := streamTypes(res.Events); !strings.HasSuffix(got, " tool_approval end") || strings.Contains(got, "tool_call") ||
 		last.Reason != "awaiting_approval" || approval.ToolCallID == "" || approval.ToolName != "http_request" {
 		t.Fatalf("events %q (%+v), want tool_approval(http_request) then end(awaiting_approval), no tool_call", got, res.Events)
 	}
@@ -105,7 +105,7 @@ func TestToolApproval(t *testing.T) {
 		if cont.Status != 200 {
 			t.Fatalf("resume: %d %s", cont.Status, cont.Body)
 		}
-		if got := eventTypes(cont.Events); !strings.HasPrefix(got, "tool_call tool_result content") || !strings.HasSuffix(got, "end") {
+		if got := streamTypes(cont.Events); !strings.HasPrefix(got, "tool_call tool_result content") || !strings.HasSuffix(got, "end") {
 			t.Fatalf("continuation events %q", got)
 		}
 		if last := cont.Events[len(cont.Events)-1]; last.Reason != "completed" || last.MessageID != msgID {
@@ -124,7 +124,7 @@ func TestToolApproval(t *testing.T) {
 		}
 		// The next call runs without asking.
 		res = c.stream(chat.ID, map[string]any{"content": ask, "modelId": "builtin", "userId": userID})
-		if got := eventTypes(res.Events); res.Status != 200 || !strings.Contains(got, "tool_call tool_result") || strings.Contains(got, "tool_approval") {
+		if got := streamTypes(res.Events); res.Status != 200 || !strings.Contains(got, "tool_call tool_result") || strings.Contains(got, "tool_approval") {
 			t.Errorf("second call: %d %q", res.Status, got)
 		}
 		if hits.Load() != before+2 {
@@ -143,7 +143,7 @@ func TestToolApproval(t *testing.T) {
 			t.Fatalf("deny: %d %s", r.Status, r.Body)
 		}
 		cont := c.resume(chat.ID, "", false)
-		if got := eventTypes(cont.Events); cont.Status != 200 || !strings.HasPrefix(got, "tool_call tool_result") {
+		if got := streamTypes(cont.Events); cont.Status != 200 || !strings.HasPrefix(got, "tool_call tool_result") {
 			t.Fatalf("continuation: %d %q", cont.Status, got)
 		}
 		if r := string(cont.Events[1].Result); !strings.Contains(r, "did not allow") {
@@ -173,7 +173,7 @@ func TestToolApproval(t *testing.T) {
 			t.Fatalf("approve: %d %s", r.Status, r.Body)
 		}
 		cont := c.resume(chat.ID, "", false)
-		if got := eventTypes(cont.Events); cont.Status != 200 || !strings.HasPrefix(got, "tool_call tool_result") || !strings.HasSuffix(got, "end") {
+		if got := streamTypes(cont.Events); cont.Status != 200 || !strings.HasPrefix(got, "tool_call tool_result") || !strings.HasSuffix(got, "end") {
 			t.Fatalf("continuation: %d %q", cont.Status, got)
 		}
 		msgs := getMessages(t, c, chat.ID)
@@ -197,7 +197,7 @@ func TestToolApproval(t *testing.T) {
 
 		chat := newChat(t, c, map[string]any{})
 		res := c.stream(chat.ID, map[string]any{"content": `run json_query with {"query": ".a", "input": {"a": 1}}`, "modelId": "builtin", "userId": userID})
-		got := eventTypes(res.Events)
+		got := streamTypes(res.Events)
 		if res.Status != 200 || !strings.Contains(got, "tool_call tool_result") || strings.Contains(got, "tool_approval") {
 			t.Fatalf("stream: %d %q", res.Status, got)
 		}

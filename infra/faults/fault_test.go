@@ -316,6 +316,9 @@ type envOptions struct {
 	toolTimeout time.Duration
 	// stepTimeout is the workflow step timeout; zero means the default.
 	stepTimeout time.Duration
+	// lease is GENERATION_LEASE (the lease of replies and durable runs);
+	// empty means the default.
+	lease string
 }
 
 type env struct {
@@ -349,7 +352,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.toolURL != "" {
 		toolURL = o.toolURL
 	}
-	vars := map[string]string{"DYNAMODB_ENDPOINT": e.proxy.srv.URL, "AWS_REGION": "us-east-1"}
+	vars := map[string]string{"DYNAMODB_ENDPOINT": e.proxy.srv.URL, "AWS_REGION": "us-east-1", "GENERATION_LEASE": o.lease}
 	e.cfg, err = config.Load(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +398,7 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	cfg := e.cfg
 	cfg.MCPURL, cfg.MCPServiceKey = toolURL, e.stack.ServiceKey
 	d := assembly.Deps{DB: e.stack.DB, Logger: logger, Hasher: hasher, ToolHTTP: &http.Client{Timeout: o.toolTimeout},
-		PingInterval: time.Minute, StepTimeout: o.stepTimeout}
+		PingInterval: time.Minute, StepTimeout: o.stepTimeout, Runs: e.stack.Runner}
 	api := httpapi.NewRouter()
 	for _, f := range []assembly.Function{workflowsfn.Workflows, chatsfn.Stream} {
 		r, err := f.Build(context.Background(), cfg, d)

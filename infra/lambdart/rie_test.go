@@ -321,7 +321,7 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	if r := toolsFn.http(request("GET", "/api/tools", "", cookie)); r.StatusCode != 200 || !strings.Contains(r.Body, `"json_query"`) {
 		t.Errorf("tools: %d %.300s\n%s", r.StatusCode, r.Body, toolsFn.logs)
 	}
-	workflows := start(t, "workflows", b.env())
+	workflows := start(t, "workflows", b.env("RUNNER_FUNCTION=RunnerFunction"))
 	if r := workflows.http(request("POST", "/api/workflows", `{"userId":"`+signedUp.Data.User.ID+`","name":"under RIE"}`, cookie)); r.StatusCode != 201 || !strings.Contains(r.Body, `"under RIE"`) {
 		t.Errorf("create workflow: %d %.300s\n%s", r.StatusCode, r.Body, workflows.logs)
 	}

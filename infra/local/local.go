@@ -30,6 +30,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 	"github.com/workflowchat/service/functions/assembly/toolsfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
@@ -41,6 +42,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // Function is one Lambda function of template.yaml and the routes it serves.
@@ -97,6 +99,9 @@ type Stack struct {
 	// (SweeperFunction in AWS); the dev server runs it on a ticker
 	// (SWEEP_INTERVAL).
 	Sweeper *lease.Sweeper
+	// Runner executes durable workflow runs in process (RunnerFunction in
+	// AWS); Runner.Wait waits for the runs in progress.
+	Runner *runs.InProcess
 }
 
 // Options are the process-level dependencies of New.
@@ -179,6 +184,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		cfg.MCPURL = inProcessURL
 		d.ToolHTTP = &http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolclient.DefaultClientTimeout}
 	}
+	// Durable workflow runs execute in process, on the runner the runner
+	// function's bootstrap builds, behind the same Invoker.
+	s.Runner = &runs.InProcess{Runner: runnerfn.Runner(cfg, d)}
+	d.Runs = s.Runner
 	s.Functions = []Function{{LogicalID: healthfn.LogicalID, Dir: "health", Router: healthfn.Health(o.Now), Builder: builderPkg + "healthfn.Health"}}
 	for _, f := range functions {
 		r, err := f.fn.Build(ctx, cfg, d)
@@ -189,7 +198,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		s.Functions = append(s.Functions, Function{LogicalID: f.fn.LogicalID, Dir: dirOf(f.fn.LogicalID), Router: r,
 			FunctionURL: f.fn.FunctionURL, Builder: f.builder})
 	}
-	s.Sweeper = sweeperfn.Sweeper(cfg, d)
+	if s.Sweeper, err = sweeperfn.Sweeper(ctx, cfg, d); err != nil {
+		s.Close()
+		return nil, err
+	}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
 		api.Mount(f.Router, f.Router.Patterns()...)

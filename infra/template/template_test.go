@@ -161,9 +161,19 @@ var wantGrants = map[string]map[string][]string{
 	// head and the message (GetItem), the log (Query), the end (tx: Put
 	// message and batch, Update head and chat); store.Leases.Expired
 	// (Query of GSI1 per ACTIVE#<shard>).
+	// It also resumes durable runs (runs.ResumeExpired over store.Runs:
+	// LoggedRun by GetItem; ClaimRun, a tx of two Updates; an
+	// interrupted run's end, a tx of Update run, Put batch, Update head):
+	// the same actions.
 	"SweeperFunction": {
 		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+	},
+	// The runner: store.Runs.LoggedRun (GetItem of the log head and the
+	// run), SaveCheckpoint (tx: Update run, Put log batch, Update head),
+	// RenewRunLease (UpdateItem).
+	"RunnerFunction": {
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 	},
 	"WorkflowsFunction": {
 		// the budget (GetItem) and a proposal's usage (UpdateItem ADD).
@@ -419,6 +429,73 @@ func checkSweeper(s *stack, _ *codeFacts) []string {
 	return probs
 }
 
+// runnerID is the function that executes durable workflow runs
+// (functions/runner); runnerInvokers are the functions that hand it runs.
+const runnerID = "RunnerFunction"
+
+var runnerInvokers = []string{"SweeperFunction", "WorkflowsFunction"}
+
+// isInvokeStatement reports whether a policy statement grants
+// lambda:InvokeFunction.
+func isInvokeStatement(stmt map[string]any) bool {
+	return slices.Contains(strs(stmt["Action"]), "lambda:InvokeFunction")
+}
+
+// (m) The runner is reached only through asynchronous invokes: it has no
+// route, URL or schedule; exactly the runnerInvokers may invoke it, each
+// with one statement of lambda:InvokeFunction alone on !GetAtt
+// RunnerFunction.Arn and RUNNER_FUNCTION = !Ref RunnerFunction; no
+// function may invoke anything else; and its failed events go to an SQS
+// queue of the template (EventInvokeConfig OnFailure).
+func checkRunnerInvokes(s *stack, _ *codeFacts) []string {
+	var probs []string
+	fn, ok := s.functions[runnerID]
+	if !ok {
+		return []string{runnerID + ": missing; nothing would execute durable runs"}
+	}
+	if len(fn.Events) > 0 || fn.FunctionUrlConfig != nil {
+		probs = append(probs, runnerID+": has events or a function URL; it is invoked only asynchronously by "+strings.Join(runnerInvokers, ", "))
+	}
+	res := s.resources()
+	cfg := asMap(asMap(res[runnerID]["Properties"])["EventInvokeConfig"])
+	onFailure := asMap(asMap(cfg["DestinationConfig"])["OnFailure"])
+	dest, _ := onFailure["Destination"].(string)
+	queue, _ := strings.CutSuffix(strings.TrimPrefix(dest, getAttMark), ".Arn")
+	if onFailure["Type"] != "SQS" || !strings.HasPrefix(dest, getAttMark) || res[queue]["Type"] != "AWS::SQS::Queue" {
+		probs = append(probs, fmt.Sprintf("%s: EventInvokeConfig.DestinationConfig.OnFailure %v, want Type SQS and !GetAtt <Queue>.Arn of a queue in the template", runnerID, onFailure))
+	}
+	for _, id := range sortedKeys(s.functions) {
+		props := asMap(res[id]["Properties"])
+		docs, _ := props["Policies"].([]any)
+		invokes := 0
+		for _, d := range docs {
+			stmts, _ := asMap(d)["Statement"].([]any)
+			for _, st := range stmts {
+				stmt := asMap(st)
+				if !isInvokeStatement(stmt) {
+					continue
+				}
+				invokes++
+				if a, r := strs(stmt["Action"]), strs(stmt["Resource"]); len(a) != 1 || len(r) != 1 || r[0] != getAttMark+runnerID+".Arn" || stmt["Effect"] != "Allow" {
+					probs = append(probs, fmt.Sprintf("%s: invoke statement %v, want lambda:InvokeFunction alone on !GetAtt %s.Arn", id, stmt, runnerID))
+				}
+			}
+		}
+		env := asMap(asMap(asMap(props["Environment"])["Variables"]))
+		want := slices.Contains(runnerInvokers, id)
+		switch {
+		case want && invokes != 1:
+			probs = append(probs, fmt.Sprintf("%s: %d lambda:InvokeFunction statements, want 1 (it hands runs to %s)", id, invokes, runnerID))
+		case !want && invokes > 0:
+			probs = append(probs, fmt.Sprintf("%s: may invoke %s but hands it no runs", id, runnerID))
+		}
+		if got, has := env["RUNNER_FUNCTION"]; (want && got != refMark+runnerID) || (!want && has) {
+			probs = append(probs, fmt.Sprintf("%s: RUNNER_FUNCTION %v, want !Ref %s only in %v", id, got, runnerID, runnerInvokers))
+		}
+	}
+	return probs
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
@@ -649,6 +726,7 @@ var checks = []struct {
 	{"j_cloudfront_single_origin", checkCloudFront},
 	{"k_model_providers", checkModelProviders},
 	{"l_sweeper_schedule", checkSweeper},
+	{"m_runner_invokes", checkRunnerInvokes},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1004,6 +1082,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			stmt := asMap(st)
 			where := fmt.Sprintf("%s: Policies[%d].Statement[%d]", id, i, j)
+			if isInvokeStatement(stmt) {
+				continue // check (m)'s
+			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
 				// under the BedrockEnabled condition.
@@ -1322,7 +1403,7 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 {
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID {
 			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {
@@ -1530,6 +1611,14 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n",
 			"            Schedule: rate(1 minute)\n            Description: End streamed replies whose lease expired\n      FunctionUrlConfig:\n        AuthType: NONE\n",
 			"must not be reachable over HTTP"},
+		{"runner invoke on every function", "m_runner_invokes",
+			"Resource: [!GetAtt RunnerFunction.Arn]", `Resource: ["*"]`, "want lambda:InvokeFunction alone"},
+		{"runner failures dropped", "m_runner_invokes",
+			"            Type: SQS\n", "            Type: SNS\n", "want Type SQS"},
+		{"runner named in the wrong function", "m_runner_invokes",
+			"          DATA_TABLE: !Ref DataTable\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          DATA_TABLE: !Ref DataTable\n          RUNNER_FUNCTION: !Ref RunnerFunction\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
 			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},
 		{"tool server granted storage", "d_iam_reviewed_contract",
@@ -1573,8 +1662,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            # ListWorkflows (the user's workflows beside their counter) and\n            # DeleteWorkflowRuns (a workflow's runs, keys only): Queries of\n            # GSI1. Query only, on the index.\n            - Sid: DataGSI1\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n",
 			"", "WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
 		{"workflows cannot record a proposal's usage", "d_iam_reviewed_contract",
-			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # store.Workflows",
-			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # store.Workflows",
+			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
 			"WorkflowsFunction on UsersTable"},
 		{"workflows without the table name its main requires", "d_iam_least_privilege",
 			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",

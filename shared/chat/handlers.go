@@ -180,24 +180,6 @@ func keepAlive(ctx context.Context, out *sse.Writer, ping time.Duration) func() 
 	return func() { stop(); <-pinging }
 }
 
-// lastEventID returns the resume point of a request: the Last-Event-ID
-// header, else the lastEventId query parameter; nil when neither is set.
-// Invalid INVALID_EVENT_ID when malformed.
-func lastEventID(r *http.Request) (*eventlog.ID, error) {
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("lastEventId")
-	}
-	if v == "" {
-		return nil, nil
-	}
-	id, err := eventlog.ParseID(v)
-	if err != nil {
-		return nil, err
-	}
-	return &id, nil
-}
-
 // handleResume replays a reply's events after Last-Event-ID (or
 // ?lastEventId=), or the chat's active reply from its start, then follows
 // it until its end; 204 when no id is given and no reply is active. The
@@ -210,7 +192,7 @@ func handleResume(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		last, err := lastEventID(r)
+		last, err := eventlog.LastEventID(r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return

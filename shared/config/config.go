@@ -61,14 +61,23 @@ type Config struct {
 	BedrockModels    []string // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
 	BedrockEndpoint  string   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
 
-	MCPServiceKey string        // MCP_SERVICE_KEY; a development key is generated locally when unset
-	MCPURL        string        // MCP_URL: the tool server's base URL
-	ToolsCacheTTL time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+	MCPServiceKey string // MCP_SERVICE_KEY; a development key is generated locally when unset
+	MCPURL        string // MCP_URL: the tool server's base URL
+	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
+	// function that executes durable workflow runs, invoked
+	// asynchronously; the dev server runs the runner in process instead.
+	RunnerFunction string
+	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
 	// true/false, 1/0; default false) lets http_request reach loopback,
 	// private and link-local addresses. Local development and tests only.
 	ToolsAllowPrivateNetworks bool
+	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
+	// tools of tests of durable runs (tools.TestTools: a counting, slow,
+	// failing step) to the tool server. End-to-end tests only; the
+	// template never sets it.
+	ToolsTestHooks bool
 
 	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
 	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
@@ -236,6 +245,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
 		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
 	}
+	c.RunnerFunction = strings.TrimSpace(get("RUNNER_FUNCTION"))
 	c.MCPURL = strings.TrimRight(get("MCP_URL"), "/")
 	if c.MCPURL != "" {
 		if u, err := url.Parse(c.MCPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -270,6 +280,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
 		}
 		c.ToolsCacheTTL = d
+	}
+
+	if v := get("TOOLS_TEST_HOOKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("TOOLS_TEST_HOOKS", "must be a boolean (true or false), got %q", v)
+		}
+		c.ToolsTestHooks = b
 	}
 
 	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
@@ -338,6 +356,8 @@ func (c Config) value(name string) string {
 		return c.MCPServiceKey
 	case "MCP_URL":
 		return c.MCPURL
+	case "RUNNER_FUNCTION":
+		return c.RunnerFunction
 	}
 	return c.raw[name]
 }

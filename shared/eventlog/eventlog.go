@@ -9,6 +9,7 @@ package eventlog
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,25 @@ func ParseID(s string) (ID, error) {
 			"the event id must be <messageId>:<seq>, as sent in the stream's id fields")
 	}
 	return ID{Stream: strings.ToLower(stream), Seq: n}, nil
+}
+
+// LastEventID returns the event id a client resumes after: the
+// Last-Event-ID header, else the lastEventId query parameter (an
+// EventSource cannot set headers on its first request); nil when neither
+// is given. Invalid INVALID_EVENT_ID when it is malformed.
+func LastEventID(r *http.Request) (*ID, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("lastEventId")
+	}
+	if v == "" {
+		return nil, nil
+	}
+	id, err := ParseID(v)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
 }
 
 // Record is one logged event: its sequence number and its JSON.

@@ -158,29 +158,33 @@ func (l eventLogs) renew(pk, id string, recs []eventlog.Record, until, now time.
 // condition is Conflict STOP_REQUESTED or NOT_ACTIVE (eventlog codes).
 func (l eventLogs) append(ctx context.Context, pk, id string, recs []eventlog.Record, until, now time.Time) error {
 	const op = "store.appendLog"
-	prev := int64(0)
-	if len(recs) > 0 {
-		prev = recs[0].Seq - 1
-	}
 	var err error
 	if len(recs) == 0 {
 		err = l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
 			Set("leaseUntil", until.UnixMilli()).Set("GSI1SK", leaseGSISK(until)).
 			If("active = ? AND attribute_not_exists(stopRequested)", true).Run(ctx)
 	} else {
-		b, berr := newLogBatch(pk, id, recs, now)
-		if berr != nil {
+		tx := l.db.WriteTx()
+		if berr := l.appendTx(tx, pk, id, recs, until, now); berr != nil {
 			return errs.Wrap(op, berr)
 		}
-		err = l.db.WriteTx().
-			Put(l.table.Put(b)).
-			Update(l.renew(pk, id, recs, until, now).If(activeCond, true, prev)).
-			Run(ctx)
+		err = tx.Run(ctx)
 	}
 	if isConditionFailure(err) {
 		return l.why(ctx, op, pk, id)
 	}
 	return storeError(op, err)
+}
+
+// appendTx adds to tx the write of recs (at least one) to log id under pk
+// and the renewal of its lease to until, conditioned as append's.
+func (l eventLogs) appendTx(tx *dynamo.WriteTx, pk, id string, recs []eventlog.Record, until, now time.Time) error {
+	b, err := newLogBatch(pk, id, recs, now)
+	if err != nil {
+		return err
+	}
+	tx.Put(l.table.Put(b)).Update(l.renew(pk, id, recs, until, now).If(activeCond, true, recs[0].Seq-1))
+	return nil
 }
 
 // why explains a failed write to log id: Conflict STOP_REQUESTED,

@@ -63,6 +63,10 @@ type runItem struct {
 	StartedAt      time.Time  `dynamo:"startedAt"`
 	CompletedAt    *time.Time `dynamo:"completedAt,omitempty"`
 	Version        int        `dynamo:"version"`
+	Attempt        int        `dynamo:"attempt,omitempty"`
+	WFVersion      int        `dynamo:"workflowVersion,omitempty"`
+	RetryOf        string     `dynamo:"retryOf,omitempty"`
+	Plan           string     `dynamo:"plan,omitempty"` // JSON of the steps' snapshot
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -70,10 +74,19 @@ func newRunItem(r workflow.Run) (runItem, error) {
 	if err != nil {
 		return runItem{}, err
 	}
+	var plan string
+	if r.Plan != nil {
+		b, err := json.Marshal(r.Plan)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode run plan: %w", err)
+		}
+		plan = string(b)
+	}
 	return runItem{
 		PK: chatPK(r.ChatID), SK: runSK(r), GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runGSISK(r), Type: "run",
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
+		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, Plan: plan,
 	}, nil
 }
 
@@ -90,9 +103,15 @@ func encodeSteps(steps []workflow.RunStep) (string, error) {
 
 func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
-		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{}}
+		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
+		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf}
 	if it.Steps != "" {
 		if err := decodeAttr(it.PK, it.SK, "steps", it.Steps, &r.Steps); err != nil {
+			return workflow.Run{}, err
+		}
+	}
+	if it.Plan != "" {
+		if err := decodeAttr(it.PK, it.SK, "plan", it.Plan, &r.Plan); err != nil {
 			return workflow.Run{}, err
 		}
 	}
@@ -129,13 +148,26 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run) error {
 // is gone.
 func (s *Runs) SaveRun(ctx context.Context, r workflow.Run, ifStatus string) error {
 	const op = "store.SaveRun"
-	steps, err := encodeSteps(r.Steps)
+	u, err := s.runUpdate(r)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
+	err = u.If("attribute_exists(PK) AND 'status' = ?", ifStatus).Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	return storeError(op, err)
+}
+
+// runUpdate returns the update of r's item that writes its status, steps,
+// error and completedAt and increments its version, without condition.
+func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
+	steps, err := encodeSteps(r.Steps)
+	if err != nil {
+		return nil, err
+	}
 	u := s.table.Update("PK", chatPK(r.ChatID)).Range("SK", runSK(r)).
-		Set("status", r.Status).Set("steps", steps).Add("version", 1).
-		If("attribute_exists(PK) AND 'status' = ?", ifStatus)
+		Set("status", r.Status).Set("steps", steps).Add("version", 1)
 	if r.Error != "" {
 		u.Set("error", r.Error)
 	} else {
@@ -146,11 +178,7 @@ func (s *Runs) SaveRun(ctx context.Context, r workflow.Run, ifStatus string) err
 	} else {
 		u.Remove("completedAt")
 	}
-	err = u.Run(ctx)
-	if isConditionFailure(err) {
-		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
-	}
-	return storeError(op, err)
+	return u, nil
 }
 
 // chatRunsItem reads the chat item and the run items of a collection.

@@ -11,4 +11,7 @@ type Limits struct {
 	Messages ratelimit.Rule
 	// Runs limits POST /api/chats/{chatId}/workflow-runs.
 	Runs ratelimit.Rule
+	// Resumes limits following a run's events (an EventSource reconnects
+	// by itself); the chat's resumed streams share the rule.
+	Resumes ratelimit.Rule
 }

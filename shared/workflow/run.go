@@ -14,7 +14,23 @@ const (
 	// CodeRunStateChanged is the code of a run write whose condition on
 	// the stored status failed (the run was cancelled, or is gone).
 	CodeRunStateChanged = "RUN_STATE_CHANGED"
+	// CodeRunActive is the Conflict of a retry of a run still active.
+	CodeRunActive = "RUN_ACTIVE"
+	// CodeRunNotRetryable is the Invalid of a retry of a completed run,
+	// or of a run recorded without a snapshot of its steps.
+	CodeRunNotRetryable = "RUN_NOT_RETRYABLE"
+	// CodeInterrupted is the error of a step whose execution was cut by
+	// the death of its process and that cannot safely run again.
+	CodeInterrupted = "INTERRUPTED"
 )
+
+// RunKind is the kind of a durable run's event log and lease: the
+// sweeper resumes the runs whose lease expired.
+const RunKind = "run"
+
+// MaxRunAttempts bounds the executions of a durable run: the sweeper
+// fails a run whose lease expired after its last attempt.
+const MaxRunAttempts = 3
 
 // Step statuses besides the run statuses: a step is pending, running,
 // completed, failed, skipped or cancelled.

@@ -125,6 +125,17 @@ type Run struct {
 	Error       string     `json:"error,omitempty"`
 	StartedAt   time.Time  `json:"startedAt"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// Attempt counts the executions of the run: 1, then one more each
+	// time the sweeper resumes it (at most MaxRunAttempts).
+	Attempt int `json:"attempt"`
+	// WorkflowVersion is the version of the workflow the run's steps
+	// were taken from.
+	WorkflowVersion int `json:"workflowVersion"`
+	// RetryOf is the id of the run this one retries.
+	RetryOf string `json:"retryOf,omitempty"`
+	// Plan is the snapshot of the workflow's steps the run executes, so
+	// that a resume or a retry runs what the run started with.
+	Plan []Step `json:"-"`
 }
 
 // RunStep is the record of one step of a run.
@@ -140,4 +151,7 @@ type RunStep struct {
 	// Truncated is true when Input or Output was too large to record: it
 	// is then {"truncated": true, "preview": "..."} (see Bound).
 	Truncated bool `json:"truncated,omitempty"`
+	// Reused is true for a step of a retry that did not run: its output
+	// is the one the retried run saved.
+	Reused bool `json:"reused,omitempty"`
 }

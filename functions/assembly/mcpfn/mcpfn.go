@@ -19,7 +19,8 @@ import (
 var Required = []string{"MCP_SERVICE_KEY"}
 
 // Mcp builds the tool server's router: the built-in tools, llm_generate on
-// the configured models, under MCP_SERVICE_KEY. The isolated tools (jq,
+// the configured models (plus tools.TestTools with TOOLS_TEST_HOOKS),
+// under MCP_SERVICE_KEY. The isolated tools (jq,
 // expressions, templates, regular expressions, CSV, HTML) run in sb's
 // worker processes; nil sb runs them in process, where nothing bounds
 // their memory (tests only). It fails when a model provider or the tool
@@ -29,11 +30,15 @@ func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Rou
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{
+	all := tools.Builtin(tools.Config{
 		Generator:            models,
 		DefaultModelID:       cfg.DefaultModelID,
 		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
-	})...)
+	})
+	if cfg.ToolsTestHooks {
+		all = append(all, tools.TestTools()...)
+	}
+	reg, err := tools.NewRegistry(all...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package sweeperfn builds SweeperFunction: the sweeper that ends the
-// streamed replies whose lease ran out (their process died). It has no
+// streamed replies whose lease ran out (their process died) and resumes
+// the durable workflow runs whose lease ran out. It has no
 // HTTP routes: Lambda runs it on an EventBridge schedule, and infra/local
 // runs the same sweeper on a ticker.
 package sweeperfn
@@ -10,40 +11,49 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/lease"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // LogicalID is the function's resource name in template.yaml.
 const LogicalID = "SweeperFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE"}
+var Required = []string{"DATA_TABLE", "RUNNER_FUNCTION"}
 
 // Sweeper builds the sweeper over the Data table: the expired leases of
 // active work (store.Leases) handed to their kind's handler, a streamed
-// reply's to chat.Service.InterruptExpired.
-func Sweeper(cfg config.Config, d assembly.Deps) *lease.Sweeper {
+// reply's to chat.Service.InterruptExpired, a durable workflow run's to
+// runs.ResumeExpired (which hands the run to the runner through
+// runnerfn.Invoker). It fails when that Invoker cannot be built.
+func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*lease.Sweeper, error) {
 	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Now: d.Now})
+	invoker, err := runnerfn.Invoker(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
 	return lease.NewSweeper(store.NewLeases(d.DB, cfg.DataTable),
-		map[string]lease.Handler{chat.GenerationKind: chats.InterruptExpired}, d.Now, d.Logger)
+		map[string]lease.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep
 // per EventBridge event. It fails when the configuration is malformed,
 // lacks DATA_TABLE, or DynamoDB cannot be configured.
 func Lambda(ctx context.Context, getenv func(string) string) (func(context.Context, events.EventBridgeEvent) error, error) {
-	cfg, err := assembly.Config(getenv, Required...)
+	cfg, d, err := assembly.Load(ctx, getenv, Required...)
 	if err != nil {
 		return nil, err
 	}
-	d, err := assembly.Open(ctx, cfg)
+	sw, err := Sweeper(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	sw := Sweeper(cfg, d)
 	return func(ctx context.Context, ev events.EventBridgeEvent) error {
 		n, err := sw.Sweep(ctx)
 		d.Logger.InfoContext(ctx, "sweep", "event", ev.ID, "ended", n)

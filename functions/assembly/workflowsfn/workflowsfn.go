@@ -1,11 +1,14 @@
 // Package workflowsfn builds WorkflowsFunction: workflows, their chat and
-// proposals, and workflow runs in chats.
+// proposals, and workflow runs in chats (durable runs handed to
+// RunnerFunction through runnerfn.Invoker).
 package workflowsfn
 
 import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
@@ -19,7 +22,7 @@ import (
 // Workflows is WorkflowsFunction.
 var Workflows = assembly.Function{
 	LogicalID: "WorkflowsFunction",
-	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"},
+	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "RUNNER_FUNCTION"},
 	Build:     build,
 }
 
@@ -35,13 +38,22 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
+	invoker, err := runnerfn.Invoker(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	runService := runs.NewService(runs.Options{
 		Runs: runStore, Workflows: workflows, Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
+		Durable: runStore, Invoker: invoker, Lease: cfg.GenerationLease,
 	})
 	authn := d.Auth(cfg)
-	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns}
+	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}
+	ping := d.PingInterval
+	if ping <= 0 {
+		ping = chat.PingInterval
+	}
 	routes := workflow.Routes(svc, authn)
-	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(runService, authn, lim)} {
+	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(runService, authn, lim, ping)} {
 		routes.Mount(r, r.Patterns()...)
 	}
 	return routes, nil

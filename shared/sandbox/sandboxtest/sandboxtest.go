@@ -105,3 +105,24 @@ func LimitAddressSpace(pid int, growth uint64) error {
 	}
 	return fmt.Errorf("no VmSize in /proc/%d/status", pid)
 }
+
+// CPUTicks returns the CPU time (user plus system, in clock ticks) that
+// process pid has used so far, and false when it cannot be read (the
+// process is gone).
+func CPUTicks(pid int) (int64, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// After "pid (comm) ": state is field 3, utime 14 and stime 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return utime + stime, true
+}

@@ -114,7 +114,8 @@ func (e *Engine) clock() time.Time { return e.now().UTC() }
 // pending. It is not stored: Execute stores it.
 func (e *Engine) NewRun(wf workflow.Workflow, chatID, userID string) workflow.Run {
 	run := workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wf.ID, UserID: userID, Status: workflow.RunPending,
-		StartedAt: e.clock(), Steps: make([]workflow.RunStep, len(wf.Steps))}
+		StartedAt: e.clock(), Steps: make([]workflow.RunStep, len(wf.Steps)), Attempt: 1, WorkflowVersion: wf.Version,
+		Plan: append([]workflow.Step(nil), wf.Steps...)}
 	for i, s := range wf.Steps {
 		run.Steps[i] = workflow.RunStep{ID: s.ID, ToolID: s.ToolID, Status: workflow.StepPending}
 	}
@@ -146,12 +147,32 @@ func (e *Engine) Execute(ctx context.Context, wf workflow.Workflow, run *workflo
 	if err := e.store.CreateRun(ctx, *run); err != nil {
 		return errs.Wrap(op, err)
 	}
-	run.Status = workflow.RunRunning
-	if err := e.save(ctx, run, workflow.RunPending); err != nil {
-		return e.stopped(ctx, op, run, err)
+	return e.Continue(ctx, e.store, wf.Steps, run, observe)
+}
+
+// Continue runs the steps of run (stored, pending or running) that have
+// not completed, recording it in store as Execute does: a pending run is
+// first marked running; the outputs of its completed steps (run before a
+// resume, or reused by a retry) feed the later steps' inputs, and those
+// steps do not run again. steps are the run's steps (its plan).
+func (e *Engine) Continue(ctx context.Context, store RunStore, steps []workflow.Step, run *workflow.Run, observe func(StepEvent)) error {
+	const op = "workflow.Continue"
+	if observe == nil {
+		observe = func(StepEvent) {}
 	}
-	outputs := make(map[string]map[string]any, len(wf.Steps))
-	for i, step := range wf.Steps {
+	e = &Engine{tools: e.tools, store: store, stepTimeout: e.stepTimeout, runTimeout: e.runTimeout, now: e.now, beforeStep: e.beforeStep}
+	if run.Status == workflow.RunPending {
+		run.Status = workflow.RunRunning
+		if err := e.save(ctx, run, workflow.RunPending); err != nil {
+			return e.stopped(ctx, op, run, err)
+		}
+	}
+	outputs := make(map[string]map[string]any, len(steps))
+	for i, step := range steps {
+		if rs := run.Steps[i]; rs.Status == workflow.StepCompleted {
+			outputs[step.ID] = rs.Output
+			continue
+		}
 		if e.beforeStep != nil {
 			e.beforeStep(i)
 		}
@@ -203,7 +224,7 @@ func (e *Engine) Execute(ctx context.Context, wf workflow.Workflow, run *workflo
 		rs.Status, rs.Output = workflow.StepCompleted, out
 		outputs[step.ID] = out
 		observe(StepEvent{Kind: StepFinished, StepID: step.ID, ToolID: step.ToolID, Input: input, Output: out, Status: workflow.StepCompleted})
-		if i < len(wf.Steps)-1 {
+		if i < len(steps)-1 {
 			// Record the step's result now, so that the run reads true
 			// while the next step runs; the last one is recorded by finish.
 			if err := e.save(ctx, run, workflow.RunRunning); err != nil {

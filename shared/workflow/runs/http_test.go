@@ -27,6 +27,11 @@ type runsFixture struct {
 	runs      *store.Runs
 	workflows *store.Workflows
 	users     [2]struct{ id, cookie string }
+	// inproc runs the durable runs in process, as the dev server does.
+	inproc *runs.InProcess
+	// lease is the durable runs' lease.
+	lease  time.Duration
+	leases *store.Leases
 }
 
 func newRunsFixture(t *testing.T) *runsFixture {
@@ -39,11 +44,17 @@ func newRunsFixture(t *testing.T) *runsFixture {
 		t.Fatal(err)
 	}
 	f := &runsFixture{runs: store.NewRuns(db.DB, db.Data()), workflows: store.NewWorkflows(db.DB, db.Data())}
-	runSvc := runs.NewService(runs.Options{Runs: f.runs, Workflows: f.workflows, Tools: newRegistry(t)})
+	f.leases = store.NewLeases(db.DB, db.Data())
+	reg := newRegistry(t)
+	f.lease = 2 * time.Second
+	f.inproc = &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: f.runs, Tools: reg, Lease: f.lease,
+		Idempotent: func(_ context.Context, toolID string) (bool, error) { return toolID == "count_idem", nil }})}
+	t.Cleanup(f.inproc.Wait)
+	runSvc := runs.NewService(runs.Options{Runs: f.runs, Workflows: f.workflows, Tools: reg, Durable: f.runs, Invoker: f.inproc, Lease: f.lease})
 	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users,
 		DefaultModelID: "builtin", Workflows: runSvc})
 	api := httpapi.NewRouter()
-	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), runs.Routes(runSvc, authn, workflow.Limits{})} {
+	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), runs.Routes(runSvc, authn, workflow.Limits{}, time.Minute)} {
 		api.Mount(r, r.Patterns()...)
 	}
 	f.srv = httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -40,6 +41,9 @@ type Service struct {
 	workflows WorkflowReader
 	engine    *Engine
 	now       func() time.Time
+	durable   DurableStore
+	invoker   workflow.Invoker
+	lease     time.Duration
 }
 
 // Options are the dependencies of NewService. StepTimeout
@@ -54,6 +58,12 @@ type Options struct {
 	Now        func() time.Time
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
+	// Durable stores the durable runs and Invoker hands them to a Runner:
+	// without them, asynchronous starts and retries are refused.
+	Durable DurableStore
+	Invoker workflow.Invoker
+	// Lease is a durable run's first lease; zero means eventlog.Lease.
+	Lease time.Duration
 }
 
 // NewService returns a Service.
@@ -62,7 +72,10 @@ func NewService(o Options) *Service {
 		o.Now = time.Now
 	}
 	eng := NewEngine(o.Tools, o.Runs, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
-	return &Service{runs: o.Runs, workflows: o.Workflows, engine: eng, now: o.Now}
+	if o.Lease <= 0 {
+		o.Lease = eventlog.Lease
+	}
+	return &Service{runs: o.Runs, workflows: o.Workflows, engine: eng, now: o.Now, durable: o.Durable, invoker: o.Invoker, lease: o.Lease}
 }
 
 // Engine returns the service's engine.
@@ -81,6 +94,20 @@ func (s *Service) ownedWorkflow(ctx context.Context, op, id string) (workflow.Wo
 // (the chat first); storage errors.
 func (s *Service) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
 	const op = "workflow.StartRun"
+	wf, err := s.startable(ctx, op, chatID, workflowID)
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	run := s.engine.NewRun(wf, chatID, auth.UserID(ctx))
+	if err := s.engine.Execute(ctx, wf, &run, nil); err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	return run, nil
+}
+
+// startable checks that the caller may run workflow workflowID in chat
+// chatID and returns the workflow (see Start).
+func (s *Service) startable(ctx context.Context, op, chatID, workflowID string) (workflow.Workflow, error) {
 	var (
 		owner         string
 		wf            workflow.Workflow
@@ -91,22 +118,18 @@ func (s *Service) Start(ctx context.Context, chatID, workflowID string) (workflo
 	g.Go(func() error { wf, wfErr = s.workflows.Workflow(gctx, workflowID); return nil })
 	_ = g.Wait()
 	if ownErr != nil {
-		return workflow.Run{}, errs.Wrap(op, ownErr)
+		return workflow.Workflow{}, errs.Wrap(op, ownErr)
 	}
 	if err := auth.Authorize(ctx, op, owner); err != nil {
-		return workflow.Run{}, err
+		return workflow.Workflow{}, err
 	}
 	if wfErr != nil {
-		return workflow.Run{}, errs.Wrap(op, wfErr)
+		return workflow.Workflow{}, errs.Wrap(op, wfErr)
 	}
 	if err := auth.Authorize(ctx, op, wf.UserID); err != nil {
-		return workflow.Run{}, err
+		return workflow.Workflow{}, err
 	}
-	run := s.engine.NewRun(wf, chatID, auth.UserID(ctx))
-	if err := s.engine.Execute(ctx, wf, &run, nil); err != nil {
-		return workflow.Run{}, errs.Wrap(op, err)
-	}
-	return run, nil
+	return wf, nil
 }
 
 // Cancel cancels the run runID of the caller's chat chatID and returns it.

@@ -1,0 +1,385 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// Durable runs: a run started asynchronously (or retried) is executed by
+// a Runner, reached through an Invoker (the runner Lambda function in AWS,
+// a goroutine locally). Every step's start and end is a checkpoint that
+// stores the run, appends its events to the run's event log and renews
+// its lease, in one conditional write; the sweeper (ResumeExpired) gives
+// a run whose lease expired to a new attempt, which continues from its
+// first unfinished step.
+
+// Event types of a durable run's log.
+const (
+	EventRunStarted    = "run_started"
+	EventStepStarted   = "step_started"
+	EventStepCompleted = "step_completed"
+	EventStepFailed    = "step_failed"
+	EventRunCompleted  = "run_completed"
+	EventRunFailed     = "run_failed"
+	EventRunCancelled  = "run_cancelled"
+)
+
+// RunEvent is one event of a durable run. StepID and ToolID name the step
+// of the step events; Input is a started step's input, Output a completed
+// step's output, Error a failed step's or run's error.
+type RunEvent struct {
+	Type    string         `json:"type"`
+	RunID   string         `json:"runId"`
+	Attempt int            `json:"attempt,omitempty"`
+	StepID  string         `json:"stepId,omitempty"`
+	ToolID  string         `json:"toolId,omitempty"`
+	Input   map[string]any `json:"input,omitempty"`
+	Output  map[string]any `json:"output,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
+// DurableStore is the storage of durable runs (store.Runs).
+type DurableStore interface {
+	// CreateLoggedRun stores a new run with its event log and lease.
+	// NotFound CHAT_NOT_FOUND.
+	CreateLoggedRun(ctx context.Context, run workflow.Run, leaseUntil time.Time) error
+	// SaveCheckpoint stores one checkpoint. Conflict RUN_STATE_CHANGED
+	// when the run's status or attempt is not the expected one or its log
+	// has ended.
+	SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error
+	// RenewRunLease renews a run's lease while its log is active.
+	RenewRunLease(ctx context.Context, chatID, runID string, until time.Time) error
+	// LoggedRun returns a durable run and the state of its log. NotFound
+	// RUN_NOT_FOUND.
+	LoggedRun(ctx context.Context, chatID, runID string) (workflow.Run, workflow.LogState, error)
+	// ClaimRun moves a run whose lease expired to its next attempt.
+	// Conflict RUN_STATE_CHANGED when something else moved first.
+	ClaimRun(ctx context.Context, run workflow.Run, expiredBefore, until time.Time) error
+	// RunEvents returns a run's logged events after seq and whether more
+	// can come. NotFound RUN_NOT_FOUND.
+	RunEvents(ctx context.Context, chatID, runID string, after int64) ([]eventlog.Record, bool, error)
+	// Run returns a run of a chat. NotFound RUN_NOT_FOUND.
+	Run(ctx context.Context, chatID, runID string) (workflow.Run, error)
+}
+
+// RunnerRunTimeout bounds a durable run from its start, across its
+// attempts, within the runner function's 900 s.
+const RunnerRunTimeout = 840 * time.Second
+
+// RunnerOptions configure NewRunner. Lease zero means eventlog.Lease;
+// Now nil means time.Now.
+type RunnerOptions struct {
+	Store DurableStore
+	Tools ToolRunner
+	// Idempotent reports whether a tool declares idempotentHint: a step
+	// of it caught running by a resume runs again, else it fails
+	// INTERRUPTED. Nil: no tool is idempotent.
+	Idempotent  func(ctx context.Context, toolID string) (bool, error)
+	StepTimeout time.Duration
+	Lease       time.Duration
+	Now         func() time.Time
+	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
+	BeforeStep func(i int)
+}
+
+// Runner executes durable runs: one attempt per Run call.
+type Runner struct {
+	store      DurableStore
+	engine     *Engine
+	idempotent func(ctx context.Context, toolID string) (bool, error)
+	lease      time.Duration
+	now        func() time.Time
+}
+
+// NewRunner returns a Runner.
+func NewRunner(o RunnerOptions) *Runner {
+	if o.Lease <= 0 {
+		o.Lease = eventlog.Lease
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Idempotent == nil {
+		o.Idempotent = func(context.Context, string) (bool, error) { return false, nil }
+	}
+	eng := NewEngine(o.Tools, nil, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: RunnerRunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
+	return &Runner{store: o.Store, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now}
+}
+
+// Run executes attempt ref.Attempt of a durable run from its first
+// unfinished step. A run that is gone, finished, or taken over by another
+// attempt is left alone (nil). A step the previous attempt left running
+// runs again when its tool is idempotent, else it fails INTERRUPTED and so
+// does the run. Cancellation is noticed at the next checkpoint. It fails
+// only when the run could not be read or recorded; the sweeper then takes
+// it over once its lease expires.
+func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
+	const op = "runs.Runner.Run"
+	ctx = context.WithoutCancel(ctx)
+	run, st, err := r.store.LoggedRun(ctx, ref.ChatID, ref.RunID)
+	if errs.Is(err, errs.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	if run.Attempt != ref.Attempt || !st.Active {
+		return nil
+	}
+	l := newRunLog(r.store, run, st.LastSeq, r.lease, r.now)
+	if !workflow.Active(run.Status) {
+		// Cancelled before this attempt started: end the log.
+		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
+	}
+	for i := range run.Steps {
+		rs := &run.Steps[i]
+		if rs.Status != workflow.StepRunning {
+			continue
+		}
+		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
+			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
+			l.prev = snapshot(run)
+			continue
+		}
+		interrupt(&run, i, r.now().UTC())
+		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, workflow.RunRunning)))
+	}
+	if len(run.Plan) != len(run.Steps) {
+		now := r.now().UTC()
+		workflow.MarkRest(&run, workflow.StepSkipped)
+		run.Status, run.Error, run.CompletedAt = workflow.RunFailed, "the run has no snapshot of its steps", &now
+		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, workflow.RunRunning)))
+	}
+	stop := r.heartbeat(ctx, ref)
+	defer stop()
+	return errs.Wrap(op, r.engine.Continue(ctx, l, run.Plan, &run, nil))
+}
+
+// heartbeat renews the run's lease every third of it while a step runs,
+// and returns the function that stops it.
+func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(r.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := r.store.RenewRunLease(ctx, ref.ChatID, ref.RunID, r.now().Add(r.lease)); err != nil {
+					logging.FromContext(ctx).InfoContext(ctx, "renew run lease", "runId", ref.RunID, "err", err.Error())
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// interrupt fails step i of run (caught running by a resume) with
+// INTERRUPTED, skips the rest and fails the run.
+func interrupt(run *workflow.Run, i int, now time.Time) {
+	rs := &run.Steps[i]
+	rs.Status, rs.CompletedAt = workflow.StepFailed, &now
+	rs.Error = workflow.CodeInterrupted + ": the step was interrupted and its tool is not idempotent, so it is not run again"
+	workflow.MarkRest(run, workflow.StepSkipped)
+	run.Status, run.CompletedAt = workflow.RunFailed, &now
+	run.Error = fmt.Sprintf("%s: step %s was interrupted", workflow.CodeInterrupted, rs.ID)
+}
+
+func ignoreConflict(err error) error {
+	if errs.CodeOf(err) == workflow.CodeRunStateChanged {
+		return nil
+	}
+	return err
+}
+
+// ResumeOptions configure ResumeExpired: the store, the Invoker that
+// hands a run to its next attempt, the lease of that attempt (zero:
+// eventlog.Lease) and the clock (nil: time.Now).
+type ResumeOptions struct {
+	Store   DurableStore
+	Invoker workflow.Invoker
+	Lease   time.Duration
+	Now     func() time.Time
+}
+
+// ResumeExpired is the sweeper's handler of workflow.RunKind: a run whose
+// lease expired is taken over for its next attempt and handed to invoker;
+// after MaxRunAttempts it fails INTERRUPTED; a run cancelled while no
+// runner held it has its log ended. Every write is conditioned on the
+// lease still being expired, so a runner that renewed meanwhile, or
+// another sweeper, wins.
+func ResumeExpired(o ResumeOptions) lease.Handler {
+	if o.Lease <= 0 {
+		o.Lease = eventlog.Lease
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return func(ctx context.Context, e lease.Expired) error {
+		const op = "runs.ResumeExpired"
+		run, st, err := o.Store.LoggedRun(ctx, e.Collection, e.ID)
+		if errs.Is(err, errs.NotFound) {
+			return nil
+		}
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		now := o.Now()
+		if !st.Active || st.LeaseUntil.After(now) {
+			return nil
+		}
+		l := newRunLog(o.Store, run, st.LastSeq, o.Lease, o.Now)
+		l.expiredBefore = now
+		switch {
+		case !workflow.Active(run.Status):
+			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
+		case run.Attempt >= workflow.MaxRunAttempts:
+			prev := run.Status
+			t := now.UTC()
+			i := slices.IndexFunc(run.Steps, func(s workflow.RunStep) bool { return s.Status == workflow.StepRunning })
+			if i >= 0 {
+				interrupt(&run, i, t)
+			} else {
+				workflow.MarkRest(&run, workflow.StepSkipped)
+				run.Status, run.CompletedAt = workflow.RunFailed, &t
+			}
+			run.Error = fmt.Sprintf("%s: the run was interrupted %d times", workflow.CodeInterrupted, run.Attempt)
+			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, prev)))
+		}
+		if err := o.Store.ClaimRun(ctx, run, now, now.Add(o.Lease)); err != nil {
+			return ignoreConflict(errs.Wrap(op, err))
+		}
+		return errs.Wrap(op, o.Invoker.Invoke(ctx, workflow.RunRef{ChatID: run.ChatID, RunID: run.ID, Attempt: run.Attempt + 1}))
+	}
+}
+
+func newRunLog(store DurableStore, run workflow.Run, lastSeq int64, lease time.Duration, now func() time.Time) *runLog {
+	return &runLog{store: store, prev: snapshot(run), seq: lastSeq, lease: lease, now: now}
+}
+
+// runLog is the RunStore of a durable run's engine: each SaveRun is a
+// checkpoint carrying the events that tell what changed since the last
+// one.
+type runLog struct {
+	store         DurableStore
+	prev          workflow.Run
+	seq           int64
+	lease         time.Duration
+	now           func() time.Time
+	expiredBefore time.Time
+}
+
+// CreateRun is never called: a durable run is stored when it is started.
+func (l *runLog) CreateRun(context.Context, workflow.Run) error {
+	return errs.E("runs.runLog", errs.Internal, "INTERNAL_ERROR", "a durable run is created when it starts")
+}
+
+// SaveRun stores run as a checkpoint with its events (see runEvents); a
+// run that has finished ends its log.
+func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error {
+	evs := runEvents(l.prev, run)
+	recs := make([]eventlog.Record, len(evs))
+	for i, ev := range evs {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return errs.Wrap("runs.runLog", err)
+		}
+		recs[i] = eventlog.Record{Seq: l.seq + 1 + int64(i), Data: b}
+	}
+	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
+		End: !workflow.Active(run.Status), LeaseUntil: l.now().Add(l.lease), ExpiredBefore: l.expiredBefore})
+	if err == nil {
+		l.seq += int64(len(recs))
+		l.prev = snapshot(run)
+	}
+	return err
+}
+
+// snapshot copies what runEvents compares.
+func snapshot(r workflow.Run) workflow.Run {
+	r.Steps = slices.Clone(r.Steps)
+	return r
+}
+
+// runEvents returns the events between two states of a run: run_started
+// when it leaves pending, a step event per step whose status changed, and
+// the run's final event when it finished (also when it was already
+// finished in prev: a run cancelled while no runner held it).
+func runEvents(prev, cur workflow.Run) []RunEvent {
+	var evs []RunEvent
+	if prev.Status == workflow.RunPending && cur.Status == workflow.RunRunning {
+		evs = append(evs, RunEvent{Type: EventRunStarted, RunID: cur.ID, Attempt: cur.Attempt})
+	}
+	for i, s := range cur.Steps {
+		if i < len(prev.Steps) && prev.Steps[i].Status == s.Status {
+			continue
+		}
+		ev := RunEvent{RunID: cur.ID, StepID: s.ID, ToolID: s.ToolID}
+		switch s.Status {
+		case workflow.StepRunning:
+			ev.Type, ev.Input = EventStepStarted, s.Input
+		case workflow.StepCompleted:
+			ev.Type, ev.Output = EventStepCompleted, s.Output
+		case workflow.StepFailed:
+			ev.Type, ev.Error = EventStepFailed, s.Error
+		default:
+			continue
+		}
+		evs = append(evs, ev)
+	}
+	switch cur.Status {
+	case workflow.RunCompleted:
+		evs = append(evs, RunEvent{Type: EventRunCompleted, RunID: cur.ID})
+	case workflow.RunFailed:
+		evs = append(evs, RunEvent{Type: EventRunFailed, RunID: cur.ID, Error: cur.Error})
+	case workflow.RunCancelled:
+		evs = append(evs, RunEvent{Type: EventRunCancelled, RunID: cur.ID, Error: cur.Error})
+	}
+	return evs
+}
+
+// isLastEvent reports whether rec is a run's final event.
+func isLastEvent(rec eventlog.Record) bool {
+	var e struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(rec.Data, &e) != nil {
+		return false
+	}
+	return e.Type == EventRunCompleted || e.Type == EventRunFailed || e.Type == EventRunCancelled
+}
+
+// InProcess is the Invoker of the dev server and the tests: it runs the
+// Runner in a goroutine, detached from the caller. Wait waits for the
+// runs it started.
+type InProcess struct {
+	Runner *Runner
+	wg     sync.WaitGroup
+}
+
+// Invoke starts ref on the Runner in a goroutine; it never fails.
+func (p *InProcess) Invoke(ctx context.Context, ref workflow.RunRef) error {
+	ctx = context.WithoutCancel(ctx)
+	p.wg.Go(func() {
+		if err := p.Runner.Run(ctx, ref); err != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "workflow run attempt", "runId", ref.RunID, "attempt", ref.Attempt, "err", err.Error())
+		}
+	})
+	return nil
+}
+
+// Wait waits for every run started so far to return.
+func (p *InProcess) Wait() { p.wg.Wait() }

@@ -1,0 +1,136 @@
+package runs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+// benchDurable is the storage and a chat of the durable run benchmarks.
+func benchDurable(b *testing.B) (*storetest.DB, *store.Runs, *tools.Registry, string, string) {
+	db := storetest.New(b)
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chatID, userID := uuid.NewString(), uuid.NewString()
+	now := time.Now().UTC()
+	if err := store.NewChats(db.DB, db.Data()).CreateChat(context.Background(), chat.Chat{ID: chatID, UserID: userID, Title: "b", CreatedAt: now, UpdatedAt: now}); err != nil {
+		b.Fatal(err)
+	}
+	return db, store.NewRuns(db.DB, db.Data()), reg, chatID, userID
+}
+
+func benchWorkflow(userID string) workflow.Workflow {
+	steps := []workflow.Step{{ID: "s0", ToolID: "json_query", Inputs: benchQueryInput()}}
+	for i := 1; i < benchSteps; i++ {
+		steps = append(steps, workflow.Step{ID: "s" + string(rune('0'+i)), ToolID: "json_query",
+			Inputs: map[string]any{"input": map[string]any{"a": "{{s" + string(rune('0'+i-1)) + ".result}}"}, "query": ".a"}})
+	}
+	return workflow.Workflow{ID: uuid.NewString(), UserID: userID, Name: "bench", Steps: steps, Version: 1}
+}
+
+// BenchmarkDurableRunStep runs the ten-step workflow of BenchmarkEngineStep
+// as a durable run (created with its log, then one Runner attempt, every
+// step's start and end a checkpoint transaction with its events and the
+// lease) and reports the time and DynamoDB calls per step, to compare
+// with BenchmarkEngineStep's.
+func BenchmarkDurableRunStep(b *testing.B) {
+	db, runStore, reg, chatID, userID := benchDurable(b)
+	w := benchWorkflow(userID)
+	e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
+	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Tools: reg})
+	db.Counter.Reset()
+	b.ReportAllocs()
+	for b.Loop() {
+		run := e.NewRun(w, chatID, userID)
+		if err := runStore.CreateLoggedRun(context.Background(), run, time.Now().Add(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Run(context.Background(), workflow.RunRef{ChatID: chatID, RunID: run.ID, Attempt: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchSteps), "ns/step")
+	b.ReportMetric(float64(db.Counter.Count())/float64(b.N*benchSteps), "ddbcalls/step")
+}
+
+// BenchmarkAcceptedToRunStarted measures, through the in-process Invoker
+// the dev server uses, the time from the run being stored and handed over
+// (what precedes the 202) to its run_started event being readable in its
+// log, as a follower would see it.
+func BenchmarkAcceptedToRunStarted(b *testing.B) {
+	_, runStore, reg, chatID, userID := benchDurable(b)
+	w := benchWorkflow(userID)
+	w.Steps = w.Steps[:1]
+	e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
+	inproc := &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: runStore, Tools: reg})}
+	var toStarted, read time.Duration
+	for b.Loop() {
+		run := e.NewRun(w, chatID, userID)
+		if err := runStore.CreateLoggedRun(context.Background(), run, time.Now().Add(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+		// The floor: one read of the empty log, what a follower's poll costs.
+		t0 := time.Now()
+		if _, _, err := runStore.RunEvents(context.Background(), chatID, run.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		read += time.Since(t0)
+		t0 = time.Now()
+		_ = inproc.Invoke(context.Background(), workflow.RunRef{ChatID: chatID, RunID: run.ID, Attempt: 1})
+		for {
+			recs, _, err := runStore.RunEvents(context.Background(), chatID, run.ID, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(recs) > 0 {
+				break
+			}
+		}
+		toStarted += time.Since(t0)
+		inproc.Wait()
+	}
+	b.ReportMetric(float64(toStarted.Nanoseconds())/float64(b.N), "ns-to-run_started")
+	b.ReportMetric(float64(read.Nanoseconds())/float64(b.N), "ns-floor-read")
+}
+
+// BenchmarkSweepWithActiveRuns is one sweep (16 Queries of the sparse
+// index of active leases) with N durable runs active and none expired:
+// its DynamoDB calls must not grow with N (it reads only expired active
+// heads, never the runs).
+func BenchmarkSweepWithActiveRuns(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		b.Run(fmt.Sprintf("active=%d", n), func(b *testing.B) {
+			db, runStore, reg, chatID, userID := benchDurable(b)
+			w := benchWorkflow(userID)
+			e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
+			for range n {
+				if err := runStore.CreateLoggedRun(context.Background(), e.NewRun(w, chatID, userID), time.Now().Add(time.Hour)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sw := lease.NewSweeper(store.NewLeases(db.DB, db.Data()), map[string]lease.Handler{
+				workflow.RunKind: runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Invoker: &runs.InProcess{}}),
+			}, nil, nil)
+			db.Counter.Reset()
+			for b.Loop() {
+				if k, err := sw.Sweep(context.Background()); err != nil || k != 0 {
+					b.Fatalf("sweep: %d %v", k, err)
+				}
+			}
+			b.ReportMetric(float64(db.Counter.Count())/float64(b.N), "ddbcalls/sweep")
+		})
+	}
+}
