@@ -52,6 +52,8 @@ import (
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -184,6 +186,18 @@ func (d Deps) Users(cfg config.Config) *store.Users {
 // Auth returns the auth service over the configured users and sessions.
 func (d Deps) Auth(cfg config.Config) *auth.Service {
 	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+}
+
+// Meter returns the usage meter over the Users table, with
+// USER_MONTHLY_TOKEN_BUDGET and MODEL_PRICES.
+func (d Deps) Meter(cfg config.Config) *usage.Meter {
+	return usage.NewMeter(store.NewUsage(d.DB, cfg.UsersTable), cfg.UserMonthlyTokenBudget, cfg.ModelPrices, d.Now)
+}
+
+// ToolPolicies returns the users' tool policies over the Users table, with
+// the defaults of catalog's annotations.
+func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *toolpolicy.Service {
+	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog)
 }
 
 // Limiter returns the per-user rate limiter over RATE_LIMITS_TABLE.

@@ -1,5 +1,5 @@
 // Command tools is ToolsFunction: the REST tool endpoints (list, search,
-// get), served from the tool server (MCP_URL, MCP_SERVICE_KEY) through an
+// get) and the users' tool permissions, served from the tool server (MCP_URL, MCP_SERVICE_KEY) through an
 // in-memory cache that lives for TOOLS_CACHE_TTL in a warm Lambda.
 package main
 

@@ -86,9 +86,9 @@ func TestToolsFunctionEvents(t *testing.T) {
 }
 
 func TestToolsFunctionConfig(t *testing.T) {
-	base := map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "ToolsFunction", "SESSIONS_TABLE": "s",
+	base := map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "ToolsFunction", "USERS_TABLE": "u", "SESSIONS_TABLE": "s",
 		"MCP_URL": "https://abc.lambda-url.us-east-1.on.aws/", "MCP_SERVICE_KEY": serviceKey}
-	for _, missing := range []string{"SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"} {
+	for _, missing := range []string{"USERS_TABLE", "SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"} {
 		env := map[string]string{}
 		for k, v := range base {
 			if k != missing {
@@ -103,7 +103,7 @@ func TestToolsFunctionConfig(t *testing.T) {
 			t.Errorf("the config error leaks the service key: %v", err)
 		}
 	}
-	// Everything ToolsFunction receives in AWS (no USERS_TABLE) is enough.
+	// Everything ToolsFunction receives in AWS is enough.
 	if _, err := newHandler(context.Background(), func(k string) string { return base[k] }); err != nil {
 		t.Errorf("with the template's environment: %v", err)
 	}

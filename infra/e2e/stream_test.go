@@ -27,6 +27,8 @@ type streamEvent struct {
 	Error     string          `json:"error"`
 	Message   string          `json:"message"`
 	Reason    string          `json:"reason"`
+	// ToolCallID names the call of a tool_approval event.
+	ToolCallID string `json:"toolCallId"`
 	// ID is the event's SSE id, <messageId>:<seq>.
 	ID string `json:"-"`
 }
@@ -36,12 +38,13 @@ var eventIDPattern = regexp.MustCompile(`^[0-9a-f-]{36}:[1-9][0-9]*$`)
 
 // eventSchemas names the schema of docs/openapi.yaml of each event type.
 var eventSchemas = map[string]string{
-	"start":       "StartEvent",
-	"content":     "ContentEvent",
-	"tool_call":   "ToolCallEvent",
-	"tool_result": "ToolResultEvent",
-	"end":         "EndEvent",
-	"error":       "ErrorEvent",
+	"start":         "StartEvent",
+	"content":       "ContentEvent",
+	"tool_call":     "ToolCallEvent",
+	"tool_result":   "ToolResultEvent",
+	"end":           "EndEvent",
+	"error":         "ErrorEvent",
+	"tool_approval": "ToolApprovalEvent",
 }
 
 // openStream posts body to the stream of chatID as an SSE client does. The
@@ -509,6 +512,10 @@ func TestStreamToolCallAnnouncedBeforeResult(t *testing.T) {
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "stream.slowtool@example.com")
 	chat := newChat(t, c, map[string]any{})
+	// http_request asks for approval by default: allow it up front.
+	if r := c.do("PUT", "/api/users/"+userID+"/tool-permissions/http_request", map[string]string{"policy": "allow"}); r.Status != 200 {
+		t.Fatalf("allow http_request: %d %s", r.Status, r.Body)
+	}
 
 	resp := c.openStream(context.Background(), chat.ID, map[string]any{
 		"content": `run http_request with {"url": "` + slow.URL + `/data"}`, "modelId": "builtin", "userId": userID})

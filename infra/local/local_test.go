@@ -32,11 +32,14 @@ type fixture struct {
 	chatID  string
 }
 
-func newFixture(tb testing.TB) *fixture {
+func newFixture(tb testing.TB, extra ...string) *fixture {
 	tb.Helper()
 	// The rate limits stay on, so that their DynamoDB call is counted, but
-	// high enough for benchmark loops.
+	// high enough for benchmark loops. extra are more NAME, value pairs.
 	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m", "RATE_LIMIT_RESUMES": "1000000/m"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
@@ -82,6 +85,13 @@ func (f *fixture) request(method, path, body string) *http.Request {
 	return r
 }
 
+// callBudget is a request and the DynamoDB calls it may make.
+type callBudget struct {
+	name, method, path, body string
+	status                   int
+	calls                    int64
+}
+
 // callBudgets are the DynamoDB calls each request may make: the session
 // lookup (one read) plus what the endpoint itself needs. Posting a message
 // and the stream also count the user's rate-limit window (one UpdateItem,
@@ -89,16 +99,8 @@ func (f *fixture) request(method, path, body string) *http.Request {
 // (one conditional UpdateItem) before calling the model, and stores both
 // messages with the lease's release in one transaction; the stream takes
 // the lease in the transaction that stores its user message.
-func callBudgets(f *fixture) []struct {
-	name, method, path, body string
-	status                   int
-	calls                    int64
-} {
-	return []struct {
-		name, method, path, body string
-		status                   int
-		calls                    int64
-	}{
+func callBudgets(f *fixture) []callBudget {
+	return []callBudget{
 		{"liveness (no storage)", "GET", "/api/liveness", "", 200, 0},
 		{"session", "GET", "/api/auth/session", "", 200, 1},
 		{"models", "GET", "/api/models", "", 200, 1},
@@ -121,7 +123,14 @@ func callBudgets(f *fixture) []struct {
 // endpoint needs.
 func TestDynamoDBCallBudget(t *testing.T) {
 	f := newFixture(t)
-	for _, tt := range callBudgets(f) {
+	checkCalls(t, f, callBudgets(f))
+}
+
+// checkCalls makes each request of cases in turn and checks its status
+// and its count of DynamoDB calls.
+func checkCalls(t *testing.T, f *fixture, cases []callBudget) {
+	t.Helper()
+	for _, tt := range cases {
 		f.counter.Reset()
 		rec := httptest.NewRecorder()
 		f.stack.API.ServeHTTP(rec, f.request(tt.method, tt.path, tt.body))
@@ -132,6 +141,21 @@ func TestDynamoDBCallBudget(t *testing.T) {
 			t.Errorf("%s: %d DynamoDB calls, want %d", tt.name, got, tt.calls)
 		}
 	}
+}
+
+// TestDynamoDBCallBudgetWithTokenBudget: with USER_MONTHLY_TOKEN_BUDGET
+// set, a reply costs one more call (the budget read before the model
+// call); its usage never costs a call of its own, as it rides the
+// transaction that stores the reply. Without a budget (above) the counts
+// are those from before usage was metered. The usage report is the
+// session read and one GetItem.
+func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
+	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
+	checkCalls(t, f, []callBudget{
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
+		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
+	})
 }
 
 // BenchmarkEndpoints measures each endpoint in process against the

@@ -46,22 +46,25 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // one, so that body validation (400) cannot preempt the 401/403 checks. A
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
-	"POST /api/auth/sign-out":                               "",
-	"POST /api/auth/sign-out-all":                           "",
-	"POST /api/users/{userId}/model-preference":             `{"modelId":"builtin"}`,
-	"POST /api/chats":                                       `{"title":"t"}`,
-	"PATCH /api/chats/{chatId}":                             `{"title":"t2"}`,
-	"POST /api/chats/{chatId}/messages":                     `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/chats/{chatId}/messages/stream":              `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
-	"POST /api/workflows":                                   `{"userId":"{me}","name":"w"}`,
-	"PATCH /api/workflows/{workflowId}":                     `{"name":"w2"}`,
-	"POST /api/workflows/{workflowId}/messages":             `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/workflows/{workflowId}/messages/apply":       `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/workflows/{workflowId}/messages/reject":      `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/chats/{chatId}/workflow-runs":                `{"workflowId":"{workflow}"}`,
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel": "",
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":  "",
-	"POST /api/chats/{chatId}/messages/{messageId}/stop":    "",
+	"POST /api/auth/sign-out":                                  "",
+	"POST /api/auth/sign-out-all":                              "",
+	"POST /api/users/{userId}/model-preference":                `{"modelId":"builtin"}`,
+	"POST /api/chats":                                          `{"title":"t"}`,
+	"PATCH /api/chats/{chatId}":                                `{"title":"t2"}`,
+	"POST /api/chats/{chatId}/messages":                        `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/chats/{chatId}/messages/stream":                 `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
+	"POST /api/workflows":                                      `{"userId":"{me}","name":"w"}`,
+	"PATCH /api/workflows/{workflowId}":                        `{"name":"w2"}`,
+	"POST /api/workflows/{workflowId}/messages":                `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/workflows/{workflowId}/messages/apply":          `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/workflows/{workflowId}/messages/reject":         `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/chats/{chatId}/workflow-runs":                   `{"workflowId":"{workflow}"}`,
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":    "",
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":     "",
+	"POST /api/chats/{chatId}/messages/{messageId}/stop":       "",
+	"PUT /api/users/{userId}/tool-permissions/{toolId}":        `{"policy":"allow"}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve": `{"remember":true}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":    "",
 }
 
 // securityHeaders must be on every response.
@@ -149,7 +152,7 @@ func TestSecurityMatrix(t *testing.T) {
 	a, b := signUp("a@example.com"), signUp("b@example.com")
 
 	// A's resources.
-	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002"}
+	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
 	if hasRoute(s, "POST /api/workflows") {
@@ -177,7 +180,7 @@ func TestSecurityMatrix(t *testing.T) {
 			}
 			method, path, _ := strings.Cut(pattern, " ")
 			body, ok := validBodies[pattern]
-			if !ok && (method == "POST" || method == "PATCH") {
+			if !ok && (method == "POST" || method == "PATCH" || method == "PUT") {
 				t.Errorf("%s: no valid body in the matrix; add one", pattern)
 				continue
 			}

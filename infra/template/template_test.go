@@ -101,20 +101,25 @@ var wantGrants = map[string]map[string][]string{
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"ModelsFunction": {
-		// SetModelPreference: conditional UpdateItem.
-		"UsersTable": {"dynamodb:UpdateItem"},
+		// SetModelPreference: conditional UpdateItem; the usage report:
+		// store.Usage.MonthUsage (GetItem).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware: Session (GetItem), RenewSession (UpdateItem).
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 	"ToolsFunction": {
-		// the auth middleware only; the catalog comes from the tool server.
+		// tool permissions: store.ToolPolicies (GetItem, UpdateItem).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// the auth middleware; the catalog comes from the tool server.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 	// The tool server has no storage.
 	"McpFunction": {},
 	"ChatsFunction": {
-		// Send without modelId: store.Users.ModelPreference (GetItem).
-		"UsersTable": {"dynamodb:GetItem"},
+		// Send without modelId: store.Users.ModelPreference (GetItem); the
+		// budget: store.Usage.MonthUsage (GetItem); the reply's usage rides
+		// its transaction (UpdateItem ADD).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// store.Chats: Chat (GetItem); Conversation and deleteCollection's
@@ -133,8 +138,10 @@ var wantGrants = map[string]map[string][]string{
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"StreamFunction": {
-		// the auth middleware. No UsersTable: StartStream requires modelId
-		// and never reads the preference (see nameOnly).
+		// the budget (GetItem) and the reply's usage in its end transaction
+		// (UpdateItem ADD).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// StartStream: Conversation (Query); StartLoggedGeneration (tx:
 		// Put user and assistant messages, the log head and first batch,
@@ -169,8 +176,9 @@ var wantGrants = map[string]map[string][]string{
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 	},
 	"WorkflowsFunction": {
-		// the auth middleware. No UsersTable: the workflow chat requires
-		// modelId and never reads the preference (see nameOnly).
+		// the budget (GetItem) and a proposal's usage (UpdateItem ADD).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// store.Workflows: Workflow and ownerFailure (GetItem);
 		// WorkflowProposal (TransactGetItems: GetItem per item);
@@ -200,15 +208,9 @@ var wantGrants = map[string]map[string][]string{
 // the code never uses, is what least privilege rules out. checkIAM keeps
 // each entry honest: the main must still name the variable, and the
 // function must have no access to the table.
-var nameOnly = map[string][]string{
-	// functions/stream requires USERS_TABLE because store.NewUsers takes
-	// both table names; the stream requires modelId, so it never reads
-	// the user's model preference.
-	"StreamFunction": {"UsersTable"},
-	// functions/workflows likewise (assembly.Deps.Auth builds store.NewUsers for
-	// the auth middleware); the workflow chat requires modelId.
-	"WorkflowsFunction": {"UsersTable"},
-}
+// Every function that names the Users table now reads it (the budget
+// check), so there is no entry today.
+var nameOnly = map[string][]string{}
 
 // The tool server (functions/mcp) is reached through its function URL, not
 // the HTTP API; the functions that call it get its URL and key.
@@ -1578,7 +1580,9 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"managed policy", "d_iam_least_privilege",
 			"      Policies:\n", "      Policies:\n        - AmazonDynamoDBFullAccess\n", "is not an inline policy document"},
 		{"more than the code performs", "d_iam_reviewed_contract",
-			"Action: [dynamodb:UpdateItem]", "Action: [dynamodb:UpdateItem, dynamodb:DeleteItem]", "ModelsFunction on UsersTable"},
+			"Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n      Events:\n        ListModels:",
+			"Action: [dynamodb:GetItem, dynamodb:UpdateItem, dynamodb:DeleteItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n      Events:\n        ListModels:",
+			"ModelsFunction on UsersTable"},
 		{"table env var misnamed", "e_table_env_vars",
 			"USERS_TABLE: !Ref UsersTable", "USER_TABLE: !Ref UsersTable", "that table's variable is USERS_TABLE"},
 		{"table env var points at another table", "e_table_env_vars",
@@ -1600,7 +1604,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"CORS without credentials", "g_cors",
 			"AllowCredentials: true", "AllowCredentials: false", "AllowCredentials must be true"},
 		{"CORS lacks a routed method", "g_cors",
-			"AllowMethods: [GET, POST, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PATCH, DELETE, OPTIONS]", "lacks POST"},
+			"AllowMethods: [GET, POST, PUT, PATCH, DELETE, OPTIONS]", "AllowMethods: [GET, PUT, PATCH, DELETE, OPTIONS]", "lacks POST"},
 		{"sweeper on a slow schedule", "l_sweeper_schedule",
 			"Schedule: rate(1 minute)", "Schedule: rate(1 hour)", `runs on "rate(1 hour)"`},
 		{"sweeper reachable over HTTP", "l_sweeper_schedule",
@@ -1649,22 +1653,22 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"Path: /api/chats/{chatId}/workflow-runs/{runId}/cancel\n", "Path: /api/chats/{chatId}/workflow-runs/{runId}/stop\n",
 			"WorkflowsFunction: route POST /api/chats/{chatId}/workflow-runs/{runId}/cancel is registered by its router but has no HttpApi event"},
 		{"synchronous runs outlive the HTTP API", "b_routes_match_routers",
-			"      Timeout: 30\n      Environment:\n        Variables:\n          # functions/workflows requires",
-			"      Timeout: 120\n      Environment:\n        Variables:\n          # functions/workflows requires",
+			"      Timeout: 30\n      Environment:\n        Variables:\n          # The budget check and the usage of proposals",
+			"      Timeout: 120\n      Environment:\n        Variables:\n          # The budget check and the usage of proposals",
 			"WorkflowsFunction: Timeout 120 s behind the HTTP API"},
 		{"workflow messages cannot check their workflow", "d_iam_reviewed_contract",
 			"                - dynamodb:ConditionCheckItem\n", "", "WorkflowsFunction on DataTable"},
 		{"workflow listing without the index", "d_iam_reviewed_contract",
 			"            # ListWorkflows (the user's workflows beside their counter) and\n            # DeleteWorkflowRuns (a workflow's runs, keys only): Queries of\n            # GSI1. Query only, on the index.\n            - Sid: DataGSI1\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n",
 			"", "WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
-		{"workflows granted the users table it never reads (name-only)", "d_iam_least_privilege",
-			"            # store.Workflows: Workflow and the owner check",
-			"            - Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # store.Workflows: Workflow and the owner check",
-			"nameOnly: WorkflowsFunction may access UsersTable"},
+		{"workflows cannot record a proposal's usage", "d_iam_reviewed_contract",
+			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"WorkflowsFunction on UsersTable"},
 		{"workflows without the table name its main requires", "d_iam_least_privilege",
 			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
 			"          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
-			"WorkflowsFunction: functions/workflows requires USERS_TABLE but does not receive it"},
+			"WorkflowsFunction: may access UsersTable but does not receive its name"},
 		{"stream cannot record a workflow run", "d_iam_reviewed_contract",
 			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]",
 			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem]", "StreamFunction on DataTable"},

@@ -44,6 +44,10 @@ type Chat struct {
 	// and GenerationUntil when its chat lease ends (see Generation).
 	Generation      string    `json:"-"`
 	GenerationUntil time.Time `json:"-"`
+	// Decided is the id of the chat's reply paused for a tool approval
+	// whose call was decided and that waits for its continuation (see
+	// Service.Decide); a new generation clears it.
+	Decided string `json:"-"`
 }
 
 // Message is one message of a chat.
@@ -65,12 +69,44 @@ type Message struct {
 	// Truncated is true when an assistant message's content was cut at
 	// MaxReplyBytes (the stream had sent it whole).
 	Truncated bool `json:"truncated,omitempty"`
+	// Spent is the usage of the model calls made for an assistant message
+	// since it was last stored. The store adds it to the owner's usage in
+	// the transaction that stores the message; it is not stored on the
+	// message itself.
+	Spent *Spent `json:"-"`
+	// Pending is the state of a reply paused for a tool approval (status
+	// awaiting_approval), kept with the message so that any instance can
+	// continue it; Decision is the user's answer (approved or denied)
+	// until the continuation starts. Neither is part of the API.
+	Pending  *Pending `json:"-"`
+	Decision string   `json:"-"`
 	// Status is streaming while a streamed reply is generated, then
 	// completed, stopped or failed; completed for every message that was
 	// never streamed.
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
 }
+
+// Spent is the usage of some model calls.
+type Spent struct {
+	Calls, InputTokens, OutputTokens int
+}
+
+// Pending is a reply paused for a tool approval: the conversation sent to
+// the model so far (its last turn the assistant's tool calls, followed by
+// the results of the calls already run), the calls of that turn not yet
+// run (the first is the one awaiting approval) and the tool round.
+type Pending struct {
+	Messages []model.Message  `json:"messages"`
+	Calls    []model.ToolCall `json:"calls"`
+	Round    int              `json:"round"`
+}
+
+// Decisions on a tool call awaiting approval.
+const (
+	DecisionApproved = "approved"
+	DecisionDenied   = "denied"
+)
 
 // Message statuses.
 const (
@@ -107,6 +143,9 @@ const (
 	// CodeGenerationActive is the code of a message refused because the
 	// chat is already generating a reply.
 	CodeGenerationActive = "GENERATION_ACTIVE"
+	// CodeToolCallNotPending is the code of a decision on a tool call
+	// that is not waiting for one.
+	CodeToolCallNotPending = "TOOL_CALL_NOT_PENDING"
 	// CodeGenerationNotFound: no streamed reply with this id in the chat.
 	CodeGenerationNotFound = "GENERATION_NOT_FOUND"
 	// CodeGenerationNotActive: stopping a reply that has finished.
@@ -203,6 +242,14 @@ type Store interface {
 	// GeneratedMessage returns generation id's message as stored and
 	// whether the generation is active. NotFound GENERATION_NOT_FOUND.
 	GeneratedMessage(ctx context.Context, chatID, id string) (Message, bool, error)
+	// DecideToolCall records decision on reply m, awaiting approval with
+	// no decision yet; Conflict TOOL_CALL_NOT_PENDING otherwise.
+	DecideToolCall(ctx context.Context, chat Chat, m Message, decision string) error
+	// ContinueGeneration starts generation g again on the decided reply
+	// (stored as given, streaming) and reopens its log after event last.
+	// Conflict GENERATION_ACTIVE or TOOL_CALL_NOT_PENDING.
+	// A reply without a log (not streamed) gets one holding first.
+	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []eventlog.Record) error
 }
 
 // Tools lists and runs the tools a model may call.
@@ -211,6 +258,13 @@ type Tools interface {
 	Specs(ctx context.Context) ([]model.ToolSpec, error)
 	// Run runs tool name with args and returns its result.
 	Run(ctx context.Context, name string, args map[string]any) (map[string]any, error)
+}
+
+// Policies gives the user's policy of a tool (toolpolicy.Service): allow,
+// ask or deny; Allow stores allow for the user's calls of a tool.
+type Policies interface {
+	Policy(ctx context.Context, userID, toolID string) (string, error)
+	Allow(ctx context.Context, userID, toolID string) error
 }
 
 // Preferences gives a user's preferred model.

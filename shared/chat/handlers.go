@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
@@ -111,18 +112,62 @@ func handleStream(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		out := sse.NewWriter(w)
-		stopPing := keepAlive(r.Context(), out, ping)
-		defer stopPing()
-		q := sse.NewQueue(out)
-		ctx, cancel := Detach(r.Context())
-		defer cancel()
-		if _, err := s.RunStream(ctx, turn, func(e Event) { q.Send(e.ID, e) }); err != nil {
-			logging.FromContext(ctx).InfoContext(ctx, "reply ended early", "err", err.Error())
+		runTurn(r, w, s, turn, ping)
+	})
+}
+
+// runTurn generates turn's reply as the response's events (see
+// handleStream).
+func runTurn(r *http.Request, w http.ResponseWriter, s *Service, turn *Turn, ping time.Duration) {
+	out := sse.NewWriter(w)
+	stopPing := keepAlive(r.Context(), out, ping)
+	defer stopPing()
+	q := sse.NewQueue(out)
+	ctx, cancel := Detach(r.Context())
+	defer cancel()
+	if _, err := s.RunStream(ctx, turn, func(e Event) { q.Send(e.ID, e) }); err != nil {
+		logging.FromContext(ctx).InfoContext(ctx, "reply ended early", "err", err.Error())
+	}
+	if err := q.Close(); err != nil {
+		logging.FromContext(ctx).InfoContext(ctx, "the client left before the reply ended", "err", err.Error())
+	}
+}
+
+// DecisionRequest is the optional body of POST
+// .../tool-calls/{toolCallId}/approve: remember stores allow for the tool.
+type DecisionRequest struct {
+	Remember bool `json:"remember"`
+}
+
+// maxToolCallID bounds a tool call id in a path.
+const maxToolCallID = 200
+
+func handleDecide(s *Service, approve bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in DecisionRequest
+		if r.ContentLength != 0 {
+			var err error
+			if in, err = httpapi.Decode[DecisionRequest](r); err != nil {
+				httpapi.WriteError(w, r, err)
+				return
+			}
 		}
-		if err := q.Close(); err != nil {
-			logging.FromContext(ctx).InfoContext(ctx, "the client left before the reply ended", "err", err.Error())
+		chatID, err := httpapi.PathUUID(r, "chatId")
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
 		}
+		callID := r.PathValue("toolCallId")
+		if callID == "" || len(callID) > maxToolCallID {
+			httpapi.WriteError(w, r, errs.E("chat.Decide", errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision"))
+			return
+		}
+		m, err := s.Decide(r.Context(), chatID, callID, approve, in.Remember)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		httpapi.Respond(w, http.StatusAccepted, m)
 	})
 }
 
@@ -159,6 +204,12 @@ func handleResume(s *Service, ping time.Duration) http.Handler {
 		}
 		if f == nil {
 			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if f.Continuation != nil {
+			// A reply whose tool call was decided goes on here, in the
+			// stream function, not in the request that decided it.
+			runTurn(r, w, s, f.Continuation, ping)
 			return
 		}
 		out := sse.NewWriter(w)

@@ -34,6 +34,8 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r.Handle("POST /api/chats/{chatId}/messages", authn.Require(l.Limiter.Limit(l.Messages)(handleSend(s))))
 	r.Handle("GET /api/chats/{chatId}/messages", authn.Require(handleMessages(s)))
 	r.Handle("POST /api/chats/{chatId}/messages/{messageId}/stop", authn.Require(handleStop(s)))
+	r.Handle("POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve", authn.Require(handleDecide(s, true)))
+	r.Handle("POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny", authn.Require(handleDecide(s, false)))
 	return r
 }
 

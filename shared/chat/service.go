@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // defaultTitle names a chat created or renamed without a title.
@@ -26,6 +28,8 @@ type Service struct {
 	tools        Tools
 	prefs        Preferences
 	workflows    WorkflowRunner
+	usage        *usage.Meter
+	policies     Policies
 	defaultModel string
 	now          func() time.Time
 	lease        time.Duration
@@ -35,11 +39,17 @@ type Service struct {
 // calling); Workflows may be nil (the stream refuses workflowId with
 // WORKFLOWS_UNAVAILABLE); Now nil means time.Now.
 type Options struct {
-	Store          Store
-	Models         *model.Registry
-	Tools          Tools
-	Preferences    Preferences
-	Workflows      WorkflowRunner
+	Store       Store
+	Models      *model.Registry
+	Tools       Tools
+	Preferences Preferences
+	Workflows   WorkflowRunner
+	// Usage checks the monthly token budget before each model call; nil
+	// checks nothing. The store records the usage with the reply.
+	Usage *usage.Meter
+	// Policies decides which tool calls run, ask or are refused; nil
+	// runs every call.
+	Policies       Policies
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -55,7 +65,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = eventlog.Lease
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, usage: o.Usage, policies: o.Policies, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -143,11 +153,13 @@ type Exchange struct {
 }
 
 // Send posts a user message to chat id and returns it with the assistant's
-// whole reply; both are stored in one transaction. The model is req's, else
+// whole reply; both are stored in one transaction. A reply that calls a
+// tool whose policy is ask is stored awaiting_approval (see Decide). The model is req's, else
 // the user's preference, else the deployment default. While the reply is
 // generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
-// other than the caller's), Conflict GENERATION_ACTIVE (the chat is
+// other than the caller's), RateLimited BUDGET_EXCEEDED (the user's
+// monthly token budget is spent), Conflict GENERATION_ACTIVE (the chat is
 // already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
@@ -185,6 +197,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if _, err := s.models.Lookup(modelID); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
+	if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
 	now := s.clock()
 	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease)}
@@ -192,6 +207,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	reply, err := s.reply(ctx, history, user, modelID, gen.ID, func(Event) error { return nil })
+	if errors.Is(err, errAwaitingApproval) {
+		reply.Status, err = StatusAwaitingApproval, nil
+	}
 	if err != nil {
 		s.endGeneration(ctx, c, gen.ID)
 		return Exchange{}, errs.Wrap(op, err)

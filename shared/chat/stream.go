@@ -49,6 +49,14 @@ type Turn struct {
 	// Workflow, when not nil, is the workflow the reply runs (the
 	// request's workflowId) instead of a model reply.
 	Workflow *PreparedRun
+	// Continue, when not nil, is the state of a reply paused for a tool
+	// approval that this turn continues (Reply is the message as paused,
+	// Decision the user's); its events follow the log's event FirstSeq-1.
+	Continue *Pending
+	Decision string
+	// FirstSeq is the seq of the first event after start (2 for a new
+	// reply).
+	FirstSeq int64
 }
 
 // eventID returns the SSE id of event seq of reply id.
@@ -60,7 +68,8 @@ func eventID(id string, seq int64) string { return eventlog.ID{Stream: id, Seq: 
 // configured), NotFound, Forbidden, Conflict GENERATION_ACTIVE when the
 // chat is already generating a reply. With a workflowId, the workflow must
 // be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
-// after the chat. The user message, the assistant message (status
+// after the chat; without one, RateLimited BUDGET_EXCEEDED when the user's
+// monthly token budget is spent. The user message, the assistant message (status
 // streaming) and the reply's event log with its start event are stored in
 // one transaction; RunStream ends the generation.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
@@ -85,6 +94,8 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 			return nil, errs.Wrap(op, err)
 		}
 		run = &p
+	} else if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
+		return nil, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
 	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), LeaseUntil: user.CreatedAt.Add(s.lease)}
@@ -98,7 +109,7 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if err := s.store.StartLoggedGeneration(ctx, c, gen, []eventlog.Record{{Seq: 1, Data: start}}, user, reply); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run}, nil
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run, FirstSeq: 2}, nil
 }
 
 // Detach returns the context a reply is generated in: ctx's values
@@ -126,10 +137,12 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // stopped or failed. It returns the stored message, and the error that
 // ended it early.
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
-	live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
+	if t.Continue == nil {
+		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
+	}
 	genCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w := eventlog.NewWriter(ctx, 2, func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
+	w := eventlog.NewWriter(ctx, max(t.FirstSeq, 2), func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
 		return s.store.AppendEvents(ctx, t.Chat.ID, t.ReplyID, recs, until)
 	}, eventlog.Options{Lease: s.lease, Now: s.now})
 	go func() {
@@ -152,9 +165,12 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg    Message
 		genErr error
 	)
-	if t.Workflow != nil {
+	switch {
+	case t.Continue != nil:
+		msg, genErr = s.generate(genCtx, t.Reply, *t.Continue, t.Decision, emit)
+	case t.Workflow != nil:
 		msg, genErr = s.runWorkflow(genCtx, t, emit)
-	} else {
+	default:
 		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, emit)
 	}
 	pending, next, werr := w.Close()
@@ -170,6 +186,9 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case errs.CodeOf(werr) == eventlog.CodeStopRequested:
 		msg.Status, genErr = StatusStopped, nil
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
+	case werr == nil && errors.Is(genErr, errAwaitingApproval):
+		msg.Status, genErr = StatusAwaitingApproval, nil
+		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
 	case werr != nil || genErr != nil:
 		switch {
 		case ctx.Err() != nil:
@@ -257,6 +276,11 @@ func decodeEvent(id string, r eventlog.Record) (Event, error) {
 // Follower replays a reply's logged events after a given one, then follows
 // them until the reply's end.
 type Follower struct {
+	// Continuation, when set, is a reply paused for a tool approval that
+	// this resume continues (the user decided the call): the caller
+	// generates it with RunStream instead of following.
+	Continuation *Turn
+
 	s      *Service
 	chatID string
 	id     string
@@ -266,7 +290,9 @@ type Follower struct {
 }
 
 // Resume checks a resume request on chat chatID: after the event last, or
-// with last nil from the start of the chat's active reply. It returns nil
+// with last nil from the start of the chat's active reply. When the chat's
+// reply paused for a tool approval was decided, it starts the reply's
+// continuation and returns it as the Follower's Continuation. It returns nil
 // when last is nil and no reply is active. Errors: NotFound
 // CHAT_NOT_FOUND, Forbidden (another user's chat), NotFound
 // GENERATION_NOT_FOUND (no streamed reply last.Stream in this chat, or its
@@ -279,6 +305,15 @@ func (s *Service) Resume(ctx context.Context, chatID string, last *eventlog.ID) 
 	}
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return nil, err
+	}
+	if c.Decided != "" {
+		t, err := s.continueDecided(ctx, c)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		if t != nil {
+			return &Follower{Continuation: t}, nil
+		}
 	}
 	f := &Follower{s: s, chatID: chatID}
 	if last != nil {
@@ -319,11 +354,16 @@ func (f *Follower) Follow(ctx context.Context, send func(Event) error) error {
 	})
 }
 
+// isEnd reports whether r is a reply's last event: an end event, but not
+// the end of a pause for a tool approval (the reply may go on in the same
+// log; a follower of a paused reply finishes when the log is no longer
+// active and nothing follows).
 func isEnd(r eventlog.Record) bool {
 	var e struct {
-		Type string `json:"type"`
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
 	}
-	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd
+	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd && e.Reason != ReasonAwaitingApproval
 }
 
 // Stop asks reply messageID of chat chatID to stop, waits up to StopWait
@@ -435,4 +475,100 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 		return nil // it renewed its lease or ended meanwhile
 	}
 	return errs.Wrap(op, err)
+}
+
+// lastAssistant returns the last assistant message of msgs, if any.
+func lastAssistant(msgs []Message) (Message, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleAssistant {
+			return msgs[i], true
+		}
+	}
+	return Message{}, false
+}
+
+// Decide approves (or denies) tool call toolCallID of chat chatID's reply
+// paused for it, and returns that message (still awaiting_approval: the
+// reply goes on when a client resumes the chat's stream, see Continue).
+// With remember, an approval also stores allow as the user's policy of the
+// tool. Errors: NotFound CHAT_NOT_FOUND, Forbidden (another user's chat),
+// Conflict TOOL_CALL_NOT_PENDING when the chat's last reply is not paused
+// for this call or the call was already decided.
+func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve, remember bool) (Message, error) {
+	const op = "chat.Decide"
+	c, msgs, err := s.store.Conversation(ctx, chatID)
+	if err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
+		return Message{}, err
+	}
+	m, ok := lastAssistant(msgs)
+	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || len(m.Pending.Calls) == 0 ||
+		m.Pending.Calls[0].ID != toolCallID || m.Decision != "" {
+		return Message{}, errs.E(op, errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision")
+	}
+	decision := DecisionDenied
+	if approve {
+		decision = DecisionApproved
+		if remember && s.policies != nil {
+			if err := s.policies.Allow(ctx, c.UserID, m.Pending.Calls[0].Name); err != nil {
+				return Message{}, errs.Wrap(op, err)
+			}
+		}
+	}
+	if err := s.store.DecideToolCall(ctx, c, m, decision); err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	m.Decision = decision
+	return m, nil
+}
+
+// continueDecided starts the continuation of chat c's reply paused for a
+// tool approval once the user decided (Decide), and returns it as a Turn
+// for RunStream; nil when there is nothing to continue or another request
+// continued it first. The reply goes on on the same message, as a
+// generation whose events follow the pause's in its log. It fails on
+// storage errors.
+func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
+	const op = "chat.Continue"
+	_, msgs, err := s.store.Conversation(ctx, c.ID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	m, ok := lastAssistant(msgs)
+	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || m.Decision == "" {
+		return nil, nil
+	}
+	var (
+		last  int64
+		first []eventlog.Record
+	)
+	recs, _, err := s.store.GenerationEvents(ctx, c.ID, m.ID, 0)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		// A reply that was not streamed (POST .../messages): its
+		// continuation gets a log, from start.
+		data, err := json.Marshal(Event{Type: EventStart, MessageID: m.ID})
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		first, last = []eventlog.Record{{Seq: 1, Data: data}}, 1
+	case err != nil:
+		return nil, errs.Wrap(op, err)
+	case len(recs) > 0:
+		last = recs[len(recs)-1].Seq
+	}
+	now := s.clock()
+	gen := Generation{ID: m.ID, Now: now, Until: now.Add(StreamLease), LeaseUntil: now.Add(s.lease)}
+	reply := m
+	reply.Status, reply.Decision = StatusStreaming, ""
+	err = s.store.ContinueGeneration(ctx, c, gen, reply, m.Decision, last, first)
+	if code := errs.CodeOf(err); code == CodeToolCallNotPending || code == CodeGenerationActive {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: m.Pending, Decision: m.Decision, FirstSeq: last + 1}, nil
 }

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // Config is the whole service's configuration. Each function reads the
@@ -99,6 +101,15 @@ type Config struct {
 	RateLimitSignInEmail   ratelimit.Rule // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
 	RateLimitSignInAddress ratelimit.Rule // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
 	RateLimitSignUpAddress ratelimit.Rule // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
+
+	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
+	// integer; 0 or unset: no budget) is the tokens, input plus output,
+	// each user may spend per UTC month across all models.
+	UserMonthlyTokenBudget int64
+	// ModelPrices (MODEL_PRICES, a JSON object {"<modelId>": {"input":
+	// USD, "output": USD}} per million tokens; unset: every model costs 0)
+	// prices the usage report.
+	ModelPrices map[string]usage.Price
 
 	Port    int // PORT; default 3000 (dev server)
 	MCPPort int // MCP_PORT; default 3001 (dev server)
@@ -243,6 +254,25 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.GenerationLease = durationIn(get("GENERATION_LEASE"), 30*time.Second, time.Second, 10*time.Minute, "GENERATION_LEASE", bad)
 	c.SweepInterval = durationIn(get("SWEEP_INTERVAL"), time.Minute, 100*time.Millisecond, 10*time.Minute, "SWEEP_INTERVAL", bad)
+	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			bad("USER_MONTHLY_TOKEN_BUDGET", "must be a non-negative integer number of tokens (0: no budget), got %q", v)
+		}
+		c.UserMonthlyTokenBudget = n
+	}
+	if v := get("MODEL_PRICES"); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.ModelPrices); err != nil {
+			bad("MODEL_PRICES", `must be a JSON object like {"gpt-4o": {"input": 2.5, "output": 10}} (USD per million tokens): %v`, err)
+		}
+		for id, p := range c.ModelPrices {
+			if p.Input < 0 || p.Output < 0 {
+				bad("MODEL_PRICES", "the prices of %q must not be negative", id)
+			}
+		}
+	}
 	c.ToolsCacheTTL = 5 * time.Minute
 	if v := get("TOOLS_CACHE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

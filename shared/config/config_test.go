@@ -40,14 +40,16 @@ func TestLoadValues(t *testing.T) {
 	c, err := config.Load(env(map[string]string{
 		"ALLOWED_ORIGINS": " https://app.example.com/, http://localhost:5173 ", "LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json",
 		"PORT": "0", "TOOLS_CACHE_TTL": "30s", "MCP_SERVICE_KEY": "0123456789abcdef", "OPENAI_MODELS": "llama3, ,qwen",
-		"OPENAI_BASE_URL": "http://localhost:11434/v1/",
+		"OPENAI_BASE_URL": "http://localhost:11434/v1/", "USER_MONTHLY_TOKEN_BUDGET": "1000",
+		"MODEL_PRICES": `{"gpt-4o": {"input": 2.5, "output": 10}}`,
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(c.AllowedOrigins, " ") != "https://app.example.com http://localhost:5173" || c.LogLevel != slog.LevelDebug ||
 		c.Port != 0 || c.ToolsCacheTTL != 30*time.Second || strings.Join(c.OpenAIModels, " ") != "llama3 qwen" ||
-		c.OpenAIBaseURL != "http://localhost:11434/v1" {
+		c.OpenAIBaseURL != "http://localhost:11434/v1" || c.UserMonthlyTokenBudget != 1000 ||
+		c.ModelPrices["gpt-4o"].Input != 2.5 || c.ModelPrices["gpt-4o"].Output != 10 {
 		t.Errorf("config = %+v", c)
 	}
 	if err := c.Require("MCP_SERVICE_KEY", "USERS_TABLE"); err != nil {
@@ -70,6 +72,11 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"PORT", "http"},
 		{"MCP_PORT", "70000"},
 		{"OPENAI_BASE_URL", "not a url"},
+		{"USER_MONTHLY_TOKEN_BUDGET", "-1"},
+		{"USER_MONTHLY_TOKEN_BUDGET", "lots"},
+		{"MODEL_PRICES", "gpt-4o=2.5"},
+		{"MODEL_PRICES", `{"gpt-4o": {"input": -1}}`},
+		{"MODEL_PRICES", `{"gpt-4o": {"in": 1}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

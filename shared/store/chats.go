@@ -14,6 +14,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // Chats stores chats and their messages in the Data table: each chat is an
@@ -27,6 +28,33 @@ type Chats struct {
 	db    *dynamo.DB
 	table dynamo.Table
 	owned ownedCollection
+	// usage, when set, is the Users table the usage of stored replies is
+	// added to (WithUsage).
+	usage *dynamo.Table
+}
+
+// WithUsage makes s add the usage of every assistant message it stores
+// (chat.Message.Spent) to the owner's monthly usage in
+// the named Users table, in the transaction that stores the message (see
+// Usage). It returns s.
+func (s *Chats) WithUsage(usersTable string) *Chats {
+	t := s.db.Table(usersTable)
+	s.usage = &t
+	return s
+}
+
+// meter adds to tx the usage of the assistant messages among msgs that
+// called a model, to userID's counters of the month of each message.
+func (s *Chats) meter(tx *dynamo.WriteTx, userID string, msgs ...chat.Message) {
+	if s.usage == nil {
+		return
+	}
+	for _, m := range msgs {
+		if m.Spent != nil && m.Spent.Calls > 0 && m.ModelID != "" {
+			tx.Update(usageUpdate(*s.usage, userID, usage.Month(m.CreatedAt), m.ModelID,
+				usage.Counts{Requests: int64(m.Spent.Calls), InputTokens: int64(m.Spent.InputTokens), OutputTokens: int64(m.Spent.OutputTokens)}))
+		}
+	}
 }
 
 // NewChats returns a Chats over the named Data table.
@@ -67,6 +95,7 @@ type chatItem struct {
 	UpdatedAt      time.Time `dynamo:"updatedAt"`
 	Generation     string    `dynamo:"generation,omitempty"`
 	LeaseUntil     int64     `dynamo:"leaseUntil,omitempty"`
+	Decided        string    `dynamo:"decided,omitempty"`
 }
 
 type messageItem struct {
@@ -84,6 +113,8 @@ type messageItem struct {
 	Truncated    bool      `dynamo:"truncated,omitempty"`
 	Status       string    `dynamo:"status,omitempty"`
 	CreatedAt    time.Time `dynamo:"createdAt"`
+	Pending      string    `dynamo:"pending,omitempty"` // JSON: a paused reply's state
+	Decision     string    `dynamo:"decision,omitempty"`
 }
 
 // collectionItem reads any item of a chat collection.
@@ -99,6 +130,8 @@ type collectionItem struct {
 	OutputTokens int    `dynamo:"outputTokens"`
 	Truncated    bool   `dynamo:"truncated"`
 	Status       string `dynamo:"status"`
+	Pending      string `dynamo:"pending"`
+	Decision     string `dynamo:"decision"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
@@ -110,7 +143,7 @@ func newChatItem(c chat.Chat) chatItem {
 
 func (it chatItem) chat() chat.Chat {
 	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Generation: it.Generation}
+		Generation: it.Generation, Decided: it.Decided}
 	if it.LeaseUntil != 0 {
 		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
 	}
@@ -130,6 +163,14 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 		}
 		it.ToolCalls = string(b)
 	}
+	if m.Pending != nil {
+		b, err := json.Marshal(m.Pending)
+		if err != nil {
+			return it, err
+		}
+		it.Pending = string(b)
+	}
+	it.Decision = m.Decision
 	return it, nil
 }
 
@@ -144,6 +185,13 @@ func (it collectionItem) message() (chat.Message, error) {
 			return chat.Message{}, err
 		}
 	}
+	if it.Pending != "" {
+		m.Pending = &chat.Pending{}
+		if err := decodeAttr(it.PK, it.SK, "pending", it.Pending, m.Pending); err != nil {
+			return chat.Message{}, err
+		}
+	}
+	m.Decision = it.Decision
 	return m, nil
 }
 
@@ -350,6 +398,7 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 		}
 		tx.Put(s.table.Put(it))
 	}
+	s.meter(tx, c.UserID, msgs...)
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
 	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
@@ -369,6 +418,9 @@ var errGenerationActive = errs.E("store.Chats", errs.Conflict, "GENERATION_ACTIV
 const (
 	generationAttr = "generation"
 	leaseAttr      = "leaseUntil"
+	// decidedAttr names the reply whose tool call was decided and waits
+	// for its continuation (chat.Chat.Decided).
+	decidedAttr = "decided"
 )
 
 // StartGeneration stores msgs and marks generation g active on chat c, in
@@ -382,7 +434,7 @@ func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generat
 
 func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.WriteTx, c chat.Chat, g chat.Generation, msgs []chat.Message) error {
 	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli())
+		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli()).Remove(decidedAttr)
 	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -429,6 +481,7 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 		}
 		tx.Put(s.table.Put(it))
 	}
+	s.meter(tx, c.UserID, msgs...)
 	if len(msgs) > 0 {
 		c.UpdatedAt = msgs[len(msgs)-1].CreatedAt
 		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
@@ -487,6 +540,7 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 			return errs.Wrap(op, err)
 		}
 		tx := s.db.WriteTx().Put(s.table.Put(it))
+		s.meter(tx, c.UserID, reply)
 		if err := s.logs().end(tx, chatPK(c.ID), reply.ID, reply.Status, recs, expiredBefore, time.Now()); err != nil {
 			return errs.Wrap(op, err)
 		}
@@ -564,4 +618,65 @@ func (s *Chats) GeneratedMessage(ctx context.Context, chatID, id string) (chat.M
 	}
 	m, err := it.message()
 	return m, h.Active, errs.Wrap(op, err)
+}
+
+var errToolCallNotPending = errs.E("store.Chats", errs.Conflict, chat.CodeToolCallNotPending,
+	"this tool call is not waiting for a decision")
+
+// DecideToolCall records decision on reply m of chat c, a reply paused for
+// a tool approval, and marks the chat as having a decided reply to
+// continue (chat.Chat.Decided), in one transaction conditioned on the
+// reply still awaiting approval with no decision (and the chat existing).
+// Conflict TOOL_CALL_NOT_PENDING otherwise.
+func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message, decision string) error {
+	const op = "store.DecideToolCall"
+	err := s.db.WriteTx().
+		Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", messageSK(m)).Set("decision", decision).
+			If("$ = ? AND attribute_not_exists(decision)", "status", chat.StatusAwaitingApproval)).
+		Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Set(decidedAttr, m.ID).If(collectionWritable)).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, errToolCallNotPending)
+	}
+	return storeError(op, err)
+}
+
+// ContinueGeneration starts generation g again on reply, a reply paused
+// for a tool approval that was decided, in one transaction: the chat is
+// marked as StartGeneration does, reply is stored as given (status
+// streaming, no decision) on condition that it still awaits approval with
+// decision, and its event log is reopened after event last, active with a
+// lease until g.LeaseUntil; with first, a reply that had no log (it was
+// not streamed) gets a new one holding first. Conflict GENERATION_ACTIVE when the chat is
+// generating, Conflict TOOL_CALL_NOT_PENDING when another request
+// continued the reply first; NotFound CHAT_NOT_FOUND.
+func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64, first []eventlog.Record) error {
+	const op = "store.ContinueGeneration"
+	it, err := newMessageItem(reply)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	now := time.Now()
+	tx := s.db.WriteTx()
+	tx.Put(s.table.Put(it).If("$ = ? AND decision = ?", "status", chat.StatusAwaitingApproval, decision))
+	if first != nil {
+		if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: reply.ID, Status: reply.Status, Target: it.SK,
+			First: first, LeaseUntil: g.LeaseUntil}); err != nil {
+			return errs.Wrap(op, err)
+		}
+	} else {
+		tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
+			Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.LeaseUntil)).
+			Set("leaseUntil", g.LeaseUntil.UnixMilli()).Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
+			If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
+	}
+	err = s.startGeneration(ctx, op, tx, c, g, nil)
+	if errs.Is(err, errs.Conflict) && errs.CodeOf(err) == chat.CodeGenerationActive {
+		// The chat's lease is free unless another generation runs; tell
+		// a lost race on the reply from a busy chat.
+		if m, _, gerr := s.GeneratedMessage(ctx, c.ID, reply.ID); gerr == nil && m.Decision != decision {
+			return errs.Wrap(op, errToolCallNotPending)
+		}
+	}
+	return err
 }

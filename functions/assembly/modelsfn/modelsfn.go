@@ -1,5 +1,5 @@
 // Package modelsfn builds ModelsFunction: the models this deployment
-// serves and users' model preferences.
+// serves, users' model preferences and their monthly usage.
 package modelsfn
 
 import (
@@ -10,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // Models is ModelsFunction.
@@ -24,5 +25,9 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	return model.Routes(models, d.Users(cfg), d.Auth(cfg)), nil
+	authn := d.Auth(cfg)
+	routes := model.Routes(models, d.Users(cfg), authn)
+	u := usage.Routes(d.Meter(cfg), authn)
+	routes.Mount(u, u.Patterns()...)
+	return routes, nil
 }

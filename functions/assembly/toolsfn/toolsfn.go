@@ -1,5 +1,5 @@
 // Package toolsfn builds ToolsFunction: the REST tool endpoints (list,
-// search, get), served from the tool server (MCP_URL, MCP_SERVICE_KEY)
+// search, get) and the users' tool permissions, served from the tool server (MCP_URL, MCP_SERVICE_KEY)
 // through an in-memory cache that lives for TOOLS_CACHE_TTL in a warm
 // Lambda.
 package toolsfn
@@ -12,6 +12,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/toolpolicy"
 )
 
 // toolServerTimeout bounds one call to the tool server: below the
@@ -20,17 +21,19 @@ import (
 // The catalog calls never run a tool.
 const toolServerTimeout = 8 * time.Second
 
-// Tools is ToolsFunction. Its session middleware reads and renews
-// sessions only: no USERS_TABLE (template.yaml grants ToolsFunction no
-// access to it).
+// Tools is ToolsFunction. USERS_TABLE holds the users' tool policies.
 var Tools = assembly.Function{
 	LogicalID: "ToolsFunction",
-	Required:  []string{"SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"},
+	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"},
 	Build:     build,
 }
 
 func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
 	client := d.ToolClient(cfg, toolServerTimeout)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
-	return toolclient.Routes(catalog, d.Auth(cfg)), nil
+	authn := d.Auth(cfg)
+	routes := toolclient.Routes(catalog, authn)
+	p := toolpolicy.Routes(d.ToolPolicies(cfg, catalog), authn)
+	routes.Mount(p, p.Patterns()...)
+	return routes, nil
 }

@@ -37,13 +37,13 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
-	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Now: d.Now})
+	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	invoker, err := runnerfn.Invoker(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
 	runService := runs.NewService(runs.Options{
-		Runs: runStore, Workflows: workflows, Tools: catalog, Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
+		Runs: runStore, Workflows: workflows, Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
 		Durable: runStore, Invoker: invoker, Lease: cfg.GenerationLease,
 	})
 	authn := d.Auth(cfg)

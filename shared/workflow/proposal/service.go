@@ -10,8 +10,10 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -31,7 +33,10 @@ type Options struct {
 	Store   workflow.Store
 	Models  *model.Registry
 	Catalog Catalog
-	Now     func() time.Time
+	// Usage checks the budget before and records the usage of each model
+	// call; nil does neither.
+	Usage *usage.Meter
+	Now   func() time.Time
 }
 
 // Service is the workflow chat: posting a message, whose reply may carry
@@ -40,6 +45,7 @@ type Service struct {
 	store   workflow.Store
 	models  *model.Registry
 	catalog Catalog
+	usage   *usage.Meter
 	now     func() time.Time
 }
 
@@ -48,7 +54,7 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, models: o.Models, catalog: o.Catalog, now: o.Now}
+	return &Service{store: o.Store, models: o.Models, catalog: o.Catalog, usage: o.Usage, now: o.Now}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -62,7 +68,9 @@ type Exchange struct {
 // Send posts a user message to the chat of workflow id and returns it with
 // the assistant's reply, which may carry a pending proposal. The messages
 // and the proposal are stored in one transaction. Errors: Invalid
-// (INVALID_MODEL), NotFound, Forbidden, the model's and the catalog's.
+// (INVALID_MODEL), NotFound, Forbidden, RateLimited BUDGET_EXCEEDED (the
+// user's monthly token budget is spent), the model's and the catalog's.
+// The model call's usage is added to the user's with one more write.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "workflow.Send"
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
@@ -75,13 +83,23 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if err := auth.Authorize(ctx, op, w.UserID); err != nil {
 		return Exchange{}, err
 	}
+	if req.ModelID != model.BuiltinID { // the built-in rules call no model
+		if err := s.usage.Check(ctx, w.UserID, 0); err != nil {
+			return Exchange{}, errs.Wrap(op, err)
+		}
+	}
 	tools, err := s.catalog.Details(ctx)
 	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	now := s.clock()
 	user := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: model.RoleUser, Content: req.Content, CreatedAt: now}
-	content, changes, proposed, err := s.assist(ctx, req.ModelID, w, history, user, tools)
+	content, changes, proposed, used, err := s.assist(ctx, req.ModelID, w, history, user, tools)
+	if used != nil {
+		if err := s.usage.Record(ctx, w.UserID, req.ModelID, used.InputTokens, used.OutputTokens); err != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "record usage", "err", err.Error())
+		}
+	}
 	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
