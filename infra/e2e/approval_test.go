@@ -243,4 +243,11 @@ func TestWorkflowStepsAndPolicies(t *testing.T) {
 	if got.Status != "failed" || got.Steps[0].Status != "failed" || !strings.Contains(got.Steps[0].Error, "TOOL_DENIED") {
 		t.Fatalf("run with a denied tool: %+v", got)
 	}
+	// A durable run executes in the runner, outside any request of the
+	// user's: it is denied all the same.
+	async := startAsync(t, c, ch.ID, w.ID)
+	done := waitRunUntil(t, c, ch.ID, async.ID, "finished", finished)
+	if done.Status != "failed" || len(done.Steps) != 1 || done.Steps[0].Status != "failed" || !strings.Contains(done.Steps[0].Error, "TOOL_DENIED") {
+		t.Fatalf("async run with a denied tool: %+v", done)
+	}
 }

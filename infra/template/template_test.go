@@ -174,6 +174,8 @@ var wantGrants = map[string]map[string][]string{
 	// RenewRunLease (UpdateItem).
 	"RunnerFunction": {
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// The step guards: the run's user's tool policies and usage.
+		"UsersTable": {"dynamodb:GetItem"},
 	},
 	"WorkflowsFunction": {
 		// the budget (GetItem) and a proposal's usage (UpdateItem ADD).
@@ -1616,8 +1618,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"runner failures dropped", "m_runner_invokes",
 			"            Type: SQS\n", "            Type: SNS\n", "want Type SQS"},
 		{"runner named in the wrong function", "m_runner_invokes",
-			"          DATA_TABLE: !Ref DataTable\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
-			"          DATA_TABLE: !Ref DataTable\n          RUNNER_FUNCTION: !Ref RunnerFunction\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          USERS_TABLE: !Ref UsersTable\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          USERS_TABLE: !Ref UsersTable\n          RUNNER_FUNCTION: !Ref RunnerFunction\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
 			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
 			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},

@@ -27,10 +27,25 @@ func FromContext(ctx context.Context) (Session, bool) {
 	return s, ok
 }
 
-// UserID returns the signed-in user's id from ctx, or "" outside Require.
+type actingKey struct{}
+
+// ActingFor returns a copy of ctx in which UserID reports userID: work
+// done for a user outside any request of theirs (a durable workflow run
+// in the runner function) is checked against that user's tool policies
+// and budget as the request that started it would be. It grants nothing
+// by itself: there is no session in it.
+func ActingFor(ctx context.Context, userID string) context.Context {
+	return context.WithValue(ctx, actingKey{}, userID)
+}
+
+// UserID returns the signed-in user's id from ctx (Require), else the user
+// ActingFor named, else "".
 func UserID(ctx context.Context) string {
-	s, _ := FromContext(ctx)
-	return s.User.ID
+	if s, ok := FromContext(ctx); ok {
+		return s.User.ID
+	}
+	id, _ := ctx.Value(actingKey{}).(string)
+	return id
 }
 
 // Require lets a request through only with a live session cookie: it puts

@@ -27,14 +27,17 @@ import (
 const LogicalID = "RunnerFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+var Required = []string{"DATA_TABLE", "USERS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
 
 // Runner builds the runner over the Data table and the tool server's
-// catalog (whose annotations say which tools are idempotent).
+// catalog (whose annotations say which tools are idempotent). Its steps
+// pass the same guards as the workflow function's: a tool the run's user
+// denies fails TOOL_DENIED, a model-calling tool over the user's budget
+// fails BUDGET_EXCEEDED (both read the Users table).
 func Runner(cfg config.Config, d assembly.Deps) *runs.Runner {
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Tools: catalog, StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
+		Store: store.NewRuns(d.DB, cfg.DataTable), Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/lease"
@@ -136,6 +137,9 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	if run.Attempt != ref.Attempt || !st.Active {
 		return nil
 	}
+	// The runner serves no request: the run's steps act for the user who
+	// started it (their tool policies and budget), on any host.
+	ctx = auth.ActingFor(ctx, run.UserID)
 	l := newRunLog(r.store, run, st.LastSeq, r.lease, r.now)
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
@@ -372,7 +376,10 @@ type InProcess struct {
 
 // Invoke starts ref on the Runner in a goroutine; it never fails.
 func (p *InProcess) Invoke(ctx context.Context, ref workflow.RunRef) error {
-	ctx = context.WithoutCancel(ctx)
+	// Like a Lambda invoke, the runner gets the run's reference and
+	// nothing of the request (no session: it acts for the run's user);
+	// only the logger is kept.
+	ctx = logging.WithLogger(context.Background(), logging.FromContext(ctx))
 	p.wg.Go(func() {
 		if err := p.Runner.Run(ctx, ref); err != nil {
 			logging.FromContext(ctx).WarnContext(ctx, "workflow run attempt", "runId", ref.RunID, "attempt", ref.Attempt, "err", err.Error())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/lease"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
@@ -403,4 +404,36 @@ func TestSyncRunThroughRunEndpoints(t *testing.T) {
 		t.Fatalf("run = %+v", got)
 	}
 	expect(t, f.do(t, f.users[0].cookie, "GET", "/api/chats/"+chatID+"/workflow-runs/"+got.ID+"/events", ""), http.StatusNotFound, workflow.CodeRunNotFound)
+}
+
+// whoamiTool answers the user its context acts for (auth.UserID).
+func whoamiTool() *tools.Tool {
+	return &tools.Tool{
+		ID: "whoami", Name: "Who am I", Description: "The user the call acts for.", Category: "util",
+		InputSchema:  json.RawMessage(`{"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"user":{"type":"string"}}}`),
+		Timeout:      time.Minute,
+		Run: func(ctx context.Context, _ map[string]any) (map[string]any, error) {
+			return map[string]any{"user": auth.UserID(ctx)}, nil
+		},
+	}
+}
+
+// TestAsyncRunActsForItsUser: the runner gets no request (in Lambda only
+// the run's reference; in process nothing else either), yet its steps act
+// for the user who started the run, so the step guards (tool policies,
+// budget) check that user.
+func TestAsyncRunActsForItsUser(t *testing.T) {
+	t.Parallel()
+	f := newRunsFixture(t)
+	steps := []workflow.Step{{ID: "who", ToolID: "whoami", Inputs: map[string]any{}}}
+	wf := f.createWorkflow(t, 0, steps...)
+	chatID := f.createChat(t, 0)
+	run := f.waitRun(t, chatID, f.startAsync(t, chatID, wf.ID).ID)
+	if run.Status != workflow.RunCompleted || len(run.Steps) != 1 {
+		t.Fatalf("run = %+v, want completed with one step", run)
+	}
+	if got := run.Steps[0].Output["user"]; got != f.users[0].id {
+		t.Errorf("step output %v, want the run's user %q", run.Steps[0].Output, f.users[0].id)
+	}
 }
