@@ -34,7 +34,7 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 			req.Header.Set("Cookie", e.cookie)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Prefer", "respond-async")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := httpClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

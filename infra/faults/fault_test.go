@@ -426,7 +426,7 @@ func (e *env) call(srv *httptest.Server, cookie, method, path, body string) (*ht
 	if cookie != "" {
 		req.Header.Set("Cookie", cookie)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -656,7 +656,7 @@ func (e *env) stream(srv *httptest.Server, chatID, body string, deadline time.Du
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Cookie", e.cookie)
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		e.t.Fatalf("stream: %v (after %s)", err, time.Since(start))
 	}
@@ -706,3 +706,9 @@ func eventsOf(evs []event, typ string) []event {
 	}
 	return out
 }
+
+// httpClient is the tests' client, on a transport of its own: every
+// httptest.Server.Close calls CloseIdleConnections on
+// http.DefaultTransport, which breaks a request of a parallel test that is
+// about to reuse one of its connections.
+var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

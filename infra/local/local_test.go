@@ -203,7 +203,7 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 		req.Header.Set("Cookie", f.cookie)
 		req.Header.Set("Accept", "text/event-stream")
 		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := httpClient.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func (f *fixture) streamReply(tb testing.TB, srv *httptest.Server, n int) string
 	body := `{"content":"count to ` + strconv.Itoa(n) + ` slowly","modelId":"builtin","userId":"` + f.userID + `"}`
 	req, _ := http.NewRequest("POST", srv.URL+"/api/chats/"+c.Data.ID+"/messages/stream", strings.NewReader(body))
 	req.Header.Set("Cookie", f.cookie)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func BenchmarkResumeFirstEvent(b *testing.B) {
 			req.Header.Set("Cookie", f.cookie)
 			req.Header.Set("Last-Event-ID", id+":10")
 			start := time.Now()
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := httpClient.Do(req)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -409,3 +409,9 @@ func BenchmarkApplyProposal(b *testing.B) {
 	b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/op")
 	latency.Report(b, d)
 }
+
+// httpClient is the tests' client, on a transport of its own: every
+// httptest.Server.Close calls CloseIdleConnections on
+// http.DefaultTransport, which breaks a request of a parallel test that is
+// about to reuse one of its connections.
+var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
