@@ -161,7 +161,7 @@ func TestAuthErrors(t *testing.T) {
 func TestUnknownRoutes(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
-	c := &client{t: t, base: srv.API, http: http.DefaultClient}
+	c := &client{t: t, base: srv.API, http: httpClient}
 	expectError(t, "unknown route", c.do("GET", "/api/nope", nil), 404, "ROUTE_NOT_FOUND")
 	r := c.do("DELETE", "/api/models", nil)
 	expectError(t, "wrong method", r, 405, "METHOD_NOT_ALLOWED")

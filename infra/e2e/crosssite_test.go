@@ -50,7 +50,7 @@ func TestCrossSiteWrites(t *testing.T) {
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := httpClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,3 +72,9 @@ func TestCrossSiteWrites(t *testing.T) {
 		t.Errorf("unknown JSON-RPC method: %d %s (%v), want 200 with a -32601 error for id 4", st, b, err)
 	}
 }
+
+// httpClient is the tests' plain client, on a transport of its own: every
+// httptest.Server.Close (some tests here start one) calls
+// CloseIdleConnections on http.DefaultTransport, which breaks a request of
+// a parallel test that is about to reuse one of its connections.
+var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

@@ -113,7 +113,7 @@ func TestToolsJourney(t *testing.T) {
 		if key != "" {
 			req.Header.Set(toolserver.ServiceKeyHeader, key)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := httpClient.Do(req)
 		if err != nil {
 			t.Fatalf("POST %s: %v", srv.MCP, err)
 		}
