@@ -104,11 +104,13 @@ type Function struct {
 }
 
 // Main is a Lambda bootstrap's main: it builds the handler with build
-// (a main's newHandler, which calls Lambda) from the environment and
+// (a main's newHandler, which calls its builder) from the environment and
 // serves it with start (lambdahttp.Start, or StartStreaming for a
-// response-streaming function URL). An init failure is printed to stderr
-// and exits 1, so that Lambda reports it at once.
-func Main(build func(ctx context.Context, getenv func(string) string) (http.Handler, error), start func(http.Handler)) {
+// response-streaming function URL; lambda.Start for the functions that
+// take Lambda's own event types, the sweeper and the runner). An init
+// failure is printed to stderr and exits 1, so that Lambda reports it at
+// once.
+func Main[H any](build func(ctx context.Context, getenv func(string) string) (H, error), start func(H)) {
 	h, err := build(context.Background(), os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

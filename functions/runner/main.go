@@ -6,22 +6,16 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
 func main() {
-	h, err := newHandler(context.Background(), os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	lambda.Start(h)
+	assembly.Main(newHandler, func(h func(context.Context, workflow.RunRef) error) { lambda.Start(h) })
 }
 
 // newHandler builds the function from its builder, runnerfn.Lambda.

@@ -7,22 +7,16 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 )
 
 func main() {
-	h, err := newHandler(context.Background(), os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	lambda.Start(h)
+	assembly.Main(newHandler, func(h func(context.Context, events.EventBridgeEvent) error) { lambda.Start(h) })
 }
 
 // newHandler builds the function from its builder, sweeperfn.Lambda, over
