@@ -38,7 +38,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
@@ -98,7 +98,7 @@ type Stack struct {
 	// Sweeper ends the streamed replies whose lease ran out
 	// (SweeperFunction in AWS); the dev server runs it on a ticker
 	// (SWEEP_INTERVAL).
-	Sweeper *lease.Sweeper
+	Sweeper *job.Sweeper
 	// Runner executes durable workflow runs in process (RunnerFunction in
 	// AWS); Runner.Wait waits for the runs in progress.
 	Runner *runs.InProcess

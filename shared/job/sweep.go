@@ -53,6 +53,9 @@ type Store interface {
 	// one strongly consistent read. NotFound when there is no log (or it
 	// expired).
 	Read(ctx context.Context, ref Ref, after int64) ([]Record, Head, error)
+	// Head returns ref's head with one strongly consistent read.
+	// NotFound when there is no log (or it expired).
+	Head(ctx context.Context, ref Ref) (Head, error)
 	// RequestStop asks ref's job to stop: its next write fails with
 	// STOP_REQUESTED. NotFound, Conflict NOT_ACTIVE when it has ended.
 	RequestStop(ctx context.Context, ref Ref) error

@@ -7,12 +7,14 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -23,7 +25,7 @@ var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
 	Required:  required,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := service(ctx, cfg, d)
+		svc, err := service(ctx, cfg, d, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -35,10 +37,14 @@ var Chats = assembly.Function{
 // streaming.
 var Stream = assembly.Function{
 	LogicalID:   "StreamFunction",
-	Required:    required,
+	Required:    append(required[:len(required):len(required)], "RUNNER_FUNCTION"),
 	FunctionURL: true,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := service(ctx, cfg, d)
+		invoker, err := runnerfn.Invoker(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := service(ctx, cfg, d, invoker)
 		if err != nil {
 			return nil, err
 		}
@@ -52,24 +58,38 @@ func limits(cfg config.Config, d assembly.Deps) chat.Limits {
 	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
-// service builds the chat service: chats in the Data table, the configured
-// models, the tool server's tools (one catalog), the users' model
-// preferences, their tool policies, the usage meter (replies add their usage in the Users
-// table), and the runner of workflows in chats, with the stream's time
-// limit.
-func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Service, error) {
+// service builds the chat service: chats in the Data table with the logs
+// of streamed replies, the configured models, the tool server's tools (one
+// catalog), the users' model preferences, their tool policies, the usage
+// meter (replies add their usage in the Users table), and the durable runs
+// a stream with a workflowId starts (handed to RunnerFunction through
+// invoker: the stream's; nil in ChatsFunction, which starts none) and
+// renders.
+func service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	policies := d.ToolPolicies(cfg, catalog)
-	runner := runs.NewService(runs.Options{
-		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: d.Meter(cfg).Guard(policies.Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+	jobs := store.NewJobs(d.DB, cfg.DataTable)
+	runService := runs.NewService(runs.Options{
+		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
+		Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: policies, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
-		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
+		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Jobs: jobs, Usage: d.Meter(cfg), Policies: policies, Models: models,
+		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: chatRuns{runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
+}
+
+// chatRuns adapts the run service to what a chat needs of it.
+type chatRuns struct{ *runs.Service }
+
+func (c chatRuns) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
+	return c.Service.Start(ctx, runs.StartRequest{ChatID: chatID, WorkflowID: workflowID})
+}
+
+func (c chatRuns) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
+	return c.Service.Follow(ctx, runID, 0, yield)
 }
