@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/truncate"

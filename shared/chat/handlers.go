@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sse"
 )

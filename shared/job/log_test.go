@@ -50,9 +50,9 @@ func TestParseID(t *testing.T) {
 
 // batches records the writes of an Appender.
 type batches struct {
-	mu    sync.Mutex
-	got   [][]int64
-	fail  error
+	mu       sync.Mutex
+	got      [][]int64
+	fail     error
 	until    []time.Time
 	reserved []int64
 	block    chan struct{} // when set, each write waits for a receive

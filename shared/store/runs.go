@@ -405,7 +405,9 @@ func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr st
 // deleteRuns deletes the collections of the runs whose index entries
 // (index, hash) lists: each run item, its log's batches and head.
 func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string) error {
-	var keys []struct{ ID string `dynamo:"id"` }
+	var keys []struct {
+		ID string `dynamo:"id"`
+	}
 	if err := s.table.Get(hashAttr, hash).Index(index).Project("id").All(ctx, &keys); err != nil {
 		return storeError(op, err)
 	}

@@ -65,8 +65,11 @@ type RunnerOptions struct {
 	// INTERRUPTED. Nil: no tool is idempotent.
 	Idempotent  func(ctx context.Context, toolID string) (bool, error)
 	StepTimeout time.Duration
-	Lease       time.Duration
-	Now         func() time.Time
+	// RunTimeout bounds a run from its start, across its attempts; zero
+	// means RunnerRunTimeout.
+	RunTimeout time.Duration
+	Lease      time.Duration
+	Now        func() time.Time
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
 }
@@ -92,7 +95,10 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.Idempotent == nil {
 		o.Idempotent = func(context.Context, string) (bool, error) { return false, nil }
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: RunnerRunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
+	if o.RunTimeout <= 0 {
+		o.RunTimeout = RunnerRunTimeout
+	}
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
 	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now}
 }
 
@@ -131,7 +137,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 		}
 		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
 			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
-			l.prev = snapshot(run)
+			l.rebase(run)
 			continue
 		}
 		interrupt(&run, i, r.now().UTC())
@@ -254,11 +260,18 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 // A log with no event yet starts with run_started, whatever the run's
 // status (a run cancelled before any runner took it).
 func newRunLog(store Store, run workflow.Run, lastSeq int64, lease time.Duration, now func() time.Time) *runLog {
-	prev := snapshot(run)
-	if lastSeq == 0 {
-		prev.Status = workflow.RunPending
+	l := &runLog{store: store, seq: lastSeq, lease: lease, now: now}
+	l.rebase(run)
+	return l
+}
+
+// rebase makes run the state the next checkpoint's events are computed
+// from.
+func (l *runLog) rebase(run workflow.Run) {
+	l.prev = snapshot(run)
+	if l.seq == 0 {
+		l.prev.Status = workflow.RunPending
 	}
-	return &runLog{store: store, prev: prev, seq: lastSeq, lease: lease, now: now}
 }
 
 // runLog is the Saver of a durable run's engine: each SaveRun is a

@@ -208,8 +208,8 @@ func (s *Service) Run(ctx context.Context, runID string) (workflow.Run, error) {
 // NotFound RUN_NOT_FOUND (also for a run of another chat), in that order.
 func (s *Service) inChat(ctx context.Context, op, chatID, runID string) (workflow.Run, error) {
 	var (
-		owner         string
-		run           workflow.Run
+		owner          string
+		run            workflow.Run
 		ownErr, runErr error
 	)
 	g, gctx := errgroup.WithContext(ctx)
