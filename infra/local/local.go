@@ -31,6 +31,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 	"github.com/workflowchat/service/functions/assembly/toolsfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
@@ -72,7 +73,7 @@ var functions = []struct {
 	{modelsfn.Models, builderPkg + "modelsfn.Models"},
 	{toolsfn.Tools, builderPkg + "toolsfn.Tools"},
 	{chatsfn.Chats, builderPkg + "chatsfn.Chats"},
-	{chatsfn.Stream, builderPkg + "chatsfn.Stream"},
+	{streamfn.Stream, builderPkg + "streamfn.Stream"},
 	{workflowsfn.Workflows, builderPkg + "workflowsfn.Workflows"},
 }
 

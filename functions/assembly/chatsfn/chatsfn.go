@@ -1,13 +1,12 @@
-// Package chatsfn builds ChatsFunction (chats and their messages) and
-// StreamFunction (the chat reply as Server-Sent Events): two functions
-// over the same chat service, so one builder package.
+// Package chatsfn builds ChatsFunction (chats and their messages) and the
+// chat service it shares with StreamFunction (package streamfn, which
+// alone hands workflow runs to the runner and so links the Lambda SDK).
 package chatsfn
 
 import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -18,54 +17,36 @@ import (
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
-var required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+// Required are the variables the chat functions refuse to start without.
+var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
 
 // Chats is ChatsFunction.
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
-	Required:  required,
+	Required:  Required,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := service(ctx, cfg, d, nil)
+		svc, err := Service(ctx, cfg, d, nil)
 		if err != nil {
 			return nil, err
 		}
-		return chat.Routes(svc, d.Auth(cfg), limits(cfg, d)), nil
+		return chat.Routes(svc, d.Auth(cfg), Limits(cfg, d)), nil
 	},
 }
 
-// Stream is StreamFunction, behind a Lambda function URL with response
-// streaming.
-var Stream = assembly.Function{
-	LogicalID:   "StreamFunction",
-	Required:    append(required[:len(required):len(required)], "RUNNER_FUNCTION"),
-	FunctionURL: true,
-	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		invoker, err := runnerfn.Invoker(ctx, cfg, d)
-		if err != nil {
-			return nil, err
-		}
-		svc, err := service(ctx, cfg, d, invoker)
-		if err != nil {
-			return nil, err
-		}
-		return chat.StreamRoutes(svc, d.Auth(cfg), d.PingInterval, limits(cfg, d)), nil
-	},
-}
-
-// limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
+// Limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
 // RATE_LIMIT_STREAMS and RATE_LIMIT_RESUMES.
-func limits(cfg config.Config, d assembly.Deps) chat.Limits {
+func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
-// service builds the chat service: chats in the Data table with the logs
+// Service builds the chat service: chats in the Data table with the logs
 // of streamed replies, the configured models, the tool server's tools (one
 // catalog), the users' model preferences, their tool policies, the usage
 // meter (replies add their usage in the Users table), and the durable runs
 // a stream with a workflowId starts (handed to RunnerFunction through
 // invoker: the stream's; nil in ChatsFunction, which starts none) and
 // renders.
-func service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
