@@ -30,7 +30,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/infra/local"
@@ -400,7 +400,7 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	d := assembly.Deps{DB: e.stack.DB, Logger: logger, Hasher: hasher, ToolHTTP: &http.Client{Timeout: o.toolTimeout},
 		PingInterval: time.Minute, StepTimeout: o.stepTimeout, Runs: e.stack.Runner}
 	api := httpapi.NewRouter()
-	for _, f := range []assembly.Function{workflowsfn.Workflows, chatsfn.Stream} {
+	for _, f := range []assembly.Function{workflowsfn.Workflows, streamfn.Stream} {
 		r, err := f.Build(context.Background(), cfg, d)
 		if err != nil {
 			t.Fatal(err)
