@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-
 	"github.com/workflowchat/service/shared/tools"
 )
 
