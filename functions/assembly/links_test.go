@@ -52,7 +52,8 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
 		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
 		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
-		{"stream", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		// The stream hands the runs it renders to the runner.
+		{"stream", [][]string{toolDeps, {jsonschema}}},
 		{"workflows", [][]string{toolDeps}},
 		{"mcp", [][]string{{dynamodbSDK, lambdaSDK}}},
 		// The runner calls tools through the tool server and no model.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
@@ -50,7 +51,7 @@ func TestRunnerFunctionEvent(t *testing.T) {
 		StartedAt: now, Attempt: 1, WorkflowVersion: 1, Plan: plan,
 		Steps: []workflow.RunStep{{ID: "pick", ToolID: "json_query", Status: workflow.StepPending}, {ID: "calc", ToolID: "math_evaluate", Status: workflow.StepPending}}}
 	runs := store.NewRuns(db.DB, db.Data())
-	if err := runs.CreateLoggedRun(ctx, run, now.Add(time.Minute)); err != nil {
+	if err := runs.CreateRun(ctx, run, job.Lease{Until: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -62,7 +63,7 @@ func TestRunnerFunctionEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = []byte(strings.NewReplacer("CHAT_ID", c.ID, "RUN_ID", run.ID).Replace(string(raw)))
+	raw = []byte(strings.NewReplacer("RUN_ID", run.ID).Replace(string(raw)))
 	var ev workflow.RunRef
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)
@@ -72,11 +73,12 @@ func TestRunnerFunctionEvent(t *testing.T) {
 			t.Fatalf("run: %v", err)
 		}
 	}
-	got, st, err := runs.LoggedRun(ctx, c.ID, run.ID)
+	got, st, err := runs.LoggedRun(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != workflow.RunCompleted || got.Steps[1].Output["value"] != float64(5) || st.Active || st.LastSeq != 6 {
+		// run_started, two starts and two ends, run_completed
 		t.Fatalf("run = %+v, log %+v", got, st)
 	}
 }

@@ -7,14 +7,14 @@ import (
 	"net/http"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/shared/lambdahttp"
 )
 
 func main() { assembly.Main(newHandler, lambdahttp.StartStreaming) }
 
-// newHandler builds the function from its builder, chatsfn.Stream, the one
+// newHandler builds the function from its builder, streamfn.Stream, the one
 // infra/local mounts for the dev server.
 func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
-	return assembly.Lambda(ctx, getenv, chatsfn.Stream)
+	return assembly.Lambda(ctx, getenv, streamfn.Stream)
 }

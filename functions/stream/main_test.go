@@ -42,7 +42,7 @@ func TestStreamFunctionEvent(t *testing.T) {
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
 	h, err := newHandler(ctx, db.Env(t, map[string]string{
-		"AWS_LAMBDA_FUNCTION_NAME": "StreamFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "BUILTIN_CHUNK_DELAY": "100ms", "LOG_LEVEL": "error",
+		"AWS_LAMBDA_FUNCTION_NAME": "StreamFunction", "RUNNER_FUNCTION": "RunnerFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "BUILTIN_CHUNK_DELAY": "100ms", "LOG_LEVEL": "error",
 		"ALLOWED_ORIGINS": "https://app.workflowchat.example", // the recorded event's frontend
 	}))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 )
@@ -29,10 +29,10 @@ func TestSweeperFunctionEvent(t *testing.T) {
 	if err := chats.CreateChat(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	g := chat.Generation{ID: uuid.NewString(), Now: past, Until: past.Add(11 * time.Minute), LeaseUntil: past.Add(time.Second)}
+	g := chat.Generation{ID: uuid.NewString(), Now: past, Until: past.Add(11 * time.Minute), Lease: job.Lease{Until: past.Add(time.Second), Reserved: 202}}
 	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "count", Status: chat.StatusCompleted, CreatedAt: past}
 	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: past.Add(time.Microsecond)}
-	start := []eventlog.Record{{Seq: 1, Data: json.RawMessage(`{"type":"start","messageId":"` + g.ID + `"}`)}, {Seq: 2, Data: json.RawMessage(`{"type":"content","delta":"1 "}`)}}
+	start := job.Chain(0, 1, json.RawMessage(`{"type":"start","messageId":"`+g.ID+`"}`), json.RawMessage(`{"type":"content","delta":"1 "}`))
 	if err := chats.StartLoggedGeneration(ctx, c, g, start, user, reply); err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +52,20 @@ func TestSweeperFunctionEvent(t *testing.T) {
 	if err := h(ctx, ev); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
-	recs, active, err := chats.GenerationEvents(ctx, c.ID, g.ID, 2)
-	if err != nil || active || len(recs) != 2 {
-		t.Fatalf("after the sweep: %d events, active %v (%v)", len(recs), active, err)
+	recs, head, err := store.NewJobs(db.DB, db.Data()).Read(ctx, job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}, 2)
+	if err != nil || head.Active || len(recs) != 2 {
+		t.Fatalf("after the sweep: %d events, active %v (%v)", len(recs), head.Active, err)
 	}
 	var e1, e2 chat.Event
 	_ = json.Unmarshal(recs[0].Data, &e1)
 	_ = json.Unmarshal(recs[1].Data, &e2)
-	if e1.Type != "error" || e1.Error != chat.CodeInterrupted || e2.Type != "end" || e2.Reason != chat.ReasonInterrupted {
-		t.Errorf("logged %+v then %+v, want error INTERRUPTED and end interrupted", e1, e2)
+	if e1.Type != "error" || e1.Error != chat.CodeInterrupted || e1.Content == nil || *e1.Content != "1 " || e2.Type != "end" || e2.Reason != chat.ReasonInterrupted {
+		t.Errorf("logged %+v then %+v, want error INTERRUPTED with the saved content, and end interrupted", e1, e2)
+	}
+	// The closing events follow every id the reply's process may have
+	// handed out (its reservation), never one a client may hold.
+	if recs[0].Seq != 203 || recs[0].Prev != 2 || recs[1].Seq != 204 {
+		t.Errorf("closing events numbered %d (after %d), %d; want 203 after 2, then 204", recs[0].Seq, recs[0].Prev, recs[1].Seq)
 	}
 	_, msgs, err := chats.Conversation(ctx, c.ID)
 	if err != nil || len(msgs) != 2 || msgs[1].Status != chat.StatusFailed || msgs[1].Content != "1 " {

@@ -299,7 +299,9 @@ func TestResumeErrors(t *testing.T) {
 // TestResumeAfterCrash kills the dev server (SIGKILL) in the middle of a
 // reply and restarts it on the same DATA_FILE: the sweeper finds the
 // reply's expired lease, saves it failed with what was logged, and a
-// follower resuming it receives the rest, then error INTERRUPTED and end.
+// follower resuming it receives the rest, then error INTERRUPTED (with
+// the content as saved) and end, numbered after every id the client may
+// have received from the dead process.
 func TestResumeAfterCrash(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "devserver.json")
@@ -336,10 +338,18 @@ func TestResumeAfterCrash(t *testing.T) {
 	if res.Status != 200 || len(res.Events) < 2 {
 		t.Fatalf("resume after the restart: %d %s %+v", res.Status, res.Body, res.Events)
 	}
-	content := checkSequence(t, id, 3, res.Events)
 	n := len(res.Events)
-	if e := res.Events[n-2]; e.Type != "error" || e.Error != "INTERRUPTED" {
-		t.Errorf("before the end: %+v, want error INTERRUPTED", e)
+	content := checkSequence(t, id, 3, res.Events[:n-2])
+	if e := res.Events[n-2]; e.Type != "error" || e.Error != "INTERRUPTED" || e.Content == nil || *e.Content != seen[1].Delta+content {
+		t.Errorf("before the end: %+v, want error INTERRUPTED with the saved content", e)
+	}
+	for _, e := range seen {
+		if seqOf(t, res.Events[n-2]) <= seqOf(t, e) {
+			t.Errorf("the closing events reuse id %s (the client saw %s)", res.Events[n-2].ID, e.ID)
+		}
+	}
+	if seqOf(t, res.Events[n-1]) != seqOf(t, res.Events[n-2])+1 {
+		t.Errorf("end %s does not follow error %s", res.Events[n-1].ID, res.Events[n-2].ID)
 	}
 	if e := res.Events[n-1]; e.Type != "end" || e.Reason != "interrupted" {
 		t.Errorf("last: %+v, want end interrupted", e)

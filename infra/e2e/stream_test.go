@@ -27,6 +27,8 @@ type streamEvent struct {
 	Error     string          `json:"error"`
 	Message   string          `json:"message"`
 	Reason    string          `json:"reason"`
+	// Content is the reply as saved, on error INTERRUPTED.
+	Content *string `json:"content"`
 	// ToolCallID names the call of a tool_approval event.
 	ToolCallID string `json:"toolCallId"`
 	// ID is the event's SSE id, <messageId>:<seq>.

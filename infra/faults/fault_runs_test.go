@@ -76,7 +76,7 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 			if run.Status != workflow.RunCompleted || run.Attempt != 2 || run.Steps[0].Status != workflow.StepCompleted {
 				t.Fatalf("run after the fault: %+v", run)
 			}
-			_, st, err := store.NewRuns(e.stack.DB, e.cfg.DataTable).LoggedRun(context.Background(), chatID, run.ID)
+			_, st, err := store.NewRuns(e.stack.DB, e.cfg.DataTable).LoggedRun(context.Background(), run.ID)
 			if err != nil || st.Active {
 				t.Fatalf("the run's log: %+v (%v), want ended", st, err)
 			}

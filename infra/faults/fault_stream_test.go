@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/chat"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -98,8 +98,9 @@ func TestFaultStreamStorage(t *testing.T) {
 		}
 		// A sweep after the lease ran out ends it.
 		later := func() time.Time { return time.Now().Add(time.Minute) }
-		chats := chat.NewService(chat.Options{Store: store.NewChats(e.stack.DB, e.cfg.DataTable), Now: later})
-		sw := lease.NewSweeper(store.NewLeases(e.stack.DB, e.cfg.DataTable), map[string]lease.Handler{chat.GenerationKind: chats.InterruptExpired}, later, nil)
+		jobs := store.NewJobs(e.stack.DB, e.cfg.DataTable)
+		chats := chat.NewService(chat.Options{Store: store.NewChats(e.stack.DB, e.cfg.DataTable), Jobs: jobs, Now: later})
+		sw := job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired}, later, nil)
 		if n, err := sw.Sweep(context.Background()); err != nil || n < 1 {
 			t.Fatalf("sweep: %d ended, %v", n, err)
 		}

@@ -30,7 +30,8 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/infra/local"
@@ -41,6 +42,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/proposal"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // ---------------------------------------------------------------------------
@@ -389,7 +391,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 // workflowStack mounts WorkflowsFunction and StreamFunction, built by their
 // Lambda builders, on the stack's client and tables, with toolTimeout on
-// their tool server calls and the step timeout of o.
+// their tool server calls and the step timeout of o, and a runner of
+// their own with the same options.
 func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Logger, o envOptions) http.Handler {
 	t := e.t
 	if o.toolTimeout == 0 {
@@ -398,9 +401,14 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	cfg := e.cfg
 	cfg.MCPURL, cfg.MCPServiceKey = toolURL, e.stack.ServiceKey
 	d := assembly.Deps{DB: e.stack.DB, Logger: logger, Hasher: hasher, ToolHTTP: &http.Client{Timeout: o.toolTimeout},
-		PingInterval: time.Minute, StepTimeout: o.stepTimeout, Runs: e.stack.Runner}
+		PingInterval: time.Minute, StepTimeout: o.stepTimeout}
+	// The runs these functions start execute on a runner of the same
+	// options (as RunnerFunction has its own tool client and step limit).
+	inproc := &runs.InProcess{Runner: runnerfn.Runner(cfg, d)}
+	t.Cleanup(inproc.Wait)
+	d.Runs = inproc
 	api := httpapi.NewRouter()
-	for _, f := range []assembly.Function{workflowsfn.Workflows, chatsfn.Stream} {
+	for _, f := range []assembly.Function{workflowsfn.Workflows, streamfn.Stream} {
 		r, err := f.Build(context.Background(), cfg, d)
 		if err != nil {
 			t.Fatal(err)

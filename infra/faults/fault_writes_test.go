@@ -11,6 +11,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -223,7 +224,7 @@ func writePaths() []writePath {
 				chatID, wfID := e.createChat(), e.workflowWithStep()
 				run := workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wfID, UserID: e.userID, Status: workflow.RunPending,
 					StartedAt: time.Now().UTC(), Steps: []workflow.RunStep{{ID: "step_1", ToolID: "json_query", Status: workflow.StepPending}}}
-				if err := store.NewRuns(e.stack.DB, e.cfg.DataTable).CreateRun(context.Background(), run); err != nil {
+				if err := store.NewRuns(e.stack.DB, e.cfg.DataTable).CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Hour)}); err != nil {
 					e.t.Fatal(err)
 				}
 				return ids{"chat": chatID, "run": run.ID}

@@ -31,6 +31,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 	"github.com/workflowchat/service/functions/assembly/toolsfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
@@ -38,7 +39,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
@@ -72,7 +73,7 @@ var functions = []struct {
 	{modelsfn.Models, builderPkg + "modelsfn.Models"},
 	{toolsfn.Tools, builderPkg + "toolsfn.Tools"},
 	{chatsfn.Chats, builderPkg + "chatsfn.Chats"},
-	{chatsfn.Stream, builderPkg + "chatsfn.Stream"},
+	{streamfn.Stream, builderPkg + "streamfn.Stream"},
 	{workflowsfn.Workflows, builderPkg + "workflowsfn.Workflows"},
 }
 
@@ -98,7 +99,7 @@ type Stack struct {
 	// Sweeper ends the streamed replies whose lease ran out
 	// (SweeperFunction in AWS); the dev server runs it on a ticker
 	// (SWEEP_INTERVAL).
-	Sweeper *lease.Sweeper
+	Sweeper *job.Sweeper
 	// Runner executes durable workflow runs in process (RunnerFunction in
 	// AWS); Runner.Wait waits for the runs in progress.
 	Runner *runs.InProcess

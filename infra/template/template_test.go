@@ -129,10 +129,15 @@ var wantGrants = map[string]map[string][]string{
 		// items); UpdateChat (UpdateItem); deleteCollection's batches
 		// (BatchWriteItem). Create with a workflowId: CheckWorkflow reads
 		// the workflow (store.Workflows.Workflow: GetItem). No chat route
-		// runs a workflow, so no ConditionCheckItem.
+		// runs a workflow, so no ConditionCheckItem. DeleteChat deletes
+		// the chat's runs (each run's collection: Query, BatchWriteItem,
+		// DeleteItem).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListChats: one Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// DeleteChat finds the chat's runs: store.Runs.DeleteChatRuns, a
+		// Query of GSI2.
+		"DataTable/index/GSI2": {"dynamodb:Query"},
 		// the rate limit of posting a message: store.RateLimits.Hit, one
 		// UpdateItem (ADD) per request.
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
@@ -149,10 +154,12 @@ var wantGrants = map[string]map[string][]string{
 		// head; UpdateItem alone to renew the lease) and its end (tx: Put
 		// message and batch, Update head and chat); resume: Chat
 		// (GetItem), the log (Query).
-		// With a workflowId (chatsfn's runs.Service): PrepareRun's
-		// store.Workflows.Workflow (GetItem); the engine's
-		// store.Runs.CreateRun (tx: Put run + ConditionCheck on the chat
-		// item) and SaveRun (UpdateItem). Neither GSI1 nor deletes.
+		// With a workflowId (chatsfn's runs.Service): CheckWorkflow's
+		// store.Workflows.Workflow (GetItem); store.Runs.CreateRun (tx:
+		// Put run and log head + ConditionCheck on the chat item); the
+		// run's log, followed (Query); the run at its end (GetItem) and,
+		// when the reply is stopped, its cancel (UpdateItem). No index,
+		// no deletes.
 		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
@@ -169,9 +176,10 @@ var wantGrants = map[string]map[string][]string{
 		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 	},
-	// The runner: store.Runs.LoggedRun (GetItem of the log head and the
-	// run), SaveCheckpoint (tx: Update run, Put log batch, Update head),
-	// RenewRunLease (UpdateItem).
+	// The runner: store.Runs.LoggedRun (TransactGetItems of the run and
+	// its log head: GetItem per item), SaveCheckpoint (tx: Update run, Put
+	// log batch, Update head), a long step's lease renewal
+	// (store.Jobs.Append: UpdateItem).
 	"RunnerFunction": {
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		// The step guards: the run's user's tool policies and usage.
@@ -191,13 +199,17 @@ var wantGrants = map[string]map[string][]string{
 		// DeleteWorkflow (tx: Delete workflow + Update counter);
 		// UpdateWorkflow, RejectProposal (UpdateItem); deleteCollection's
 		// batches (BatchWriteItem).
-		// store.Runs: ChatOwner (GetItem), ChatRuns (Query), CreateRun
-		// (tx: Put run + ConditionCheck on the chat), SaveRun / CancelRun
-		// (UpdateItem), DeleteWorkflowRuns' batches (BatchWriteItem).
+		// store.Runs: ChatOwner and Run (GetItem), CreateRun (tx: Put run
+		// and log head + ConditionCheck on the chat), CancelRun
+		// (UpdateItem), the run's log (Query: a run started without Prefer
+		// is waited for, GET .../events), DeleteWorkflowRuns (each run's
+		// collection: Query, BatchWriteItem, DeleteItem).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListWorkflows and DeleteWorkflowRuns: Queries of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// A chat's runs (ChatRunsPage): a Query of GSI2.
+		"DataTable/index/GSI2": {"dynamodb:Query"},
 		// the rate limits of the workflow chat and of runs:
 		// store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
@@ -435,7 +447,7 @@ func checkSweeper(s *stack, _ *codeFacts) []string {
 // (functions/runner); runnerInvokers are the functions that hand it runs.
 const runnerID = "RunnerFunction"
 
-var runnerInvokers = []string{"SweeperFunction", "WorkflowsFunction"}
+var runnerInvokers = []string{"StreamFunction", "SweeperFunction", "WorkflowsFunction"}
 
 // isInvokeStatement reports whether a policy statement grants
 // lambda:InvokeFunction.
@@ -1661,8 +1673,9 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"workflow messages cannot check their workflow", "d_iam_reviewed_contract",
 			"                - dynamodb:ConditionCheckItem\n", "", "WorkflowsFunction on DataTable"},
 		{"workflow listing without the index", "d_iam_reviewed_contract",
-			"            # ListWorkflows (the user's workflows beside their counter) and\n            # DeleteWorkflowRuns (a workflow's runs, keys only): Queries of\n            # GSI1. Query only, on the index.\n            - Sid: DataGSI1\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n",
-			"", "WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
+			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\", !Sub \"${DataTable.Arn}/index/GSI2\"]\n",
+			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI2\"]\n",
+			"WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
 		{"workflows cannot record a proposal's usage", "d_iam_reviewed_contract",
 			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
 			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",

@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/truncate"
@@ -126,9 +126,9 @@ type Generation struct {
 	ID string
 	// Now is when the generation starts; Until when its chat lease ends.
 	Now, Until time.Time
-	// LeaseUntil is when the liveness lease of a streamed generation
-	// ends unless its next log write renews it (see package lease).
-	LeaseUntil time.Time
+	// Lease is the liveness lease of a streamed generation, which its
+	// next log write renews (see package job).
+	Lease job.Lease
 }
 
 // Leases of a generation: a reply through POST .../messages ends within
@@ -220,25 +220,14 @@ type Store interface {
 	FinishGeneration(ctx context.Context, chat Chat, id string, msgs ...Message) error
 	// StartLoggedGeneration stores user and reply (status streaming),
 	// marks g active on chat as StartGeneration does, and creates the
-	// reply's event log holding first, its lease until g.LeaseUntil, in
-	// one transaction. Conflict GENERATION_ACTIVE, NotFound.
-	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []eventlog.Record, user, reply Message) error
-	// AppendEvents appends recs to generation id's log and renews its
-	// lease to until, in one conditional write: Conflict
-	// eventlog.CodeStopRequested or eventlog.CodeNotActive when the
-	// generation must end.
-	AppendEvents(ctx context.Context, chatID, id string, recs []eventlog.Record, until time.Time) error
+	// reply's event log holding first, with lease g.Lease, in one
+	// transaction. Conflict GENERATION_ACTIVE, NotFound.
+	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []job.Record, user, reply Message) error
 	// EndLoggedGeneration stores reply with its final status, appends
 	// recs and ends its log, freeing chat, in one transaction; with
 	// expiredBefore set only if the lease ended before then. Conflict
 	// GENERATION_NOT_ACTIVE when it has already ended.
-	EndLoggedGeneration(ctx context.Context, chat Chat, reply Message, recs []eventlog.Record, expiredBefore time.Time) error
-	// GenerationEvents returns generation id's logged events after seq
-	// and whether more can come. NotFound GENERATION_NOT_FOUND.
-	GenerationEvents(ctx context.Context, chatID, id string, after int64) ([]eventlog.Record, bool, error)
-	// RequestStop asks generation id to stop. NotFound
-	// GENERATION_NOT_FOUND, Conflict GENERATION_NOT_ACTIVE.
-	RequestStop(ctx context.Context, chatID, id string) error
+	EndLoggedGeneration(ctx context.Context, chat Chat, reply Message, recs []job.Record, expiredBefore time.Time) error
 	// GeneratedMessage returns generation id's message as stored and
 	// whether the generation is active. NotFound GENERATION_NOT_FOUND.
 	GeneratedMessage(ctx context.Context, chatID, id string) (Message, bool, error)
@@ -246,10 +235,11 @@ type Store interface {
 	// no decision yet; Conflict TOOL_CALL_NOT_PENDING otherwise.
 	DecideToolCall(ctx context.Context, chat Chat, m Message, decision string) error
 	// ContinueGeneration starts generation g again on the decided reply
-	// (stored as given, streaming) and reopens its log after event last.
-	// Conflict GENERATION_ACTIVE or TOOL_CALL_NOT_PENDING.
-	// A reply without a log (not streamed) gets one holding first.
-	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []eventlog.Record) error
+	// (stored as given, streaming) and reopens its log after event last,
+	// with lease g.Lease. Conflict GENERATION_ACTIVE or
+	// TOOL_CALL_NOT_PENDING. A reply without a log (not streamed) gets one
+	// holding first.
+	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []job.Record) error
 }
 
 // Tools lists and runs the tools a model may call.

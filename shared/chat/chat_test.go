@@ -73,7 +73,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	t.Cleanup(ts.Close)
 	svc := chat.NewService(chat.Options{
-		Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
+		Store: store.NewChats(db.DB, db.Data()), Jobs: store.NewJobs(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
 		Tools: toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil),
 	})
 	api := httpapi.NewRouter()

@@ -1,13 +1,12 @@
 package chat
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sse"
 )
@@ -120,7 +119,7 @@ func handleStream(s *Service, ping time.Duration) http.Handler {
 // handleStream).
 func runTurn(r *http.Request, w http.ResponseWriter, s *Service, turn *Turn, ping time.Duration) {
 	out := sse.NewWriter(w)
-	stopPing := keepAlive(r.Context(), out, ping)
+	stopPing := job.KeepAlive(r.Context(), out, ping)
 	defer stopPing()
 	q := sse.NewQueue(out)
 	ctx, cancel := Detach(r.Context())
@@ -171,20 +170,11 @@ func handleDecide(s *Service, approve bool) http.Handler {
 	})
 }
 
-// keepAlive pings out after ping of silence until the returned function is
-// called (which waits for the pinger, so nothing is written after it).
-func keepAlive(ctx context.Context, out *sse.Writer, ping time.Duration) func() {
-	ctx, stop := context.WithCancel(ctx)
-	pinging := make(chan struct{})
-	go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
-	return func() { stop(); <-pinging }
-}
-
 // handleResume replays a reply's events after Last-Event-ID (or
 // ?lastEventId=), or the chat's active reply from its start, then follows
-// it until its end; 204 when no id is given and no reply is active. The
-// follow ends with the client, or at the request's deadline (at most
-// MaxGeneration): the client then resumes again.
+// it until its end (job.Serve); 204 when no id is given and no reply is
+// active. The follow ends with the client, or before the request's
+// deadline: the client then resumes again.
 func handleResume(s *Service, ping time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := httpapi.PathUUID(r, "chatId")
@@ -192,33 +182,25 @@ func handleResume(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		last, err := eventlog.LastEventID(r)
+		last, err := job.LastEventID(r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		f, err := s.Resume(r.Context(), id, last)
+		res, err := s.Resume(r.Context(), id, last)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		if f == nil {
+		switch {
+		case res == nil:
 			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if f.Continuation != nil {
+		case res.Continuation != nil:
 			// A reply whose tool call was decided goes on here, in the
 			// stream function, not in the request that decided it.
-			runTurn(r, w, s, f.Continuation, ping)
-			return
-		}
-		out := sse.NewWriter(w)
-		stopPing := keepAlive(r.Context(), out, ping)
-		defer stopPing()
-		ctx, cancel := context.WithTimeout(r.Context(), MaxGeneration)
-		defer cancel()
-		if err := f.Follow(ctx, func(e Event) error { return out.SendWithID(e.ID, e) }); err != nil {
-			logging.FromContext(ctx).InfoContext(ctx, "resume ended early", "err", err.Error())
+			runTurn(r, w, s, res.Continuation, ping)
+		default:
+			job.Serve(w, r, res.Follower, ping)
 		}
 	})
 }

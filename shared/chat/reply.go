@@ -25,6 +25,10 @@ type Event struct {
 	ToolCallID string `json:"toolCallId,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Message    string `json:"message,omitempty"`
+	// Content, on the error INTERRUPTED, is the reply as saved: a client
+	// replaces what it shows with it (what it received after the last
+	// saved event was lost with the process that generated it).
+	Content *string `json:"content,omitempty"`
 	// Reason says why an end event ended the stream: completed, stopped,
 	// awaiting_approval or interrupted.
 	Reason string `json:"reason,omitempty"`

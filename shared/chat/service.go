@@ -11,7 +11,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
@@ -27,7 +27,8 @@ type Service struct {
 	models       *model.Registry
 	tools        Tools
 	prefs        Preferences
-	workflows    WorkflowRunner
+	runs         Runs
+	jobs         job.Store
 	usage        *usage.Meter
 	policies     Policies
 	defaultModel string
@@ -36,14 +37,16 @@ type Service struct {
 }
 
 // Options are the dependencies of NewService. Tools may be nil (no tool
-// calling); Workflows may be nil (the stream refuses workflowId with
+// calling); Runs may be nil (chats and the stream refuse workflowId with
 // WORKFLOWS_UNAVAILABLE); Now nil means time.Now.
 type Options struct {
-	Store       Store
+	Store Store
+	// Jobs is the log of streamed replies (their events, lease and stop).
+	Jobs        job.Store
 	Models      *model.Registry
 	Tools       Tools
 	Preferences Preferences
-	Workflows   WorkflowRunner
+	Runs        Runs
 	// Usage checks the monthly token budget before each model call; nil
 	// checks nothing. The store records the usage with the reply.
 	Usage *usage.Meter
@@ -53,7 +56,7 @@ type Options struct {
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
-	// its lease; zero means eventlog.Lease (30 s).
+	// its lease; zero means job.LeaseTime (30 s).
 	Lease time.Duration
 }
 
@@ -63,9 +66,9 @@ func NewService(o Options) *Service {
 		o.Now = time.Now
 	}
 	if o.Lease <= 0 {
-		o.Lease = eventlog.Lease
+		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, workflows: o.Workflows, usage: o.Usage, policies: o.Policies, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, policies: o.Policies, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -80,10 +83,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 	now := s.clock()
 	c := Chat{ID: uuid.NewString(), UserID: auth.UserID(ctx), CreatedAt: now, UpdatedAt: now}
 	if req.WorkflowID != nil {
-		if s.workflows == nil {
+		if s.runs == nil {
 			return Chat{}, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "this deployment cannot run workflows")
 		}
-		if err := s.workflows.CheckWorkflow(ctx, *req.WorkflowID); err != nil {
+		if _, err := s.runs.CheckWorkflow(ctx, *req.WorkflowID); err != nil {
 			return Chat{}, errs.Wrap(op, err)
 		}
 		c.WorkflowID = *req.WorkflowID

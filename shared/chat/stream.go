@@ -11,10 +11,10 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // PingInterval is the silence after which the stream sends ": ping".
@@ -47,20 +47,32 @@ type Turn struct {
 	// Reply is the assistant message as stored at the start (streaming).
 	Reply Message
 	// Workflow, when not nil, is the workflow the reply runs (the
-	// request's workflowId) instead of a model reply.
-	Workflow *PreparedRun
+	// request's workflowId) instead of a model reply: a durable run whose
+	// events the reply renders.
+	Workflow *workflow.Workflow
 	// Continue, when not nil, is the state of a reply paused for a tool
 	// approval that this turn continues (Reply is the message as paused,
 	// Decision the user's); its events follow the log's event FirstSeq-1.
 	Continue *Pending
 	Decision string
 	// FirstSeq is the seq of the first event after start (2 for a new
-	// reply).
-	FirstSeq int64
+	// reply), and Reserved the highest id its log reserved (job.Lease).
+	FirstSeq, Reserved int64
 }
 
 // eventID returns the SSE id of event seq of reply id.
-func eventID(id string, seq int64) string { return eventlog.ID{Stream: id, Seq: seq}.String() }
+func eventID(id string, seq int64) string { return job.ID{Stream: id, Seq: seq}.String() }
+
+// replyRef is the job of reply id in chat chatID.
+func replyRef(chatID, id string) job.Ref {
+	return job.Ref{Kind: GenerationKind, Collection: chatID, ID: id}
+}
+
+// newLease returns the lease of a reply's log whose last event is last,
+// starting at now.
+func (s *Service) newLease(now time.Time, last int64) job.Lease {
+	return job.Lease{Until: now.Add(s.lease), Reserved: job.Options{}.Reservation(last)}
+}
 
 // StartStream checks a stream request and stores its user message, so
 // that every error it returns can still be a plain JSON response: Invalid
@@ -84,21 +96,21 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if err := s.authorizeMessage(ctx, op, c, req.MessageRequest); err != nil {
 		return nil, err
 	}
-	var run *PreparedRun
+	var run *workflow.Workflow
 	if req.WorkflowID != nil {
-		if s.workflows == nil {
+		if s.runs == nil {
 			return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
 		}
-		p, err := s.workflows.PrepareRun(ctx, c.ID, *req.WorkflowID)
+		wf, err := s.runs.CheckWorkflow(ctx, *req.WorkflowID)
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}
-		run = &p
+		run = &wf
 	} else if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
-	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), LeaseUntil: user.CreatedAt.Add(s.lease)}
+	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), Lease: s.newLease(user.CreatedAt, 1)}
 	// The reply sorts right after its user message.
 	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: req.ModelID, ReplyTo: user.ID,
 		Status: StatusStreaming, CreatedAt: user.CreatedAt.Add(time.Microsecond)}
@@ -106,10 +118,11 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	if err := s.store.StartLoggedGeneration(ctx, c, gen, []eventlog.Record{{Seq: 1, Data: start}}, user, reply); err != nil {
+	if err := s.store.StartLoggedGeneration(ctx, c, gen, job.Chain(0, 1, start), user, reply); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run, FirstSeq: 2}, nil
+	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
+		FirstSeq: 2, Reserved: gen.Lease.Reserved}, nil
 }
 
 // Detach returns the context a reply is generated in: ctx's values
@@ -127,24 +140,27 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // RunStream generates t's reply, handing every event to live as it is
 // produced (with its SSE id): start, content, tool_call and tool_result
 // events, then end with its reason (with a workflow: a tool_call and
-// tool_result per step, then the summary as content). Every event is
-// appended to the reply's event log in batches, which renews the reply's
-// lease and lets any instance resume the stream. live cannot stop the
-// reply: ctx should be detached from the client (Detach). The reply ends
-// completed; stopped when a stop was requested (its next log write fails);
-// failed with an error event when the model, the tools or the log fail.
-// The assistant message is stored with the concatenated deltas, also when
-// stopped or failed. It returns the stored message, and the error that
-// ended it early.
+// tool_result per step of its run, then the summary as content). Every
+// event is appended to the reply's event log in batches, which renews the
+// reply's lease and lets any instance resume the stream; an event may
+// reach live before it is written, but only with an id the log reserved,
+// so no id is ever reused. live cannot stop the reply: ctx should be
+// detached from the client (Detach). The reply ends completed; stopped
+// when a stop was requested (its next log write fails); failed with an
+// error event when the model, the tools or the log fail. The assistant
+// message is stored with the concatenated deltas, also when stopped or
+// failed. It returns the stored message, and the error that ended it
+// early.
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
 	if t.Continue == nil {
 		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
 	}
 	genCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w := eventlog.NewWriter(ctx, max(t.FirstSeq, 2), func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
-		return s.store.AppendEvents(ctx, t.Chat.ID, t.ReplyID, recs, until)
-	}, eventlog.Options{Lease: s.lease, Now: s.now})
+	ref := replyRef(t.Chat.ID, t.ReplyID)
+	w := job.NewWriter(ctx, max(t.FirstSeq, 2), t.Reserved, func(ctx context.Context, recs []job.Record, l job.Lease) error {
+		return s.jobs.Append(ctx, ref, recs, l)
+	}, job.Options{Lease: s.lease, Now: s.now})
 	go func() {
 		select {
 		case <-w.Done():
@@ -169,7 +185,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case t.Continue != nil:
 		msg, genErr = s.generate(genCtx, t.Reply, *t.Continue, t.Decision, emit)
 	case t.Workflow != nil:
-		msg, genErr = s.runWorkflow(genCtx, t, emit)
+		msg, genErr = s.renderRun(genCtx, t, emit)
 	default:
 		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, emit)
 	}
@@ -178,12 +194,12 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 
 	var final []Event
 	switch {
-	case errs.CodeOf(werr) == eventlog.CodeNotActive:
+	case errs.CodeOf(werr) == job.CodeNotActive:
 		// The sweeper ended the reply (its lease ran out): what it
 		// logged is the reply's end.
 		s.forward(ctx, t, w.Written(), live)
 		return msg, errs.Wrap("chat.RunStream", werr)
-	case errs.CodeOf(werr) == eventlog.CodeStopRequested:
+	case errs.CodeOf(werr) == job.CodeStopRequested:
 		msg.Status, genErr = StatusStopped, nil
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
 	case werr == nil && errors.Is(genErr, errAwaitingApproval):
@@ -208,7 +224,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg.Status = StatusCompleted
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonCompleted}}
 	}
-	recs, final, err := numbered(pending, next, t.ReplyID, final)
+	recs, final, err := numbered(pending, next-1, next, t.ReplyID, final)
 	if err == nil {
 		saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 		err = s.store.EndLoggedGeneration(saveCtx, t.Chat, msg, recs, time.Time{})
@@ -217,12 +233,14 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	if err != nil {
 		logging.FromContext(ctx).ErrorContext(ctx, "save the reply", "chatId", t.Chat.ID, "messageId", t.ReplyID, "err", err.Error())
 		// The lease will run out and the sweeper end the reply from its
-		// log; tell the client it failed.
+		// log, with events numbered after every id handed out. Tell the
+		// client now, with events that carry no id (they are not logged):
+		// a client that resumes gets the sweeper's end.
 		if genErr == nil {
 			genErr = errs.Wrap("chat.RunStream", err)
 		}
-		live(Event{Type: EventError, Error: errs.CodeOf(err), Message: errs.MessageOf(err, "the reply could not be saved"), ID: eventID(t.ReplyID, next)})
-		live(Event{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted, ID: eventID(t.ReplyID, next+1)})
+		live(Event{Type: EventError, Error: errs.CodeOf(err), Message: errs.MessageOf(err, "the reply could not be saved")})
+		live(Event{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted})
 		return msg, genErr
 	}
 	for _, e := range final {
@@ -232,19 +250,22 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 }
 
 // numbered appends events to the pending records, numbering them from
-// next, and returns the records and the events with their ids.
-func numbered(pending []eventlog.Record, next int64, id string, events []Event) ([]eventlog.Record, []Event, error) {
-	recs := pending
+// next (the first follows the event prev), and returns the records and
+// the events with their ids.
+func numbered(pending []job.Record, prev, next int64, id string, events []Event) ([]job.Record, []Event, error) {
+	data := make([]json.RawMessage, len(events))
 	for i := range events {
-		data, err := json.Marshal(events[i])
+		b, err := json.Marshal(events[i])
 		if err != nil {
 			return nil, nil, err
 		}
-		seq := next + int64(i)
-		recs = append(recs, eventlog.Record{Seq: seq, Data: data})
-		events[i].ID = eventID(id, seq)
+		data[i] = b
+		events[i].ID = eventID(id, next+int64(i))
 	}
-	return recs, events, nil
+	if len(pending) > 0 {
+		prev = pending[len(pending)-1].Seq
+	}
+	return append(pending, job.Chain(prev, next, data...)...), events, nil
 }
 
 // forward hands live the events logged after seq by whoever ended t's
@@ -252,7 +273,7 @@ func numbered(pending []eventlog.Record, next int64, id string, events []Event) 
 func (s *Service) forward(ctx context.Context, t *Turn, seq int64, live func(Event)) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	recs, _, err := s.store.GenerationEvents(rctx, t.Chat.ID, t.ReplyID, seq)
+	recs, _, err := s.jobs.Read(rctx, replyRef(t.Chat.ID, t.ReplyID), seq)
 	if err != nil {
 		logWarn(ctx, "read the end of an interrupted reply", "err", err.Error())
 		return
@@ -264,7 +285,7 @@ func (s *Service) forward(ctx context.Context, t *Turn, seq int64, live func(Eve
 	}
 }
 
-func decodeEvent(id string, r eventlog.Record) (Event, error) {
+func decodeEvent(id string, r job.Record) (Event, error) {
 	var e Event
 	if err := json.Unmarshal(r.Data, &e); err != nil {
 		return Event{}, errs.Wrap("chat.decodeEvent", err)
@@ -273,31 +294,22 @@ func decodeEvent(id string, r eventlog.Record) (Event, error) {
 	return e, nil
 }
 
-// Follower replays a reply's logged events after a given one, then follows
-// them until the reply's end.
-type Follower struct {
-	// Continuation, when set, is a reply paused for a tool approval that
-	// this resume continues (the user decided the call): the caller
-	// generates it with RunStream instead of following.
+// Resumed is what a resume of a chat's stream continues: a reply paused
+// for a tool approval whose call was decided (Continuation: the caller
+// generates it with RunStream), or a reply to follow.
+type Resumed struct {
 	Continuation *Turn
-
-	s      *Service
-	chatID string
-	id     string
-	after  int64
-	first  []eventlog.Record
-	active bool
+	Follower     *job.Follower
 }
 
 // Resume checks a resume request on chat chatID: after the event last, or
 // with last nil from the start of the chat's active reply. When the chat's
 // reply paused for a tool approval was decided, it starts the reply's
-// continuation and returns it as the Follower's Continuation. It returns nil
-// when last is nil and no reply is active. Errors: NotFound
-// CHAT_NOT_FOUND, Forbidden (another user's chat), NotFound
-// GENERATION_NOT_FOUND (no streamed reply last.Stream in this chat, or its
-// log expired).
-func (s *Service) Resume(ctx context.Context, chatID string, last *eventlog.ID) (*Follower, error) {
+// continuation and returns it. It returns nil when last is nil and no
+// reply is active. Errors: NotFound CHAT_NOT_FOUND, Forbidden (another
+// user's chat), NotFound GENERATION_NOT_FOUND (no streamed reply
+// last.Stream in this chat, or its log expired).
+func (s *Service) Resume(ctx context.Context, chatID string, last *job.ID) (*Resumed, error) {
 	const op = "chat.Resume"
 	c, err := s.store.Chat(ctx, chatID)
 	if err != nil {
@@ -312,53 +324,43 @@ func (s *Service) Resume(ctx context.Context, chatID string, last *eventlog.ID) 
 			return nil, errs.Wrap(op, err)
 		}
 		if t != nil {
-			return &Follower{Continuation: t}, nil
+			return &Resumed{Continuation: t}, nil
 		}
 	}
-	f := &Follower{s: s, chatID: chatID}
+	var (
+		id    string
+		after int64
+	)
 	if last != nil {
-		f.id, f.after = last.Stream, last.Seq
+		id, after = last.Stream, last.Seq
 	} else {
 		if c.Generation == "" || !c.GenerationUntil.After(s.clock()) {
 			return nil, nil
 		}
-		f.id = c.Generation
+		id = c.Generation
 	}
-	f.first, f.active, err = s.store.GenerationEvents(ctx, chatID, f.id, f.after)
-	if last == nil && errs.Is(err, errs.NotFound) {
+	f, err := job.NewFollower(ctx, s.jobs, replyRef(chatID, id), after, isEnd)
+	switch {
+	case last == nil && errs.Is(err, errs.NotFound):
 		return nil, nil // a reply that is not streamed (POST .../messages)
-	}
-	if err != nil {
+	case errs.Is(err, errs.NotFound):
+		return nil, errs.Wrap(op, errGenerationNotFound)
+	case err != nil:
 		return nil, errs.Wrap(op, err)
 	}
-	return f, nil
+	return &Resumed{Follower: f}, nil
 }
 
-// Follow sends the events through send until the reply's end event, ctx's
-// end or send's first error, which it returns.
-func (f *Follower) Follow(ctx context.Context, send func(Event) error) error {
-	first, used := f.first, false
-	read := func(ctx context.Context, after int64) ([]eventlog.Record, bool, error) {
-		if !used {
-			used = true
-			return first, f.active, nil
-		}
-		return f.s.store.GenerationEvents(ctx, f.chatID, f.id, after)
-	}
-	return eventlog.Follow(ctx, read, f.after, eventlog.FollowOptions{IsLast: isEnd}, func(r eventlog.Record) error {
-		e, err := decodeEvent(f.id, r)
-		if err != nil {
-			return err
-		}
-		return send(e)
-	})
-}
+var (
+	errGenerationNotFound  = errs.E("chat", errs.NotFound, CodeGenerationNotFound, "no reply with this id in this chat")
+	errGenerationNotActive = errs.E("chat", errs.Conflict, CodeGenerationNotActive, "the reply has already finished")
+)
 
 // isEnd reports whether r is a reply's last event: an end event, but not
 // the end of a pause for a tool approval (the reply may go on in the same
 // log; a follower of a paused reply finishes when the log is no longer
 // active and nothing follows).
-func isEnd(r eventlog.Record) bool {
+func isEnd(r job.Record) bool {
 	var e struct {
 		Type   string `json:"type"`
 		Reason string `json:"reason"`
@@ -369,9 +371,10 @@ func isEnd(r eventlog.Record) bool {
 // Stop asks reply messageID of chat chatID to stop, waits up to StopWait
 // for its generator (on whichever instance) to save it, and returns the
 // message as stored then (status stopped, or still streaming when the
-// generator did not answer in time). Errors: NotFound CHAT_NOT_FOUND,
-// Forbidden, NotFound GENERATION_NOT_FOUND, Conflict
-// GENERATION_NOT_ACTIVE when the reply has finished.
+// generator did not answer in time). A reply rendering a workflow run
+// cancels the run. Errors: NotFound CHAT_NOT_FOUND, Forbidden, NotFound
+// GENERATION_NOT_FOUND, Conflict GENERATION_NOT_ACTIVE when the reply has
+// finished.
 func (s *Service) Stop(ctx context.Context, chatID, messageID string) (Message, error) {
 	const op = "chat.Stop"
 	c, err := s.store.Chat(ctx, chatID)
@@ -381,7 +384,12 @@ func (s *Service) Stop(ctx context.Context, chatID, messageID string) (Message, 
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return Message{}, err
 	}
-	if err := s.store.RequestStop(ctx, chatID, messageID); err != nil {
+	switch err := s.jobs.RequestStop(ctx, replyRef(chatID, messageID)); {
+	case errs.Is(err, errs.NotFound):
+		return Message{}, errs.Wrap(op, errGenerationNotFound)
+	case errs.Is(err, errs.Conflict):
+		return Message{}, errs.Wrap(op, errGenerationNotActive)
+	case err != nil:
 		return Message{}, errs.Wrap(op, err)
 	}
 	deadline := time.Now().Add(StopWait)
@@ -398,21 +406,23 @@ func (s *Service) Stop(ctx context.Context, chatID, messageID string) (Message, 
 	}
 }
 
-// GenerationKind is the kind of a streamed reply's lease (lease.Expired.Kind).
+// GenerationKind is the job kind of a streamed reply (package job).
 const GenerationKind = "generation"
 
-// InterruptExpired is the sweeper's handler (lease.Handler) of
+// InterruptExpired is the sweeper's handler (job.Handler) of
 // GenerationKind: Interrupt for the expired reply.
-func (s *Service) InterruptExpired(ctx context.Context, e lease.Expired) error {
+func (s *Service) InterruptExpired(ctx context.Context, e job.Expired) error {
 	return s.Interrupt(ctx, e.Collection, e.ID)
 }
 
 // Interrupt ends reply id of chat chatID whose lease ran out (its
 // generator died): the message keeps what the log holds and is saved
-// failed, and error INTERRUPTED and end (reason interrupted) are logged so
-// that followers finish. It is the sweeper's handler for generations and
-// does nothing when the reply has ended, renewed its lease meanwhile, or
-// its chat is gone. It fails on storage errors.
+// failed, and error INTERRUPTED (carrying the content as saved) and end
+// (reason interrupted) are logged so that followers finish. The closing
+// events are numbered after every id the generator may have handed out,
+// so a client never holds an id they reuse. It is the sweeper's handler
+// for generations and does nothing when the reply has ended, renewed its
+// lease meanwhile, or its chat is gone. It fails on storage errors.
 func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	const op = "chat.Interrupt"
 	now := s.clock()
@@ -430,17 +440,13 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	recs, _, err := s.store.GenerationEvents(ctx, chatID, id, 0)
+	recs, head, err := s.jobs.Read(ctx, replyRef(chatID, id), 0)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	var (
-		content strings.Builder
-		last    int64
-	)
+	var content strings.Builder
 	msg.ToolCalls = nil
 	for _, r := range recs {
-		last = r.Seq
 		e, err := decodeEvent(id, r)
 		if err != nil {
 			return errs.Wrap(op, err)
@@ -463,8 +469,9 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	}
 	msg.Content, msg.Status = content.String(), StatusFailed
 	bound(&msg)
-	final, _, err := numbered(nil, last+1, id, []Event{
-		{Type: EventError, Error: CodeInterrupted, Message: "the reply was interrupted: the process generating it stopped"},
+	saved := msg.Content
+	final, _, err := numbered(nil, head.LastSeq, head.Closing(), id, []Event{
+		{Type: EventError, Error: CodeInterrupted, Message: "the reply was interrupted: the process generating it stopped", Content: &saved},
 		{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
 	})
 	if err != nil {
@@ -542,9 +549,9 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	}
 	var (
 		last  int64
-		first []eventlog.Record
+		first []job.Record
 	)
-	recs, _, err := s.store.GenerationEvents(ctx, c.ID, m.ID, 0)
+	head, err := s.jobs.Head(ctx, replyRef(c.ID, m.ID))
 	switch {
 	case errs.Is(err, errs.NotFound):
 		// A reply that was not streamed (POST .../messages): its
@@ -553,14 +560,15 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}
-		first, last = []eventlog.Record{{Seq: 1, Data: data}}, 1
+		first, last = job.Chain(0, 1, data), 1
 	case err != nil:
 		return nil, errs.Wrap(op, err)
-	case len(recs) > 0:
-		last = recs[len(recs)-1].Seq
+	default:
+		// Every id handed out before the pause was logged with it.
+		last = head.LastSeq
 	}
 	now := s.clock()
-	gen := Generation{ID: m.ID, Now: now, Until: now.Add(StreamLease), LeaseUntil: now.Add(s.lease)}
+	gen := Generation{ID: m.ID, Now: now, Until: now.Add(StreamLease), Lease: s.newLease(now, last)}
 	reply := m
 	reply.Status, reply.Decision = StatusStreaming, ""
 	err = s.store.ContinueGeneration(ctx, c, gen, reply, m.Decision, last, first)
@@ -570,5 +578,6 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: m.Pending, Decision: m.Decision, FirstSeq: last + 1}, nil
+	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: m.Pending, Decision: m.Decision,
+		FirstSeq: last + 1, Reserved: gen.Lease.Reserved}, nil
 }

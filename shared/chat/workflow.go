@@ -3,120 +3,99 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
-// WorkflowRunner runs the caller's workflows in a chat, for the stream's
-// workflowId. The workflow package implements it.
-type WorkflowRunner interface {
-	// PrepareRun checks that workflowID is the signed-in user's workflow
-	// (NotFound WORKFLOW_NOT_FOUND, then Forbidden) and returns the run to
-	// execute in chat chatID. Nothing is recorded yet.
-	PrepareRun(ctx context.Context, chatID, workflowID string) (PreparedRun, error)
-	// CheckWorkflow checks that workflowID is the signed-in user's
+// Runs starts the caller's workflows in a chat and follows their runs,
+// for the stream's workflowId (package runs implements it): every run is
+// durable, and a reply renders its run's events.
+type Runs interface {
+	// CheckWorkflow returns workflowID if it is the signed-in user's
 	// workflow: NotFound WORKFLOW_NOT_FOUND, then Forbidden.
-	CheckWorkflow(ctx context.Context, workflowID string) error
+	CheckWorkflow(ctx context.Context, workflowID string) (workflow.Workflow, error)
+	// Start stores a durable run of the caller's workflow in the
+	// caller's chat and hands it to a runner, without waiting.
+	Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error)
+	// Follow yields the run's events from its first, until its last,
+	// ctx's end or yield's first error, which it returns.
+	Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error
+	// Run returns the run as stored.
+	Run(ctx context.Context, runID string) (workflow.Run, error)
+	// CancelRun cancels the run if it is still active: Invalid
+	// RUN_NOT_ACTIVE when it has finished.
+	CancelRun(ctx context.Context, runID string) error
 }
 
-// PreparedRun is a workflow ready to run in a chat.
-type PreparedRun struct {
-	WorkflowName string
-	// Execute records a run and executes the workflow's steps in order,
-	// telling observe when each starts and ends. A client that leaves
-	// (ctx done) cancels the run. The error is only for a run that could
-	// not be recorded; the outcome is in WorkflowOutcome.
-	Execute func(ctx context.Context, observe func(WorkflowStep)) (WorkflowOutcome, error)
-}
-
-// WorkflowStep is the start (Done false) or end (Done true) of one step of a
-// running workflow. Input is the resolved input; Output and Error are set
-// at the end.
-type WorkflowStep struct {
-	Done   bool
-	StepID string
-	ToolID string
-	Input  map[string]any
-	Output map[string]any
-	Error  string
-	Status string
-}
-
-// WorkflowOutcome is a finished run: its id, status (completed, failed,
-// cancelled), error and steps.
-type WorkflowOutcome struct {
-	RunID  string
-	Status string
-	Error  string
-	Steps  []WorkflowStepOutcome
-}
-
-// WorkflowStepOutcome is one step of a finished run.
-type WorkflowStepOutcome struct {
-	ID     string
-	ToolID string
-	Status string
-	Output map[string]any
-	Error  string
-}
-
-// runWorkflow executes t's workflow as the reply: tool_call and
-// tool_result per step, then a summary of the outcome as content. It
-// returns the assistant message (the steps as its tool calls, the summary
-// as its content) and the error that stopped it.
-func (s *Service) runWorkflow(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
+// renderRun is the reply of a stream with a workflowId: it starts a
+// durable run of the workflow (chosen at StartStream) and renders the
+// run's events as they are logged: tool_call at each step's start,
+// tool_result at its end, then a summary of the outcome as content. The
+// run goes on when the client leaves; a stopped reply cancels it. It
+// returns the assistant message (the steps as its tool calls, the
+// summary as its content) and the error that stopped it.
+func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
 	msg := Message{ID: t.ReplyID, ChatID: t.Chat.ID, Role: model.RoleAssistant, ModelID: t.ModelID, ReplyTo: t.User.ID, Status: StatusCompleted}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		emitErr error
-		started = map[string]json.RawMessage{}
-	)
-	send := func(e Event) {
-		if emitErr != nil {
-			return
-		}
-		if err := emit(e); err != nil {
-			emitErr = err
-			cancel() // the client is gone: cancel the run
-		}
+	run, err := s.runs.Start(ctx, t.Chat.ID, t.Workflow.ID)
+	if err != nil {
+		msg.CreatedAt = s.clock()
+		return msg, err
 	}
-	outcome, err := t.Workflow.Execute(ctx, func(st WorkflowStep) {
-		args := jsonObject(st.Input)
-		if !st.Done {
-			started[st.StepID] = args
-			send(Event{Type: EventToolCall, ToolName: st.ToolID, ToolArgs: args})
-			return
+	started := map[string]json.RawMessage{}
+	err = s.runs.Follow(ctx, run.ID, func(e workflow.RunEvent) error {
+		switch e.Type {
+		case workflow.EventStepStarted:
+			args := jsonObject(e.Input)
+			started[e.StepID] = args
+			return emit(Event{Type: EventToolCall, ToolName: e.ToolID, ToolArgs: args})
+		case workflow.EventStepCompleted, workflow.EventStepFailed:
+			args, ok := started[e.StepID]
+			if !ok { // failed before its tool ran (a template error)
+				args = jsonObject(nil)
+				if err := emit(Event{Type: EventToolCall, ToolName: e.ToolID, ToolArgs: args}); err != nil {
+					return err
+				}
+			}
+			result := jsonObject(e.Output)
+			if e.Type == workflow.EventStepFailed {
+				result = errorResult(e.Error)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: e.ToolID, ToolArgs: args, Result: result})
+			return emit(Event{Type: EventToolResult, ToolName: e.ToolID, Result: result})
 		}
-		if a, ok := started[st.StepID]; ok {
-			args = a
-		} else {
-			send(Event{Type: EventToolCall, ToolName: st.ToolID, ToolArgs: args})
-		}
-		result := errorResult(st.Error)
-		if st.Error == "" {
-			result = jsonObject(st.Output)
-		}
-		send(Event{Type: EventToolResult, ToolName: st.ToolID, Result: result})
-		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: st.ToolID, ToolArgs: args, Result: result})
+		return nil
 	})
 	msg.CreatedAt = s.clock()
 	if err != nil {
+		if errs.CodeOf(context.Cause(ctx)) == job.CodeStopRequested {
+			s.cancelRun(ctx, run.ID) // a stop of the reply stops its run
+		}
 		return msg, err
 	}
-	if emitErr != nil {
-		return msg, emitErr
+	if run, err = s.runs.Run(ctx, run.ID); err != nil {
+		return msg, err
 	}
-	summary := SummarizeWorkflow(t.Workflow.WorkflowName, outcome)
-	msg.Content = summary
+	msg.Content = SummarizeWorkflow(t.Workflow.Name, run)
 	msg.CreatedAt = s.clock()
-	if err := emit(Event{Type: EventContent, Delta: summary}); err != nil {
-		return msg, err
+	return msg, emit(Event{Type: EventContent, Delta: msg.Content})
+}
+
+// cancelRun cancels the run a stopped or cut reply renders, with a
+// detached context; a run that has finished meanwhile is left alone.
+func (s *Service) cancelRun(ctx context.Context, runID string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	if err := s.runs.CancelRun(dctx, runID); err != nil && !errors.Is(err, context.Canceled) && !errs.Is(err, errs.Invalid) {
+		logging.FromContext(ctx).WarnContext(ctx, "cancel the run of a stopped reply", "runId", runID, "err", err.Error())
 	}
-	return msg, nil
 }
 
 func jsonObject(m map[string]any) json.RawMessage {
@@ -133,10 +112,10 @@ func jsonObject(m map[string]any) json.RawMessage {
 // maxSummaryValue caps one output's text in a workflow summary.
 const maxSummaryValue = 200
 
-// SummarizeWorkflow is the assistant's deterministic summary of a run of
+// SummarizeWorkflow is the assistant's deterministic summary of run o of
 // the workflow name, e.g. `Workflow "Report" completed: fetch → {"body":"…"},
 // total → {"value":3}.`
-func SummarizeWorkflow(name string, o WorkflowOutcome) string {
+func SummarizeWorkflow(name string, o workflow.Run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Workflow %q ", name)
 	if len(o.Steps) == 0 && o.Status == "completed" {

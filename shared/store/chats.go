@@ -12,7 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/usage"
 )
@@ -247,7 +247,8 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 // DeleteChat removes the chat id of userID with its messages and runs (see
 // ownedCollection.delete). NotFound, Forbidden.
 func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
-	return s.owned.delete(ctx, "store.DeleteChat", id, userID, nil)
+	runs := &Runs{db: s.db, table: s.table}
+	return s.owned.delete(ctx, "store.DeleteChat", id, userID, func(ctx context.Context) error { return runs.DeleteChatRuns(ctx, id) })
 }
 
 // deleteCollection batch-deletes every item of table under pk except the
@@ -503,7 +504,7 @@ func (s *Chats) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
 // generation g active on chat c as StartGeneration does, and creates the
 // reply's event log holding first, active with a lease until g.LeaseUntil,
 // in one transaction. Conflict GENERATION_ACTIVE, NotFound CHAT_NOT_FOUND.
-func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.Generation, first []eventlog.Record, user, reply chat.Message) error {
+func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.Generation, first []job.Record, user, reply chat.Message) error {
 	const op = "store.StartLoggedGeneration"
 	tx := s.db.WriteTx()
 	rit, err := newMessageItem(reply)
@@ -511,17 +512,10 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 		return errs.Wrap(op, err)
 	}
 	if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: g.ID, Status: reply.Status, Target: rit.SK,
-		First: first, LeaseUntil: g.LeaseUntil}); err != nil {
+		First: first, Lease: g.Lease}); err != nil {
 		return errs.Wrap(op, err)
 	}
 	return s.startGeneration(ctx, op, tx, c, g, []chat.Message{user, reply})
-}
-
-// AppendEvents appends recs to the event log of generation id in chat
-// chatID and renews its lease to until (see eventLogs.append): Conflict
-// STOP_REQUESTED or NOT_ACTIVE when the generation must end.
-func (s *Chats) AppendEvents(ctx context.Context, chatID, id string, recs []eventlog.Record, until time.Time) error {
-	return s.logs().append(ctx, chatPK(chatID), id, recs, until, time.Now())
 }
 
 // EndLoggedGeneration stores reply (with its final status), appends recs
@@ -532,7 +526,7 @@ func (s *Chats) AppendEvents(ctx context.Context, chatID, id string, recs []even
 // one's chat lease ran out), the chat is left alone. Conflict
 // GENERATION_NOT_ACTIVE when the generation has already ended; NotFound
 // GENERATION_NOT_FOUND.
-func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []eventlog.Record, expiredBefore time.Time) error {
+func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []job.Record, expiredBefore time.Time) error {
 	const op = "store.EndLoggedGeneration"
 	run := func(freeChat bool) error {
 		it, err := newMessageItem(reply)
@@ -567,33 +561,6 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 		}
 	}
 	return storeError(op, err)
-}
-
-// GenerationEvents returns the logged events of generation id in chat
-// chatID after seq, and whether more can come, from one strongly
-// consistent Query. NotFound GENERATION_NOT_FOUND when there is no such
-// log (never streamed, or expired).
-func (s *Chats) GenerationEvents(ctx context.Context, chatID, id string, after int64) ([]eventlog.Record, bool, error) {
-	recs, h, err := s.logs().read(ctx, chatPK(chatID), id, after, time.Now())
-	if errs.Is(err, errs.NotFound) {
-		return nil, false, errs.Wrap("store.GenerationEvents", errGenerationNotFound)
-	}
-	return recs, h.Active, err
-}
-
-// RequestStop asks generation id of chat chatID to stop: its next log
-// write fails. NotFound GENERATION_NOT_FOUND, Conflict
-// GENERATION_NOT_ACTIVE when it has ended.
-func (s *Chats) RequestStop(ctx context.Context, chatID, id string) error {
-	const op = "store.RequestStop"
-	err := s.logs().requestStop(ctx, chatPK(chatID), id)
-	switch {
-	case errs.Is(err, errs.NotFound):
-		return errs.Wrap(op, errGenerationNotFound)
-	case errs.Is(err, errs.Conflict):
-		return errs.Wrap(op, errGenerationNotActive)
-	}
-	return err
 }
 
 // GeneratedMessage returns the assistant message of generation id in chat
@@ -650,7 +617,7 @@ func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message,
 // not streamed) gets a new one holding first. Conflict GENERATION_ACTIVE when the chat is
 // generating, Conflict TOOL_CALL_NOT_PENDING when another request
 // continued the reply first; NotFound CHAT_NOT_FOUND.
-func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64, first []eventlog.Record) error {
+func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64, first []job.Record) error {
 	const op = "store.ContinueGeneration"
 	it, err := newMessageItem(reply)
 	if err != nil {
@@ -661,13 +628,14 @@ func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Gene
 	tx.Put(s.table.Put(it).If("$ = ? AND decision = ?", "status", chat.StatusAwaitingApproval, decision))
 	if first != nil {
 		if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: reply.ID, Status: reply.Status, Target: it.SK,
-			First: first, LeaseUntil: g.LeaseUntil}); err != nil {
+			First: first, Lease: g.Lease}); err != nil {
 			return errs.Wrap(op, err)
 		}
 	} else {
 		tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
-			Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.LeaseUntil)).
-			Set("leaseUntil", g.LeaseUntil.UnixMilli()).Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
+			Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.Lease.Until)).
+			Set("leaseUntil", g.Lease.Until.UnixMilli()).Set("reserved", g.Lease.Reserved).
+			Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
 			If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
 	}
 	err = s.startGeneration(ctx, op, tx, c, g, nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
@@ -177,11 +178,11 @@ func TestNothingJoinsAChatBeingDeleted(t *testing.T) {
 		t.Errorf("message into a chat being deleted: %v", err)
 	}
 	r := workflow.Run{ID: uuid.NewString(), ChatID: c.ID, WorkflowID: uuid.NewString(), UserID: "u1", Status: workflow.RunPending, StartedAt: t0}
-	if err := runs.CreateRun(ctx, r); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+	if err := runs.CreateRun(ctx, r, job.Lease{Until: time.Now()}); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Errorf("run in a chat being deleted: %v", err)
 	}
 	r.ChatID = uuid.NewString()
-	if err := runs.CreateRun(ctx, r); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+	if err := runs.CreateRun(ctx, r, job.Lease{Until: time.Now()}); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Errorf("run in a missing chat: %v", err)
 	}
 	// The interrupted delete can be retried and finishes.

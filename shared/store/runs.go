@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,23 +13,26 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// Runs stores workflow runs in the Data table, in the collection of the
-// chat they ran in: PK CHAT#<chatId>, SK RUN#<startedAt>#<runId> (the
-// timestamp fixed-width, so runs sort by start), type "run", the steps as
-// JSON, and a version incremented by every write. GSI1 (GSI1PK
-// WFRUNS#<workflowId>, GSI1SK <startedAt>#<runId>) finds a workflow's runs,
-// so that deleting a workflow deletes them. Deleting a chat deletes its runs
-// with the rest of its collection.
+// Runs stores workflow runs in the Data table, each in an item collection
+// of its own, PK RUN#<runId>:
+//   - SK RUN: the run item: status, steps and plan (JSON), attempt,
+//     version (incremented by every write), trigger, input; GSI1 (GSI1PK
+//     WFRUNS#<workflowId>, GSI1SK <startedAt>#<runId>) lists a workflow's
+//     runs and finds them when the workflow is deleted, and for a run
+//     started in a chat GSI2 (GSI2PK CHATRUNS#<chatId>, GSI2SK
+//     <startedAt>#<runId>) lists the chat's runs;
+//   - the run's event log (joblog.go), kind workflow.RunKind, whose head
+//     names the run item (target) and holds the run's lease.
 //
-// A page of a chat's runs is one Query of the chat's collection with SK
-// begins_with RUN#, at most the page's size plus one item and one
-// DynamoDB page (1 MB), after the chat's owner was read (ChatOwner): its
-// cost follows the page, not the chat. The cursor of the next page is the
-// last run's sort key, base64url-encoded. It implements runs.RunStore
-// and runs.Repository.
+// So a run is read by id with one GetItem, with its log head in one
+// transactional read, and a checkpoint writes the run item, the
+// checkpoint's events and the lease renewal in one transaction. Deleting a
+// chat or a workflow deletes its runs' collections. It implements
+// runs.Store.
 type Runs struct {
 	db    *dynamo.DB
 	table dynamo.Table
@@ -41,32 +43,40 @@ func NewRuns(db *dynamo.DB, dataTable string) *Runs {
 	return &Runs{db: db, table: db.Table(dataTable)}
 }
 
-const runSKPrefix = "RUN#"
+// runKind is the job kind of runs' logs (workflow.RunKind), named here so
+// that the store can place a job by its kind (jobPK).
+const runKind = workflow.RunKind
 
-func runSK(r workflow.Run) string {
-	return runSKPrefix + r.StartedAt.UTC().Format(timeKey) + "#" + r.ID
-}
+const runSK = "RUN"
+
+func runPK(id string) string                   { return "RUN#" + id }
 func workflowRunsGSI(workflowID string) string { return "WFRUNS#" + workflowID }
-func runGSISK(r workflow.Run) string           { return r.StartedAt.UTC().Format(timeKey) + "#" + r.ID }
+func chatRunsGSI(chatID string) string         { return "CHATRUNS#" + chatID }
+func runIndexSK(r workflow.Run) string         { return r.StartedAt.UTC().Format(timeKey) + "#" + r.ID }
 
 type runItem struct {
-	PK, SK         string
-	GSI1PK, GSI1SK string
-	Type           string     `dynamo:"type"`
-	ID             string     `dynamo:"id"`
-	ChatID         string     `dynamo:"chatId"`
-	WorkflowID     string     `dynamo:"workflowId"`
-	UserID         string     `dynamo:"userId"`
-	Status         string     `dynamo:"status"`
-	Steps          string     `dynamo:"steps"` // JSON
-	Error          string     `dynamo:"error,omitempty"`
-	StartedAt      time.Time  `dynamo:"startedAt"`
-	CompletedAt    *time.Time `dynamo:"completedAt,omitempty"`
-	Version        int        `dynamo:"version"`
-	Attempt        int        `dynamo:"attempt,omitempty"`
-	WFVersion      int        `dynamo:"workflowVersion,omitempty"`
-	RetryOf        string     `dynamo:"retryOf,omitempty"`
-	Plan           string     `dynamo:"plan,omitempty"` // JSON of the steps' snapshot
+	PK, SK      string
+	GSI1PK      string     `dynamo:",omitempty"`
+	GSI1SK      string     `dynamo:",omitempty"`
+	GSI2PK      string     `dynamo:",omitempty"`
+	GSI2SK      string     `dynamo:",omitempty"`
+	Type        string     `dynamo:"type"`
+	ID          string     `dynamo:"id"`
+	ChatID      string     `dynamo:"chatId,omitempty"`
+	WorkflowID  string     `dynamo:"workflowId"`
+	UserID      string     `dynamo:"userId"`
+	Status      string     `dynamo:"status"`
+	Steps       string     `dynamo:"steps"` // JSON
+	Error       string     `dynamo:"error,omitempty"`
+	StartedAt   time.Time  `dynamo:"startedAt"`
+	CompletedAt *time.Time `dynamo:"completedAt,omitempty"`
+	Version     int        `dynamo:"version"`
+	Attempt     int        `dynamo:"attempt,omitempty"`
+	WFVersion   int        `dynamo:"workflowVersion,omitempty"`
+	RetryOf     string     `dynamo:"retryOf,omitempty"`
+	Plan        string     `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
+	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
+	Input       string     `dynamo:"input,omitempty"`   // JSON
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -74,20 +84,30 @@ func newRunItem(r workflow.Run) (runItem, error) {
 	if err != nil {
 		return runItem{}, err
 	}
-	var plan string
-	if r.Plan != nil {
-		b, err := json.Marshal(r.Plan)
-		if err != nil {
-			return runItem{}, fmt.Errorf("encode run plan: %w", err)
-		}
-		plan = string(b)
-	}
-	return runItem{
-		PK: chatPK(r.ChatID), SK: runSK(r), GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runGSISK(r), Type: "run",
+	it := runItem{
+		PK: runPK(r.ID), SK: runSK, GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runIndexSK(r), Type: "run",
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
-		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, Plan: plan,
-	}, nil
+		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf,
+	}
+	if r.ChatID != "" {
+		it.GSI2PK, it.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
+	}
+	for _, f := range []struct {
+		dst *string
+		v   any
+		ok  bool
+	}{{&it.Plan, r.Plan, r.Plan != nil}, {&it.Trigger, r.Trigger, r.Trigger != nil}, {&it.Input, r.Input, r.Input != nil}} {
+		if !f.ok {
+			continue
+		}
+		b, err := json.Marshal(f.v)
+		if err != nil {
+			return runItem{}, fmt.Errorf("encode run: %w", err)
+		}
+		*f.dst = string(b)
+	}
+	return it, nil
 }
 
 func encodeSteps(steps []workflow.RunStep) (string, error) {
@@ -105,13 +125,14 @@ func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
 		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf}
-	if it.Steps != "" {
-		if err := decodeAttr(it.PK, it.SK, "steps", it.Steps, &r.Steps); err != nil {
-			return workflow.Run{}, err
+	for _, f := range []struct {
+		attr, data string
+		dst        any
+	}{{"steps", it.Steps, &r.Steps}, {"plan", it.Plan, &r.Plan}, {"trigger", it.Trigger, &r.Trigger}, {"input", it.Input, &r.Input}} {
+		if f.data == "" {
+			continue
 		}
-	}
-	if it.Plan != "" {
-		if err := decodeAttr(it.PK, it.SK, "plan", it.Plan, &r.Plan); err != nil {
+		if err := decodeAttr(it.PK, it.SK, f.attr, f.data, f.dst); err != nil {
 			return workflow.Run{}, err
 		}
 	}
@@ -120,41 +141,31 @@ func (it runItem) run() (workflow.Run, error) {
 
 var errRunNotFound = errs.E("store.Runs", errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
 
-// CreateRun stores a new run, in one transaction with a check that its
-// chat exists and is not being deleted (so a run is never orphaned).
-// NotFound CHAT_NOT_FOUND otherwise.
-func (s *Runs) CreateRun(ctx context.Context, r workflow.Run) error {
+func (s *Runs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
+
+// CreateRun stores the new run r with its event log, active with lease l
+// and no events yet, in one transaction; a run in a chat also checks
+// that the chat exists and is not being deleted. NotFound CHAT_NOT_FOUND,
+// Conflict RUN_EXISTS.
+func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error {
 	const op = "store.CreateRun"
 	it, err := newRunItem(r)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	err = s.db.WriteTx().
-		Put(s.table.Put(it).If("attribute_not_exists(PK)")).
-		Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(collectionWritable)).
-		Run(ctx)
+	tx := s.db.WriteTx().Put(s.table.Put(it).If("attribute_not_exists(PK)"))
+	if err := s.logs().start(tx, logStart{PK: it.PK, Kind: workflow.RunKind, ID: r.ID, Status: r.Status, Target: it.SK, Lease: l}); err != nil {
+		return errs.Wrap(op, err)
+	}
+	if r.ChatID != "" {
+		tx.Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(collectionWritable))
+	}
+	err = tx.Run(ctx)
 	switch {
-	case failedCondition(err, 0):
+	case failedCondition(err, 0), failedCondition(err, 1):
 		return errs.E(op, errs.Conflict, "RUN_EXISTS", "a workflow run with this id exists")
 	case isConditionFailure(err):
 		return errs.Wrap(op, errChatNotFound)
-	}
-	return storeError(op, err)
-}
-
-// SaveRun writes the run's status, steps, error and completedAt and
-// increments its version, conditioned on its stored status being ifStatus:
-// Conflict RUN_STATE_CHANGED when it is not (cancelled meanwhile) or the run
-// is gone.
-func (s *Runs) SaveRun(ctx context.Context, r workflow.Run, ifStatus string) error {
-	const op = "store.SaveRun"
-	u, err := s.runUpdate(r)
-	if err != nil {
-		return errs.Wrap(op, err)
-	}
-	err = u.If("attribute_exists(PK) AND 'status' = ?", ifStatus).Run(ctx)
-	if isConditionFailure(err) {
-		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
 	}
 	return storeError(op, err)
 }
@@ -166,7 +177,7 @@ func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := s.table.Update("PK", chatPK(r.ChatID)).Range("SK", runSK(r)).
+	u := s.table.Update("PK", runPK(r.ID)).Range("SK", runSK).
 		Set("status", r.Status).Set("steps", steps).Add("version", 1)
 	if r.Error != "" {
 		u.Set("error", r.Error)
@@ -181,88 +192,128 @@ func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
 	return u, nil
 }
 
-// chatRunsItem reads the chat item and the run items of a collection.
-type chatRunsItem struct {
-	runItem
-	Title string `dynamo:"title"`
-}
+// attemptIs is the condition that the run item exists, its status is the
+// first value and its attempt the second (a run stored before attempts
+// were counted is attempt 1).
+const attemptIs = "attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (attribute_not_exists(attempt) AND ? = ?))"
 
-// ChatRuns returns the owner of chat chatID and its runs, oldest first, from
-// one Query of the chat's collection (see Runs). NotFound CHAT_NOT_FOUND.
-func (s *Runs) ChatRuns(ctx context.Context, chatID string) (string, []workflow.Run, error) {
-	const op = "store.ChatRuns"
-	var items []chatRunsItem
-	err := s.table.Get("PK", chatPK(chatID)).Filter("'type' <> ?", "message").Consistent(true).All(ctx, &items)
+// SaveCheckpoint writes c in one transaction: the run item (conditioned
+// on its status and attempt), the events and the log head (conditioned on
+// the log being active and the events following its last one). A failed
+// condition is Conflict RUN_STATE_CHANGED: the run was cancelled, another
+// attempt took it over, or the sweeper ended it.
+func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
+	const op = "store.SaveCheckpoint"
+	r := c.Run
+	u, err := s.runUpdate(r)
 	if err != nil {
-		return "", nil, storeError(op, err)
+		return errs.Wrap(op, err)
 	}
-	owner, found := "", false
-	runs := []workflow.Run{}
-	for _, it := range items {
-		switch it.Type {
-		case "chat":
-			owner, found = it.UserID, true
-		case "run":
-			r, err := it.run()
-			if err != nil {
-				return "", nil, errs.Wrap(op, err)
-			}
-			runs = append(runs, r)
-		}
-	}
-	if !found {
-		return "", nil, errs.Wrap(op, errChatNotFound)
-	}
-	return owner, runs, nil
-}
-
-// maxCursorLen bounds a decoded runs cursor: a run's sort key is far
-// shorter.
-const maxCursorLen = 128
-
-var errBadRunsCursor = func() *errs.Error {
-	e := errs.E("store.RunsPage", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
-	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
-	return e
-}()
-
-// RunsPage returns up to limit runs of chat chatID, oldest first, after
-// the run the cursor names (empty: from the first), and the cursor of the
-// next page, empty on the last. It reads at most limit+1 runs and one
-// DynamoDB page (1 MB). It does not check the chat: callers check its
-// owner first (ChatOwner). Invalid INVALID_PAGINATION for a cursor that is
-// not one RunsPage returned.
-func (s *Runs) RunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error) {
-	const op = "store.RunsPage"
-	q := s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.BeginsWith, runSKPrefix).SearchLimit(limit + 1).Consistent(true)
-	if cursor != "" {
-		sk, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(sk) > maxCursorLen || !strings.HasPrefix(string(sk), runSKPrefix) {
-			return nil, "", errBadRunsCursor
-		}
-		q = q.StartFrom(dynamo.PagingKey{"PK": &types.AttributeValueMemberS{Value: chatPK(chatID)}, "SK": &types.AttributeValueMemberS{Value: string(sk)}})
-	}
-	var items []runItem
-	lek, err := q.AllWithLastEvaluatedKey(ctx, &items)
-	if err != nil {
-		return nil, "", storeError(op, err)
-	}
-	var next string
+	u.If(attemptIs, c.IfStatus, r.Attempt, r.Attempt, 1)
+	tx := s.db.WriteTx().Update(u)
+	now := time.Now()
+	pk := runPK(r.ID)
 	switch {
-	case len(items) > limit:
-		items = items[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(items[limit-1].SK))
-	case lek != nil && len(items) > 0:
-		// DynamoDB's 1 MB page ended first.
-		next = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].SK))
+	case c.End:
+		err = s.logs().end(tx, pk, r.ID, r.Status, c.Events, c.ExpiredBefore, now)
+	case len(c.Events) > 0:
+		err = s.logs().appendTx(tx, pk, r.ID, c.Events, job.Lease{Until: c.LeaseUntil}, now)
+	default:
+		tx.Update(s.logs().renew(pk, r.ID, nil, job.Lease{Until: c.LeaseUntil}, now).If("active = ?", true))
 	}
-	runs := make([]workflow.Run, len(items))
-	for i, it := range items {
-		if runs[i], err = it.run(); err != nil {
-			return nil, "", errs.Wrap(op, err)
-		}
+	if err != nil {
+		return errs.Wrap(op, err)
 	}
-	return runs, next, nil
+	err = tx.Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	return storeError(op, err)
+}
+
+// LoggedRun returns run runID and the head of its log, from one strongly
+// consistent transactional read of both. NotFound RUN_NOT_FOUND.
+func (s *Runs) LoggedRun(ctx context.Context, runID string) (workflow.Run, job.Head, error) {
+	const op = "store.LoggedRun"
+	var (
+		it runItem
+		h  logHead
+	)
+	err := s.db.GetTx().
+		GetOne(s.table.Get("PK", runPK(runID)).Range("SK", dynamo.Equal, runSK), &it).
+		GetOne(s.table.Get("PK", runPK(runID)).Range("SK", dynamo.Equal, logHeadSK(runID)), &h).
+		Run(ctx)
+	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && (it.ID == "" || h.ID == "")) {
+		return workflow.Run{}, job.Head{}, errs.Wrap(op, errRunNotFound)
+	}
+	if err != nil {
+		return workflow.Run{}, job.Head{}, storeError(op, err)
+	}
+	r, err := it.run()
+	if err != nil {
+		return workflow.Run{}, job.Head{}, errs.Wrap(op, err)
+	}
+	return r, h.job(), nil
+}
+
+// ClaimRun takes over run r whose lease ended before expiredBefore for
+// its next attempt: in one transaction, the run's attempt becomes
+// r.Attempt+1 (conditioned on it being r.Attempt and the run active) and
+// the lease is renewed to until (conditioned on it having ended before
+// expiredBefore). Conflict RUN_STATE_CHANGED when another sweeper or the
+// run itself moved first.
+func (s *Runs) ClaimRun(ctx context.Context, r workflow.Run, expiredBefore, until time.Time) error {
+	const op = "store.ClaimRun"
+	pk := runPK(r.ID)
+	u := s.table.Update("PK", pk).Range("SK", runSK).Set("attempt", r.Attempt+1).Add("version", 1).
+		If("attribute_exists(PK) AND 'status' IN (?, ?) AND (attempt = ? OR (attribute_not_exists(attempt) AND ? = ?))",
+			workflow.RunPending, workflow.RunRunning, r.Attempt, r.Attempt, 1)
+	err := s.db.WriteTx().Update(u).
+		Update(s.logs().renew(pk, r.ID, nil, job.Lease{Until: until}, time.Now()).If("active = ? AND leaseUntil < ?", true, expiredBefore.UnixMilli())).
+		Run(ctx)
+	if isConditionFailure(err) {
+		return errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	return storeError(op, err)
+}
+
+// Run returns run runID with one strongly consistent GetItem. NotFound
+// RUN_NOT_FOUND. It checks no owner: callers do.
+func (s *Runs) Run(ctx context.Context, runID string) (workflow.Run, error) {
+	const op = "store.Run"
+	var it runItem
+	err := s.table.Get("PK", runPK(runID)).Range("SK", dynamo.Equal, runSK).Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return workflow.Run{}, errs.Wrap(op, errRunNotFound)
+	}
+	if err != nil {
+		return workflow.Run{}, storeError(op, err)
+	}
+	r, err := it.run()
+	return r, errs.Wrap(op, err)
+}
+
+// CancelRun cancels run r (as read) at now: one update conditioned on the
+// run still having r's status, which sets it cancelled and its unfinished
+// steps cancelled. Conflict RUN_STATE_CHANGED when it moved on meanwhile
+// (the caller reads it again). A runner holding the run notices at its
+// next checkpoint, whose condition fails.
+func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (workflow.Run, error) {
+	const op = "store.CancelRun"
+	prev := r.Status
+	workflow.CancelRun(&r, now)
+	u, err := s.runUpdate(r)
+	if err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	err = u.If("attribute_exists(PK) AND 'status' = ?", prev).Run(ctx)
+	if isConditionFailure(err) {
+		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	if err != nil {
+		return workflow.Run{}, storeError(op, err)
+	}
+	return r, nil
 }
 
 // ChatOwner returns the owner of chat chatID with one GetItem. NotFound
@@ -280,70 +331,107 @@ func (s *Runs) ChatOwner(ctx context.Context, chatID string) (string, error) {
 	return it.UserID, nil
 }
 
-// CancelRun cancels run runID of chat chatID for userID at now: one read of
-// the chat's runs (ChatRuns) to check the chat (NotFound CHAT_NOT_FOUND,
-// Forbidden) and find the run (NotFound RUN_NOT_FOUND; Invalid
-// RUN_NOT_ACTIVE when it is finished), then one update conditioned on the
-// run still being pending or running, which sets it cancelled and its
-// unfinished steps cancelled. A running executor notices before its next
-// step: its own conditional write fails.
-func (s *Runs) CancelRun(ctx context.Context, chatID, runID, userID string, now time.Time) (workflow.Run, error) {
-	const op = "store.CancelRun"
-	owner, runs, err := s.ChatRuns(ctx, chatID)
-	if err != nil {
-		return workflow.Run{}, errs.Wrap(op, err)
-	}
-	if owner != userID {
-		return workflow.Run{}, errs.E(op, errs.Forbidden, "FORBIDDEN", "you do not have access to this chat")
-	}
-	i := slices.IndexFunc(runs, func(r workflow.Run) bool { return r.ID == runID })
-	if i < 0 {
-		return workflow.Run{}, errs.Wrap(op, errRunNotFound)
-	}
-	r := runs[i]
-	if !workflow.Active(r.Status) {
-		return workflow.Run{}, errNotActive(op, r)
-	}
-	prev := r.Status
-	workflow.CancelRun(&r, now)
-	err = s.SaveRun(ctx, r, prev)
-	if errs.CodeOf(err) == workflow.CodeRunStateChanged {
-		// It moved on meanwhile: started running, or finished. Look again.
-		_, runs, err2 := s.ChatRuns(ctx, chatID)
-		if err2 != nil {
-			return workflow.Run{}, errs.Wrap(op, err2)
-		}
-		if i := slices.IndexFunc(runs, func(x workflow.Run) bool { return x.ID == runID }); i >= 0 {
-			r = runs[i]
-			if !workflow.Active(r.Status) {
-				return workflow.Run{}, errNotActive(op, r)
-			}
-			prev = r.Status
-			workflow.CancelRun(&r, now)
-			err = s.SaveRun(ctx, r, prev)
-		}
-	}
-	if err != nil {
-		return workflow.Run{}, errs.Wrap(op, err)
-	}
-	return r, nil
+// maxCursorLen bounds a decoded runs cursor: an index sort key is far
+// shorter.
+const maxCursorLen = 128
+
+var errBadRunsCursor = func() *errs.Error {
+	e := errs.E("store.RunsPage", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
+	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
+	return e
+}()
+
+// ChatRunsPage returns up to limit runs of chat chatID, oldest first,
+// after the run the cursor names (empty: from the first), and the cursor
+// of the next page, empty on the last: one Query of GSI2 (eventually
+// consistent) of at most limit+1 runs and one DynamoDB page (1 MB). It
+// does not check the chat: callers check its owner first (ChatOwner).
+// Invalid INVALID_PAGINATION for a cursor that is not one it returned.
+func (s *Runs) ChatRunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error) {
+	return s.page(ctx, "store.ChatRunsPage", "GSI2", "GSI2PK", chatRunsGSI(chatID), "GSI2SK", limit, cursor, dynamo.Ascending)
 }
 
-func errNotActive(op string, r workflow.Run) error {
-	return errs.E(op, errs.Invalid, workflow.CodeRunNotActive, "the workflow run is already "+strings.ToLower(r.Status))
+// WorkflowRunsPage returns up to limit runs of workflow workflowID,
+// newest first, after the run the cursor names, as ChatRunsPage does with
+// GSI1. It does not check the workflow's owner.
+func (s *Runs) WorkflowRunsPage(ctx context.Context, workflowID string, limit int, cursor string) ([]workflow.Run, string, error) {
+	return s.page(ctx, "store.WorkflowRunsPage", "GSI1", "GSI1PK", workflowRunsGSI(workflowID), "GSI1SK", limit, cursor, dynamo.Descending)
 }
 
-// DeleteWorkflowRuns batch-deletes every run of workflow workflowID, found
-// with a Query of GSI1 (keys only).
-func (s *Runs) DeleteWorkflowRuns(ctx context.Context, workflowID string) error {
-	const op = "store.DeleteWorkflowRuns"
-	var keys []struct{ PK, SK string }
-	if err := s.table.Get("GSI1PK", workflowRunsGSI(workflowID)).Index("GSI1").Project("PK", "SK").All(ctx, &keys); err != nil {
+func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr string, limit int, cursor string, order dynamo.Order) ([]workflow.Run, string, error) {
+	q := s.table.Get(hashAttr, hash).Index(index).SearchLimit(limit + 1).Order(order)
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		sk, runID, ok := strings.Cut(string(raw), "#")
+		if err != nil || len(raw) > maxCursorLen || !ok || len(runID) != 36 || sk == "" {
+			return nil, "", errBadRunsCursor
+		}
+		q = q.StartFrom(dynamo.PagingKey{
+			hashAttr:  &types.AttributeValueMemberS{Value: hash},
+			rangeAttr: &types.AttributeValueMemberS{Value: string(raw)},
+			"PK":      &types.AttributeValueMemberS{Value: runPK(runID)},
+			"SK":      &types.AttributeValueMemberS{Value: runSK},
+		})
+	}
+	var items []runItem
+	lek, err := q.AllWithLastEvaluatedKey(ctx, &items)
+	if err != nil {
+		return nil, "", storeError(op, err)
+	}
+	key := func(it runItem) string {
+		if index == "GSI2" {
+			return it.GSI2SK
+		}
+		return it.GSI1SK
+	}
+	var next string
+	switch {
+	case len(items) > limit:
+		items = items[:limit]
+		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[limit-1])))
+	case lek != nil && len(items) > 0:
+		// DynamoDB's 1 MB page ended first.
+		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[len(items)-1])))
+	}
+	runs := make([]workflow.Run, len(items))
+	for i, it := range items {
+		if runs[i], err = it.run(); err != nil {
+			return nil, "", errs.Wrap(op, err)
+		}
+	}
+	return runs, next, nil
+}
+
+// deleteRuns deletes the collections of the runs whose index entries
+// (index, hash) lists: each run item, its log's batches and head.
+func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string) error {
+	var keys []struct {
+		ID string `dynamo:"id"`
+	}
+	if err := s.table.Get(hashAttr, hash).Index(index).Project("id").All(ctx, &keys); err != nil {
 		return storeError(op, err)
 	}
-	del := make([]dynamo.Keyed, 0, len(keys))
 	for _, k := range keys {
-		del = append(del, dynamo.Keys{k.PK, k.SK})
+		// The log first, the run item last: a failure part-way leaves
+		// the item, through which a retry finds the run again.
+		if err := deleteCollection(ctx, s.table, runPK(k.ID), runSK); err != nil {
+			return errs.Wrap(op, err)
+		}
+		if err := s.table.Delete("PK", runPK(k.ID)).Range("SK", runSK).Run(ctx); err != nil {
+			return storeError(op, err)
+		}
 	}
-	return batchDelete(ctx, op, s.table, del)
+	return nil
+}
+
+// DeleteWorkflowRuns deletes every run of workflow workflowID, found with
+// a Query of GSI1, with its log.
+func (s *Runs) DeleteWorkflowRuns(ctx context.Context, workflowID string) error {
+	return s.deleteRuns(ctx, "store.DeleteWorkflowRuns", "GSI1", "GSI1PK", workflowRunsGSI(workflowID))
+}
+
+// DeleteChatRuns deletes every run of chat chatID, found with a Query of
+// GSI2, with its log.
+func (s *Runs) DeleteChatRuns(ctx context.Context, chatID string) error {
+	return s.deleteRuns(ctx, "store.DeleteChatRuns", "GSI2", "GSI2PK", chatRunsGSI(chatID))
 }

@@ -2,77 +2,131 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
 func newRun(chatID, wfID, user string, at time.Time, status string) workflow.Run {
-	return workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wfID, UserID: user, Status: status, StartedAt: at,
-		Steps: []workflow.RunStep{{ID: "a", ToolID: "hash", Status: workflow.StepPending}, {ID: "b", ToolID: "hash", Status: workflow.StepPending}}}
+	return workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wfID, UserID: user, Status: status, StartedAt: at, Attempt: 1,
+		Steps: []workflow.RunStep{{ID: "a", ToolID: "hash", Status: workflow.StepPending}, {ID: "b", ToolID: "hash", Status: workflow.StepPending}},
+		Plan:  []workflow.Step{{ID: "a", ToolID: "hash"}, {ID: "b", ToolID: "hash"}}}
 }
 
+func runEvent(seq int64, typ string) job.Record {
+	return job.Record{Seq: seq, Prev: seq - 1, Data: json.RawMessage(fmt.Sprintf(`{"type":%q}`, typ))}
+}
+
+// TestRuns runs a run's life through the real store: created with its log
+// (in a chat, or in none), read by id with one call, checkpoints
+// conditioned on the status and the attempt, a claim by the sweeper, a
+// conditional cancel, and deletes with the workflow or the chat that
+// take the run's log with it.
 func TestRuns(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	chats := store.NewChats(db.DB, db.Data())
 	runs := store.NewRuns(db.DB, db.Data())
+	jobs := store.NewJobs(db.DB, db.Data())
 	ctx := context.Background()
 	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
 	c := newChat("u1", t0)
 	if err := chats.CreateChat(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := chats.AddMessages(ctx, c, chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
 	wfID := uuid.NewString()
-	r2 := newRun(c.ID, wfID, "u1", t0.Add(2*time.Minute), workflow.RunPending)
+	lease := job.Lease{Until: time.Now().Add(time.Minute)}
 	r1 := newRun(c.ID, wfID, "u1", t0.Add(time.Minute), workflow.RunPending)
-	for _, r := range []workflow.Run{r2, r1} {
-		if err := runs.CreateRun(ctx, r); err != nil {
+	r1.Input, r1.Trigger = map[string]any{"n": 3.0}, &workflow.Trigger{Type: workflow.TriggerManual}
+	free := newRun("", wfID, "u1", t0.Add(2*time.Minute), workflow.RunPending) // started outside any chat
+	free.Trigger = &workflow.Trigger{Type: workflow.TriggerWebhook, TriggerID: "t1"}
+	for _, r := range []workflow.Run{r1, free} {
+		if err := runs.CreateRun(ctx, r, lease); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := runs.CreateRun(ctx, r1); errs.KindOf(err) != errs.Conflict {
+	if err := runs.CreateRun(ctx, r1, lease); errs.CodeOf(err) != "RUN_EXISTS" {
 		t.Fatalf("duplicate create = %v", err)
 	}
-
-	// Conditional saves.
-	r1.Status = workflow.RunRunning
-	if err := runs.SaveRun(ctx, r1, workflow.RunPending); err != nil {
-		t.Fatal(err)
-	}
-	if err := runs.SaveRun(ctx, r1, workflow.RunPending); errs.CodeOf(err) != workflow.CodeRunStateChanged {
-		t.Fatalf("save with a stale status = %v", err)
-	}
-	now := t0.Add(time.Hour)
-	r1.Status, r1.CompletedAt, r1.Error = workflow.RunCompleted, &now, ""
-	r1.Steps[0].Status, r1.Steps[0].Output = workflow.StepCompleted, map[string]any{"digest": "x", "n": 1.5}
-	if err := runs.SaveRun(ctx, r1, workflow.RunRunning); err != nil {
-		t.Fatal(err)
+	if err := runs.CreateRun(ctx, newRun(uuid.NewString(), wfID, "u1", t0, workflow.RunPending), lease); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Fatalf("create in a missing chat = %v", err)
 	}
 
-	// Listing: one call, oldest first, messages left out.
 	db.Counter.Reset()
-	owner, list, err := runs.ChatRuns(ctx, c.ID)
-	if err != nil || owner != "u1" || len(list) != 2 || db.Counter.Count() != 1 {
-		t.Fatalf("ChatRuns = %q %v %v (%d calls)", owner, list, err, db.Counter.Count())
+	got, err := runs.Run(ctx, free.ID)
+	if err != nil || got.ChatID != "" || got.Trigger == nil || got.Trigger.TriggerID != "t1" || len(got.Plan) != 2 || db.Counter.Count() != 1 {
+		t.Fatalf("Run = %+v %v (%d calls)", got, err, db.Counter.Count())
 	}
-	if list[0].ID != r1.ID || list[1].ID != r2.ID || list[0].Status != workflow.RunCompleted || list[0].Steps[0].Output["n"] != 1.5 ||
-		list[0].CompletedAt == nil || !list[0].CompletedAt.Equal(now) || list[1].CompletedAt != nil || list[1].WorkflowID != wfID {
-		t.Fatalf("runs = %+v", list)
+	if _, err := runs.Run(ctx, uuid.NewString()); errs.CodeOf(err) != workflow.CodeRunNotFound {
+		t.Fatalf("missing run = %v", err)
 	}
-	if _, _, err := runs.ChatRuns(ctx, uuid.NewString()); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
-		t.Fatalf("missing chat = %v", err)
+	db.Counter.Reset()
+	got, head, err := runs.LoggedRun(ctx, r1.ID)
+	if err != nil || got.Input["n"] != 3.0 || !head.Active || head.LastSeq != 0 || head.Kind != workflow.RunKind || db.Counter.Count() != 1 {
+		t.Fatalf("LoggedRun = %+v %+v %v (%d calls)", got, head, err, db.Counter.Count())
+	}
+
+	// Checkpoints: conditioned on the status and the attempt.
+	r1.Status = workflow.RunRunning
+	cp := workflow.Checkpoint{Run: r1, IfStatus: workflow.RunPending, Events: []job.Record{runEvent(1, workflow.EventRunStarted)}, LeaseUntil: lease.Until}
+	if err := runs.SaveCheckpoint(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Events = []job.Record{runEvent(2, workflow.EventStepStarted)}
+	if err := runs.SaveCheckpoint(ctx, cp); errs.CodeOf(err) != workflow.CodeRunStateChanged {
+		t.Fatalf("checkpoint with a stale status = %v", err)
+	}
+	stale := cp
+	stale.IfStatus, stale.Run.Attempt = workflow.RunRunning, 2
+	if err := runs.SaveCheckpoint(ctx, stale); errs.CodeOf(err) != workflow.CodeRunStateChanged {
+		t.Fatalf("checkpoint of another attempt = %v", err)
+	}
+
+	// The sweeper's claim needs an expired lease, and then moves the
+	// attempt, which the old attempt's next checkpoint fails on.
+	if err := runs.ClaimRun(ctx, r1, time.Now(), time.Now().Add(time.Minute)); errs.CodeOf(err) != workflow.CodeRunStateChanged {
+		t.Fatalf("claim of a live lease = %v", err)
+	}
+	if err := runs.ClaimRun(ctx, r1, time.Now().Add(2*time.Minute), time.Now().Add(3*time.Minute)); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	cp.IfStatus = workflow.RunRunning
+	if err := runs.SaveCheckpoint(ctx, cp); errs.CodeOf(err) != workflow.CodeRunStateChanged {
+		t.Fatalf("checkpoint of the claimed-over attempt = %v", err)
+	}
+	r1.Attempt = 2
+	now := t0.Add(time.Hour)
+	r1.Status, r1.CompletedAt = workflow.RunCompleted, &now
+	r1.Steps[0].Status, r1.Steps[0].Output = workflow.StepCompleted, map[string]any{"digest": "x", "n": 1.5}
+	end := workflow.Checkpoint{Run: r1, IfStatus: workflow.RunRunning, End: true, Events: []job.Record{runEvent(2, workflow.EventRunCompleted)}}
+	if err := runs.SaveCheckpoint(ctx, end); err != nil {
+		t.Fatalf("final checkpoint: %v", err)
+	}
+	recs, h, err := jobs.Read(ctx, job.Ref{Kind: workflow.RunKind, Collection: r1.ID, ID: r1.ID}, 0)
+	if err != nil || h.Active || len(recs) != 2 || h.Status != workflow.RunCompleted {
+		t.Fatalf("the run's log: %v %+v %v", seqs(recs), h, err)
+	}
+
+	// Cancel: conditioned on the status read.
+	if _, err := runs.CancelRun(ctx, free, now); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if _, err := runs.CancelRun(ctx, free, now); errs.CodeOf(err) != workflow.CodeRunStateChanged {
+		t.Fatalf("cancel as read before = %v", err)
+	}
+	if got, _ := runs.Run(ctx, free.ID); got.Status != workflow.RunCancelled || got.Steps[0].Status != workflow.StepCancelled || got.CompletedAt == nil {
+		t.Fatalf("cancelled run: %+v", got)
 	}
 	if o, err := runs.ChatOwner(ctx, c.ID); err != nil || o != "u1" {
 		t.Fatalf("ChatOwner = %q, %v", o, err)
@@ -80,61 +134,39 @@ func TestRuns(t *testing.T) {
 	if _, err := runs.ChatOwner(ctx, uuid.NewString()); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Fatalf("ChatOwner missing = %v", err)
 	}
-	// The conversation still holds only messages.
-	if _, msgs, err := chats.Conversation(ctx, c.ID); err != nil || len(msgs) != 1 {
-		t.Fatalf("Conversation = %v, %v", msgs, err)
-	}
 
-	// Cancel.
-	if _, err := runs.CancelRun(ctx, c.ID, r2.ID, "u2", now); !errs.Is(err, errs.Forbidden) {
-		t.Fatalf("cancel another's = %v", err)
-	}
-	if _, err := runs.CancelRun(ctx, c.ID, uuid.NewString(), "u1", now); errs.CodeOf(err) != workflow.CodeRunNotFound {
-		t.Fatalf("cancel missing run = %v", err)
-	}
-	if _, err := runs.CancelRun(ctx, uuid.NewString(), r2.ID, "u1", now); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
-		t.Fatalf("cancel in missing chat = %v", err)
-	}
-	if _, err := runs.CancelRun(ctx, c.ID, r1.ID, "u1", now); errs.CodeOf(err) != workflow.CodeRunNotActive || !errs.Is(err, errs.Invalid) {
-		t.Fatalf("cancel finished = %v", err)
-	}
-	got, err := runs.CancelRun(ctx, c.ID, r2.ID, "u1", now)
-	if err != nil || got.Status != workflow.RunCancelled || got.Steps[0].Status != workflow.StepCancelled || got.CompletedAt == nil {
-		t.Fatalf("cancel = %+v, %v", got, err)
-	}
-	// The executor's next conditional write fails.
-	r2.Status = workflow.RunRunning
-	if err := runs.SaveRun(ctx, r2, workflow.RunPending); errs.CodeOf(err) != workflow.CodeRunStateChanged {
-		t.Fatalf("save after cancel = %v", err)
-	}
-
-	// Deleting the workflow's runs; another workflow's run stays.
+	// Deleting the workflow's runs takes their logs; another workflow's
+	// run stays; deleting the chat deletes its runs.
 	other := newRun(c.ID, uuid.NewString(), "u1", t0.Add(3*time.Minute), workflow.RunPending)
-	if err := runs.CreateRun(ctx, other); err != nil {
+	if err := runs.CreateRun(ctx, other, lease); err != nil {
 		t.Fatal(err)
 	}
 	if err := runs.DeleteWorkflowRuns(ctx, wfID); err != nil {
 		t.Fatal(err)
 	}
-	if _, list, _ := runs.ChatRuns(ctx, c.ID); len(list) != 1 || list[0].ID != other.ID {
-		t.Fatalf("after DeleteWorkflowRuns: %+v", list)
+	for _, id := range []string{r1.ID, free.ID} {
+		var left []struct{ PK, SK string }
+		if err := db.Table(db.Data()).Get("PK", "RUN#"+id).All(ctx, &left); err != nil || len(left) != 0 {
+			t.Fatalf("left of run %s after DeleteWorkflowRuns: %v, %v", id, left, err)
+		}
 	}
-	if err := runs.DeleteWorkflowRuns(ctx, uuid.NewString()); err != nil {
-		t.Fatal(err)
+	if _, err := runs.Run(ctx, other.ID); err != nil {
+		t.Fatalf("another workflow's run: %v", err)
 	}
-	// Deleting the chat deletes its runs.
 	if err := chats.DeleteChat(ctx, c.ID, "u1"); err != nil {
 		t.Fatal(err)
 	}
-	var left []struct{ PK, SK string }
-	if err := db.Table(db.Data()).Get("PK", "CHAT#"+c.ID).All(ctx, &left); err != nil || len(left) != 0 {
-		t.Fatalf("left after DeleteChat: %v, %v", left, err)
+	for _, pk := range []string{"CHAT#" + c.ID, "RUN#" + other.ID} {
+		var left []struct{ PK, SK string }
+		if err := db.Table(db.Data()).Get("PK", pk).All(ctx, &left); err != nil || len(left) != 0 {
+			t.Fatalf("left under %s after DeleteChat: %v, %v", pk, left, err)
+		}
 	}
 }
 
-// TestRunsPage walks a chat's runs page by page with the cursors RunsPage
-// returns: every run once, oldest first, messages left out, one call per
-// page; a cursor that is not one of its own is refused.
+// TestRunsPage walks a chat's runs (oldest first) and a workflow's (newest
+// first) page by page with the cursors the store returns: every run once,
+// one call per page; a cursor that is not one of its own is refused.
 func TestRunsPage(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -146,54 +178,68 @@ func TestRunsPage(t *testing.T) {
 	if err := chats.CreateChat(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
+	wfID := uuid.NewString()
+	var inChat, ofWorkflow []string
 	for i := range 7 {
-		r := newRun(c.ID, uuid.NewString(), "u1", t0.Add(time.Duration(i)*time.Minute), workflow.RunCompleted)
-		if err := runs.CreateRun(ctx, r); err != nil {
+		chatID := c.ID
+		if i%3 == 2 {
+			chatID = "" // a run of the workflow started elsewhere
+		}
+		r := newRun(chatID, wfID, "u1", t0.Add(time.Duration(i)*time.Minute), workflow.RunCompleted)
+		if err := runs.CreateRun(ctx, r, job.Lease{Until: t0}); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, r.ID)
-		if err := chats.AddMessages(ctx, c, chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
-			t.Fatal(err)
+		if chatID != "" {
+			inChat = append(inChat, r.ID)
 		}
+		ofWorkflow = append(ofWorkflow, r.ID)
 	}
-	for _, limit := range []int{1, 3, 7, 20} {
-		var got []string
-		cursor, pages := "", 0
-		for {
-			db.Counter.Reset()
-			page, next, err := runs.RunsPage(ctx, c.ID, limit, cursor)
-			if err != nil {
-				t.Fatalf("limit %d, page %d: %v", limit, pages, err)
+	slices.Reverse(ofWorkflow)
+	type pager func(ctx context.Context, id string, limit int, cursor string) ([]workflow.Run, string, error)
+	for _, tc := range []struct {
+		name string
+		page pager
+		id   string
+		want []string
+	}{
+		{"chat", runs.ChatRunsPage, c.ID, inChat},
+		{"workflow", runs.WorkflowRunsPage, wfID, ofWorkflow},
+	} {
+		for _, limit := range []int{1, 3, 7, 20} {
+			var got []string
+			cursor, pages := "", 0
+			for {
+				db.Counter.Reset()
+				page, next, err := tc.page(ctx, tc.id, limit, cursor)
+				if err != nil {
+					t.Fatalf("%s, limit %d, page %d: %v", tc.name, limit, pages, err)
+				}
+				if n := db.Counter.Count(); n != 1 {
+					t.Errorf("%s, limit %d: a page cost %d calls, want 1", tc.name, limit, n)
+				}
+				if len(page) > limit {
+					t.Fatalf("%s, limit %d: a page of %d", tc.name, limit, len(page))
+				}
+				for _, r := range page {
+					got = append(got, r.ID)
+				}
+				pages++
+				if next == "" {
+					break
+				}
+				if pages > 10 {
+					t.Fatalf("%s, limit %d: no end", tc.name, limit)
+				}
+				cursor = next
 			}
-			if n := db.Counter.Count(); n != 1 {
-				t.Errorf("limit %d: a page cost %d calls, want 1", limit, n)
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("%s, limit %d: runs %v, want %v", tc.name, limit, got, tc.want)
 			}
-			if len(page) > limit {
-				t.Fatalf("limit %d: a page of %d", limit, len(page))
-			}
-			for _, r := range page {
-				got = append(got, r.ID)
-			}
-			pages++
-			if next == "" {
-				break
-			}
-			if pages > 10 {
-				t.Fatalf("limit %d: no end", limit)
-			}
-			cursor = next
 		}
-		if strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Errorf("limit %d: runs %v, want %v", limit, got, want)
-		}
-		if wantPages := (7 + limit - 1) / limit; pages != wantPages {
-			t.Errorf("limit %d: %d pages, want %d", limit, pages, wantPages)
-		}
-	}
-	for _, bad := range []string{"not base64!", "TVNHIzIwMjY", "UlVOIw" + strings.Repeat("A", 200)} {
-		if _, _, err := runs.RunsPage(ctx, c.ID, 5, bad); errs.CodeOf(err) != "INVALID_PAGINATION" {
-			t.Errorf("cursor %q: %v, want INVALID_PAGINATION", bad, err)
+		for _, bad := range []string{"not base64!", "TVNHIzIwMjY", "UlVOIw" + strings.Repeat("A", 200)} {
+			if _, _, err := tc.page(ctx, tc.id, 5, bad); errs.CodeOf(err) != "INVALID_PAGINATION" {
+				t.Errorf("%s: cursor %q: %v, want INVALID_PAGINATION", tc.name, bad, err)
+			}
 		}
 	}
 }

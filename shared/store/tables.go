@@ -13,11 +13,13 @@
 //     expiresAt is the TTL attribute (epoch seconds) and is also checked on
 //     every read, because TTL deletion is lazy. The UserSessions index
 //     (hash key userId) finds a user's sessions to sign out everywhere.
-//   - Data (PK, SK, GSI1): item collections per chat and per workflow, used
-//     by the chat and workflow features, with the event logs of streamed
-//     replies (eventlog.go); expiresAt (epoch seconds) is the TTL attribute
-//     of the logs. GSI1 also holds, sparsely, the heads of active work
-//     (ACTIVE#<shard>), which the sweeper queries.
+//   - Data (PK, SK, GSI1, GSI2): item collections per chat, per workflow
+//     and per workflow run, with the event logs of jobs (joblog.go: a
+//     streamed reply in its chat's collection, a run in its own);
+//     expiresAt (epoch seconds) is the TTL attribute of the logs. GSI1
+//     lists a user's chats and workflows and a workflow's runs, and holds,
+//     sparsely, the heads of active jobs (ACTIVE#<shard>), which the
+//     sweeper queries; GSI2 lists a chat's runs.
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
 //     one request counter per user, rule and fixed window (ratelimits.go);
 //     expiresAt (epoch seconds) is the TTL attribute.
@@ -70,7 +72,7 @@ var (
 	DataTable = Table{
 		LogicalID: "DataTable", EnvVar: "DATA_TABLE", LocalName: "data",
 		HashKey: "PK", RangeKey: "SK", TTLAttribute: "expiresAt",
-		Indexes: []Index{{Name: "GSI1", HashKey: "GSI1PK", RangeKey: "GSI1SK"}},
+		Indexes: []Index{{Name: "GSI1", HashKey: "GSI1PK", RangeKey: "GSI1SK"}, {Name: "GSI2", HashKey: "GSI2PK", RangeKey: "GSI2SK"}},
 	}
 	RateLimitsTable = Table{
 		LogicalID: "RateLimitsTable", EnvVar: "RATE_LIMITS_TABLE", LocalName: "rate_limits",
@@ -84,6 +86,31 @@ const SessionsByUserIndex = "UserSessions"
 
 // Tables lists every table of the service.
 func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable, RateLimitsTable} }
+
+// addIndexes adds to the existing table name the indexes of t it lacks.
+func addIndexes(ctx context.Context, api TableAPI, t Table, name string) error {
+	d, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("store: describe table %s: %w", name, err)
+	}
+	have := map[string]bool{}
+	for _, ix := range d.Table.GlobalSecondaryIndexes {
+		have[aws.ToString(ix.IndexName)] = true
+	}
+	full := t.CreateTableInput(name)
+	for _, ix := range full.GlobalSecondaryIndexes {
+		if have[aws.ToString(ix.IndexName)] {
+			continue
+		}
+		_, err := api.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), AttributeDefinitions: full.AttributeDefinitions,
+			GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+				IndexName: ix.IndexName, KeySchema: ix.KeySchema, Projection: ix.Projection}}}})
+		if err != nil {
+			return fmt.Errorf("store: add index %s to table %s: %w", aws.ToString(ix.IndexName), name, err)
+		}
+	}
+	return nil
+}
 
 // CreateTableInput returns the CreateTable request for t under name.
 func (t Table) CreateTableInput(name string) *dynamodb.CreateTableInput {
@@ -123,12 +150,16 @@ func (t Table) CreateTableInput(name string) *dynamodb.CreateTableInput {
 // TableAPI is the part of the DynamoDB client CreateTables uses.
 type TableAPI interface {
 	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTable(context.Context, *dynamodb.UpdateTableInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
 // CreateTables creates every table under the name names gives it (by
-// EnvVar), enabling TTL where defined. Tables that already exist are left as
-// they are. In AWS the stack creates the tables; this is for local engines.
+// EnvVar), enabling TTL where defined. A table that already exists (a
+// local engine restored from its data file) gets the indexes it lacks,
+// as a new release may add one. In AWS the stack creates the tables; this
+// is for local engines.
 func CreateTables(ctx context.Context, api TableAPI, names map[string]string) error {
 	for _, t := range Tables() {
 		name := names[t.EnvVar]
@@ -137,7 +168,12 @@ func CreateTables(ctx context.Context, api TableAPI, names map[string]string) er
 		}
 		_, err := api.CreateTable(ctx, t.CreateTableInput(name))
 		var inUse *types.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
+		switch {
+		case errors.As(err, &inUse):
+			if err := addIndexes(ctx, api, t, name); err != nil {
+				return err
+			}
+		case err != nil:
 			return fmt.Errorf("store: create table %s: %w", name, err)
 		}
 		if t.TTLAttribute != "" {

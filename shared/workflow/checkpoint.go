@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
 )
 
 // Checkpoint is one write of a durable run.
@@ -16,7 +16,7 @@ type Checkpoint struct {
 	// IfStatus is the status the stored run must have.
 	IfStatus string
 	// Events are appended to the run's log, following its last event.
-	Events []eventlog.Record
+	Events []job.Record
 	// End ends the log (the run has finished): it leaves the sweeper's
 	// index. Otherwise the lease is renewed to LeaseUntil.
 	End        bool
@@ -26,25 +26,17 @@ type Checkpoint struct {
 	ExpiredBefore time.Time
 }
 
-// LogState is the state of a durable run's log.
-type LogState struct {
-	LastSeq    int64
-	Active     bool
-	LeaseUntil time.Time
-}
-
 // RunRef names one attempt of a durable run: the Runner's input, and the
 // payload of the runner function's asynchronous invocation.
 type RunRef struct {
-	ChatID  string `json:"chatId"`
 	RunID   string `json:"runId"`
 	Attempt int    `json:"attempt"`
 }
 
 // Invoker starts a Runner on a run without waiting for it. In AWS it
 // invokes the runner function asynchronously; locally it runs the Runner
-// in a goroutine (InProcess). An error means the run was not handed over:
-// its lease then expires and the sweeper hands it over again.
+// in a goroutine. An error means the run was not handed over: its lease
+// then expires and the sweeper hands it over again.
 type Invoker interface {
 	Invoke(ctx context.Context, ref RunRef) error
 }

@@ -24,9 +24,41 @@ const (
 	CodeInterrupted = "INTERRUPTED"
 )
 
-// RunKind is the kind of a durable run's event log and lease: the
-// sweeper resumes the runs whose lease expired.
+// RunKind is the job kind of a run (package job): the kind of its event
+// log and lease; the sweeper resumes the runs whose lease expired.
 const RunKind = "run"
+
+// Event types of a run's log.
+const (
+	EventRunStarted    = "run_started"
+	EventStepStarted   = "step_started"
+	EventStepCompleted = "step_completed"
+	EventStepFailed    = "step_failed"
+	EventRunCompleted  = "run_completed"
+	EventRunFailed     = "run_failed"
+	EventRunCancelled  = "run_cancelled"
+)
+
+// RunEvent is one event of a run's log: what GET .../events sends, and
+// what a chat stream renders as tool_call and tool_result. StepID and
+// ToolID name the step of the step events; Input is a started step's
+// input, Output a completed step's output, Error a failed step's or run's
+// error.
+type RunEvent struct {
+	Type    string         `json:"type"`
+	RunID   string         `json:"runId"`
+	Attempt int            `json:"attempt,omitempty"`
+	StepID  string         `json:"stepId,omitempty"`
+	ToolID  string         `json:"toolId,omitempty"`
+	Input   map[string]any `json:"input,omitempty"`
+	Output  map[string]any `json:"output,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
+// Last reports whether e is a run's final event.
+func (e RunEvent) Last() bool {
+	return e.Type == EventRunCompleted || e.Type == EventRunFailed || e.Type == EventRunCancelled
+}
 
 // MaxRunAttempts bounds the executions of a durable run: the sweeper
 // fails a run whose lease expired after its last attempt.

@@ -116,8 +116,10 @@ const (
 
 // Run is one execution of a workflow, recorded in a chat.
 type Run struct {
-	ID          string     `json:"id"`
-	ChatID      string     `json:"chatId"`
+	ID string `json:"id"`
+	// ChatID is the chat the run was started in; empty for a run started
+	// otherwise (a schedule, a webhook, an MCP client).
+	ChatID      string     `json:"chatId,omitempty"`
 	WorkflowID  string     `json:"workflowId"`
 	UserID      string     `json:"userId"`
 	Status      string     `json:"status"`
@@ -133,9 +135,29 @@ type Run struct {
 	WorkflowVersion int `json:"workflowVersion"`
 	// RetryOf is the id of the run this one retries.
 	RetryOf string `json:"retryOf,omitempty"`
+	// Trigger says what started the run.
+	Trigger *Trigger `json:"trigger,omitempty"`
+	// Input is the run's input, which steps read as {{input.<name>}}.
+	Input map[string]any `json:"input,omitempty"`
 	// Plan is the snapshot of the workflow's steps the run executes, so
 	// that a resume or a retry runs what the run started with.
 	Plan []Step `json:"-"`
+}
+
+// Trigger types: what started a run.
+const (
+	TriggerManual   = "manual"
+	TriggerSchedule = "schedule"
+	TriggerWebhook  = "webhook"
+	TriggerMCP      = "mcp"
+)
+
+// Trigger records what started a run: a person (manual), one of the
+// workflow's triggers (schedule, webhook: TriggerID names it) or an MCP
+// client.
+type Trigger struct {
+	Type      string `json:"type"`
+	TriggerID string `json:"triggerId,omitempty"`
 }
 
 // RunStep is the record of one step of a run.

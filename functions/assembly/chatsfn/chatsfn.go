@@ -1,6 +1,6 @@
-// Package chatsfn builds ChatsFunction (chats and their messages) and
-// StreamFunction (the chat reply as Server-Sent Events): two functions
-// over the same chat service, so one builder package.
+// Package chatsfn builds ChatsFunction (chats and their messages) and the
+// chat service it shares with StreamFunction (package streamfn, which
+// alone hands workflow runs to the runner and so links the Lambda SDK).
 package chatsfn
 
 import (
@@ -13,63 +13,64 @@ import (
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
-var required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+// Required are the variables the chat functions refuse to start without.
+var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
 
 // Chats is ChatsFunction.
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
-	Required:  required,
+	Required:  Required,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := service(ctx, cfg, d)
+		svc, err := Service(ctx, cfg, d, nil)
 		if err != nil {
 			return nil, err
 		}
-		return chat.Routes(svc, d.Auth(cfg), limits(cfg, d)), nil
+		return chat.Routes(svc, d.Auth(cfg), Limits(cfg, d)), nil
 	},
 }
 
-// Stream is StreamFunction, behind a Lambda function URL with response
-// streaming.
-var Stream = assembly.Function{
-	LogicalID:   "StreamFunction",
-	Required:    required,
-	FunctionURL: true,
-	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := service(ctx, cfg, d)
-		if err != nil {
-			return nil, err
-		}
-		return chat.StreamRoutes(svc, d.Auth(cfg), d.PingInterval, limits(cfg, d)), nil
-	},
-}
-
-// limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
+// Limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
 // RATE_LIMIT_STREAMS and RATE_LIMIT_RESUMES.
-func limits(cfg config.Config, d assembly.Deps) chat.Limits {
+func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
-// service builds the chat service: chats in the Data table, the configured
-// models, the tool server's tools (one catalog), the users' model
-// preferences, their tool policies, the usage meter (replies add their usage in the Users
-// table), and the runner of workflows in chats, with the stream's time
-// limit.
-func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Service, error) {
+// Service builds the chat service: chats in the Data table with the logs
+// of streamed replies, the configured models, the tool server's tools (one
+// catalog), the users' model preferences, their tool policies, the usage
+// meter (replies add their usage in the Users table), and the durable runs
+// a stream with a workflowId starts (handed to RunnerFunction through
+// invoker: the stream's; nil in ChatsFunction, which starts none) and
+// renders.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	policies := d.ToolPolicies(cfg, catalog)
-	runner := runs.NewService(runs.Options{
-		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: d.Meter(cfg).Guard(policies.Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+	jobs := store.NewJobs(d.DB, cfg.DataTable)
+	runService := runs.NewService(runs.Options{
+		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
+		Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: policies, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
-		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
+		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Jobs: jobs, Usage: d.Meter(cfg), Policies: policies, Models: models,
+		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: chatRuns{runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
+}
+
+// chatRuns adapts the run service to what a chat needs of it.
+type chatRuns struct{ *runs.Service }
+
+func (c chatRuns) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
+	return c.Service.Start(ctx, runs.StartRequest{ChatID: chatID, WorkflowID: workflowID})
+}
+
+func (c chatRuns) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
+	return c.Service.Follow(ctx, runID, 0, yield)
 }

@@ -37,7 +37,7 @@ var Required = []string{"DATA_TABLE", "USERS_TABLE", "MCP_URL", "MCP_SERVICE_KEY
 func Runner(cfg config.Config, d assembly.Deps) *runs.Runner {
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
+		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

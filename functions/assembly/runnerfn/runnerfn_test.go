@@ -57,7 +57,7 @@ func TestLambdaInvokerSendsAnAsyncInvoke(t *testing.T) {
 				Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 				RetryMaxAttempts: 1})
 			inv := runnerfn.LambdaInvoker{Client: client, Function: "stack-RunnerFunction-1"}
-			ref := workflow.RunRef{ChatID: "c1", RunID: "r1", Attempt: 2}
+			ref := workflow.RunRef{RunID: "r1", Attempt: 2}
 			err := inv.Invoke(context.Background(), ref)
 			if (err != nil) != c.wantErr {
 				t.Fatalf("Invoke: %v, want error %v", err, c.wantErr)

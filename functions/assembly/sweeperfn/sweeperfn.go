@@ -14,7 +14,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -26,20 +26,20 @@ const LogicalID = "SweeperFunction"
 // Required are the variables the bootstrap refuses to start without.
 var Required = []string{"DATA_TABLE", "RUNNER_FUNCTION"}
 
-// Sweeper builds the sweeper over the Data table: the expired leases of
-// active work (store.Leases) handed to their kind's handler, a streamed
-// reply's to chat.Service.InterruptExpired, a durable workflow run's to
+// Sweeper builds the sweeper over the Data table: the jobs whose lease
+// expired (store.Jobs) handed to their kind's handler, a streamed reply's
+// to chat.Service.InterruptExpired, a workflow run's to
 // runs.ResumeExpired (which hands the run to the runner through
 // runnerfn.Invoker). It fails when that Invoker cannot be built.
-func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*lease.Sweeper, error) {
-	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Now: d.Now})
+func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Sweeper, error) {
+	jobs := store.NewJobs(d.DB, cfg.DataTable)
+	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Now: d.Now})
 	invoker, err := runnerfn.Invoker(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
 	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
-	return lease.NewSweeper(store.NewLeases(d.DB, cfg.DataTable),
-		map[string]lease.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
+	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep

@@ -27,7 +27,7 @@ var Workflows = assembly.Function{
 }
 
 // build mounts the workflow routes and the run routes on one router, over
-// one tool catalog; runs through the API have the function's time limit.
+// one tool catalog; runs are handed to RunnerFunction.
 func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
@@ -43,8 +43,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	runService := runs.NewService(runs.Options{
-		Runs: runStore, Workflows: workflows, Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
-		Durable: runStore, Invoker: invoker, Lease: cfg.GenerationLease,
+		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable), Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}

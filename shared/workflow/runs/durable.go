@@ -10,92 +10,74 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// Durable runs: a run started asynchronously (or retried) is executed by
-// a Runner, reached through an Invoker (the runner Lambda function in AWS,
-// a goroutine locally). Every step's start and end is a checkpoint that
-// stores the run, appends its events to the run's event log and renews
-// its lease, in one conditional write; the sweeper (ResumeExpired) gives
-// a run whose lease expired to a new attempt, which continues from its
-// first unfinished step.
+// Durable runs: a run is executed by a Runner, reached through an Invoker
+// (the runner Lambda function in AWS, a goroutine locally). Every step's
+// start and end is a checkpoint that stores the run, appends its events
+// to the run's log and renews its lease, in one conditional write; the
+// sweeper (ResumeExpired) gives a run whose lease expired to a new
+// attempt, which continues from its first unfinished step.
 
-// Event types of a durable run's log.
-const (
-	EventRunStarted    = "run_started"
-	EventStepStarted   = "step_started"
-	EventStepCompleted = "step_completed"
-	EventStepFailed    = "step_failed"
-	EventRunCompleted  = "run_completed"
-	EventRunFailed     = "run_failed"
-	EventRunCancelled  = "run_cancelled"
-)
-
-// RunEvent is one event of a durable run. StepID and ToolID name the step
-// of the step events; Input is a started step's input, Output a completed
-// step's output, Error a failed step's or run's error.
-type RunEvent struct {
-	Type    string         `json:"type"`
-	RunID   string         `json:"runId"`
-	Attempt int            `json:"attempt,omitempty"`
-	StepID  string         `json:"stepId,omitempty"`
-	ToolID  string         `json:"toolId,omitempty"`
-	Input   map[string]any `json:"input,omitempty"`
-	Output  map[string]any `json:"output,omitempty"`
-	Error   string         `json:"error,omitempty"`
-}
-
-// DurableStore is the storage of durable runs (store.Runs).
-type DurableStore interface {
-	// CreateLoggedRun stores a new run with its event log and lease.
-	// NotFound CHAT_NOT_FOUND.
-	CreateLoggedRun(ctx context.Context, run workflow.Run, leaseUntil time.Time) error
+// Store is the storage of runs (store.Runs).
+type Store interface {
+	// CreateRun stores a new run with its event log, active with lease
+	// l; a run in a chat checks the chat. NotFound CHAT_NOT_FOUND.
+	CreateRun(ctx context.Context, run workflow.Run, l job.Lease) error
 	// SaveCheckpoint stores one checkpoint. Conflict RUN_STATE_CHANGED
 	// when the run's status or attempt is not the expected one or its log
 	// has ended.
 	SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error
-	// RenewRunLease renews a run's lease while its log is active.
-	RenewRunLease(ctx context.Context, chatID, runID string, until time.Time) error
-	// LoggedRun returns a durable run and the state of its log. NotFound
+	// LoggedRun returns a run and the head of its log. NotFound
 	// RUN_NOT_FOUND.
-	LoggedRun(ctx context.Context, chatID, runID string) (workflow.Run, workflow.LogState, error)
+	LoggedRun(ctx context.Context, runID string) (workflow.Run, job.Head, error)
 	// ClaimRun moves a run whose lease expired to its next attempt.
 	// Conflict RUN_STATE_CHANGED when something else moved first.
 	ClaimRun(ctx context.Context, run workflow.Run, expiredBefore, until time.Time) error
-	// RunEvents returns a run's logged events after seq and whether more
-	// can come. NotFound RUN_NOT_FOUND.
-	RunEvents(ctx context.Context, chatID, runID string, after int64) ([]eventlog.Record, bool, error)
-	// Run returns a run of a chat. NotFound RUN_NOT_FOUND.
-	Run(ctx context.Context, chatID, runID string) (workflow.Run, error)
+	// Run returns a run. NotFound RUN_NOT_FOUND.
+	Run(ctx context.Context, runID string) (workflow.Run, error)
+	// CancelRun cancels run (as read), conditioned on its status being
+	// still the one read. Conflict RUN_STATE_CHANGED otherwise.
+	CancelRun(ctx context.Context, run workflow.Run, now time.Time) (workflow.Run, error)
+	// ChatOwner returns the owner of a chat. NotFound CHAT_NOT_FOUND.
+	ChatOwner(ctx context.Context, chatID string) (string, error)
+	// ChatRunsPage returns up to limit runs of a chat, oldest first, after
+	// cursor, and the next page's cursor. Invalid INVALID_PAGINATION.
+	ChatRunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error)
 }
 
 // RunnerRunTimeout bounds a durable run from its start, across its
 // attempts, within the runner function's 900 s.
 const RunnerRunTimeout = 840 * time.Second
 
-// RunnerOptions configure NewRunner. Lease zero means eventlog.Lease;
-// Now nil means time.Now.
+// RunnerOptions configure NewRunner. Lease zero means job.LeaseTime; Now
+// nil means time.Now.
 type RunnerOptions struct {
-	Store DurableStore
+	Store Store
+	// Jobs renews a run's lease while a long step runs.
+	Jobs  job.Store
 	Tools ToolRunner
 	// Idempotent reports whether a tool declares idempotentHint: a step
 	// of it caught running by a resume runs again, else it fails
 	// INTERRUPTED. Nil: no tool is idempotent.
 	Idempotent  func(ctx context.Context, toolID string) (bool, error)
 	StepTimeout time.Duration
-	Lease       time.Duration
-	Now         func() time.Time
+	// RunTimeout bounds a run from its start, across its attempts; zero
+	// means RunnerRunTimeout.
+	RunTimeout time.Duration
+	Lease      time.Duration
+	Now        func() time.Time
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
 }
 
 // Runner executes durable runs: one attempt per Run call.
 type Runner struct {
-	store      DurableStore
+	store      Store
+	jobs       job.Store
 	engine     *Engine
 	idempotent func(ctx context.Context, toolID string) (bool, error)
 	lease      time.Duration
@@ -105,7 +87,7 @@ type Runner struct {
 // NewRunner returns a Runner.
 func NewRunner(o RunnerOptions) *Runner {
 	if o.Lease <= 0 {
-		o.Lease = eventlog.Lease
+		o.Lease = job.LeaseTime
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -113,8 +95,11 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.Idempotent == nil {
 		o.Idempotent = func(context.Context, string) (bool, error) { return false, nil }
 	}
-	eng := NewEngine(o.Tools, nil, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: RunnerRunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
-	return &Runner{store: o.Store, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now}
+	if o.RunTimeout <= 0 {
+		o.RunTimeout = RunnerRunTimeout
+	}
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
+	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now}
 }
 
 // Run executes attempt ref.Attempt of a durable run from its first
@@ -127,20 +112,20 @@ func NewRunner(o RunnerOptions) *Runner {
 func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	const op = "runs.Runner.Run"
 	ctx = context.WithoutCancel(ctx)
-	run, st, err := r.store.LoggedRun(ctx, ref.ChatID, ref.RunID)
+	run, head, err := r.store.LoggedRun(ctx, ref.RunID)
 	if errs.Is(err, errs.NotFound) {
 		return nil
 	}
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if run.Attempt != ref.Attempt || !st.Active {
+	if run.Attempt != ref.Attempt || !head.Active {
 		return nil
 	}
 	// The runner serves no request: the run's steps act for the user who
 	// started it (their tool policies and budget), on any host.
 	ctx = auth.ActingFor(ctx, run.UserID)
-	l := newRunLog(r.store, run, st.LastSeq, r.lease, r.now)
+	l := newRunLog(r.store, run, head.LastSeq, r.lease, r.now)
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -152,7 +137,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 		}
 		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
 			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
-			l.prev = snapshot(run)
+			l.rebase(run)
 			continue
 		}
 		interrupt(&run, i, r.now().UTC())
@@ -166,7 +151,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	}
 	stop := r.heartbeat(ctx, ref)
 	defer stop()
-	return errs.Wrap(op, r.engine.Continue(ctx, l, run.Plan, &run, nil))
+	return errs.Wrap(op, r.engine.Continue(ctx, l, run.Plan, &run))
 }
 
 // heartbeat renews the run's lease every third of it while a step runs,
@@ -182,8 +167,9 @@ func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef) func() {
 			case <-done:
 				return
 			case <-t.C:
-				if err := r.store.RenewRunLease(ctx, ref.ChatID, ref.RunID, r.now().Add(r.lease)); err != nil {
-					logging.FromContext(ctx).InfoContext(ctx, "renew run lease", "runId", ref.RunID, "err", err.Error())
+				ref := job.Ref{Kind: workflow.RunKind, Collection: ref.RunID, ID: ref.RunID}
+				if err := r.jobs.Append(ctx, ref, nil, job.Lease{Until: r.now().Add(r.lease)}); err != nil {
+					logging.FromContext(ctx).InfoContext(ctx, "renew run lease", "runId", ref.ID, "err", err.Error())
 				}
 			}
 		}
@@ -211,9 +197,9 @@ func ignoreConflict(err error) error {
 
 // ResumeOptions configure ResumeExpired: the store, the Invoker that
 // hands a run to its next attempt, the lease of that attempt (zero:
-// eventlog.Lease) and the clock (nil: time.Now).
+// job.LeaseTime) and the clock (nil: time.Now).
 type ResumeOptions struct {
-	Store   DurableStore
+	Store   Store
 	Invoker workflow.Invoker
 	Lease   time.Duration
 	Now     func() time.Time
@@ -225,16 +211,16 @@ type ResumeOptions struct {
 // runner held it has its log ended. Every write is conditioned on the
 // lease still being expired, so a runner that renewed meanwhile, or
 // another sweeper, wins.
-func ResumeExpired(o ResumeOptions) lease.Handler {
+func ResumeExpired(o ResumeOptions) job.Handler {
 	if o.Lease <= 0 {
-		o.Lease = eventlog.Lease
+		o.Lease = job.LeaseTime
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return func(ctx context.Context, e lease.Expired) error {
+	return func(ctx context.Context, e job.Expired) error {
 		const op = "runs.ResumeExpired"
-		run, st, err := o.Store.LoggedRun(ctx, e.Collection, e.ID)
+		run, head, err := o.Store.LoggedRun(ctx, e.ID)
 		if errs.Is(err, errs.NotFound) {
 			return nil
 		}
@@ -242,10 +228,10 @@ func ResumeExpired(o ResumeOptions) lease.Handler {
 			return errs.Wrap(op, err)
 		}
 		now := o.Now()
-		if !st.Active || st.LeaseUntil.After(now) {
+		if !head.Active || head.LeaseUntil.After(now) {
 			return nil
 		}
-		l := newRunLog(o.Store, run, st.LastSeq, o.Lease, o.Now)
+		l := newRunLog(o.Store, run, head.LastSeq, o.Lease, o.Now)
 		l.expiredBefore = now
 		switch {
 		case !workflow.Active(run.Status):
@@ -266,19 +252,33 @@ func ResumeExpired(o ResumeOptions) lease.Handler {
 		if err := o.Store.ClaimRun(ctx, run, now, now.Add(o.Lease)); err != nil {
 			return ignoreConflict(errs.Wrap(op, err))
 		}
-		return errs.Wrap(op, o.Invoker.Invoke(ctx, workflow.RunRef{ChatID: run.ChatID, RunID: run.ID, Attempt: run.Attempt + 1}))
+		return errs.Wrap(op, o.Invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt + 1}))
 	}
 }
 
-func newRunLog(store DurableStore, run workflow.Run, lastSeq int64, lease time.Duration, now func() time.Time) *runLog {
-	return &runLog{store: store, prev: snapshot(run), seq: lastSeq, lease: lease, now: now}
+// newRunLog returns the Saver of run, whose log's last event is lastSeq.
+// A log with no event yet starts with run_started, whatever the run's
+// status (a run cancelled before any runner took it).
+func newRunLog(store Store, run workflow.Run, lastSeq int64, lease time.Duration, now func() time.Time) *runLog {
+	l := &runLog{store: store, seq: lastSeq, lease: lease, now: now}
+	l.rebase(run)
+	return l
 }
 
-// runLog is the RunStore of a durable run's engine: each SaveRun is a
+// rebase makes run the state the next checkpoint's events are computed
+// from.
+func (l *runLog) rebase(run workflow.Run) {
+	l.prev = snapshot(run)
+	if l.seq == 0 {
+		l.prev.Status = workflow.RunPending
+	}
+}
+
+// runLog is the Saver of a durable run's engine: each SaveRun is a
 // checkpoint carrying the events that tell what changed since the last
 // one.
 type runLog struct {
-	store         DurableStore
+	store         Store
 	prev          workflow.Run
 	seq           int64
 	lease         time.Duration
@@ -286,23 +286,19 @@ type runLog struct {
 	expiredBefore time.Time
 }
 
-// CreateRun is never called: a durable run is stored when it is started.
-func (l *runLog) CreateRun(context.Context, workflow.Run) error {
-	return errs.E("runs.runLog", errs.Internal, "INTERNAL_ERROR", "a durable run is created when it starts")
-}
-
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
 // run that has finished ends its log.
 func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error {
 	evs := runEvents(l.prev, run)
-	recs := make([]eventlog.Record, len(evs))
+	data := make([]json.RawMessage, len(evs))
 	for i, ev := range evs {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return errs.Wrap("runs.runLog", err)
 		}
-		recs[i] = eventlog.Record{Seq: l.seq + 1 + int64(i), Data: b}
+		data[i] = b
 	}
+	recs := job.Chain(l.seq, l.seq+1, data...)
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
 		End: !workflow.Active(run.Status), LeaseUntil: l.now().Add(l.lease), ExpiredBefore: l.expiredBefore})
 	if err == nil {
@@ -322,23 +318,23 @@ func snapshot(r workflow.Run) workflow.Run {
 // when it leaves pending, a step event per step whose status changed, and
 // the run's final event when it finished (also when it was already
 // finished in prev: a run cancelled while no runner held it).
-func runEvents(prev, cur workflow.Run) []RunEvent {
-	var evs []RunEvent
-	if prev.Status == workflow.RunPending && cur.Status == workflow.RunRunning {
-		evs = append(evs, RunEvent{Type: EventRunStarted, RunID: cur.ID, Attempt: cur.Attempt})
+func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
+	var evs []workflow.RunEvent
+	if prev.Status == workflow.RunPending && cur.Status != workflow.RunPending {
+		evs = append(evs, workflow.RunEvent{Type: workflow.EventRunStarted, RunID: cur.ID, Attempt: cur.Attempt})
 	}
 	for i, s := range cur.Steps {
 		if i < len(prev.Steps) && prev.Steps[i].Status == s.Status {
 			continue
 		}
-		ev := RunEvent{RunID: cur.ID, StepID: s.ID, ToolID: s.ToolID}
+		ev := workflow.RunEvent{RunID: cur.ID, StepID: s.ID, ToolID: s.ToolID}
 		switch s.Status {
 		case workflow.StepRunning:
-			ev.Type, ev.Input = EventStepStarted, s.Input
+			ev.Type, ev.Input = workflow.EventStepStarted, s.Input
 		case workflow.StepCompleted:
-			ev.Type, ev.Output = EventStepCompleted, s.Output
+			ev.Type, ev.Output = workflow.EventStepCompleted, s.Output
 		case workflow.StepFailed:
-			ev.Type, ev.Error = EventStepFailed, s.Error
+			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
 		default:
 			continue
 		}
@@ -346,24 +342,19 @@ func runEvents(prev, cur workflow.Run) []RunEvent {
 	}
 	switch cur.Status {
 	case workflow.RunCompleted:
-		evs = append(evs, RunEvent{Type: EventRunCompleted, RunID: cur.ID})
+		evs = append(evs, workflow.RunEvent{Type: workflow.EventRunCompleted, RunID: cur.ID})
 	case workflow.RunFailed:
-		evs = append(evs, RunEvent{Type: EventRunFailed, RunID: cur.ID, Error: cur.Error})
+		evs = append(evs, workflow.RunEvent{Type: workflow.EventRunFailed, RunID: cur.ID, Error: cur.Error})
 	case workflow.RunCancelled:
-		evs = append(evs, RunEvent{Type: EventRunCancelled, RunID: cur.ID, Error: cur.Error})
+		evs = append(evs, workflow.RunEvent{Type: workflow.EventRunCancelled, RunID: cur.ID, Error: cur.Error})
 	}
 	return evs
 }
 
 // isLastEvent reports whether rec is a run's final event.
-func isLastEvent(rec eventlog.Record) bool {
-	var e struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(rec.Data, &e) != nil {
-		return false
-	}
-	return e.Type == EventRunCompleted || e.Type == EventRunFailed || e.Type == EventRunCancelled
+func isLastEvent(rec job.Record) bool {
+	var e workflow.RunEvent
+	return json.Unmarshal(rec.Data, &e) == nil && e.Last()
 }
 
 // InProcess is the Invoker of the dev server and the tests: it runs the
@@ -390,3 +381,8 @@ func (p *InProcess) Invoke(ctx context.Context, ref workflow.RunRef) error {
 
 // Wait waits for every run started so far to return.
 func (p *InProcess) Wait() { p.wg.Wait() }
+
+// decodeEvent decodes a run event's record.
+func decodeEvent(rec job.Record, ev *workflow.RunEvent) error {
+	return errs.Wrap("runs.decodeEvent", json.Unmarshal(rec.Data, ev))
+}

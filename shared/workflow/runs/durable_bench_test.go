@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
@@ -18,7 +18,7 @@ import (
 )
 
 // benchDurable is the storage and a chat of the durable run benchmarks.
-func benchDurable(b *testing.B) (*storetest.DB, *store.Runs, *tools.Registry, string, string) {
+func benchDurable(b *testing.B) (*storetest.DB, *store.Runs, *store.Jobs, *tools.Registry, string, string) {
 	db := storetest.New(b)
 	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
 	if err != nil {
@@ -29,7 +29,7 @@ func benchDurable(b *testing.B) (*storetest.DB, *store.Runs, *tools.Registry, st
 	if err := store.NewChats(db.DB, db.Data()).CreateChat(context.Background(), chat.Chat{ID: chatID, UserID: userID, Title: "b", CreatedAt: now, UpdatedAt: now}); err != nil {
 		b.Fatal(err)
 	}
-	return db, store.NewRuns(db.DB, db.Data()), reg, chatID, userID
+	return db, store.NewRuns(db.DB, db.Data()), store.NewJobs(db.DB, db.Data()), reg, chatID, userID
 }
 
 func benchWorkflow(userID string) workflow.Workflow {
@@ -41,24 +41,24 @@ func benchWorkflow(userID string) workflow.Workflow {
 	return workflow.Workflow{ID: uuid.NewString(), UserID: userID, Name: "bench", Steps: steps, Version: 1}
 }
 
-// BenchmarkDurableRunStep runs the ten-step workflow of BenchmarkEngineStep
-// as a durable run (created with its log, then one Runner attempt, every
-// step's start and end a checkpoint transaction with its events and the
-// lease) and reports the time and DynamoDB calls per step, to compare
-// with BenchmarkEngineStep's.
+// BenchmarkDurableRunStep runs a workflow of ten json_query steps, each
+// querying the previous step's result through a template, as a durable
+// run (created with its log, then one Runner attempt, every step's start
+// and end a checkpoint transaction with its events and the lease) and
+// reports the time and DynamoDB calls per step; BenchmarkEngineBareTool is
+// its floor.
 func BenchmarkDurableRunStep(b *testing.B) {
-	db, runStore, reg, chatID, userID := benchDurable(b)
+	db, runStore, jobs, reg, chatID, userID := benchDurable(b)
 	w := benchWorkflow(userID)
-	e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
-	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Tools: reg})
+	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})
 	db.Counter.Reset()
 	b.ReportAllocs()
 	for b.Loop() {
-		run := e.NewRun(w, chatID, userID)
-		if err := runStore.CreateLoggedRun(context.Background(), run, time.Now().Add(time.Minute)); err != nil {
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		if err := runStore.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.Run(context.Background(), workflow.RunRef{ChatID: chatID, RunID: run.ID, Attempt: 1}); err != nil {
+		if err := r.Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,27 +71,27 @@ func BenchmarkDurableRunStep(b *testing.B) {
 // (what precedes the 202) to its run_started event being readable in its
 // log, as a follower would see it.
 func BenchmarkAcceptedToRunStarted(b *testing.B) {
-	_, runStore, reg, chatID, userID := benchDurable(b)
+	_, runStore, jobs, reg, chatID, userID := benchDurable(b)
 	w := benchWorkflow(userID)
 	w.Steps = w.Steps[:1]
-	e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
-	inproc := &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: runStore, Tools: reg})}
+	inproc := &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})}
 	var toStarted, read time.Duration
 	for b.Loop() {
-		run := e.NewRun(w, chatID, userID)
-		if err := runStore.CreateLoggedRun(context.Background(), run, time.Now().Add(time.Minute)); err != nil {
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		if err := runStore.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
 			b.Fatal(err)
 		}
+		ref := job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}
 		// The floor: one read of the empty log, what a follower's poll costs.
 		t0 := time.Now()
-		if _, _, err := runStore.RunEvents(context.Background(), chatID, run.ID, 0); err != nil {
+		if _, _, err := jobs.Read(context.Background(), ref, 0); err != nil {
 			b.Fatal(err)
 		}
 		read += time.Since(t0)
 		t0 = time.Now()
-		_ = inproc.Invoke(context.Background(), workflow.RunRef{ChatID: chatID, RunID: run.ID, Attempt: 1})
+		_ = inproc.Invoke(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1})
 		for {
-			recs, _, err := runStore.RunEvents(context.Background(), chatID, run.ID, 0)
+			recs, _, err := jobs.Read(context.Background(), ref, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,15 +113,14 @@ func BenchmarkAcceptedToRunStarted(b *testing.B) {
 func BenchmarkSweepWithActiveRuns(b *testing.B) {
 	for _, n := range []int{0, 100} {
 		b.Run(fmt.Sprintf("active=%d", n), func(b *testing.B) {
-			db, runStore, reg, chatID, userID := benchDurable(b)
+			db, runStore, jobs, _, chatID, userID := benchDurable(b)
 			w := benchWorkflow(userID)
-			e := runs.NewEngine(reg, runStore, runs.EngineOptions{})
 			for range n {
-				if err := runStore.CreateLoggedRun(context.Background(), e.NewRun(w, chatID, userID), time.Now().Add(time.Hour)); err != nil {
+				if err := runStore.CreateRun(context.Background(), runs.NewRun(w, chatID, userID, time.Now()), job.Lease{Until: time.Now().Add(time.Hour)}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			sw := lease.NewSweeper(store.NewLeases(db.DB, db.Data()), map[string]lease.Handler{
+			sw := job.NewSweeper(jobs, map[string]job.Handler{
 				workflow.RunKind: runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Invoker: &runs.InProcess{}}),
 			}, nil, nil)
 			db.Counter.Reset()

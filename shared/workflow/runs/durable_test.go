@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -80,7 +80,7 @@ func countSteps(n int, ms int) ([]workflow.Step, []string) {
 
 type sseEvent struct {
 	ID   string
-	Data runs.RunEvent
+	Data workflow.RunEvent
 }
 
 // events reads the run's events (after lastID when set) until the stream
@@ -299,7 +299,7 @@ func TestRetryOfActiveRunAndCancel(t *testing.T) {
 		t.Fatalf("cancelled run = %+v, step 2 ran %d times", got, count(keys[1]))
 	}
 	evs := f.events(t, 0, chatID, run.ID, "")
-	if n := len(evs); n == 0 || evs[n-1].Data.Type != runs.EventRunCancelled {
+	if n := len(evs); n == 0 || evs[n-1].Data.Type != workflow.EventRunCancelled {
 		t.Fatalf("events %s", types(evs))
 	}
 }
@@ -321,7 +321,7 @@ func (f *runsFixture) crashedRun(t *testing.T, chatID string, toolID string, att
 			{ID: steps[1].ID, ToolID: toolID, Status: workflow.StepRunning, StartedAt: &now, Input: steps[1].Inputs},
 			{ID: steps[2].ID, ToolID: toolID, Status: workflow.StepPending},
 		}}
-	if err := f.runs.CreateLoggedRun(context.Background(), run, now.Add(-time.Second)); err != nil {
+	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	return run, keys
@@ -329,9 +329,9 @@ func (f *runsFixture) crashedRun(t *testing.T, chatID string, toolID string, att
 
 func (f *runsFixture) sweep(t *testing.T) {
 	t.Helper()
-	sw := lease.NewSweeper(f.leases, map[string]lease.Handler{
+	sw := job.NewSweeper(f.jobs, map[string]job.Handler{
 		workflow.RunKind: runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Invoker: f.inproc, Lease: f.lease}),
-		"generation":     func(context.Context, lease.Expired) error { return nil },
+		"generation":     func(context.Context, job.Expired) error { return nil },
 	}, nil, nil)
 	if _, err := sw.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestSweeperResumesExpiredRuns(t *testing.T) {
 	if got.Status != workflow.RunCompleted || got.Attempt != 2 || count(idemKeys[0]) != 0 || count(idemKeys[1]) != 1 || count(idemKeys[2]) != 1 {
 		t.Fatalf("resumed = %+v; counts %d %d %d", got, count(idemKeys[0]), count(idemKeys[1]), count(idemKeys[2]))
 	}
-	if evs := f.events(t, 0, chatID, idem.ID, ""); types(evs) != "step_started,step_completed,step_started,step_completed,run_completed" {
+	if evs := f.events(t, 0, chatID, idem.ID, ""); types(evs) != "run_started,step_started,step_completed,step_started,step_completed,run_completed" {
 		t.Fatalf("resumed events %s", types(evs))
 	}
 	for _, c := range []struct {
@@ -373,20 +373,20 @@ func TestSweeperResumesExpiredRuns(t *testing.T) {
 				t.Fatalf("%s ran", k)
 			}
 		}
-		if evs := f.events(t, 0, chatID, c.run.ID, ""); types(evs) != "step_failed,run_failed" {
+		if evs := f.events(t, 0, chatID, c.run.ID, ""); types(evs) != "run_started,step_failed,run_failed" {
 			t.Fatalf("interrupted events %s", types(evs))
 		}
 	}
 	// Nothing is left for the sweeper.
-	expired, err := f.leases.Expired(context.Background(), time.Now().Add(time.Hour), 100)
+	expired, err := f.jobs.Expired(context.Background(), time.Now().Add(time.Hour), 100)
 	if err != nil || len(expired) != 0 {
 		t.Fatalf("expired = %v, %v", expired, err)
 	}
 }
 
-// TestSyncRunThroughRunEndpoints: a run started without Prefer still
-// answers 201 with the finished run, and is readable through GET run with
-// its attempt and workflow version; it has no event log.
+// TestSyncRunThroughRunEndpoints: a run started without Prefer is the
+// same durable run, waited for: 201 with the finished run, readable
+// through GET run with its attempt and workflow version, with its events.
 func TestSyncRunThroughRunEndpoints(t *testing.T) {
 	t.Parallel()
 	f := newRunsFixture(t)
@@ -403,7 +403,9 @@ func TestSyncRunThroughRunEndpoints(t *testing.T) {
 	if got.Status != workflow.RunCompleted || got.Attempt != 1 || got.WorkflowVersion != 1 || len(got.Steps) != 2 {
 		t.Fatalf("run = %+v", got)
 	}
-	expect(t, f.do(t, f.users[0].cookie, "GET", "/api/chats/"+chatID+"/workflow-runs/"+got.ID+"/events", ""), http.StatusNotFound, workflow.CodeRunNotFound)
+	if evs := f.events(t, 0, chatID, got.ID, ""); types(evs) != "run_started,step_started,step_completed,step_started,step_completed,run_completed" {
+		t.Fatalf("events of a run started without Prefer: %s", types(evs))
+	}
 }
 
 // whoamiTool answers the user its context acts for (auth.UserID).

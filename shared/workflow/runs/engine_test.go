@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
@@ -73,6 +74,7 @@ func (c *clock) Now() time.Time {
 
 type engineFixture struct {
 	runs   *store.Runs
+	jobs   *store.Jobs
 	chats  *store.Chats
 	chatID string
 	userID string
@@ -82,7 +84,7 @@ type engineFixture struct {
 func newEngineFixture(t *testing.T) *engineFixture {
 	t.Helper()
 	db := storetest.New(t)
-	f := &engineFixture{runs: store.NewRuns(db.DB, db.Data()), chats: store.NewChats(db.DB, db.Data()),
+	f := &engineFixture{runs: store.NewRuns(db.DB, db.Data()), jobs: store.NewJobs(db.DB, db.Data()), chats: store.NewChats(db.DB, db.Data()),
 		chatID: uuid.NewString(), userID: uuid.NewString(), clock: newClock()}
 	now := time.Now().UTC()
 	if err := f.chats.CreateChat(context.Background(), chat.Chat{ID: f.chatID, UserID: f.userID, Title: "c", CreatedAt: now, UpdatedAt: now}); err != nil {
@@ -91,27 +93,47 @@ func newEngineFixture(t *testing.T) *engineFixture {
 	return f
 }
 
-func (f *engineFixture) engine(t *testing.T, o runs.EngineOptions) *runs.Engine {
+// execute stores a run of w and runs it to its end through a Runner with
+// o (the engine's options), as RunnerFunction would, and returns it as
+// stored and the types of its logged events.
+func (f *engineFixture) execute(t *testing.T, o runs.RunnerOptions, w workflow.Workflow) (workflow.Run, []workflow.RunEvent) {
+	t.Helper()
 	if o.Now == nil {
 		o.Now = f.clock.Now
 	}
-	return runs.NewEngine(newRegistry(t), f.runs, o)
-}
-
-// stored returns the stored run id.
-func (f *engineFixture) stored(t *testing.T, id string) workflow.Run {
-	t.Helper()
-	_, list, err := f.runs.ChatRuns(context.Background(), f.chatID)
+	o.Store, o.Jobs, o.Tools = f.runs, f.jobs, newRegistry(t)
+	run := runs.NewRun(w, f.chatID, f.userID, o.Now())
+	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.NewRunner(o).Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.runs.Run(context.Background(), run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range list {
-		if r.ID == id {
-			return r
-		}
+	recs, h, err := f.jobs.Read(context.Background(), job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}, 0)
+	if err != nil || h.Active {
+		t.Fatalf("the run's log: active %v, %v", h.Active, err)
 	}
-	t.Fatalf("run %s not stored", id)
-	return workflow.Run{}
+	var evs []workflow.RunEvent
+	for _, r := range recs {
+		var e workflow.RunEvent
+		if err := json.Unmarshal(r.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return got, evs
+}
+
+func eventTypes(evs []workflow.RunEvent) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, e.Type)
+	}
+	return strings.Join(s, ",")
 }
 
 func wf(steps ...workflow.Step) workflow.Workflow {
@@ -133,17 +155,12 @@ func statuses(r workflow.Run) string {
 func TestEngineTypePreservingTemplates(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("pick", "json_query", map[string]any{"input": map[string]any{"price": 21.5}, "query": ".price"}),
 		step("calc", "math_evaluate", map[string]any{"expression": "p * 2", "variables": map[string]any{"p": "{{pick.result}}"}}),
 		step("say", "text_template", map[string]any{"template": "Total {{.t}} ({{ calc.value }})", "values": map[string]any{"t": "{{calc.value}}"}}),
 	)
-	run := e.NewRun(w, f.chatID, f.userID)
-	var events []runs.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { events = append(events, ev) }); err != nil {
-		t.Fatal(err)
-	}
+	run, events := f.execute(t, runs.RunnerOptions{}, w)
 	if run.Status != workflow.RunCompleted || statuses(run) != "completed,completed,completed" {
 		t.Fatalf("run = %s (%s) %s", run.Status, statuses(run), run.Error)
 	}
@@ -156,182 +173,125 @@ func TestEngineTypePreservingTemplates(t *testing.T) {
 	if got := run.Steps[2].Output["text"]; got != "Total 43 (43)" {
 		t.Fatalf("text = %#v", got)
 	}
-	if len(events) != 6 || events[0].Kind != runs.StepStarted || events[0].ToolID != "json_query" || events[5].Kind != runs.StepFinished {
-		t.Fatalf("events = %+v", events)
+	want := "run_started,step_started,step_completed,step_started,step_completed,step_started,step_completed,run_completed"
+	if eventTypes(events) != want || events[1].ToolID != "json_query" {
+		t.Fatalf("events = %s, want %s", eventTypes(events), want)
 	}
-	if events[2].Input["variables"].(map[string]any)["p"] != 21.5 {
-		t.Fatalf("start event input = %v", events[2].Input)
+	if events[3].Input["variables"].(map[string]any)["p"] != 21.5 {
+		t.Fatalf("start event input = %v", events[3].Input)
 	}
-	got := f.stored(t, run.ID)
-	if got.Status != workflow.RunCompleted || got.CompletedAt == nil || statuses(got) != "completed,completed,completed" {
-		t.Fatalf("stored = %+v", got)
+	if run.CompletedAt == nil {
+		t.Fatalf("stored = %+v", run)
 	}
-	for i, st := range got.Steps {
+	for i, st := range run.Steps {
 		if st.StartedAt == nil || st.CompletedAt == nil || st.CompletedAt.Before(*st.StartedAt) {
 			t.Fatalf("step %d times = %v %v", i, st.StartedAt, st.CompletedAt)
 		}
-		if i > 0 && !st.StartedAt.After(*got.Steps[i-1].CompletedAt) && !st.StartedAt.Equal(*got.Steps[i-1].CompletedAt) {
+		if i > 0 && !st.StartedAt.After(*run.Steps[i-1].CompletedAt) && !st.StartedAt.Equal(*run.Steps[i-1].CompletedAt) {
 			t.Fatalf("step %d started before step %d completed", i, i-1)
 		}
 	}
-	if !got.StartedAt.Equal(run.StartedAt) || got.Steps[2].Output["text"] != "Total 43 (43)" || got.WorkflowID != w.ID || got.UserID != f.userID {
-		t.Fatalf("stored = %+v", got)
+	if run.WorkflowID != w.ID || run.UserID != f.userID {
+		t.Fatalf("stored = %+v", run)
 	}
 }
 
 func TestEngineFailingStepSkipsRest(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("a", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 		step("b", "json_query", map[string]any{"input": map[string]any{}, "query": `error("boom")`}),
 		step("c", "hash", map[string]any{"text": "{{b.result}}", "algorithm": "md5"}),
 	)
-	run := e.NewRun(w, f.chatID, f.userID)
-	var last runs.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { last = ev }); err != nil {
-		t.Fatal(err)
-	}
-	if run.Status != workflow.RunFailed || statuses(run) != "completed,failed,skipped" {
+	run, events := f.execute(t, runs.RunnerOptions{}, w)
+	if run.Status != workflow.RunFailed || statuses(run) != "completed,failed,skipped" || run.Steps[2].StartedAt != nil {
 		t.Fatalf("run = %s (%s)", run.Status, statuses(run))
 	}
 	if !strings.Contains(run.Steps[1].Error, "boom") || !strings.Contains(run.Error, "step b") {
 		t.Fatalf("errors = %q / %q", run.Steps[1].Error, run.Error)
 	}
-	if last.StepID != "b" || last.Status != workflow.StepFailed || last.Error == "" {
-		t.Fatalf("last event = %+v", last)
-	}
-	got := f.stored(t, run.ID)
-	if got.Status != workflow.RunFailed || statuses(got) != "completed,failed,skipped" || got.Steps[2].StartedAt != nil {
-		t.Fatalf("stored = %+v", got)
+	if n := len(events); n < 2 || events[n-2].StepID != "b" || events[n-2].Type != workflow.EventStepFailed || events[n-1].Type != workflow.EventRunFailed {
+		t.Fatalf("events = %s", eventTypes(events))
 	}
 }
 
 func TestEngineTemplateErrorFailsStep(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, runs.EngineOptions{})
 	w := wf(
 		step("a", "hash", map[string]any{"text": "{{nope.digest}}", "algorithm": "md5"}),
 		step("b", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 	)
-	run := e.NewRun(w, f.chatID, f.userID)
-	var events []runs.StepEvent
-	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) { events = append(events, ev) }); err != nil {
-		t.Fatal(err)
-	}
+	run, events := f.execute(t, runs.RunnerOptions{}, w)
 	if run.Status != workflow.RunFailed || statuses(run) != "failed,skipped" || !strings.Contains(run.Steps[0].Error, "nope") {
 		t.Fatalf("run = %+v", run)
 	}
-	if len(events) != 1 || events[0].Kind != runs.StepFinished || events[0].Input["text"] != "{{nope.digest}}" {
-		t.Fatalf("events = %+v", events)
+	// The step failed before its tool ran: no step_started.
+	if eventTypes(events) != "run_started,step_failed,run_failed" {
+		t.Fatalf("events = %s", eventTypes(events))
 	}
 }
 
+// TestEngineStepTimeout: the step's own timeout fails it and says so.
 func TestEngineStepTimeout(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, runs.EngineOptions{StepTimeout: 50 * time.Millisecond})
 	w := wf(step("slow", "sleep", map[string]any{"ms": 60000}), step("next", "sleep", map[string]any{"ms": 0}))
-	run := e.NewRun(w, f.chatID, f.userID)
-	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
-		t.Fatal(err)
-	}
-	if run.Status != workflow.RunFailed || statuses(run) != "failed,skipped" || !strings.Contains(run.Steps[0].Error, "timed out") {
+	run, _ := f.execute(t, runs.RunnerOptions{StepTimeout: 50 * time.Millisecond}, w)
+	if run.Status != workflow.RunFailed || statuses(run) != "failed,skipped" || !strings.Contains(run.Steps[0].Error, "timed out after 50ms") {
 		t.Fatalf("run = %+v", run)
-	}
-	if got := f.stored(t, run.ID); got.Status != workflow.RunFailed {
-		t.Fatalf("stored = %+v", got)
 	}
 }
 
 func TestEngineCancelledThroughStore(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	var e *runs.Engine
 	var cancelled workflow.Run
-	e = f.engine(t, runs.EngineOptions{BeforeStep: func(i int) {
-		if i != 1 {
-			return
-		}
-		// Another request cancels the run between steps 0 and 1.
-		_, list, err := f.runs.ChatRuns(context.Background(), f.chatID)
-		if err != nil || len(list) != 1 {
-			t.Errorf("runs = %v, %v", list, err)
-			return
-		}
-		cancelled, err = f.runs.CancelRun(context.Background(), f.chatID, list[0].ID, f.userID, time.Now())
-		if err != nil {
-			t.Error(err)
-		}
-	}})
+	var runID string
 	w := wf(
 		step("a", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
 		step("b", "hash", map[string]any{"text": "{{a.digest}}", "algorithm": "md5"}),
 		step("c", "hash", map[string]any{"text": "y", "algorithm": "md5"}),
 	)
-	run := e.NewRun(w, f.chatID, f.userID)
-	var started []string
-	if err := e.Execute(context.Background(), w, &run, func(ev runs.StepEvent) {
-		if ev.Kind == runs.StepStarted {
-			started = append(started, ev.StepID)
+	o := runs.RunnerOptions{BeforeStep: func(i int) {
+		if i != 1 {
+			return
 		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if cancelled.Status != workflow.RunCancelled || statuses(cancelled) != "completed,cancelled,cancelled" {
+		// Another request cancels the run between steps 0 and 1.
+		list, _, err := f.runs.ChatRunsPage(context.Background(), f.chatID, 10, "")
+		if err != nil || len(list) != 1 {
+			t.Errorf("runs = %v, %v", list, err)
+			return
+		}
+		runID = list[0].ID
+		if cancelled, err = f.runs.CancelRun(context.Background(), list[0], time.Now()); err != nil {
+			t.Error(err)
+		}
+	}}
+	run, events := f.execute(t, o, w)
+	if cancelled.Status != workflow.RunCancelled || statuses(cancelled) != "completed,cancelled,cancelled" || runID != run.ID {
 		t.Fatalf("cancel returned %+v", cancelled)
 	}
-	if run.Status != workflow.RunCancelled || statuses(run) != "completed,cancelled,cancelled" || strings.Join(started, ",") != "a" {
-		t.Fatalf("run = %s (%s), started %v", run.Status, statuses(run), started)
+	if run.Status != workflow.RunCancelled || statuses(run) != "completed,cancelled,cancelled" || run.CompletedAt == nil || run.Steps[0].Output["digest"] == nil {
+		t.Fatalf("stored = %+v", run)
 	}
-	got := f.stored(t, run.ID)
-	if got.Status != workflow.RunCancelled || statuses(got) != "completed,cancelled,cancelled" || got.CompletedAt == nil || got.Steps[0].Output["digest"] == nil {
-		t.Fatalf("stored = %+v", got)
+	if n := len(events); n == 0 || events[n-1].Type != workflow.EventRunCancelled {
+		t.Fatalf("events = %s", eventTypes(events))
 	}
-}
-
-func TestEngineContextCancelled(t *testing.T) {
-	t.Parallel()
-	f := newEngineFixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e := f.engine(t, runs.EngineOptions{})
-	w := wf(
-		step("a", "hash", map[string]any{"text": "x", "algorithm": "md5"}),
-		step("b", "sleep", map[string]any{"ms": 60000}),
-		step("c", "hash", map[string]any{"text": "y", "algorithm": "md5"}),
-	)
-	run := e.NewRun(w, f.chatID, f.userID)
-	err := e.Execute(ctx, w, &run, func(ev runs.StepEvent) {
-		if ev.Kind == runs.StepStarted && ev.StepID == "b" {
-			cancel() // the client leaves while step b runs
+	for _, e := range events {
+		if e.Type == workflow.EventStepStarted && e.StepID != "a" {
+			t.Fatalf("step %s started after the cancel", e.StepID)
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Status != workflow.RunCancelled || statuses(run) != "completed,cancelled,cancelled" {
-		t.Fatalf("run = %s (%s)", run.Status, statuses(run))
-	}
-	got := f.stored(t, run.ID)
-	if got.Status != workflow.RunCancelled || statuses(got) != "completed,cancelled,cancelled" || got.CompletedAt == nil {
-		t.Fatalf("stored = %+v", got)
 	}
 }
 
 func TestEngineEmptyWorkflow(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
-	e := f.engine(t, runs.EngineOptions{})
-	w := wf()
-	run := e.NewRun(w, f.chatID, f.userID)
-	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.stored(t, run.ID); got.Status != workflow.RunCompleted || len(got.Steps) != 0 {
-		t.Fatalf("stored = %+v", got)
+	run, events := f.execute(t, runs.RunnerOptions{}, wf())
+	if run.Status != workflow.RunCompleted || len(run.Steps) != 0 || eventTypes(events) != "run_started,run_completed" {
+		t.Fatalf("stored = %+v, events %s", run, eventTypes(events))
 	}
 }
 
@@ -346,16 +306,13 @@ func TestEngineRunTimeout(t *testing.T) {
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	set(start)
-	e := f.engine(t, runs.EngineOptions{RunTimeout: time.Minute, Now: clock, BeforeStep: func(i int) {
+	o := runs.RunnerOptions{RunTimeout: time.Minute, Now: clock, BeforeStep: func(i int) {
 		if i == 1 {
 			set(start.Add(2 * time.Minute)) // the first step took the whole budget
 		}
-	}})
+	}}
 	w := wf(step("a", "sleep", map[string]any{"ms": 0}), step("b", "sleep", map[string]any{"ms": 0}), step("c", "sleep", map[string]any{"ms": 0}))
-	run := e.NewRun(w, f.chatID, f.userID)
-	if err := e.Execute(context.Background(), w, &run, nil); err != nil {
-		t.Fatal(err)
-	}
+	run, _ := f.execute(t, o, w)
 	if run.Status != workflow.RunFailed || statuses(run) != "completed,skipped,skipped" || !strings.Contains(run.Error, "time limit of 1m0s") {
 		t.Fatalf("run = %s %s %q", run.Status, statuses(run), run.Error)
 	}
@@ -363,13 +320,8 @@ func TestEngineRunTimeout(t *testing.T) {
 	// The remaining budget caps the step's own timeout, and a step stopped
 	// by it reports the run's limit, not a step timeout.
 	f2 := newEngineFixture(t)
-	e2 := f2.engine(t, runs.EngineOptions{RunTimeout: 80 * time.Millisecond, StepTimeout: time.Minute, Now: time.Now})
-	w2 := wf(step("slow", "sleep", map[string]any{"ms": 60000}))
-	run2 := e2.NewRun(w2, f2.chatID, f2.userID)
-	if err := e2.Execute(context.Background(), w2, &run2, nil); err != nil {
-		t.Fatal(err)
-	}
-	if run2.Status != workflow.RunFailed || run2.Error != "the run exceeded its time limit of 80ms" || run2.Steps[0].Error != run2.Error {
+	run2, _ := f2.execute(t, runs.RunnerOptions{RunTimeout: 2 * time.Second, StepTimeout: time.Minute, Now: time.Now}, wf(step("slow", "sleep", map[string]any{"ms": 60000})))
+	if run2.Status != workflow.RunFailed || run2.Error != "the run exceeded its time limit of 2s" || run2.Steps[0].Error != run2.Error {
 		t.Fatalf("run = %+v", run2)
 	}
 }

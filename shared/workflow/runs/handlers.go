@@ -2,18 +2,14 @@ package runs
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/logging"
-	"github.com/workflowchat/service/shared/sse"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -75,7 +71,11 @@ func accepted(w http.ResponseWriter, run workflow.Run) {
 	httpapi.Respond(w, http.StatusAccepted, run)
 }
 
-func handleStartRun(s *Service) http.Handler {
+// handleStartRun starts a durable run. With Prefer: respond-async it
+// answers 202 at once; otherwise it waits for the run up to wait: 201
+// with the finished run, else 202 with where to follow it (the run goes
+// on either way).
+func handleStartRun(s *Service, wait time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in, err := httpapi.Decode[StartRunRequest](r)
 		if err != nil {
@@ -87,21 +87,24 @@ func handleStartRun(s *Service) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		if !respondAsync(r) {
-			run, err := s.Start(r.Context(), chatID, in.WorkflowID)
-			if err != nil {
-				httpapi.WriteError(w, r, err)
-				return
-			}
-			httpapi.Respond(w, http.StatusCreated, run)
-			return
-		}
-		run, err := s.StartAsync(r.Context(), chatID, in.WorkflowID)
+		run, err := s.Start(r.Context(), StartRequest{ChatID: chatID, WorkflowID: in.WorkflowID})
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		accepted(w, run)
+		if respondAsync(r) {
+			accepted(w, run)
+			return
+		}
+		done, finished, err := s.Wait(r.Context(), run.ID, wait)
+		switch {
+		case err != nil:
+			httpapi.WriteError(w, r, err)
+		case finished:
+			httpapi.Respond(w, http.StatusCreated, done)
+		default:
+			accepted(w, done)
+		}
 	})
 }
 
@@ -156,16 +159,9 @@ func handleRetryRun(s *Service) http.Handler {
 	})
 }
 
-// MaxFollow bounds one request following a run's events; the client
-// resumes with Last-Event-ID.
-const MaxFollow = 10 * time.Minute
-
-// followMargin is how long before the host's deadline a follow ends.
-const followMargin = 2 * time.Second
-
 // handleRunEvents replays the run's events after Last-Event-ID (or
-// ?lastEventId=; from the first without one), then follows them until
-// the run's last event.
+// ?lastEventId=; from run_started without one), then follows them until
+// the run's last event (job.Serve).
 func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chatID, runID, err := pathIDs(r)
@@ -173,7 +169,7 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		last, err := eventlog.LastEventID(r)
+		last, err := job.LastEventID(r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
@@ -181,7 +177,8 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 		var after int64
 		if last != nil {
 			if last.Stream != strings.ToLower(runID) {
-				httpapi.WriteError(w, r, errs.E("runs.Events", errs.Invalid, eventlog.CodeInvalidEventID, "the event id is not one of this run's"))
+				httpapi.WriteError(w, r, errs.E("runs.Events", errs.Invalid, job.CodeInvalidEventID,
+					"the event id must be <runId>:<seq> with this run's id, as sent in an event's id field"))
 				return
 			}
 			after = last.Seq
@@ -191,20 +188,7 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		out := sse.NewWriter(w)
-		deadline := time.Now().Add(MaxFollow)
-		if dl, ok := r.Context().Deadline(); ok && dl.Add(-followMargin).Before(deadline) {
-			// In Lambda, end the follow before the invocation's deadline, so
-			// that the buffered answer gets out; the client resumes.
-			deadline = dl.Add(-followMargin)
-		}
-		ctx, cancel := context.WithDeadline(r.Context(), deadline)
-		pinging := make(chan struct{})
-		go func() { defer close(pinging); out.KeepAlive(ctx, ping) }()
-		defer func() { cancel(); <-pinging }()
-		if err := f.Follow(ctx, func(id string, ev json.RawMessage) error { return out.SendWithID(id, ev) }); err != nil {
-			logging.FromContext(ctx).InfoContext(ctx, "run events ended early", "err", err.Error())
-		}
+		job.Serve(w, r, f, ping)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
@@ -30,8 +31,8 @@ type runsFixture struct {
 	// inproc runs the durable runs in process, as the dev server does.
 	inproc *runs.InProcess
 	// lease is the durable runs' lease.
-	lease  time.Duration
-	leases *store.Leases
+	lease time.Duration
+	jobs  *store.Jobs
 }
 
 func newRunsFixture(t *testing.T) *runsFixture {
@@ -44,15 +45,15 @@ func newRunsFixture(t *testing.T) *runsFixture {
 		t.Fatal(err)
 	}
 	f := &runsFixture{runs: store.NewRuns(db.DB, db.Data()), workflows: store.NewWorkflows(db.DB, db.Data())}
-	f.leases = store.NewLeases(db.DB, db.Data())
+	f.jobs = store.NewJobs(db.DB, db.Data())
 	reg := newRegistry(t)
 	f.lease = 2 * time.Second
-	f.inproc = &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: f.runs, Tools: reg, Lease: f.lease,
+	f.inproc = &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: f.runs, Jobs: f.jobs, Tools: reg, Lease: f.lease,
 		Idempotent: func(_ context.Context, toolID string) (bool, error) { return toolID == "count_idem", nil }})}
 	t.Cleanup(f.inproc.Wait)
-	runSvc := runs.NewService(runs.Options{Runs: f.runs, Workflows: f.workflows, Tools: reg, Durable: f.runs, Invoker: f.inproc, Lease: f.lease})
-	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Models: models, Preferences: users,
-		DefaultModelID: "builtin", Workflows: runSvc})
+	runSvc := runs.NewService(runs.Options{Store: f.runs, Jobs: f.jobs, Workflows: f.workflows, Invoker: f.inproc, Lease: f.lease})
+	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Jobs: f.jobs, Models: models, Preferences: users,
+		DefaultModelID: "builtin", Runs: chatRuns{runSvc}})
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), runs.Routes(runSvc, authn, workflow.Limits{}, time.Minute)} {
 		api.Mount(r, r.Patterns()...)
@@ -71,6 +72,18 @@ func newRunsFixture(t *testing.T) *runsFixture {
 		}
 	}
 	return f
+}
+
+// chatRuns is what a chat needs of the run service (chatsfn wires the
+// same in the functions).
+type chatRuns struct{ *runs.Service }
+
+func (c chatRuns) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
+	return c.Service.Start(ctx, runs.StartRequest{ChatID: chatID, WorkflowID: workflowID})
+}
+
+func (c chatRuns) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
+	return c.Service.Follow(ctx, runID, 0, yield)
 }
 
 func (f *runsFixture) do(t *testing.T, cookie, method, path, body string) *http.Response {
@@ -178,7 +191,7 @@ func TestRunEndpoints(t *testing.T) {
 	expect(t, f.do(t, a, "POST", runsPath+"/not-a-uuid/cancel", ""), http.StatusBadRequest, "INVALID_ID")
 	pending := workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: w.ID, UserID: f.users[0].id, Status: workflow.RunRunning,
 		StartedAt: time.Now().UTC(), Steps: []workflow.RunStep{{ID: "pick", ToolID: "json_query", Status: workflow.StepRunning}}}
-	if err := f.runs.CreateRun(context.Background(), pending); err != nil {
+	if err := f.runs.CreateRun(context.Background(), pending, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	resp = f.do(t, a, "POST", runsPath+"/"+pending.ID+"/cancel", "")
@@ -292,7 +305,7 @@ func TestStreamWithWorkflow(t *testing.T) {
 		t.Fatalf("start/end = %+v / %+v", events[0], events[6])
 	}
 	// The run is stored as completed, the summary as the assistant message.
-	_, runs, err := f.runs.ChatRuns(context.Background(), chatID)
+	runs, _, err := f.runs.ChatRunsPage(context.Background(), chatID, 10, "")
 	if err != nil || len(runs) != 1 || runs[0].Status != workflow.RunCompleted || statuses(runs[0]) != "completed,completed" {
 		t.Fatalf("runs = %+v, %v", runs, err)
 	}

@@ -15,7 +15,7 @@ import (
 // keep-alive interval.
 func Routes(s *Service, authn *auth.Service, l workflow.Limits, ping time.Duration) *httpapi.Router {
 	r := httpapi.NewRouter()
-	r.Handle("POST /api/chats/{chatId}/workflow-runs", authn.Require(l.Limiter.Limit(l.Runs)(handleStartRun(s))))
+	r.Handle("POST /api/chats/{chatId}/workflow-runs", authn.Require(l.Limiter.Limit(l.Runs)(handleStartRun(s, WaitBound))))
 	r.Handle("GET /api/chats/{chatId}/workflow-runs", authn.Require(handleListRuns(s)))
 	r.Handle("POST /api/chats/{chatId}/workflow-runs/{runId}/cancel", authn.Require(handleCancelRun(s)))
 	r.Handle("GET /api/chats/{chatId}/workflow-runs/{runId}", authn.Require(handleGetRun(s)))

@@ -2,13 +2,16 @@ package runs
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -18,52 +21,32 @@ type WorkflowReader interface {
 	Workflow(ctx context.Context, id string) (workflow.Workflow, error)
 }
 
-// Repository is the run storage of the run endpoints (store.Runs).
-type Repository interface {
-	RunStore
-	// ChatOwner returns the owner of chat chatID. NotFound CHAT_NOT_FOUND.
-	ChatOwner(ctx context.Context, chatID string) (string, error)
-	// RunsPage returns up to limit runs of chat chatID, oldest first,
-	// after cursor (empty: from the first), and the next page's cursor,
-	// empty on the last. Invalid INVALID_PAGINATION for a bad cursor.
-	RunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error)
-	// CancelRun cancels the run runID of chat chatID owned by userID and
-	// returns it. NotFound CHAT_NOT_FOUND or RUN_NOT_FOUND, Forbidden,
-	// Invalid RUN_NOT_ACTIVE when it has finished.
-	CancelRun(ctx context.Context, chatID, runID, userID string, now time.Time) (workflow.Run, error)
-}
+// WaitBound is how long a run started without Prefer: respond-async is
+// waited for before the answer says where to follow it: within API
+// Gateway's 30 s.
+const WaitBound = 25 * time.Second
 
-// Service implements the workflow run operations: start (and wait for)
-// a run in a chat, cancel it, list a chat's runs; and, as the chat
-// stream's chat.WorkflowRunner (chat.go), runs from the chat stream.
+// Service implements the workflow run operations: start a durable run,
+// wait for it, follow its events, cancel, retry and list runs.
 type Service struct {
-	runs      Repository
+	store     Store
+	jobs      job.Store
 	workflows WorkflowReader
-	engine    *Engine
-	now       func() time.Time
-	durable   DurableStore
 	invoker   workflow.Invoker
 	lease     time.Duration
+	now       func() time.Time
 }
 
-// Options are the dependencies of NewService. StepTimeout
-// zero means DefaultStepTimeout; Now nil means time.Now.
+// Options are the dependencies of NewService. Lease zero means
+// job.LeaseTime; Now nil means time.Now.
 type Options struct {
-	Runs        Repository
-	Workflows   WorkflowReader
-	Tools       ToolRunner
-	StepTimeout time.Duration
-	// RunTimeout bounds a whole run (EngineOptions.RunTimeout).
-	RunTimeout time.Duration
-	Now        func() time.Time
-	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
-	BeforeStep func(i int)
-	// Durable stores the durable runs and Invoker hands them to a Runner:
-	// without them, asynchronous starts and retries are refused.
-	Durable DurableStore
+	Store     Store
+	Jobs      job.Store
+	Workflows WorkflowReader
+	// Invoker hands a stored run to a Runner.
 	Invoker workflow.Invoker
-	// Lease is a durable run's first lease; zero means eventlog.Lease.
-	Lease time.Duration
+	Lease   time.Duration
+	Now     func() time.Time
 }
 
 // NewService returns a Service.
@@ -71,15 +54,11 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	eng := NewEngine(o.Tools, o.Runs, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
 	if o.Lease <= 0 {
-		o.Lease = eventlog.Lease
+		o.Lease = job.LeaseTime
 	}
-	return &Service{runs: o.Runs, workflows: o.Workflows, engine: eng, now: o.Now, durable: o.Durable, invoker: o.Invoker, lease: o.Lease}
+	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now}
 }
-
-// Engine returns the service's engine.
-func (s *Service) Engine() *Engine { return s.engine }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
 // WORKFLOW_NOT_FOUND, then Forbidden.
@@ -88,25 +67,59 @@ func (s *Service) ownedWorkflow(ctx context.Context, op, id string) (workflow.Wo
 		func(w workflow.Workflow) string { return w.UserID })
 }
 
-// Start runs the caller's workflow workflowID in the caller's chat chatID
-// and returns the finished run (completed, failed or cancelled). Errors:
-// NotFound (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND), Forbidden, in that order
-// (the chat first); storage errors.
-func (s *Service) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
+// CheckWorkflow returns workflowID if it is the caller's: NotFound
+// WORKFLOW_NOT_FOUND, then Forbidden.
+func (s *Service) CheckWorkflow(ctx context.Context, workflowID string) (workflow.Workflow, error) {
+	return s.ownedWorkflow(ctx, "workflow.CheckWorkflow", workflowID)
+}
+
+// StartRequest names the run to start: the caller's workflow, in the
+// caller's chat ChatID or none, with Input, recording Trigger (nil:
+// manual).
+type StartRequest struct {
+	ChatID     string
+	WorkflowID string
+	Input      map[string]any
+	Trigger    *workflow.Trigger
+}
+
+// Start stores a pending durable run of the caller's workflow, hands it
+// to the runner and returns it without waiting. Errors: NotFound
+// (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND), Forbidden, in that order (the chat
+// first); storage errors. A runner that cannot be reached is not an error:
+// the sweeper hands the run over once its first lease expires.
+func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, error) {
 	const op = "workflow.StartRun"
-	wf, err := s.startable(ctx, op, chatID, workflowID)
+	wf, err := s.startable(ctx, op, req.ChatID, req.WorkflowID)
 	if err != nil {
 		return workflow.Run{}, err
 	}
-	run := s.engine.NewRun(wf, chatID, auth.UserID(ctx))
-	if err := s.engine.Execute(ctx, wf, &run, nil); err != nil {
-		return workflow.Run{}, errs.Wrap(op, err)
+	run := NewRun(wf, req.ChatID, auth.UserID(ctx), s.now())
+	run.Input, run.Trigger = req.Input, req.Trigger
+	if run.Trigger == nil {
+		run.Trigger = &workflow.Trigger{Type: workflow.TriggerManual}
 	}
-	return run, nil
+	return run, s.launch(ctx, op, run)
+}
+
+var errNoRunner = errs.E("runs.Service", errs.Internal, "RUNNER_UNAVAILABLE", "this function does not start workflow runs")
+
+// launch stores the durable run and invokes the runner on it.
+func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error {
+	if s.invoker == nil {
+		return errs.Wrap(op, errNoRunner)
+	}
+	if err := s.store.CreateRun(ctx, run, job.Lease{Until: s.now().Add(s.lease)}); err != nil {
+		return errs.Wrap(op, err)
+	}
+	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "invoke the runner; the sweeper will", "runId", run.ID, "err", err.Error())
+	}
+	return nil
 }
 
 // startable checks that the caller may run workflow workflowID in chat
-// chatID and returns the workflow (see Start).
+// chatID (none when empty) and returns the workflow (see Start).
 func (s *Service) startable(ctx context.Context, op, chatID, workflowID string) (workflow.Workflow, error) {
 	var (
 		owner         string
@@ -114,14 +127,18 @@ func (s *Service) startable(ctx context.Context, op, chatID, workflowID string) 
 		ownErr, wfErr error
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { owner, ownErr = s.runs.ChatOwner(gctx, chatID); return nil })
+	if chatID != "" {
+		g.Go(func() error { owner, ownErr = s.store.ChatOwner(gctx, chatID); return nil })
+	}
 	g.Go(func() error { wf, wfErr = s.workflows.Workflow(gctx, workflowID); return nil })
 	_ = g.Wait()
-	if ownErr != nil {
-		return workflow.Workflow{}, errs.Wrap(op, ownErr)
-	}
-	if err := auth.Authorize(ctx, op, owner); err != nil {
-		return workflow.Workflow{}, err
+	if chatID != "" {
+		if ownErr != nil {
+			return workflow.Workflow{}, errs.Wrap(op, ownErr)
+		}
+		if err := auth.Authorize(ctx, op, owner); err != nil {
+			return workflow.Workflow{}, err
+		}
 	}
 	if wfErr != nil {
 		return workflow.Workflow{}, errs.Wrap(op, wfErr)
@@ -132,16 +149,207 @@ func (s *Service) startable(ctx context.Context, op, chatID, workflowID string) 
 	return wf, nil
 }
 
-// Cancel cancels the run runID of the caller's chat chatID and returns it.
+// Wait follows run runID's log until the run's last event or for at most
+// bound, then returns the run as stored and whether it has finished. The
+// run itself goes on whatever happens to the wait. It fails with the
+// store's errors, NotFound RUN_NOT_FOUND.
+func (s *Service) Wait(ctx context.Context, runID string, bound time.Duration) (workflow.Run, bool, error) {
+	const op = "workflow.WaitRun"
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := s.Follow(wctx, runID, 0, func(workflow.RunEvent) error { return nil })
+	if err != nil && wctx.Err() == nil {
+		return workflow.Run{}, false, errs.Wrap(op, err)
+	}
+	r, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return workflow.Run{}, false, errs.Wrap(op, err)
+	}
+	return r, !workflow.Active(r.Status), nil
+}
+
+// Follow yields run runID's events after seq after, decoded, until its
+// last event, ctx's end or yield's first error, which it returns. It
+// checks no owner: callers do. NotFound RUN_NOT_FOUND when the run has no
+// log.
+func (s *Service) Follow(ctx context.Context, runID string, after int64, yield func(workflow.RunEvent) error) error {
+	f, err := s.follower(ctx, runID, after)
+	if err != nil {
+		return err
+	}
+	return f.Follow(ctx, func(rec job.Record) error {
+		var ev workflow.RunEvent
+		if err := decodeEvent(rec, &ev); err != nil {
+			return err
+		}
+		return yield(ev)
+	})
+}
+
+func (s *Service) follower(ctx context.Context, runID string, after int64) (*job.Follower, error) {
+	f, err := job.NewFollower(ctx, s.jobs, runRef(runID), after, isLastEvent)
+	if errs.Is(err, errs.NotFound) {
+		return nil, errs.E("workflow.RunEvents", errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
+	}
+	return f, err
+}
+
+func runRef(id string) job.Ref { return job.Ref{Kind: workflow.RunKind, Collection: id, ID: id} }
+
+// Run returns run runID as stored, checking no owner (callers do).
+// NotFound RUN_NOT_FOUND.
+func (s *Service) Run(ctx context.Context, runID string) (workflow.Run, error) {
+	r, err := s.store.Run(ctx, runID)
+	return r, errs.Wrap("workflow.Run", err)
+}
+
+// inChat returns run runID of the caller's chat chatID: the chat's owner
+// and the run read in parallel. NotFound CHAT_NOT_FOUND, Forbidden,
+// NotFound RUN_NOT_FOUND (also for a run of another chat), in that order.
+func (s *Service) inChat(ctx context.Context, op, chatID, runID string) (workflow.Run, error) {
+	var (
+		owner          string
+		run            workflow.Run
+		ownErr, runErr error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { owner, ownErr = s.store.ChatOwner(gctx, chatID); return nil })
+	g.Go(func() error { run, runErr = s.store.Run(gctx, runID); return nil })
+	_ = g.Wait()
+	if ownErr != nil {
+		return workflow.Run{}, errs.Wrap(op, ownErr)
+	}
+	if err := auth.Authorize(ctx, op, owner); err != nil {
+		return workflow.Run{}, err
+	}
+	if runErr != nil {
+		return workflow.Run{}, errs.Wrap(op, runErr)
+	}
+	if run.ChatID != chatID {
+		return workflow.Run{}, errs.E(op, errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
+	}
+	return run, nil
+}
+
+// Get returns run runID of the caller's chat chatID: NotFound
+// CHAT_NOT_FOUND or RUN_NOT_FOUND, Forbidden.
+func (s *Service) Get(ctx context.Context, chatID, runID string) (workflow.Run, error) {
+	return s.inChat(ctx, "workflow.GetRun", chatID, runID)
+}
+
+// Events returns a follower of the events of run runID of the caller's
+// chat chatID after seq (0: from run_started). NotFound CHAT_NOT_FOUND,
+// RUN_NOT_FOUND (also when its log expired), Forbidden.
+func (s *Service) Events(ctx context.Context, chatID, runID string, after int64) (*job.Follower, error) {
+	const op = "workflow.RunEvents"
+	if _, err := s.inChat(ctx, op, chatID, runID); err != nil {
+		return nil, err
+	}
+	f, err := s.follower(ctx, runID, after)
+	return f, errs.Wrap(op, err)
+}
+
+// Cancel cancels run runID of the caller's chat chatID and returns it.
 // NotFound (CHAT_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Invalid
 // RUN_NOT_ACTIVE when the run has finished.
 func (s *Service) Cancel(ctx context.Context, chatID, runID string) (workflow.Run, error) {
-	r, err := s.runs.CancelRun(ctx, chatID, runID, auth.UserID(ctx), s.now().UTC())
-	return r, errs.Wrap("workflow.CancelRun", err)
+	const op = "workflow.CancelRun"
+	r, err := s.inChat(ctx, op, chatID, runID)
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	return s.cancel(ctx, op, r)
 }
 
-// Page is a page of a chat's runs and the cursor of the next one,
-// empty on the last page.
+// CancelRun cancels run runID if it is still active, checking no owner
+// (the chat stream cancels the run it renders when its reply is stopped).
+// Invalid RUN_NOT_ACTIVE when it has finished.
+func (s *Service) CancelRun(ctx context.Context, runID string) error {
+	const op = "workflow.CancelRun"
+	r, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	_, err = s.cancel(ctx, op, r)
+	return err
+}
+
+// cancel cancels r, read again once if it moved on meanwhile.
+func (s *Service) cancel(ctx context.Context, op string, r workflow.Run) (workflow.Run, error) {
+	for attempt := 0; ; attempt++ {
+		if !workflow.Active(r.Status) {
+			return workflow.Run{}, errs.E(op, errs.Invalid, workflow.CodeRunNotActive, "the workflow run is already "+r.Status)
+		}
+		c, err := s.store.CancelRun(ctx, r, s.now().UTC())
+		if errs.CodeOf(err) != workflow.CodeRunStateChanged || attempt > 0 {
+			return c, errs.Wrap(op, err)
+		}
+		// It moved on meanwhile (started running, or finished): look again.
+		if r, err = s.store.Run(ctx, r.ID); err != nil {
+			return workflow.Run{}, errs.Wrap(op, err)
+		}
+	}
+}
+
+// Retry starts a new durable run that retries run runID of the caller's
+// chat chatID from step fromStepID, or (empty) from its first step that
+// did not complete: the steps before it are completed with reused: true
+// and the retried run's outputs, and the rest run asynchronously, as the
+// retried run's snapshot of its steps says. Errors: NotFound
+// (CHAT_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
+// run is still active, Invalid RUN_NOT_RETRYABLE (completed without
+// fromStepID, or recorded without a snapshot), Invalid VALIDATION_FAILED
+// for a fromStepID that is not a step of the run or comes after a step
+// that did not complete.
+func (s *Service) Retry(ctx context.Context, chatID, runID, fromStepID string) (workflow.Run, error) {
+	const op = "workflow.RetryRun"
+	orig, err := s.Get(ctx, chatID, runID)
+	if err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	if workflow.Active(orig.Status) {
+		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunActive, "the workflow run is still "+orig.Status+"; cancel it first")
+	}
+	if len(orig.Plan) != len(orig.Steps) {
+		return workflow.Run{}, errs.E(op, errs.Invalid, workflow.CodeRunNotRetryable, "the workflow run was recorded without a snapshot of its steps")
+	}
+	from := slices.IndexFunc(orig.Steps, func(st workflow.RunStep) bool { return st.Status != workflow.StepCompleted })
+	if from < 0 {
+		from = len(orig.Steps)
+	}
+	if fromStepID != "" {
+		i := slices.IndexFunc(orig.Steps, func(st workflow.RunStep) bool { return st.ID == fromStepID })
+		if i < 0 || i > from {
+			var f errs.FieldErrors
+			if i < 0 {
+				f.Add("fromStepId", "is not a step of the run")
+			} else {
+				f.Add("fromStepId", "comes after step %s, which did not complete", orig.Steps[from].ID)
+			}
+			return workflow.Run{}, f.Err(op)
+		}
+		from = i
+	}
+	if from == len(orig.Steps) {
+		return workflow.Run{}, errs.E(op, errs.Invalid, workflow.CodeRunNotRetryable, "the workflow run completed; give fromStepId to run steps again")
+	}
+	run := workflow.Run{ID: uuid.NewString(), ChatID: orig.ChatID, WorkflowID: orig.WorkflowID, UserID: auth.UserID(ctx),
+		Status: workflow.RunPending, StartedAt: s.now().UTC(), Attempt: 1, WorkflowVersion: orig.WorkflowVersion,
+		RetryOf: orig.ID, Plan: orig.Plan, Steps: make([]workflow.RunStep, len(orig.Steps)), Input: orig.Input,
+		Trigger: &workflow.Trigger{Type: workflow.TriggerManual}}
+	for i, st := range orig.Steps {
+		if i < from {
+			st.Reused = true
+			run.Steps[i] = st
+			continue
+		}
+		run.Steps[i] = workflow.RunStep{ID: st.ID, ToolID: st.ToolID, Status: workflow.StepPending}
+	}
+	return run, s.launch(ctx, op, run)
+}
+
+// Page is a page of runs and the cursor of the next one, empty on the
+// last page.
 type Page struct {
 	Runs []workflow.Run
 	Next string
@@ -152,14 +360,14 @@ type Page struct {
 // CHAT_NOT_FOUND, Forbidden, Invalid INVALID_PAGINATION for a bad cursor.
 func (s *Service) List(ctx context.Context, chatID string, limit int, cursor string) (Page, error) {
 	const op = "workflow.ListRuns"
-	owner, err := s.runs.ChatOwner(ctx, chatID)
+	owner, err := s.store.ChatOwner(ctx, chatID)
 	if err != nil {
 		return Page{}, errs.Wrap(op, err)
 	}
 	if err := auth.Authorize(ctx, op, owner); err != nil {
 		return Page{}, err
 	}
-	runs, next, err := s.runs.RunsPage(ctx, chatID, limit, cursor)
+	runs, next, err := s.store.ChatRunsPage(ctx, chatID, limit, cursor)
 	if err != nil {
 		return Page{}, errs.Wrap(op, err)
 	}

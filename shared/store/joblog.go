@@ -11,21 +11,21 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
-	"github.com/workflowchat/service/shared/lease"
+	"github.com/workflowchat/service/shared/job"
 )
 
-// Event logs of long-running work (a streamed reply; the same layout
-// serves any work that lives in an item collection). Under the
-// collection's PK:
+// Event logs of jobs (package job: a streamed reply, a workflow run),
+// in the item collection the job lives in (a reply in its chat's, CHAT#<chatId>;
+// a run in its own, RUN#<runId>):
 //   - STREAM#<id>#<last seq, 12 digits>: one batch of events (first, last,
-//     events as a JSON array), written at once;
-//   - STREAM#<id>#~: the head, which sorts after every batch: the work's
-//     kind, status, lastSeq, leaseUntil (Unix ms), stopRequested, target
-//     (the SK of the item the work produces) and, while the work is
-//     active, `active` and the sparse GSI1 keys ACTIVE#<shard> /
-//     <leaseUntil>, through which the sweeper finds expired leases with
-//     one Query per shard.
+//     prev: the id before first, events as a JSON array), written at once;
+//   - STREAM#<id>#~: the head, which sorts after every batch: the job's
+//     kind, status, lastSeq, reserved (the highest id its process may
+//     have handed out), leaseUntil (Unix ms), stopRequested, target (the
+//     SK of the item the job produces) and, while the job is active,
+//     `active` and the sparse GSI1 keys ACTIVE#<shard> / <leaseUntil>,
+//     through which the sweeper finds expired leases with one Query per
+//     shard.
 //
 // So one strongly consistent Query (SK from the batch after a sequence
 // number to the head) returns what follows that number and whether more
@@ -60,6 +60,7 @@ type logHead struct {
 	Status        string `dynamo:"status"`
 	Active        bool   `dynamo:"active,omitempty"`
 	LastSeq       int64  `dynamo:"lastSeq"`
+	Reserved      int64  `dynamo:"reserved,omitempty"`
 	LeaseUntil    int64  `dynamo:"leaseUntil"`
 	StopRequested bool   `dynamo:"stopRequested,omitempty"`
 	Target        string `dynamo:"target"`
@@ -73,11 +74,12 @@ type logBatch struct {
 	ID        string `dynamo:"id"`
 	First     int64  `dynamo:"first"`
 	Last      int64  `dynamo:"last"`
+	Prev      int64  `dynamo:"prev"`
 	Events    string `dynamo:"events"` // JSON array of the events' JSON
 	ExpiresAt int64  `dynamo:"expiresAt"`
 }
 
-func newLogBatch(pk, id string, recs []eventlog.Record, now time.Time) (logBatch, error) {
+func newLogBatch(pk, id string, recs []job.Record, now time.Time) (logBatch, error) {
 	data := make([]json.RawMessage, len(recs))
 	for i, r := range recs {
 		if r.Seq != recs[0].Seq+int64(i) {
@@ -85,26 +87,32 @@ func newLogBatch(pk, id string, recs []eventlog.Record, now time.Time) (logBatch
 		}
 		data[i] = r.Data
 	}
+	if recs[0].Prev >= recs[0].Seq || recs[0].Prev < 0 {
+		return logBatch{}, fmt.Errorf("event %d cannot follow event %d", recs[0].Seq, recs[0].Prev)
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return logBatch{}, err
 	}
 	last := recs[len(recs)-1].Seq
-	return logBatch{PK: pk, SK: logSK(id, last), Type: "log", ID: id, First: recs[0].Seq, Last: last, Events: string(b),
-		ExpiresAt: now.Add(LogRetention).Unix()}, nil
+	return logBatch{PK: pk, SK: logSK(id, last), Type: "log", ID: id, First: recs[0].Seq, Last: last, Prev: recs[0].Prev,
+		Events: string(b), ExpiresAt: now.Add(LogRetention).Unix()}, nil
 }
 
-func (b logBatch) records() ([]eventlog.Record, error) {
+func (b logBatch) records() ([]job.Record, error) {
 	var data []json.RawMessage
 	if err := decodeAttr(b.PK, b.SK, "events", b.Events, &data); err != nil {
 		return nil, err
 	}
-	out := make([]eventlog.Record, len(data))
-	for i, d := range data {
-		out[i] = eventlog.Record{Seq: b.First + int64(i), Data: d}
+	prev := b.Prev
+	if prev == 0 {
+		prev = b.First - 1 // a batch written before prev was stored
 	}
-	return out, nil
+	return job.Chain(prev, b.First, data...), nil
 }
+
+// prevOf returns the id recs follow in a log.
+func prevOf(recs []job.Record) int64 { return recs[0].Prev }
 
 // eventLogs reads and writes the logs of one table.
 type eventLogs struct {
@@ -116,15 +124,15 @@ type eventLogs struct {
 // the first batch.
 type logStart struct {
 	PK, Kind, ID, Status, Target string
-	First                        []eventlog.Record
-	LeaseUntil                   time.Time
+	First                        []job.Record
+	Lease                        job.Lease
 }
 
 // start adds to tx the creation of a log (conditioned on its absence).
 func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
-	h := logHead{PK: s.PK, SK: logHeadSK(s.ID), GSI1PK: activeGSI(s.ID), GSI1SK: leaseGSISK(s.LeaseUntil), Type: "loghead",
-		Kind: s.Kind, ID: s.ID, Status: s.Status, Active: true, LeaseUntil: s.LeaseUntil.UnixMilli(), Target: s.Target,
-		ExpiresAt: time.Now().Add(LogRetention).Unix()}
+	h := logHead{PK: s.PK, SK: logHeadSK(s.ID), GSI1PK: activeGSI(s.ID), GSI1SK: leaseGSISK(s.Lease.Until), Type: "loghead",
+		Kind: s.Kind, ID: s.ID, Status: s.Status, Active: true, LeaseUntil: s.Lease.Until.UnixMilli(), Reserved: s.Lease.Reserved,
+		Target: s.Target, ExpiresAt: time.Now().Add(LogRetention).Unix()}
 	if len(s.First) > 0 {
 		b, err := newLogBatch(s.PK, s.ID, s.First, time.Now())
 		if err != nil {
@@ -141,31 +149,32 @@ func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
 // event is the one given as its value, with no stop requested.
 const activeCond = "active = ? AND attribute_not_exists(stopRequested) AND lastSeq = ?"
 
-// renew returns the update of log id's head that renews its lease to until
+// renew returns the update of log id's head that renews its lease to l
 // and, with recs, moves lastSeq to their last.
-func (l eventLogs) renew(pk, id string, recs []eventlog.Record, until, now time.Time) *dynamo.Update {
+func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now time.Time) *dynamo.Update {
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
-		Set("leaseUntil", until.UnixMilli()).Set("GSI1SK", leaseGSISK(until)).Set("expiresAt", now.Add(LogRetention).Unix())
+		Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until)).Set("expiresAt", now.Add(LogRetention).Unix())
+	if ls.Reserved > 0 {
+		u.Set("reserved", ls.Reserved)
+	}
 	if len(recs) > 0 {
 		u.Set("lastSeq", recs[len(recs)-1].Seq)
 	}
 	return u
 }
 
-// append writes recs to log id under pk and renews its lease to until, in
+// append writes recs to log id under pk and renews its lease to ls, in
 // one transaction (one update with no recs) conditioned on the log being
 // active, no stop requested and recs following its last event. A failed
-// condition is Conflict STOP_REQUESTED or NOT_ACTIVE (eventlog codes).
-func (l eventLogs) append(ctx context.Context, pk, id string, recs []eventlog.Record, until, now time.Time) error {
+// condition is Conflict STOP_REQUESTED or NOT_ACTIVE (job codes).
+func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
 	const op = "store.appendLog"
 	var err error
 	if len(recs) == 0 {
-		err = l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
-			Set("leaseUntil", until.UnixMilli()).Set("GSI1SK", leaseGSISK(until)).
-			If("active = ? AND attribute_not_exists(stopRequested)", true).Run(ctx)
+		err = l.renew(pk, id, nil, ls, now).If("active = ? AND attribute_not_exists(stopRequested)", true).Run(ctx)
 	} else {
 		tx := l.db.WriteTx()
-		if berr := l.appendTx(tx, pk, id, recs, until, now); berr != nil {
+		if berr := l.appendTx(tx, pk, id, recs, ls, now); berr != nil {
 			return errs.Wrap(op, berr)
 		}
 		err = tx.Run(ctx)
@@ -177,13 +186,13 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []eventlog.Re
 }
 
 // appendTx adds to tx the write of recs (at least one) to log id under pk
-// and the renewal of its lease to until, conditioned as append's.
-func (l eventLogs) appendTx(tx *dynamo.WriteTx, pk, id string, recs []eventlog.Record, until, now time.Time) error {
+// and the renewal of its lease to ls, conditioned as append's.
+func (l eventLogs) appendTx(tx *dynamo.WriteTx, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
 	b, err := newLogBatch(pk, id, recs, now)
 	if err != nil {
 		return err
 	}
-	tx.Put(l.table.Put(b)).Update(l.renew(pk, id, recs, until, now).If(activeCond, true, recs[0].Seq-1))
+	tx.Put(l.table.Put(b)).Update(l.renew(pk, id, recs, ls, now).If(activeCond, true, prevOf(recs)))
 	return nil
 }
 
@@ -195,11 +204,11 @@ func (l eventLogs) why(ctx context.Context, op, pk, id string) error {
 	case err != nil:
 		return errs.Wrap(op, err)
 	case h.StopRequested && h.Active:
-		return errs.E(op, errs.Conflict, eventlog.CodeStopRequested, "a stop was requested")
+		return errs.E(op, errs.Conflict, job.CodeStopRequested, "a stop was requested")
 	case !h.Active:
-		return errs.E(op, errs.Conflict, eventlog.CodeNotActive, "the work is no longer active")
+		return errs.E(op, errs.Conflict, job.CodeNotActive, "the work is no longer active")
 	}
-	return errs.E(op, errs.Conflict, eventlog.CodeNotActive, "the log moved on without this writer")
+	return errs.E(op, errs.Conflict, job.CodeNotActive, "the log moved on without this writer")
 }
 
 // errLogNotFound is the error of a missing log.
@@ -216,9 +225,10 @@ func (l eventLogs) head(ctx context.Context, pk, id string) (logHead, error) {
 
 // end adds to tx the end of log id: recs appended, status set, the log no
 // longer active (out of the sweeper's index), conditioned on it being
-// active with recs following its last event and, when expiredBefore is
-// not zero, on its lease having ended before then (the sweeper's end).
-func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []eventlog.Record, expiredBefore, now time.Time) error {
+// active with recs following its last event (the first's Prev) and, when
+// expiredBefore is not zero, on its lease having ended before then (the
+// sweeper's end).
+func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Record, expiredBefore, now time.Time) error {
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("status", status).
 		Remove("active", "GSI1PK", "GSI1SK").Set("expiresAt", now.Add(LogRetention).Unix())
 	prev := int64(0)
@@ -229,7 +239,7 @@ func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []eventlo
 		}
 		tx.Put(l.table.Put(b))
 		u.Set("lastSeq", b.Last)
-		prev = recs[0].Seq - 1
+		prev = prevOf(recs)
 	}
 	cond, args := "active = ?", []any{true}
 	if len(recs) > 0 {
@@ -245,7 +255,7 @@ func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []eventlo
 // read returns the events of log id after seq, in order, and its head, from
 // one strongly consistent Query. NotFound (errLogNotFound) when there is
 // no log or it expired.
-func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now time.Time) ([]eventlog.Record, logHead, error) {
+func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now time.Time) ([]job.Record, logHead, error) {
 	const op = "store.readLog"
 	var raw []dynamo.Item
 	err := l.table.Get("PK", pk).Range("SK", dynamo.Between, logSK(id, after+1), logHeadSK(id)).Consistent(true).All(ctx, &raw)
@@ -253,7 +263,7 @@ func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now tim
 		return nil, logHead{}, storeError(op, err)
 	}
 	var (
-		recs []eventlog.Record
+		recs []job.Record
 		head *logHead
 	)
 	for _, it := range raw {
@@ -306,29 +316,93 @@ func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
 		if _, herr := l.head(ctx, pk, id); herr != nil {
 			return errs.Wrap(op, herr)
 		}
-		return errs.E(op, errs.Conflict, eventlog.CodeNotActive, "the work has already ended")
+		return errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
 	}
 	return storeError(op, err)
 }
 
-// Leases finds the work whose lease expired, in the Data table: it
-// implements lease.Store.
-type Leases struct {
+// Jobs is the job.Store of the Data table: the logs of replies (in their
+// chat's collection) and of workflow runs (in their own).
+type Jobs struct {
+	db    *dynamo.DB
 	table dynamo.Table
 }
 
-// NewLeases returns the Leases of the named Data table.
-func NewLeases(db *dynamo.DB, dataTable string) *Leases {
-	return &Leases{table: db.Table(dataTable)}
+// NewJobs returns the Jobs of the named Data table.
+func NewJobs(db *dynamo.DB, dataTable string) *Jobs {
+	return &Jobs{db: db, table: db.Table(dataTable)}
 }
 
-// Expired returns up to limit pieces of active work whose lease ended
-// before now, from one Query of GSI1 per shard of the sparse index of
-// active heads (the index is eventually consistent: the caller's end
-// write re-checks the lease).
-func (s *Leases) Expired(ctx context.Context, now time.Time, limit int) ([]lease.Expired, error) {
+var _ job.Store = (*Jobs)(nil)
+
+func (s *Jobs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
+
+// jobPK returns the partition key of the collection ref lives in: a reply
+// (job kind "generation") in its chat's, a run (kind "run") in its own.
+func jobPK(ref job.Ref) string {
+	if ref.Kind == runKind {
+		return runPK(ref.ID)
+	}
+	return chatPK(ref.Collection)
+}
+
+// collectionOf is the inverse of jobPK for a head: the Collection of its
+// job.Ref.
+func collectionOf(pk string) string {
+	if c, ok := strings.CutPrefix(pk, "CHAT#"); ok {
+		return c
+	}
+	return strings.TrimPrefix(pk, "RUN#")
+}
+
+// Append writes recs to ref's log and renews its lease (see
+// eventLogs.append): Conflict STOP_REQUESTED or NOT_ACTIVE when the job
+// must end, NotFound when its log is gone.
+func (s *Jobs) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+	return s.logs().append(ctx, jobPK(ref), ref.ID, recs, l, time.Now())
+}
+
+// Read returns ref's events after seq and its head, from one strongly
+// consistent Query. NotFound LOG_NOT_FOUND when there is no log or it
+// expired.
+func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record, job.Head, error) {
+	recs, h, err := s.logs().read(ctx, jobPK(ref), ref.ID, after, time.Now())
+	if err != nil {
+		return nil, job.Head{}, err
+	}
+	return recs, h.job(), nil
+}
+
+// Head returns ref's head with one strongly consistent GetItem. NotFound
+// LOG_NOT_FOUND when there is no log or it expired.
+func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
+	h, err := s.logs().head(ctx, jobPK(ref), ref.ID)
+	if err == nil && h.ExpiresAt < time.Now().Unix() {
+		err = errLogNotFound
+	}
+	if err != nil {
+		return job.Head{}, errs.Wrap("store.Jobs.Head", err)
+	}
+	return h.job(), nil
+}
+
+// RequestStop marks ref's job to stop (see eventLogs.requestStop).
+func (s *Jobs) RequestStop(ctx context.Context, ref job.Ref) error {
+	return s.logs().requestStop(ctx, jobPK(ref), ref.ID)
+}
+
+func (h logHead) job() job.Head {
+	return job.Head{Kind: h.Kind, Status: h.Status, Active: h.Active, LastSeq: h.LastSeq, Reserved: h.Reserved,
+		LeaseUntil: time.UnixMilli(h.LeaseUntil).UTC(), StopRequested: h.StopRequested}
+}
+
+// Expired returns up to limit active jobs whose lease ended before now,
+// from one Query of GSI1 per shard of the sparse index of active heads
+// (the index is eventually consistent: the caller's end write re-checks
+// the lease).
+func (s *Jobs) Expired(ctx context.Context, now time.Time, limit int) ([]job.Expired, error) {
 	const op = "store.Expired"
-	var out []lease.Expired
+	var out []job.Expired
 	for i := 0; i < activeShards && len(out) < limit; i++ {
 		var heads []logHead
 		err := s.table.Get("GSI1PK", fmt.Sprintf("%s%x", activeGSIShard, i)).Index("GSI1").
@@ -337,7 +411,7 @@ func (s *Leases) Expired(ctx context.Context, now time.Time, limit int) ([]lease
 			return nil, storeError(op, err)
 		}
 		for _, h := range heads {
-			out = append(out, lease.Expired{Kind: h.Kind, Collection: strings.TrimPrefix(h.PK, "CHAT#"), ID: h.ID,
+			out = append(out, job.Expired{Ref: job.Ref{Kind: h.Kind, Collection: collectionOf(h.PK), ID: h.ID},
 				LeaseUntil: time.UnixMilli(h.LeaseUntil).UTC()})
 		}
 	}

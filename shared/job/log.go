@@ -1,10 +1,25 @@
-// Package eventlog is the append-only event log of long-running work (a
-// streamed reply, later a workflow run): every event gets a sequence
-// number, a Writer appends them in batches while renewing the work's lease,
-// and Follow replays a log after a given event and then follows it until
-// its last event. It is storage-agnostic: an Appender writes a batch, a
-// Reader reads what follows a sequence number.
-package eventlog
+// Package job is the one engine of long work: a streamed reply and a
+// workflow run are two kinds of job. Every job has an append-only event
+// log and a lease: the process doing the work appends its events in
+// batches (Writer), each write renewing the lease; any process follows a
+// job's log from a given event to its last (Follow, Serve); and when the
+// process dies, its lease runs out and the Sweeper hands the job to its
+// kind's handler, which ends it or resumes it elsewhere.
+//
+// Event ids are never reused. A job's log head records, besides the last
+// event written, the highest id the job's process may hand out before
+// its next write (Lease.Reserved): events can reach a live client before
+// they are written, so an interrupted job's closing events are numbered
+// after that reservation, never over an id a client may already hold.
+// Ids therefore increase and may skip after an interruption; each record
+// knows the id before it (Record.Prev), so a follower never waits for ids
+// that were skipped, and a resume from an id that was never stored goes on
+// from the next stored event.
+//
+// The package is storage-agnostic: a Store appends, reads, stops and
+// finds expired jobs; starting and ending a job happen in the stores of
+// its kind, in one transaction with the items the job produces.
+package job
 
 import (
 	"context"
@@ -19,20 +34,20 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 )
 
-// Codes of the errors of logs.
+// Codes of the errors of job logs.
 const (
 	// CodeInvalidEventID is the code of a malformed event id.
 	CodeInvalidEventID = "INVALID_EVENT_ID"
-	// CodeStopRequested is the Conflict of a write to a log whose work
-	// was asked to stop: the writer ends the work.
+	// CodeStopRequested is the Conflict of a write to a log whose job was
+	// asked to stop: the writer ends the job.
 	CodeStopRequested = "STOP_REQUESTED"
-	// CodeNotActive is the Conflict of a write to a log whose work has
+	// CodeNotActive is the Conflict of a write to a log whose job has
 	// ended (the sweeper ended it after its lease ran out).
 	CodeNotActive = "NOT_ACTIVE"
 )
 
-// ID identifies one event: the stream it belongs to (a message id, a run
-// id) and its sequence number, 1 for the stream's first event.
+// ID identifies one event: the job it belongs to (a message id, a run id)
+// and its sequence number, 1 for the job's first event.
 type ID struct {
 	Stream string
 	Seq    int64
@@ -47,8 +62,8 @@ func ParseID(s string) (ID, error) {
 	stream, seq, ok := strings.Cut(s, ":")
 	n, err := strconv.ParseInt(seq, 10, 64)
 	if !ok || err != nil || n < 1 || !httpapi.IsUUID(stream) || strconv.FormatInt(n, 10) != seq {
-		return ID{}, errs.E("eventlog.ParseID", errs.Invalid, CodeInvalidEventID,
-			"the event id must be <messageId>:<seq>, as sent in the stream's id fields")
+		return ID{}, errs.E("job.ParseID", errs.Invalid, CodeInvalidEventID,
+			"the event id must be <id>:<seq>, as sent in an event's id field")
 	}
 	return ID{Stream: strings.ToLower(stream), Seq: n}, nil
 }
@@ -72,31 +87,59 @@ func LastEventID(r *http.Request) (*ID, error) {
 	return &id, nil
 }
 
-// Record is one logged event: its sequence number and its JSON.
+// Record is one logged event: its sequence number, the sequence number of
+// the event before it in the log (Seq-1, except after ids were skipped by
+// an interruption), and its JSON.
 type Record struct {
 	Seq  int64           `json:"seq"`
+	Prev int64           `json:"prev"`
 	Data json.RawMessage `json:"data"`
 }
 
-// Appender writes recs, whose sequence numbers follow the last written
-// one, and renews the work's lease to until, in one conditional write; with
-// no recs it only renews the lease. Its errors end the Writer: the
-// condition's failure tells the work to stop (a stop was requested, or it
-// is no longer active because the sweeper ended it).
-type Appender func(ctx context.Context, recs []Record, until time.Time) error
+// Chain numbers data as consecutive records after the event prev: the
+// first gets seq first (> prev; more than prev+1 when ids were skipped).
+func Chain(prev, first int64, data ...json.RawMessage) []Record {
+	out := make([]Record, len(data))
+	for i, d := range data {
+		out[i] = Record{Seq: first + int64(i), Prev: first + int64(i) - 1, Data: d}
+	}
+	if len(out) > 0 {
+		out[0].Prev = prev
+	}
+	return out
+}
 
-// Batching limits of a Writer.
+// Lease is what each write of a job's log renews: the time until which
+// the job's process holds it, and the highest event id it may hand out
+// before its next write.
+type Lease struct {
+	Until    time.Time
+	Reserved int64
+}
+
+// Appender writes recs, which follow the last written event, and renews
+// the job's lease to l, in one conditional write; with no recs it only
+// renews the lease. Its errors end the Writer: the condition's failure
+// tells the job to stop (a stop was requested, or it is no longer active
+// because the sweeper ended it).
+type Appender func(ctx context.Context, recs []Record, l Lease) error
+
+// Limits of a Writer.
 const (
 	// MaxBatch is the most events one write carries.
 	MaxBatch = 20
 	// MaxDelay is the longest an event waits before it is written.
 	MaxDelay = 100 * time.Millisecond
 	// Heartbeat is the longest a Writer stays without writing: a silent
-	// piece of work still renews its lease and learns of a stop request
-	// within it.
+	// job still renews its lease and learns of a stop request within it.
 	Heartbeat = time.Second
-	// Lease is how far ahead each write renews the lease.
-	Lease = 30 * time.Second
+	// LeaseTime is how far ahead each write renews the lease.
+	LeaseTime = 30 * time.Second
+	// Window is how many ids past the last written event a Writer may
+	// hand out: each write reserves them in the log head. An Add beyond
+	// the reservation waits for the next write (storage slower than the
+	// producer slows the producer down).
+	Window = 200
 	// MaxBatchBytes bounds the JSON of one write's events, below the 400
 	// KB of a DynamoDB item.
 	MaxBatchBytes = 300 << 10
@@ -108,6 +151,7 @@ type Options struct {
 	MaxDelay  time.Duration
 	Heartbeat time.Duration
 	Lease     time.Duration
+	Window    int64
 	Now       func() time.Time
 }
 
@@ -122,18 +166,29 @@ func (o *Options) defaults() {
 		o.Heartbeat = Heartbeat
 	}
 	if o.Lease <= 0 {
-		o.Lease = Lease
+		o.Lease = LeaseTime
+	}
+	if o.Window <= 0 {
+		o.Window = Window
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 }
 
+// Reservation returns the reservation of a log whose last written event
+// is last, under o's window (the Reserved to store when a job starts).
+func (o Options) Reservation(last int64) int64 {
+	o.defaults()
+	return last + o.Window
+}
+
 // Writer batches events into an Appender from its own goroutine, so that
-// adding an event never waits for storage: a write happens when MaxBatch
+// adding an event does not wait for storage: a write happens when MaxBatch
 // events wait, when the oldest has waited MaxDelay, or after Heartbeat of
-// silence (a lease renewal). The first failed write ends it: Done is
-// closed and Err returns the error.
+// silence (a lease renewal). Each write reserves the next Window ids; Add
+// waits while the reservation is used up. The first failed write ends it:
+// Done is closed and Err returns the error.
 type Writer struct {
 	app  Appender
 	o    Options
@@ -143,41 +198,56 @@ type Writer struct {
 	done chan struct{} // closed when the loop has exited
 	dead chan struct{} // closed on the first failed write
 
-	mu      sync.Mutex
-	next    int64 // the sequence number of the next event
-	pending []Record
-	oldest  time.Time // when the oldest pending event was added
-	written int64     // the last written sequence number
-	err     error
+	mu       sync.Mutex
+	moved    *sync.Cond // broadcast when written, reserved or err change, or on close
+	next     int64      // the sequence number of the next event
+	pending  []Record
+	oldest   time.Time // when the oldest pending event was added
+	written  int64     // the last written sequence number
+	reserved int64     // the highest id Add may hand out
+	closed   bool
+	err      error
 }
 
 // NewWriter starts a Writer whose first event gets sequence number next
-// (events before it are already written). ctx bounds every write.
-func NewWriter(ctx context.Context, next int64, app Appender, o Options) *Writer {
+// (the events before it are written) and which may hand out ids up to
+// reserved before its first write (the reservation stored with the log;
+// see Options.Reservation). ctx bounds every write.
+func NewWriter(ctx context.Context, next, reserved int64, app Appender, o Options) *Writer {
 	o.defaults()
-	w := &Writer{app: app, o: o, ctx: ctx, next: next, written: next - 1,
+	w := &Writer{app: app, o: o, ctx: ctx, next: next, written: next - 1, reserved: max(reserved, next-1),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), dead: make(chan struct{})}
+	w.moved = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
 }
 
-// Add queues data as the next event and returns its sequence number. It
-// never blocks on storage; after a failed write it still numbers events
-// (they are then returned by Close).
+// Add queues data as the next event and returns its sequence number, an
+// id within the reservation: it waits for a write while the reservation
+// is used up, unless the Writer has failed or is closed (the events are
+// then returned by Close).
 func (w *Writer) Add(data json.RawMessage) int64 {
 	w.mu.Lock()
+	for w.next > w.reserved && w.err == nil && !w.closed {
+		w.kickLocked()
+		w.moved.Wait()
+	}
 	seq := w.next
 	w.next++
 	if len(w.pending) == 0 {
 		w.oldest = w.o.Now()
 	}
-	w.pending = append(w.pending, Record{Seq: seq, Data: data})
+	w.pending = append(w.pending, Record{Seq: seq, Prev: seq - 1, Data: data})
 	w.mu.Unlock()
+	w.kickLocked()
+	return seq
+}
+
+func (w *Writer) kickLocked() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
-	return seq
 }
 
 // Written returns the sequence number of the last event written.
@@ -209,6 +279,8 @@ func (w *Writer) Close() (pending []Record, next int64, err error) {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
+	w.moved.Broadcast()
 	pending, w.pending = w.pending, nil
 	return pending, w.next, w.err
 }
@@ -228,10 +300,11 @@ func (w *Writer) loop() {
 		now := w.o.Now()
 		w.mu.Lock()
 		n, oldest := len(w.pending), w.oldest
+		starved := w.next > w.reserved // an Add waits for a reservation
 		w.mu.Unlock()
 		var wait time.Duration
 		switch {
-		case n >= w.o.MaxBatch, n > 0 && now.Sub(oldest) >= w.o.MaxDelay, now.Sub(last) >= w.o.Heartbeat:
+		case starved, n >= w.o.MaxBatch, n > 0 && now.Sub(oldest) >= w.o.MaxDelay, now.Sub(last) >= w.o.Heartbeat:
 			if !w.flush() {
 				return
 			}
@@ -253,7 +326,8 @@ func (w *Writer) loop() {
 }
 
 // flush writes the pending events, at most MaxBatch and MaxBatchBytes at a
-// time (a lone larger event goes alone), and reports whether it worked.
+// time (a lone larger event goes alone), each write extending the
+// reservation, and reports whether it worked.
 func (w *Writer) flush() bool {
 	for {
 		w.mu.Lock()
@@ -266,11 +340,17 @@ func (w *Writer) flush() bool {
 			batch++
 		}
 		recs := append([]Record(nil), w.pending[:batch]...)
+		last := w.written
+		if batch > 0 {
+			last = recs[batch-1].Seq
+		}
+		l := Lease{Until: w.o.Now().Add(w.o.Lease), Reserved: last + w.o.Window}
 		w.mu.Unlock()
-		err := w.app(w.ctx, recs, w.o.Now().Add(w.o.Lease))
+		err := w.app(w.ctx, recs, l)
 		w.mu.Lock()
 		if err != nil {
 			w.err = err
+			w.moved.Broadcast()
 			w.mu.Unlock()
 			close(w.dead)
 			return false
@@ -279,9 +359,8 @@ func (w *Writer) flush() bool {
 		if len(w.pending) > 0 {
 			w.oldest = w.o.Now()
 		}
-		if batch > 0 {
-			w.written = recs[batch-1].Seq
-		}
+		w.written, w.reserved = last, max(w.reserved, l.Reserved)
+		w.moved.Broadcast()
 		more := len(w.pending) >= w.o.MaxBatch
 		w.mu.Unlock()
 		if !more {
@@ -291,8 +370,8 @@ func (w *Writer) flush() bool {
 }
 
 // Reader returns the logged events after seq in order, and whether the
-// log can still grow (its work is active). It fails with NotFound when
-// the log does not exist.
+// log can still grow (its job is active). It fails with NotFound when the
+// log does not exist.
 type Reader func(ctx context.Context, after int64) (recs []Record, active bool, err error)
 
 // FollowOptions tune Follow; zero values take the defaults.
@@ -305,11 +384,13 @@ type FollowOptions struct {
 }
 
 // Follow yields the events after seq in order, reading through read until
-// it yields the last event, the log stops growing, or ctx ends. Records
-// read while the writer still holds earlier events are never skipped:
-// only records numbered after the last yielded one are yielded. first is
-// the first read's result when the caller already has it (nil to read).
-// It returns yield's error, read's error or ctx's error.
+// it yields the last event, the log stops growing, or ctx ends. A record
+// is yielded only when the one before it (its Prev) was yielded or lies
+// at or before after: a record read while an earlier one is not visible
+// yet waits for it, and ids skipped by an interruption, or an after that
+// was never stored, are passed over. first is the first read's result
+// when the caller already has it (nil to read). It returns yield's
+// error, read's error or ctx's error.
 func Follow(ctx context.Context, read Reader, after int64, o FollowOptions, yield func(Record) error) error {
 	if o.MinWait <= 0 {
 		o.MinWait = 25 * time.Millisecond
@@ -325,11 +406,11 @@ func Follow(ctx context.Context, read Reader, after int64, o FollowOptions, yiel
 		}
 		progressed := false
 		for _, r := range recs {
-			if r.Seq != after+1 {
-				if r.Seq <= after {
-					continue
-				}
-				break // a gap: read again from after
+			if r.Seq <= after {
+				continue
+			}
+			if r.Prev > after {
+				break // an earlier record is not visible yet: read again
 			}
 			if err := yield(r); err != nil {
 				return err

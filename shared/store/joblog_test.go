@@ -11,20 +11,20 @@ import (
 
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/eventlog"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 )
 
-func records(from, to int64) []eventlog.Record {
-	var out []eventlog.Record
+func records(from, to int64) []job.Record {
+	var data []json.RawMessage
 	for i := from; i <= to; i++ {
-		out = append(out, eventlog.Record{Seq: i, Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+		data = append(data, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	return out
+	return job.Chain(from-1, from, data...)
 }
 
-func seqs(recs []eventlog.Record) []int64 {
+func seqs(recs []job.Record) []int64 {
 	out := []int64{}
 	for _, r := range recs {
 		out = append(out, r.Seq)
@@ -40,7 +40,7 @@ func TestLoggedGeneration(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	s := store.NewChats(db.DB, db.Data())
-	leases := store.NewLeases(db.DB, db.Data())
+	jobs := store.NewJobs(db.DB, db.Data())
 	ctx := context.Background()
 	now := time.Now().UTC()
 	c := newChat("u1", now)
@@ -49,7 +49,7 @@ func TestLoggedGeneration(t *testing.T) {
 	}
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
-		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), LeaseUntil: now.Add(30 * time.Second)}
+		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
 		user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
 		reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
 		if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
@@ -58,28 +58,34 @@ func TestLoggedGeneration(t *testing.T) {
 		return g, reply
 	}
 	g, reply := start()
+	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
 	if err := s.StartLoggedGeneration(ctx, c, chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute)}, records(1, 1),
 		chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", CreatedAt: now}, chat.Message{ID: uuid.NewString(), ChatID: c.ID, CreatedAt: now}); errs.CodeOf(err) != chat.CodeGenerationActive {
 		t.Fatalf("second start: %v, want GENERATION_ACTIVE", err)
 	}
+	lease := job.Lease{Until: now.Add(30 * time.Second)}
 	for _, b := range [][2]int64{{2, 21}, {22, 25}} {
-		if err := s.AppendEvents(ctx, c.ID, g.ID, records(b[0], b[1]), now.Add(30*time.Second)); err != nil {
+		lease.Reserved = b[1] + 200
+		if err := jobs.Append(ctx, ref, records(b[0], b[1]), lease); err != nil {
 			t.Fatalf("append %v: %v", b, err)
 		}
 	}
-	if err := s.AppendEvents(ctx, c.ID, g.ID, records(30, 31), now.Add(30*time.Second)); errs.CodeOf(err) != eventlog.CodeNotActive {
+	if err := jobs.Append(ctx, ref, records(30, 31), lease); errs.CodeOf(err) != job.CodeNotActive {
 		t.Errorf("append with a gap: %v, want NOT_ACTIVE", err)
 	}
-	if err := s.AppendEvents(ctx, c.ID, g.ID, nil, now.Add(30*time.Second)); err != nil {
+	if err := jobs.Append(ctx, ref, nil, job.Lease{Until: now.Add(30 * time.Second), Reserved: 300}); err != nil {
 		t.Errorf("renew: %v", err)
 	}
+	if h, err := jobs.Head(ctx, ref); err != nil || h.LastSeq != 25 || h.Reserved != 300 || !h.Active || h.Closing() != 301 {
+		t.Errorf("head after the renewal: %+v %v; want lastSeq 25, reserved 300, closing at 301", h, err)
+	}
 	for _, after := range []int64{0, 1, 20, 21, 24, 25} {
-		recs, active, err := s.GenerationEvents(ctx, c.ID, g.ID, after)
-		if err != nil || !active || len(recs) != int(25-after) || (len(recs) > 0 && recs[0].Seq != after+1) {
-			t.Errorf("after %d: %v active %v (%v)", after, seqs(recs), active, err)
+		recs, h, err := jobs.Read(ctx, ref, after)
+		if err != nil || !h.Active || len(recs) != int(25-after) || (len(recs) > 0 && (recs[0].Seq != after+1 || recs[0].Prev != after)) {
+			t.Errorf("after %d: %v active %v (%v)", after, seqs(recs), h.Active, err)
 		}
 	}
-	if _, _, err := s.GenerationEvents(ctx, c.ID, uuid.NewString(), 0); errs.CodeOf(err) != chat.CodeGenerationNotFound {
+	if _, _, err := jobs.Read(ctx, job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: uuid.NewString()}, 0); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown log: %v", err)
 	}
 	if _, _, err := s.Conversation(ctx, c.ID); err != nil {
@@ -91,10 +97,10 @@ func TestLoggedGeneration(t *testing.T) {
 	}
 
 	// Nothing has expired yet; later, it has.
-	if ex, err := leases.Expired(ctx, now, 10); err != nil || len(ex) != 0 {
+	if ex, err := jobs.Expired(ctx, now, 10); err != nil || len(ex) != 0 {
 		t.Errorf("expired now: %+v %v", ex, err)
 	}
-	ex, err := leases.Expired(ctx, now.Add(31*time.Second), 10)
+	ex, err := jobs.Expired(ctx, now.Add(31*time.Second), 10)
 	if err != nil || len(ex) != 1 || ex[0].Kind != "generation" || ex[0].Collection != c.ID || ex[0].ID != g.ID {
 		t.Errorf("expired later: %+v %v", ex, err)
 	}
@@ -105,30 +111,33 @@ func TestLoggedGeneration(t *testing.T) {
 
 	// A stop request: the next append fails with STOP_REQUESTED, the end
 	// still works, and then the log is inactive.
-	if err := s.RequestStop(ctx, c.ID, g.ID); err != nil {
+	if err := jobs.RequestStop(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvents(ctx, c.ID, g.ID, records(26, 26), now.Add(30*time.Second)); errs.CodeOf(err) != eventlog.CodeStopRequested {
+	if err := jobs.Append(ctx, ref, records(26, 26), lease); errs.CodeOf(err) != job.CodeStopRequested {
 		t.Errorf("append after stop: %v", err)
 	}
+	// The end may skip ids (an interruption's closing events follow the
+	// reservation): its first event names the last one written.
 	reply.Status, reply.Content = chat.StatusStopped, "partial"
-	if err := s.EndLoggedGeneration(ctx, c, reply, records(26, 27), time.Time{}); err != nil {
+	closing := job.Chain(25, 301, json.RawMessage(`{"n":301}`), json.RawMessage(`{"n":302}`))
+	if err := s.EndLoggedGeneration(ctx, c, reply, closing, time.Time{}); err != nil {
 		t.Fatalf("end: %v", err)
 	}
-	recs, active, err := s.GenerationEvents(ctx, c.ID, g.ID, 20)
-	if err != nil || active || len(recs) != 7 {
-		t.Errorf("after the end: %v active %v (%v)", seqs(recs), active, err)
+	recs, h, err := jobs.Read(ctx, ref, 20)
+	if err != nil || h.Active || fmt.Sprint(seqs(recs)) != "[21 22 23 24 25 301 302]" || recs[5].Prev != 25 {
+		t.Errorf("after the end: %v active %v (%v)", seqs(recs), h.Active, err)
 	}
-	if err := s.RequestStop(ctx, c.ID, g.ID); errs.CodeOf(err) != chat.CodeGenerationNotActive {
+	if err := jobs.RequestStop(ctx, ref); errs.CodeOf(err) != job.CodeNotActive {
 		t.Errorf("stop after the end: %v", err)
 	}
-	if err := s.RequestStop(ctx, c.ID, uuid.NewString()); errs.CodeOf(err) != chat.CodeGenerationNotFound {
+	if err := jobs.RequestStop(ctx, job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: uuid.NewString()}); !errs.Is(err, errs.NotFound) {
 		t.Errorf("stop of an unknown reply: %v", err)
 	}
-	if err := s.EndLoggedGeneration(ctx, c, reply, records(28, 28), time.Time{}); errs.CodeOf(err) != chat.CodeGenerationNotActive {
+	if err := s.EndLoggedGeneration(ctx, c, reply, records(303, 303), time.Time{}); errs.CodeOf(err) != chat.CodeGenerationNotActive {
 		t.Errorf("second end: %v", err)
 	}
-	if ex, err := leases.Expired(ctx, now.Add(time.Hour), 10); err != nil || len(ex) != 0 {
+	if ex, err := jobs.Expired(ctx, now.Add(time.Hour), 10); err != nil || len(ex) != 0 {
 		t.Errorf("expired after the end: %+v %v", ex, err)
 	}
 	_, msgs, err := s.Conversation(ctx, c.ID)
@@ -139,7 +148,7 @@ func TestLoggedGeneration(t *testing.T) {
 	start()
 }
 
-// BenchmarkLogWrites feeds an eventlog.Writer over the real store with 2 s
+// BenchmarkLogWrites feeds a job.Writer over the real store with 2 s
 // of events at three rates (a slow model, a fast one, a burst) and counts
 // the log's DynamoDB writes: at most one per 100 ms or per 20 events, so
 // about 10 a second until the events come faster than 200 a second.
@@ -148,6 +157,7 @@ func BenchmarkLogWrites(b *testing.B) {
 		b.Run(fmt.Sprintf("event_every_%s", every), func(b *testing.B) {
 			db := storetest.New(b)
 			s := store.NewChats(db.DB, db.Data())
+			jobs := store.NewJobs(db.DB, db.Data())
 			ctx := context.Background()
 			now := time.Now().UTC()
 			var writes, events int
@@ -156,16 +166,17 @@ func BenchmarkLogWrites(b *testing.B) {
 				if err := s.CreateChat(ctx, c); err != nil {
 					b.Fatal(err)
 				}
-				g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), LeaseUntil: now.Add(30 * time.Second)}
+				g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
 				user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", CreatedAt: now}
 				reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
 				if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
 					b.Fatal(err)
 				}
-				w := eventlog.NewWriter(ctx, 2, func(ctx context.Context, recs []eventlog.Record, until time.Time) error {
+				ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
+				w := job.NewWriter(ctx, 2, g.Lease.Reserved, func(ctx context.Context, recs []job.Record, l job.Lease) error {
 					writes++
-					return s.AppendEvents(ctx, c.ID, g.ID, recs, until)
-				}, eventlog.Options{})
+					return jobs.Append(ctx, ref, recs, l)
+				}, job.Options{})
 				t := time.NewTicker(every)
 				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-t.C {
 					w.Add(json.RawMessage(`{"type":"content","delta":"x "}`))

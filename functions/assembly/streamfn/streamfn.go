@@ -1,0 +1,35 @@
+// Package streamfn builds StreamFunction: the chat reply as Server-Sent
+// Events (and its resume), behind a Lambda function URL with response
+// streaming, over the chat service of package chatsfn. A stream with a
+// workflowId starts a durable run, handed to RunnerFunction, and renders
+// its events.
+package streamfn
+
+import (
+	"context"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
+)
+
+// Stream is StreamFunction.
+var Stream = assembly.Function{
+	LogicalID:   "StreamFunction",
+	Required:    append(chatsfn.Required[:len(chatsfn.Required):len(chatsfn.Required)], "RUNNER_FUNCTION"),
+	FunctionURL: true,
+	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+		invoker, err := runnerfn.Invoker(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := chatsfn.Service(ctx, cfg, d, invoker)
+		if err != nil {
+			return nil, err
+		}
+		return chat.StreamRoutes(svc, d.Auth(cfg), d.PingInterval, chatsfn.Limits(cfg, d)), nil
+	},
+}

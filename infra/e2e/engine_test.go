@@ -1,0 +1,164 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// One engine for long work: whatever runs when the process dies is ended
+// or resumed by the sweeper of the next process.
+
+// runsOfChat lists the runs of a chat.
+func runsOfChat(t *testing.T, c *client, chatID string) []durableRunJSON {
+	t.Helper()
+	r := c.do("GET", "/api/chats/"+chatID+"/workflow-runs", nil)
+	if r.Status != 200 {
+		t.Fatalf("list runs: %d %s", r.Status, r.Body)
+	}
+	var out struct {
+		Data struct {
+			WorkflowRuns []durableRunJSON `json:"workflowRuns"`
+		}
+	}
+	r.decode(t, &out)
+	return out.Data.WorkflowRuns
+}
+
+// waitFor polls cond every 50 ms until it holds, failing after a minute
+// (a bound for a loaded machine, not a measure).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after a minute", what)
+		}
+	}
+}
+
+// TestNothingStaysActiveAfterKill kills the dev server (SIGKILL) while a
+// run started without Prefer, a run started from the chat stream and a
+// streamed reply are all under way, then restarts it on the same
+// DATA_FILE. Every reply ends and every run ends or is resumed: none stays
+// active (before, the two runs stayed running for good and a retry
+// answered 409 RUN_ACTIVE). A client that resumes the reply from the last
+// id it received gets the end, numbered after that id (never an id it
+// already holds), carrying the reply as saved, which is exactly the
+// message's content.
+func TestNothingStaysActiveAfterKill(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "data.json")
+	srv := durableServer(t, "DATA_FILE="+file)
+	c := newClient(t, srv.API)
+	const email, password = "kill-all@example.com", "chat-password-1"
+	userID := signUpChatUser(t, c, email)
+	k := uuid.NewString()
+	wfID, syncChat := countWorkflow(t, c, userID, countStep("test_count", k+"a", ""),
+		countStep("test_count_idempotent", k+"b", `, "ms": 25000`), countStep("test_count", k+"c", ""))
+	streamChat := newChat(t, c, map[string]string{"title": "stream run"}).ID
+	replyChat := newChat(t, c, map[string]string{"title": "reply"}).ID
+
+	// A run started without Prefer: the request waits for it.
+	go func() {
+		hc := &http.Client{Timeout: 2 * time.Minute, Jar: c.http.Jar}
+		req, _ := http.NewRequest("POST", srv.API+"/api/chats/"+syncChat+"/workflow-runs", strings.NewReader(`{"workflowId":"`+wfID+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close() // the server dies first
+		}
+	}()
+	// A run started from the chat stream.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runResp := c.openStream(ctx, streamChat, map[string]any{"content": "run it", "modelId": "builtin", "userId": userID, "workflowId": wfID})
+	defer runResp.Body.Close()
+	if runResp.StatusCode != 200 {
+		t.Fatalf("stream with a workflow: %d", runResp.StatusCode)
+	}
+	// A streamed reply, read up to its 30th event.
+	replyResp, next, stop := startCount(t, ctx, c, replyChat, userID, 200)
+	defer replyResp.Body.Close()
+	var seen []streamEvent
+	for e, err, ok := next(); ok && err == nil; e, err, ok = next() {
+		seen = append(seen, e)
+		if len(seen) == 30 {
+			break
+		}
+	}
+	stop()
+	if len(seen) != 30 {
+		t.Fatalf("the reply's first events: %+v", seen)
+	}
+	inStep2 := func(chatID string) func() bool {
+		return func() bool {
+			runs := runsOfChat(t, c, chatID)
+			return len(runs) == 1 && runs[0].Steps[1].Status == "running"
+		}
+	}
+	waitFor(t, "in step 2 (run without Prefer)", inStep2(syncChat))
+	waitFor(t, "in step 2 (stream run)", inStep2(streamChat))
+	lastSeen := seen[len(seen)-1]
+	_ = srv.cmd.Process.Kill()
+	<-srv.done
+
+	srv2 := durableServer(t, "DATA_FILE="+file)
+	c2 := newClient(t, srv2.API)
+	if r := c2.do("POST", "/api/auth/sign-in/email", map[string]string{"email": email, "password": password}); r.Status != 200 {
+		t.Fatalf("sign-in: %d %s", r.Status, r.Body)
+	}
+	// Two lease periods plus a sweep (2 s, 2 s, 200 ms here), on a loaded
+	// machine: waitFor's minute bounds it.
+	for _, chatID := range []string{syncChat, streamChat} {
+		waitFor(t, "ended or resumed to its end", func() bool {
+			runs := runsOfChat(t, c2, chatID)
+			return len(runs) == 1 && finished(runs[0])
+		})
+		run := runsOfChat(t, c2, chatID)[0]
+		// The step caught running is idempotent: the next attempt runs it
+		// again, and the run completes.
+		if run.Status != "completed" || run.Attempt != 2 {
+			t.Errorf("run of chat %s after the restart: %+v, want completed by its second attempt", chatID, run)
+		}
+		if r := c2.do("POST", "/api/chats/"+chatID+"/workflow-runs/"+run.ID+"/retry", map[string]string{"fromStepId": run.Steps[0].ID}); r.Status != 202 {
+			t.Errorf("retry of the resumed run: %d %s", r.Status, r.Body)
+		}
+	}
+	for _, chatID := range []string{streamChat, replyChat} {
+		waitFor(t, "ended", func() bool {
+			msgs := getMessages(t, c2, chatID)
+			return !slices.ContainsFunc(msgs, func(m messageJSON) bool { return m.Status == "streaming" })
+		})
+	}
+
+	// The reply's client resumes from the last id it saw.
+	res := c2.resume(replyChat, lastSeen.ID, false)
+	if res.Status != 200 || len(res.Events) != 2 || res.Events[0].Type != "error" || res.Events[0].Error != "INTERRUPTED" ||
+		res.Events[1].Type != "end" || res.Events[1].Reason != "interrupted" {
+		t.Fatalf("resume after %s: %d %+v", lastSeen.ID, res.Status, res.Events)
+	}
+	if seqOf(t, res.Events[0]) <= seqOf(t, lastSeen) {
+		t.Errorf("the closing events reuse ids: %s after %s", res.Events[0].ID, lastSeen.ID)
+	}
+	saved := res.Events[0].Content
+	if saved == nil {
+		t.Fatalf("error INTERRUPTED without content: %+v", res.Events[0])
+	}
+	msgs := getMessages(t, c2, replyChat)
+	reply := msgs[len(msgs)-1]
+	if reply.Status != "failed" || reply.Content != *saved || !strings.HasPrefix(counted(200), reply.Content) {
+		t.Errorf("the saved reply %q (%s); the client was told %q", reply.Content, reply.Status, *saved)
+	}
+	var received strings.Builder
+	for _, e := range seen {
+		received.WriteString(e.Delta)
+	}
+	if !strings.HasPrefix(received.String(), reply.Content) {
+		t.Errorf("the saved reply %q is not what the client received first (%q)", reply.Content, received.String())
+	}
+}
