@@ -207,6 +207,10 @@ func StartWith(o Options) (e *Engine, err error) {
 		}
 		e.Restored.Replayed = replayed
 	}
+	if r := e.Restored; r != nil {
+		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", r.SavedAt,
+			"tables", r.Tables, "items", r.Items, "journaled_writes", r.Replayed)
+	}
 	if o.DataFile != "" {
 		j, err := openJournal(jpath, jexists, end, last)
 		if err != nil {
@@ -239,10 +243,6 @@ func StartWith(o Options) (e *Engine, err error) {
 			}
 			o.Logger.Info("dynamolocal: rewrote the data file in the current, checksummed format", "file", o.DataFile, "from_version", snap.Version)
 		}
-	}
-	if r := e.Restored; r != nil {
-		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", r.SavedAt,
-			"tables", r.Tables, "items", r.Items, "journaled_writes", r.Replayed)
 	}
 	go func() {
 		defer close(e.done)

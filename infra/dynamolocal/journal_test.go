@@ -375,7 +375,7 @@ func TestCompactionUnderConcurrentWrites(t *testing.T) {
 }
 
 // TestCrashBetweenSnapshotAndCompaction: a crash after a snapshot is
-// written but before the journal is emptied leaves a journal whose
+// written but before the journal is compacted leaves a journal whose
 // records the snapshot already holds: they are not applied twice.
 func TestCrashBetweenSnapshotAndCompaction(t *testing.T) {
 	t.Parallel()

@@ -175,8 +175,9 @@ func (s *snapshotFile) info(path string) *SnapshotInfo {
 // The snapshot is consistent: it is taken while no request is being served,
 // so every write is either wholly in it or not at all. The file is created
 // with mode 0600 (it holds the application's data); missing directories are
-// created. A snapshot to Options.DataFile also empties the journal (see
-// Options).
+// created. A snapshot to Options.DataFile also compacts the journal (see
+// Options); one written elsewhere does not name a journal, so that it
+// can serve as another engine's DataFile on its own.
 func (e *Engine) Snapshot(path string) error {
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
@@ -190,9 +191,10 @@ func (e *Engine) Snapshot(path string) error {
 
 // Restore loads the snapshot at path into the engine, while no request is
 // being served. It fails, changing nothing, if the file cannot be read, is
-// not a snapshot, or names a table the engine already has; a table or item
-// the engine rejects stops it midway. The restored data is not journaled:
-// with Options.DataFile it is saved by the next snapshot.
+// not a snapshot, fails its checksum (the error names the offset), or
+// names a table the engine already has; a table or item the engine
+// rejects stops it midway. The restored data is not journaled: with
+// Options.DataFile it is saved by the next snapshot.
 func (e *Engine) Restore(path string) error {
 	snap, err := readSnapshot(path)
 	if err != nil {
@@ -258,7 +260,7 @@ func (e *Engine) unchanged() bool {
 	return lsn == e.savedLSN && e.writes.Load() == e.saved
 }
 
-// saveDataFile snapshots to Options.DataFile, emptying the journal,
+// saveDataFile snapshots to Options.DataFile, compacting the journal,
 // unless nothing was written since the last snapshot (or the start).
 func (e *Engine) saveDataFile() error {
 	if e.opts.DataFile == "" {
