@@ -163,27 +163,71 @@
 //
 // # Durability (Options.DataFile)
 //
-// Every successful write request is appended to the journal,
-// DataFile + ".journal", and the file synced, before the write is
-// answered; writers arriving during a sync share the next one (group
-// commit). Failed requests are not journaled. StartWith restores the
-// snapshot in DataFile and replays, in order, the journal's records after
-// the last one the snapshot holds; each write is deterministic given the
-// data before it, so the replay rebuilds exactly the answered state. A
-// crash while a record is appended leaves a torn last record, never
-// answered: it is dropped and cut off. A record that fails its checksum
-// with data after it, records out of sequence, or a journal that does not
-// continue its snapshot stop the start with an error naming the file; the
-// files are left untouched. Every Interval (when data changed), when the
-// journal passes 64 MiB and at Close, the data is written to DataFile
-// atomically, with the sequence number of the last write it holds, and the
-// journal is then rewritten without those records (atomically too; a
-// crash in between replays only the later records). If the journal cannot
-// be written or synced, every later write fails with an
-// InternalServerError until the engine restarts. DataFile + ".lock" keeps
-// a second engine off the same files (on Unix). Changes made through
-// Engine.WithBackend or Engine.Restore are not journaled; the next
-// snapshot saves them.
+// The store is two files: the snapshot, DataFile, and the journal,
+// DataFile + ".journal" (DataFile + ".lock" only keeps a second engine
+// off them, on Unix). Every successful write request is appended to the
+// journal, and the file synced, before the write is answered; writers
+// arriving during a sync share the next one (group commit). Failed
+// requests are not journaled. StartWith restores the snapshot and
+// replays, in order, the journal's records after the last one the
+// snapshot holds; each write is deterministic given the data before it,
+// so the replay rebuilds exactly the answered state. Every Interval
+// (when data changed), when the journal passes 64 MiB and at Close, the
+// data is written to DataFile atomically (a synced temporary file
+// renamed over it), with the sequence number of the last write it holds,
+// and the journal is then rewritten, atomically too, without those
+// records: its header alone, when no write came in between. A crash in
+// between replays only the later records. If the journal cannot be
+// written or synced, every later write fails with an InternalServerError
+// until the engine restarts. Changes made through Engine.WithBackend or
+// Engine.Restore are not journaled; the next snapshot saves them.
+//
+// # Integrity at start
+//
+// Both files carry checksums (the formats are described in journal.go
+// and snapshot.go): each journal record a CRC-32C of its header (length
+// and sequence number) and one of its payload; the snapshot a trailer
+// with the CRC-32C of every 64 KiB of its content. The start tells what a
+// crash can leave from what it cannot:
+//
+//   - A crash can leave only a prefix of the journal's last append,
+//     which was never answered: a record the file ends inside of (its
+//     20-byte header, or the payload its verified header declares, is
+//     incomplete). That record is dropped and the journal truncated after
+//     the last whole record; every answered write is there.
+//   - Everything else is damage and stops StartWith with an error naming
+//     the file and the byte offset, the files left untouched, byte for
+//     byte: a record whose bytes are all there but fail their checksum
+//     (the last one too: a crash does not change bytes), a whole header
+//     that fails its checksum (so a damaged length is never read as a
+//     cut record), records out of sequence or a journal that does not
+//     continue its snapshot, an empty (0-byte) journal or one whose
+//     header is missing or changed, and a snapshot whose content, length
+//     or trailer does not match its checksums, or that is cut short.
+//   - A journal is never legitimately empty or headerless: it is created,
+//     at the first start, as a complete file holding its header
+//     (temporary file, synced, renamed), compaction keeps the header, and
+//     Close leaves it beside the snapshot. No snapshot and no journal is a
+//     first start. A missing journal beside a snapshot is damage when the
+//     snapshot was saved with one (the snapshots of a data file say so);
+//     a snapshot written elsewhere with Engine.Snapshot has none, and
+//     starts alone. Close removes the journal only when nothing was ever
+//     saved (no snapshot, no write): the directory is as before the start.
+//   - The errors say how to go on knowingly: truncating the journal at the
+//     offset of a damaged record keeps the writes before it; replacing
+//     the journal by its header alone starts from the snapshot.
+//
+// A data file written by an earlier build (snapshot versions 1 and 2,
+// without checksum) is read unchecked, then rewritten in the current
+// format before the first request, so it is read unchecked only once.
+// Not detected: a journal cut at a record boundary (indistinguishable
+// from fewer writes), up to 19 stray bytes at its end (read as a torn
+// header), and changes that keep every checksum consistent (deliberate
+// rewrites; CRC-32C guards against accidents, not forgery). The prefix
+// assumption holds for a killed process and for file systems that keep
+// an interrupted append a prefix of what was written (ext4 in its
+// default mode, XFS, APFS); one that shows a grown file filled with zeros
+// after a power loss makes the start stop, rather than lose a write.
 //
 // # Unsupported and known differences
 //

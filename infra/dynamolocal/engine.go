@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -56,6 +57,20 @@ type Engine struct {
 // errInUse is lockFile's answer when another process holds the lock.
 var errInUse = errors.New("in use by another process")
 
+// journalAdvice tells how to get past damage err in the journal at
+// jpath, knowingly.
+func journalAdvice(err error, jpath, dataFile string) string {
+	ce, ok := errors.AsType[*corruptError](err)
+	if !ok {
+		return "fix the journal"
+	}
+	if ce.offset >= int64(len(journalMagic)) {
+		return fmt.Sprintf("to start with the writes journaled before the damaged record, losing it and those after it, cut the journal there: truncate -s %d %s", ce.offset, jpath)
+	}
+	return fmt.Sprintf("if only its header is damaged, restore its first %d bytes to %q; to start from %s alone, losing the writes journaled since, replace the journal by its header only: printf %q > %s",
+		len(journalMagic), journalMagic, dataFile, journalMagic, jpath)
+}
+
 // journalPath is where the journal of a data file is kept.
 func journalPath(dataFile string) string { return dataFile + ".journal" }
 
@@ -72,22 +87,28 @@ func Start() (*Engine, error) {
 // restored from that file and its journal before the first request is
 // served, and every write is journaled (see Options). It fails if the
 // listener cannot be opened; if another engine uses the data file; if the
-// data file or the journal exists but cannot be read, is corrupt (a torn
-// last journal record, left by a crash while appending, is not: it is
-// dropped), or cannot be restored or replayed; or if the directory is not
-// writable. The error names the file and the reason, and the files are
-// never modified then.
+// data file or the journal cannot be read or is damaged (a changed or cut
+// snapshot, a journal record that fails its checksum, an empty or
+// headerless journal, a journal missing beside a snapshot saved with
+// one; a record cut short at the end of the journal, left by a crash
+// while appending, is not: it is dropped); if they cannot be restored or
+// replayed; or if the directory is not writable. The error names the
+// file, the byte offset of damage and the reason, and the files are
+// never modified then. A data file of an earlier format (no checksum) is
+// rewritten in the current one before serving.
 func StartWith(o Options) (e *Engine, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	var (
-		snap  *snapshotFile
-		recs  []journalRecord
-		end   int64
-		torn  bool
-		lock  *os.File
-		jpath = journalPath(o.DataFile)
+		snap      *snapshotFile
+		recs      []journalRecord
+		end       int64
+		torn      *tornTail
+		jexists   = true
+		lock      *os.File
+		jpath     = journalPath(o.DataFile)
+		untouched = "the files are left untouched"
 	)
 	if o.DataFile != "" {
 		if err := os.MkdirAll(filepath.Dir(o.DataFile), 0o755); err != nil {
@@ -105,9 +126,15 @@ func StartWith(o Options) (e *Engine, err error) {
 		if snap, err = openDataFile(o.DataFile); err != nil {
 			return nil, err
 		}
-		if recs, end, torn, err = readJournal(jpath); err != nil {
-			return nil, fmt.Errorf("dynamolocal: journal %s: %w (the files are left untouched: fix the journal, or move it away to start from %s alone)",
-				jpath, err, o.DataFile)
+		recs, end, torn, err = readJournal(jpath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && snap != nil && snap.Journal:
+			return nil, fmt.Errorf("dynamolocal: journal %s is missing, but %s was saved with one (holding the writes after write %d): the writes journaled since the snapshot would be lost (%s; if it was removed on purpose, start from %s alone by recreating the journal with its header only: printf %q > %s)",
+				jpath, o.DataFile, snap.JournalLSN, untouched, o.DataFile, journalMagic, jpath)
+		case errors.Is(err, fs.ErrNotExist):
+			jexists, err = false, nil // first start, or a snapshot saved without a journal
+		case err != nil:
+			return nil, fmt.Errorf("dynamolocal: journal %s: %w (%s: %s)", jpath, err, untouched, journalAdvice(err, jpath, o.DataFile))
 		}
 	}
 	var snapLSN uint64
@@ -120,8 +147,8 @@ func StartWith(o Options) (e *Engine, err error) {
 		first++
 	}
 	if first < len(recs) && recs[first].lsn != snapLSN+1 {
-		return nil, fmt.Errorf("dynamolocal: journal %s: it continues from write %d but %s holds writes up to %d: writes are missing (the files are left untouched)",
-			jpath, recs[first].lsn-1, o.DataFile, snapLSN)
+		return nil, fmt.Errorf("dynamolocal: journal %s: the record at offset %d continues from write %d but %s holds writes up to %d: writes are missing (%s)",
+			jpath, recs[first].offset, recs[first].lsn-1, o.DataFile, snapLSN, untouched)
 	}
 	addr := o.Addr
 	if addr == "" {
@@ -158,7 +185,7 @@ func StartWith(o Options) (e *Engine, err error) {
 	ctx := context.Background()
 	if snap != nil {
 		if err := h.restore(ctx, snap); err != nil {
-			return nil, fmt.Errorf("dynamolocal: data file %s: restore: %w (the file is left untouched)", o.DataFile, err)
+			return nil, fmt.Errorf("dynamolocal: data file %s: restore: %w (%s)", o.DataFile, err, untouched)
 		}
 		e.Restored = snap.info(o.DataFile)
 	}
@@ -169,8 +196,8 @@ func StartWith(o Options) (e *Engine, err error) {
 			err = errors.New(string(rep.body))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dynamolocal: journal %s: the record at offset %d (write %d, %s) cannot be replayed: %v (the files are left untouched)",
-				jpath, r.offset, r.lsn, r.Op, err)
+			return nil, fmt.Errorf("dynamolocal: journal %s: the record at offset %d (write %d, %s) cannot be replayed: %v (%s)",
+				jpath, r.offset, r.lsn, r.Op, err, untouched)
 		}
 		last = r.lsn
 	}
@@ -180,19 +207,42 @@ func StartWith(o Options) (e *Engine, err error) {
 		}
 		e.Restored.Replayed = replayed
 	}
+	if r := e.Restored; r != nil {
+		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", r.SavedAt,
+			"tables", r.Tables, "items", r.Items, "journaled_writes", r.Replayed)
+	}
 	if o.DataFile != "" {
-		j, err := openJournal(jpath, end, last)
+		j, err := openJournal(jpath, jexists, end, last)
 		if err != nil {
 			return nil, fmt.Errorf("dynamolocal: journal %s: %w", jpath, err)
 		}
 		h.journal = j
-		if torn {
-			o.Logger.Warn("dynamolocal: dropped a torn last journal record (a write cut short by a crash, never answered)", "journal", jpath)
+		if torn != nil {
+			o.Logger.Warn("dynamolocal: dropped a torn last journal record (a write cut short by a crash, never answered)",
+				"journal", jpath, "offset", torn.offset, "bytes", torn.bytes)
 		}
-	}
-	if r := e.Restored; r != nil {
-		o.Logger.Info("dynamolocal: restored data", "file", o.DataFile, "saved_at", r.SavedAt,
-			"tables", r.Tables, "items", r.Items, "journaled_writes", r.Replayed)
+		// A journal that ends before its snapshot (a crash after the
+		// snapshot was written, before the last write it holds reached
+		// the journal) is emptied of those records, so that the next
+		// write's record follows the journal's last one.
+		if n := len(recs); n > 0 && recs[n-1].lsn < snapLSN {
+			if err := j.compact(j.mark()); err != nil {
+				j.close()
+				return nil, fmt.Errorf("dynamolocal: %w", err)
+			}
+		}
+		// A snapshot of an earlier format (no checksum), or one saved
+		// without a journal, is rewritten now, bound to its journal.
+		if snap != nil && (snap.Version != snapshotVersion || !snap.Journal) {
+			e.saveMu.Lock()
+			_, err := e.compactLocked()
+			e.saveMu.Unlock()
+			if err != nil {
+				j.close()
+				return nil, fmt.Errorf("dynamolocal: data file %s: rewrite in the current format: %w", o.DataFile, err)
+			}
+			o.Logger.Info("dynamolocal: rewrote the data file in the current, checksummed format", "file", o.DataFile, "from_version", snap.Version)
+		}
 	}
 	go func() {
 		defer close(e.done)
@@ -210,7 +260,7 @@ func StartWith(o Options) (e *Engine, err error) {
 // Close stops the listener and waits for in-flight requests to finish and
 // their responses to be sent; requests arriving meanwhile are refused. With
 // Options.DataFile it then saves a final snapshot (unless nothing changed
-// since the last one) and removes the journal it folded in. It is safe to
+// since the last one) and compacts the journal to its header. It is safe to
 // call more than once; later calls return the first result. It fails if
 // the final snapshot (the journal is kept then: nothing is lost) or
 // closing the HTTP server fails.
@@ -228,8 +278,10 @@ func (e *Engine) Close() error {
 		saveErr := e.saveDataFile()
 		if j := e.h.journal; j != nil {
 			saveErr = errors.Join(saveErr, j.close())
-			if saveErr == nil {
-				// The snapshot holds every journaled write.
+			// The journal stays, with its header, beside the snapshot;
+			// one that never held a write and has no snapshot (nothing
+			// was ever saved) is removed, as if never started.
+			if _, err := os.Stat(e.opts.DataFile); saveErr == nil && errors.Is(err, fs.ErrNotExist) && j.lastLSN() == 0 {
 				saveErr = os.Remove(j.path)
 			}
 		}

@@ -2,20 +2,20 @@ package dynamolocal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 )
 
-// The journal file format (DATA_FILE + ".journal"). It starts with
-// journalMagic; then records follow, each framed as
+// The journal file format (DATA_FILE + ".journal"). It starts with its
+// header, journalMagic; then records follow, each framed as
 //
 //	length  uint32 LE   payload bytes
 //	lsn     uint64 LE   the write's sequence number, one more than the previous record's
@@ -26,12 +26,42 @@ import (
 // A record is appended, and the file synced, before its write is
 // answered; several concurrent writers share one sync (group commit).
 // The snapshot records the lsn of the last write it holds; at start the
-// records after it are replayed in order. A crash while appending leaves
-// a torn last record (a prefix of the last write to the file, never
-// answered): it is dropped, and the file truncated after the last whole
-// record. A record that fails its checksum with more data after it is
-// corruption: the start stops with an error naming the file and the
-// offset, and the file is left as it is.
+// records after it are replayed in order.
+//
+// A journal file always holds its header: a new one is written whole
+// (header and records, if any) to a temporary file, synced and renamed
+// into place, both when it is created at the first start and when it
+// is compacted; it is never cut shorter than its header. So an
+// empty (0-byte) file, or one whose first bytes are not the header, is
+// damage, never the trace of a crash.
+//
+// What a crash can leave: records are only appended, with sequential
+// writes, and a write is answered only once the sync that covers it
+// returned. A crash (kill -9, power loss on a file system that keeps an
+// interrupted append a prefix of what was written, as ext4, XFS, APFS
+// do) leaves every answered record whole, followed at most by a prefix
+// of the last, unanswered append: whole records, then a record cut short.
+// readJournal therefore reads, after the header:
+//
+//   - fewer than recordHeader bytes at the end: a header cut short by a
+//     crash (torn);
+//   - a whole header whose hcrc fails: corruption, even at the end. hcrc
+//     covers length and lsn, so a damaged length is never taken for a
+//     record cut short, and a crash cannot leave a whole but wrong header;
+//   - a header that passes hcrc and declares a payload the file ends
+//     before: a record cut short (torn); a length over maxRecordSize, or
+//     an lsn out of sequence, is corruption (never written);
+//   - a payload whose declared bytes are all there but fail pcrc:
+//     corruption, also when it is the last record (a crash leaves a
+//     prefix, not changed bytes).
+//
+// A torn record is dropped and the file truncated after the last whole
+// record. Corruption stops the start with an error naming the file and
+// the offset of the damaged header or record, and nothing is written
+// (byte for byte: the engine does not open the file for writing). A
+// file system that, after a power loss, shows a grown file filled with
+// zeros breaks the prefix assumption: its journal stops the start too,
+// rather than losing a write silently.
 const (
 	journalMagic  = "dynamolocal-journal 1\n"
 	recordHeader  = 4 + 8 + 4 + 4
@@ -70,45 +100,33 @@ type mark struct {
 }
 
 // openJournal opens the journal at path for appending after its valid
-// records (end bytes after the magic; the rest, a torn record, is cut
-// off), creating it when missing. last is the lsn of the last record.
-func openJournal(path string, end int64, last uint64) (*journal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
+// records (end bytes after the header; the rest, a torn record, is cut
+// off). When the file does not exist (exists false) it is created
+// holding its header, atomically, so that no crash leaves a journal
+// without its header. last is the lsn of the last record.
+func openJournal(path string, exists bool, end int64, last uint64) (*journal, error) {
+	var f *os.File
+	var err error
+	if !exists {
+		f, err = writeJournalFile(path, nil)
+	} else {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
-	info, err := f.Stat()
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	want := int64(len(journalMagic)) + end
-	if info.Size() < int64(len(journalMagic)) {
-		// New, or torn while its magic was written: start it afresh.
-		if err := f.Truncate(0); err == nil {
-			_, err = f.WriteAt([]byte(journalMagic), 0)
-		}
-		if err == nil {
+	info, err := f.Stat()
+	if err == nil && info.Size() != want {
+		// A torn record at the end (readJournal validated the rest).
+		if err = f.Truncate(want); err == nil {
 			err = f.Sync()
 		}
-		if err == nil {
-			err = syncDir(filepath.Dir(path))
-		}
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-	} else if info.Size() != want {
-		if err := f.Truncate(want); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
 	}
-	if _, err := f.Seek(want, io.SeekStart); err != nil {
+	if err == nil {
+		_, err = f.Seek(want, io.SeekStart)
+	}
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -310,68 +328,88 @@ type journalRecord struct {
 	offset int64 // of its header in the file
 }
 
-// readJournal reads the journal at path: its whole records, and end, the
-// bytes they take after the magic. A missing file has none. A torn last
-// record is left out (torn reports it). Corruption before the end, an
-// unknown magic or records out of sequence are errors naming the offset.
-func readJournal(path string) (recs []journalRecord, end int64, torn bool, err error) {
+// corruptError is damage found in a data file or journal at start, a
+// state no crash leaves: what is wrong and the byte offset where.
+type corruptError struct {
+	offset int64
+	what   string
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("corrupt at offset %d: %s", e.offset, e.what)
+}
+
+func corruptAt(offset int, format string, args ...any) error {
+	return &corruptError{offset: int64(offset), what: fmt.Sprintf(format, args...)}
+}
+
+// tornTail describes a record cut short at the end of the journal.
+type tornTail struct {
+	offset int64 // of the torn record in the file
+	bytes  int64 // how many of its bytes were written
+}
+
+// readJournal reads the journal at path (see the format comment): its
+// whole records, and end, the bytes they take after the header. A torn
+// last record is left out and described by torn (nil if none). It fails
+// with an error wrapping fs.ErrNotExist when there is no file, and with a
+// *corruptError for damage: an empty file, a missing or changed header,
+// a record that fails its checksum (the last one too), records out of
+// sequence or that are not records.
+func readJournal(path string) (recs []journalRecord, end int64, torn *tornTail, err error) {
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, false, nil
-	}
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, nil, err
 	}
-	if len(b) < len(journalMagic) {
-		if bytes.HasPrefix([]byte(journalMagic), b) {
-			return nil, 0, len(b) > 0, nil // torn while created
-		}
-		return nil, 0, false, errors.New("not a dynamolocal journal")
+	if len(b) == 0 {
+		return nil, 0, nil, corruptAt(0, "the file is empty (0 bytes); a journal always holds at least its %d-byte header %q", len(journalMagic), journalMagic)
 	}
 	if !bytes.HasPrefix(b, []byte(journalMagic)) {
-		return nil, 0, false, errors.New("not a dynamolocal journal")
+		i := 0
+		for i < len(b) && i < len(journalMagic) && b[i] == journalMagic[i] {
+			i++
+		}
+		if i == len(b) {
+			return nil, 0, nil, corruptAt(i, "the file ends inside the journal header %q (%d bytes)", journalMagic, len(b))
+		}
+		return nil, 0, nil, corruptAt(i, "not a dynamolocal journal: the header %q is missing or changed", journalMagic)
 	}
-	zeros := func(p []byte) bool { return len(bytes.Trim(p, "\x00")) == 0 }
 	off := len(journalMagic)
 	var prev uint64
 	for off < len(b) {
 		rest := b[off:]
 		if len(rest) < recordHeader {
-			return recs, int64(off - len(journalMagic)), true, nil
+			// Only a crash while the header was appended leaves this.
+			return recs, int64(off - len(journalMagic)), &tornTail{offset: int64(off), bytes: int64(len(rest))}, nil
 		}
 		size := binary.LittleEndian.Uint32(rest[0:])
 		lsn := binary.LittleEndian.Uint64(rest[4:])
 		if crc32.Checksum(rest[:12], castagnoli) != binary.LittleEndian.Uint32(rest[12:]) {
-			if zeros(rest) {
-				return recs, int64(off - len(journalMagic)), true, nil
-			}
-			return nil, 0, false, fmt.Errorf("corrupt record header at offset %d", off)
+			return nil, 0, nil, corruptAt(off, "record header fails its checksum (its length, sequence number or checksum changed; a crash leaves a header whole or cut short, never changed)")
 		}
 		if size > maxRecordSize {
-			return nil, 0, false, fmt.Errorf("corrupt record at offset %d: length %d", off, size)
+			return nil, 0, nil, corruptAt(off, "record (write %d) declares %d bytes, more than a record can hold", lsn, size)
+		}
+		if prev != 0 && lsn != prev+1 {
+			return nil, 0, nil, corruptAt(off, "record has write number %d after %d", lsn, prev)
 		}
 		if int(size) > len(rest)-recordHeader {
-			return recs, int64(off - len(journalMagic)), true, nil // cut short by a crash
+			// The file ends before the declared payload: cut short by a crash.
+			return recs, int64(off - len(journalMagic)), &tornTail{offset: int64(off), bytes: int64(len(rest))}, nil
 		}
 		payload := rest[recordHeader : recordHeader+int(size)]
 		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(rest[16:]) {
-			if zeros(rest[recordHeader+int(size):]) {
-				return recs, int64(off - len(journalMagic)), true, nil
-			}
-			return nil, 0, false, fmt.Errorf("corrupt record at offset %d (lsn %d): checksum mismatch", off, lsn)
-		}
-		if prev != 0 && lsn != prev+1 {
-			return nil, 0, false, fmt.Errorf("record at offset %d has lsn %d after %d", off, lsn, prev)
+			return nil, 0, nil, corruptAt(off, "record (write %d) fails its checksum: its %d payload bytes are all there, so no crash cut it short; they or its checksum changed", lsn, size)
 		}
 		var r record
 		if err := json.Unmarshal(payload, &r); err != nil || r.Op == "" {
-			return nil, 0, false, fmt.Errorf("corrupt record at offset %d (lsn %d): %v", off, lsn, err)
+			return nil, 0, nil, corruptAt(off, "record (write %d) is not a write request (%v)", lsn, cmp.Or(err, errors.New("no op")))
 		}
 		recs = append(recs, journalRecord{record: r, lsn: lsn, offset: int64(off)})
 		prev = lsn
 		off += recordHeader + int(size)
 	}
-	return recs, int64(off - len(journalMagic)), false, nil
+	return recs, int64(off - len(journalMagic)), nil, nil
 }
 
 // syncDir makes a rename or creation in dir durable; not every platform

@@ -160,36 +160,16 @@ func TestJournalReplaysEveryWrite(t *testing.T) {
 	if _, err := client3.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("extra1")}); errorCode(err) != "ResourceNotFoundException" {
 		t.Errorf("the deleted table is back: %v", err)
 	}
-	// A clean stop folds the journal into the data file and removes it.
+	// A clean stop folds the journal into the data file and compacts
+	// it to its header.
 	closeEngine(t, e3)
-	if _, err := os.Stat(file + ".journal"); !os.IsNotExist(err) {
-		t.Errorf("journal left after Close: %v", err)
+	if b, err := os.ReadFile(file + ".journal"); err != nil || string(b) != journalHeader {
+		t.Errorf("journal after Close: %q, %v; want its header alone", b, err)
 	}
 	_, _, client4 := startData(t, o)
 	if after := dataState(t, client4, tables...); after != before {
 		t.Fatalf("after a clean restart:\n%s\nwant\n%s", after, before)
 	}
-}
-
-// crashedJournal leaves, in a new directory, a data file's journal of
-// five answered puts (k1..k5) and no snapshot, and returns the data file.
-func crashedJournal(t *testing.T) string {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "data.json")
-	e, gdb, _ := startData(t, dynamolocal.Options{DataFile: file, Interval: time.Hour})
-	ctx := ctxT(t)
-	if err := gdb.CreateTable("kv", struct {
-		K string `dynamo:"K,hash"`
-	}{}).OnDemand(true).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 5; i++ {
-		if err := gdb.Table("kv").Put(map[string]string{"K": fmt.Sprint("k", i), "V": strings.Repeat("v", 40)}).Run(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dynamolocal.Crash(e)
-	return file
 }
 
 func keysIn(t *testing.T, gdb *dynamo.DB) []string {
@@ -206,59 +186,11 @@ func keysIn(t *testing.T, gdb *dynamo.DB) []string {
 	return keys
 }
 
-// TestJournalTornTail: a crash while a record was being appended leaves a
-// torn last record, which was never answered: the start drops it, cuts
-// the file after the last whole record, and goes on; later writes
-// survive the next crash.
-func TestJournalTornTail(t *testing.T) {
-	t.Parallel()
-	tails := []struct {
-		name string
-		tail func(record []byte) []byte // given a whole record
-	}{
-		{"part of a header", func(r []byte) []byte { return r[:7] }},
-		{"a header and part of its payload", func(r []byte) []byte { return r[:len(r)-5] }},
-		{"a whole header, then zeros", func(r []byte) []byte { return append(r[:20:20], make([]byte, len(r)-20)...) }},
-		{"zeros", func(r []byte) []byte { return make([]byte, 4096) }},
-	}
-	for _, tt := range tails {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			file := crashedJournal(t)
-			jpath := file + ".journal"
-			whole, err := os.ReadFile(jpath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The last record of the journal, re-appended torn.
-			last := lastRecord(t, whole)
-			if err := os.WriteFile(jpath, append(slices.Clone(whole), tt.tail(last)...), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			e, gdb, _ := startData(t, dynamolocal.Options{DataFile: file, Interval: time.Hour})
-			if got := keysIn(t, gdb); !slices.Equal(got, []string{"k1", "k2", "k3", "k4", "k5"}) {
-				t.Fatalf("after a torn tail: %v", got)
-			}
-			if b, _ := os.ReadFile(jpath); !bytes.Equal(b, whole) {
-				t.Errorf("the torn record was not cut off: %d bytes, want %d", len(b), len(whole))
-			}
-			if err := gdb.Table("kv").Put(map[string]string{"K": "k6"}).Run(ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
-			dynamolocal.Crash(e)
-			_, gdb2, _ := startData(t, dynamolocal.Options{DataFile: file, Interval: time.Hour})
-			if got := keysIn(t, gdb2); !slices.Equal(got, []string{"k1", "k2", "k3", "k4", "k5", "k6"}) {
-				t.Fatalf("after the next crash: %v", got)
-			}
-		})
-	}
-}
-
 // recordOffsets returns the offsets of the journal's records, walking
 // their frames (a 20-byte header starting with the payload's length).
 func recordOffsets(t *testing.T, journal []byte) []int {
 	t.Helper()
-	const magic = "dynamolocal-journal 1\n"
+	magic := journalHeader
 	if !bytes.HasPrefix(journal, []byte(magic)) {
 		t.Fatalf("journal starts with %q", journal[:min(len(journal), 30)])
 	}
@@ -272,72 +204,6 @@ func recordOffsets(t *testing.T, journal []byte) []int {
 		t.Fatalf("journal framing ends at %d of %d", off, len(journal))
 	}
 	return offs
-}
-
-// lastRecord returns the bytes of the journal's last record.
-func lastRecord(t *testing.T, journal []byte) []byte {
-	t.Helper()
-	offs := recordOffsets(t, journal)
-	return journal[offs[len(offs)-1]:]
-}
-
-// TestJournalCorruptionStopsTheStart: a journal damaged before its end
-// (a flipped byte in a record's payload or header, with whole records
-// after it), or not a journal at all, stops the start with an error
-// naming the file, and leaves every file as it was.
-func TestJournalCorruptionStopsTheStart(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name, want string
-		damage     func(j []byte) []byte
-	}{
-		{"payload of the second record", "checksum mismatch", func(j []byte) []byte {
-			j[recordOffsets(t, j)[1]+20+3] ^= 0x40
-			return j
-		}},
-		{"header of the third record", "corrupt record header", func(j []byte) []byte {
-			j[recordOffsets(t, j)[2]+5] ^= 0x01
-			return j
-		}},
-		{"not a journal", "not a dynamolocal journal", func(j []byte) []byte { return []byte("{\"something\":\"else\"}\n") }},
-	}
-	for _, tt := range cases {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			file := crashedJournal(t)
-			jpath := file + ".journal"
-			b, err := os.ReadFile(jpath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			damaged := tt.damage(b)
-			if err := os.WriteFile(jpath, damaged, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			stamp := time.Now().Add(-time.Hour).Truncate(time.Second)
-			if err := os.Chtimes(jpath, stamp, stamp); err != nil {
-				t.Fatal(err)
-			}
-			os.Remove(file + ".lock") // left by the crash
-			e, err := dynamolocal.StartWith(dynamolocal.Options{DataFile: file, Logger: slog.New(slog.DiscardHandler)})
-			if err == nil {
-				e.Close()
-				t.Fatal("StartWith succeeded on a corrupt journal")
-			}
-			if !strings.Contains(err.Error(), jpath) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "left untouched") {
-				t.Errorf("error %q, want the journal's path, %q and that it is left untouched", err, tt.want)
-			}
-			after, _ := os.ReadFile(jpath)
-			info, _ := os.Stat(jpath)
-			if !bytes.Equal(after, damaged) || !info.ModTime().Equal(stamp) {
-				t.Error("the journal was modified")
-			}
-			entries, _ := os.ReadDir(filepath.Dir(file))
-			if len(entries) != 1 {
-				t.Errorf("directory holds %d entries, want only the journal", len(entries))
-			}
-		})
-	}
 }
 
 // TestJournalMustContinueTheSnapshot: a journal that starts after the
@@ -379,6 +245,54 @@ func TestJournalMustContinueTheSnapshot(t *testing.T) {
 	_, err = dynamolocal.StartWith(dynamolocal.Options{DataFile: file, Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "writes are missing") || !strings.Contains(err.Error(), file+".journal") {
 		t.Fatalf("StartWith = %v, want writes are missing", err)
+	}
+}
+
+// TestJournalBehindTheSnapshot: a crash after a snapshot is written but
+// before the last write it holds reached the journal leaves a journal
+// that ends before the snapshot; the start goes on from the snapshot,
+// and the writes after it are journaled in sequence (the next start
+// reads them).
+func TestJournalBehindTheSnapshot(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "data.json")
+	o := dynamolocal.Options{DataFile: file, Interval: time.Hour}
+	e, gdb, _ := startData(t, o)
+	ctx := ctxT(t)
+	if err := gdb.CreateTable("kv", struct {
+		K string `dynamo:"K,hash"`
+	}{}).OnDemand(true).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := func(db *dynamo.DB, k string) {
+		t.Helper()
+		if err := db.Table("kv").Put(map[string]string{"K": k}).Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(gdb, "a")
+	behind, err := os.ReadFile(file + ".journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(gdb, "b")
+	if err := e.Snapshot(file); err != nil {
+		t.Fatal(err)
+	}
+	dynamolocal.Crash(e)
+	// The journal as it was before write b reached it.
+	if err := os.WriteFile(file+".journal", behind, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2, gdb2, _ := startData(t, o)
+	if got := keysIn(t, gdb2); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after the crash: %v", got)
+	}
+	put(gdb2, "c")
+	dynamolocal.Crash(e2)
+	_, gdb3, _ := startData(t, o)
+	if got := keysIn(t, gdb3); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("after the next crash: %v", got)
 	}
 }
 
@@ -461,7 +375,7 @@ func TestCompactionUnderConcurrentWrites(t *testing.T) {
 }
 
 // TestCrashBetweenSnapshotAndCompaction: a crash after a snapshot is
-// written but before the journal is emptied leaves a journal whose
+// written but before the journal is compacted leaves a journal whose
 // records the snapshot already holds: they are not applied twice.
 func TestCrashBetweenSnapshotAndCompaction(t *testing.T) {
 	t.Parallel()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -23,17 +24,25 @@ import (
 // Options configure StartWith.
 type Options struct {
 	// DataFile, when set, keeps the engine's data across restarts and
-	// crashes. StartWith restores every table from it and replays the
-	// journal beside it (DataFile + ".journal") before serving; a missing
-	// file means start empty; an unreadable or corrupt one is an error,
-	// and the files are left untouched. Every successful write is
-	// appended to the journal and synced to disk before it is answered,
+	// crashes, in two files: the snapshot DataFile and the journal
+	// DataFile + ".journal". StartWith restores every table from the
+	// snapshot and replays the journal's later records before serving;
+	// no snapshot and no journal means start empty. Every successful write
+	// is appended to the journal and synced to disk before it is answered,
 	// so no answered write is lost, even to kill -9. Every Interval (when
 	// something changed), when the journal passes 64 MiB, and at Close,
 	// the data is written to DataFile as a snapshot and the journal
-	// emptied. Empty: in memory only. A name ending in .gz is
-	// gzip-compressed (the journal is not). DataFile + ".lock" keeps a
-	// second engine from using the same files.
+	// compacted to its header. Both files carry checksums: damage no
+	// crash leaves (a changed or cut snapshot, a journal record that fails
+	// its checksum, even the last one, an empty or headerless journal, a
+	// journal missing beside a snapshot saved with one) stops StartWith
+	// with an error naming the file and the byte offset, and the files are
+	// left untouched; only a record cut short at the end of the journal, a
+	// crash's unanswered write, is dropped. A snapshot of an older format
+	// (no checksum) is read, then rewritten in the current one at start.
+	// Empty: in memory only. A name ending in .gz is gzip-compressed (the
+	// journal is not). DataFile + ".lock" keeps a second engine from using
+	// the same files.
 	DataFile string
 	// Interval is the time between snapshots of DataFile that fold the
 	// journal into it; zero or negative folds it only at Close and when
@@ -57,16 +66,18 @@ type SnapshotInfo struct {
 	Replayed int
 }
 
-// The snapshot file format. Version 2 is a JSON object:
+// The snapshot file format. Version 3 is a JSON object, followed by a
+// checksum trailer as its last line:
 //
-//	{"format":"dynamolocal-snapshot","version":2,"savedAt":"<RFC 3339>","journalLSN":<n>,"tables":[
+//	{"format":"dynamolocal-snapshot","version":3,"savedAt":"<RFC 3339>","journalLSN":<n>,"journal":true,"tables":[
 //	{"name":"t","createdAt":"<RFC 3339>","definition":{<CreateTable request>},
 //	 "timeToLive":{"AttributeName":"expiresAt","Enabled":true},"items":[
 //	{<item in DynamoDB JSON>},
 //	...
 //	]},
 //	...
-//	]}
+//	]
+//	,"checksum":{"algorithm":"crc32c","size":<n>,"blockSize":65536,"blocks":["<8 hex digits>",...]}}
 //
 // definition is the CreateTable request that recreates the table as it is
 // now (key schema, attribute definitions, billing, throughput, GSIs and LSIs
@@ -77,20 +88,43 @@ type SnapshotInfo struct {
 // and empty lists, maps and binaries keep their type even though the engine
 // answers them as NULL. journalLSN is the sequence number of the last
 // journaled write the snapshot holds: at start, only the journal's later
-// records are replayed. Version 1 (no journal) is read too; readers reject
-// other formats and versions (an older build refuses a version 2 file
-// rather than ignore its journal).
+// records are replayed. journal is true in the snapshots of a data file:
+// its journal must exist beside it (a snapshot written elsewhere with
+// Engine.Snapshot has none).
+//
+// The trailer, the file's last line, checksums everything before it:
+// size is the number of those bytes (the object up to the newline after
+// the tables), and blocks the CRC-32C of each blockSize bytes of them,
+// in order (the last block shorter), so that damage is located to a
+// block. It is still one JSON object, readable by any JSON tool. A .gz
+// file is checksummed on its uncompressed content (gzip's own CRC is
+// checked too). Readers verify the trailer byte for byte before they
+// parse the JSON; a version 3 file without it is refused (cut short or
+// damaged).
+//
+// Versions 1 (no journal) and 2 (journal, no checksum) are the formats of
+// earlier builds; they are read, unverified, and StartWith rewrites such
+// a data file as version 3 before serving, so it is read unchecked only
+// once. Readers reject other formats and versions (an older build refuses
+// a version 3 file rather than misread it).
 const (
 	snapshotFormat  = "dynamolocal-snapshot"
-	snapshotVersion = 2
+	snapshotVersion = 3
+	// snapshotBlock is the bytes per checksum of a snapshot.
+	snapshotBlock = 64 << 10
+	// checksumPrefix starts the trailer line of a version 3 snapshot.
+	checksumPrefix = `,"checksum":`
 )
 
 type snapshotFile struct {
-	Format     string          `json:"format"`
-	Version    int             `json:"version"`
-	SavedAt    time.Time       `json:"savedAt"`
-	JournalLSN uint64          `json:"journalLSN"`
-	Tables     []snapshotTable `json:"tables"`
+	Format     string    `json:"format"`
+	Version    int       `json:"version"`
+	SavedAt    time.Time `json:"savedAt"`
+	JournalLSN uint64    `json:"journalLSN"`
+	// Journal is set in the snapshots of a data file: its journal must
+	// exist beside it.
+	Journal bool            `json:"journal,omitempty"`
+	Tables  []snapshotTable `json:"tables"`
 }
 
 type snapshotTable struct {
@@ -141,8 +175,9 @@ func (s *snapshotFile) info(path string) *SnapshotInfo {
 // The snapshot is consistent: it is taken while no request is being served,
 // so every write is either wholly in it or not at all. The file is created
 // with mode 0600 (it holds the application's data); missing directories are
-// created. A snapshot to Options.DataFile also empties the journal (see
-// Options).
+// created. A snapshot to Options.DataFile also compacts the journal (see
+// Options); one written elsewhere does not name a journal, so that it
+// can serve as another engine's DataFile on its own.
 func (e *Engine) Snapshot(path string) error {
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
@@ -156,9 +191,10 @@ func (e *Engine) Snapshot(path string) error {
 
 // Restore loads the snapshot at path into the engine, while no request is
 // being served. It fails, changing nothing, if the file cannot be read, is
-// not a snapshot, or names a table the engine already has; a table or item
-// the engine rejects stops it midway. The restored data is not journaled:
-// with Options.DataFile it is saved by the next snapshot.
+// not a snapshot, fails its checksum (the error names the offset), or
+// names a table the engine already has; a table or item the engine
+// rejects stops it midway. The restored data is not journaled: with
+// Options.DataFile it is saved by the next snapshot.
 func (e *Engine) Restore(path string) error {
 	snap, err := readSnapshot(path)
 	if err != nil {
@@ -194,7 +230,7 @@ func (e *Engine) compactLocked() (*SnapshotInfo, error) {
 		if j != nil {
 			m = j.mark()
 		}
-		snap.JournalLSN = m.lsn
+		snap.JournalLSN, snap.Journal = m.lsn, j != nil
 		changes = e.writes.Load()
 	})
 	if err != nil {
@@ -224,7 +260,7 @@ func (e *Engine) unchanged() bool {
 	return lsn == e.savedLSN && e.writes.Load() == e.saved
 }
 
-// saveDataFile snapshots to Options.DataFile, emptying the journal,
+// saveDataFile snapshots to Options.DataFile, compacting the journal,
 // unless nothing was written since the last snapshot (or the start).
 func (e *Engine) saveDataFile() error {
 	if e.opts.DataFile == "" {
@@ -289,7 +325,7 @@ func openDataFile(path string) (*snapshotFile, error) {
 		snap, err = nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamolocal: data file %s: %w (the file is left untouched: fix it, or move it away to start empty)", path, err)
+		return nil, fmt.Errorf("dynamolocal: data file %s: %w (the files are left untouched: restore it from a copy; moving it and its journal away starts empty)", path, err)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -304,47 +340,92 @@ func openDataFile(path string) (*snapshotFile, error) {
 	return snap, nil
 }
 
-// readSnapshot reads and validates a snapshot file (plain or gzip JSON).
+// readSnapshot reads and validates a snapshot file (plain or gzip
+// JSON; see the format comment). Damage is a *corruptError naming the
+// offset; a missing file is an error wrapping fs.ErrNotExist.
 func readSnapshot(path string) (*snapshotFile, error) {
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("corrupt gzip: %w", err)
-		}
-		defer zr.Close()
-		r = zr
+	if !bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) {
+		return parseSnapshot(raw)
 	}
-	dec := json.NewDecoder(r)
-	var head struct {
-		Format  string `json:"format"`
-		Version int    `json:"version"`
+	data, err := gunzip(raw)
+	if err != nil {
+		return nil, err
 	}
+	snap, err := parseSnapshot(data)
+	if ce, ok := errors.AsType[*corruptError](err); ok {
+		ce.what += " (offset in the uncompressed content)"
+	}
+	return snap, err
+}
+
+// gunzip decompresses a gzip file, checking gzip's CRC; errors name the
+// offset in the compressed file where reading stopped.
+func gunzip(raw []byte) ([]byte, error) {
+	br := bytes.NewReader(raw)
+	at := func() int { return len(raw) - br.Len() }
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, corruptAt(at(), "corrupt gzip header: %v", err)
+	}
+	data, err := io.ReadAll(zr)
+	switch {
+	case errors.Is(err, gzip.ErrChecksum):
+		return nil, corruptAt(at()-8, "gzip: the uncompressed content does not match gzip's checksum")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, corruptAt(at(), "gzip: the compressed stream is cut short")
+	case err != nil:
+		return nil, corruptAt(at(), "gzip: %v", err)
+	}
+	return data, nil
+}
+
+// parseSnapshot validates a snapshot's content: its checksum trailer
+// (version 3), then its JSON.
+func parseSnapshot(data []byte) (*snapshotFile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, corruptAt(0, "empty file, not a snapshot")
+	}
+	sum, lastLine, err := checkTrailer(data)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		_, syntax := errors.AsType[*json.SyntaxError](err)
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil, errors.New("empty file, not a snapshot")
-		case syntax || errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, fmt.Errorf("corrupt snapshot: invalid JSON: %w", err)
+		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+			return nil, corruptAt(int(se.Offset), "invalid JSON: %v", err)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, corruptAt(len(data), "invalid JSON: the file ends before the snapshot does (cut short)")
 		}
 		return nil, fmt.Errorf("read: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("corrupt snapshot: unexpected data after the JSON object")
+		off := int(dec.InputOffset())
+		for off < len(data) && strings.ContainsRune(" \t\r\n", rune(data[off])) {
+			off++
+		}
+		return nil, corruptAt(off, "unexpected data after the JSON object")
+	}
+	var head struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil || head.Format != snapshotFormat {
-		return nil, fmt.Errorf("not a %s file (format %q)", snapshotFormat, head.Format)
+		return nil, corruptAt(0, "not a %s file (format %q)", snapshotFormat, head.Format)
 	}
-	if head.Version != 1 && head.Version != snapshotVersion {
-		return nil, fmt.Errorf("snapshot version %d is not supported (this build reads versions 1 and %d)", head.Version, snapshotVersion)
+	switch {
+	case sum != nil && head.Version == snapshotVersion:
+	case sum == nil && head.Version == snapshotVersion:
+		return nil, corruptAt(lastLine, "its last line is not the checksum trailer a version %d snapshot ends with (the file is cut short or damaged)", snapshotVersion)
+	case sum == nil && (head.Version == 1 || head.Version == 2):
+		// An earlier build's format, without checksum.
+	default:
+		return nil, fmt.Errorf("snapshot version %d is not supported (this build reads versions 1 to %d)", head.Version, snapshotVersion)
 	}
 	var snap snapshotFile
 	if err := json.Unmarshal(raw, &snap); err != nil {
@@ -371,10 +452,96 @@ func readSnapshot(path string) (*snapshotFile, error) {
 	return &snap, nil
 }
 
+// snapshotChecksum is the trailer of a version 3 snapshot.
+type snapshotChecksum struct {
+	Algorithm string   `json:"algorithm"`
+	Size      int64    `json:"size"`
+	BlockSize int      `json:"blockSize"`
+	Blocks    []string `json:"blocks"`
+}
+
+// line renders the trailer line.
+func (c snapshotChecksum) line() []byte {
+	b, err := marshalRaw(c)
+	if err != nil {
+		panic(err) // strings and numbers only
+	}
+	return slices.Concat([]byte(checksumPrefix), b, []byte("}\n"))
+}
+
+// checkTrailer verifies the checksum trailer of data, if its last line
+// is one (sum nil otherwise); lastLine is the offset of that line.
+func checkTrailer(data []byte) (sum *snapshotChecksum, lastLine int, err error) {
+	lastLine = bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	line := data[lastLine:]
+	if !bytes.HasPrefix(line, []byte(checksumPrefix)) {
+		return nil, lastLine, nil
+	}
+	var c snapshotChecksum
+	inner, ok := bytes.CutSuffix(line[len(checksumPrefix):], []byte("}\n"))
+	dec := json.NewDecoder(bytes.NewReader(inner))
+	dec.DisallowUnknownFields()
+	if !ok || dec.Decode(&c) != nil || !bytes.Equal(c.line(), line) {
+		return nil, lastLine, corruptAt(lastLine, "the checksum trailer is damaged")
+	}
+	body := data[:lastLine]
+	if c.Algorithm != "crc32c" || c.BlockSize <= 0 || c.BlockSize > 1<<30 || len(c.Blocks) != int((c.Size+int64(c.BlockSize)-1)/int64(c.BlockSize)) {
+		return nil, lastLine, corruptAt(lastLine, "the checksum trailer is damaged (algorithm %q, %d blocks of %d for %d bytes)", c.Algorithm, len(c.Blocks), c.BlockSize, c.Size)
+	}
+	for k, want := range c.Blocks {
+		lo := k * c.BlockSize
+		hi := min(lo+c.BlockSize, len(body), int(c.Size))
+		if lo >= hi || fmt.Sprintf("%08x", crc32.Checksum(body[lo:hi], castagnoli)) != want {
+			if c.Size != int64(len(body)) {
+				return nil, lastLine, corruptAt(min(lo, len(body)), "the checksum covers %d bytes, %d are before it: bytes were removed or added from here on", c.Size, len(body))
+			}
+			return nil, lastLine, corruptAt(lo, "bytes %d to %d do not match their checksum (changed since written)", lo, hi-1)
+		}
+	}
+	if c.Size != int64(len(body)) {
+		return nil, lastLine, corruptAt(int(c.Size), "the checksum covers %d bytes, %d are before it: bytes were added here", c.Size, len(body))
+	}
+	return &c, lastLine, nil
+}
+
+// checksummer passes writes on to w and checksums them in blocks of
+// snapshotBlock bytes.
+type checksummer struct {
+	w      io.Writer
+	size   int64
+	crc    uint32 // of the current block so far
+	blocks []string
+}
+
+func (c *checksummer) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	for q := p[:n]; len(q) > 0; {
+		k := min(len(q), snapshotBlock-int(c.size%snapshotBlock))
+		c.crc = crc32.Update(c.crc, castagnoli, q[:k])
+		c.size += int64(k)
+		q = q[k:]
+		if c.size%snapshotBlock == 0 {
+			c.blocks = append(c.blocks, fmt.Sprintf("%08x", c.crc))
+			c.crc = 0
+		}
+	}
+	return n, err
+}
+
+// sum is the trailer for what was written.
+func (c *checksummer) sum() snapshotChecksum {
+	blocks := slices.Clip(c.blocks)
+	if c.size%snapshotBlock != 0 {
+		blocks = append(blocks, fmt.Sprintf("%08x", c.crc))
+	}
+	return snapshotChecksum{Algorithm: "crc32c", Size: c.size, BlockSize: snapshotBlock, Blocks: blocks}
+}
+
 // encodeSnapshot writes snap as JSON, one table header and one item per
-// line.
+// line, then the checksum trailer.
 func encodeSnapshot(w io.Writer, snap *snapshotFile) error {
-	bw := bufio.NewWriter(w)
+	cs := &checksummer{w: w}
+	bw := bufio.NewWriter(cs)
 	// open writes v, whose last field is a nil list, without its closing
 	// "null}", so that the list can follow.
 	open := func(v any) error {
@@ -421,8 +588,12 @@ func encodeSnapshot(w io.Writer, snap *snapshotFile) error {
 	if len(snap.Tables) > 0 {
 		bw.WriteString("\n")
 	}
-	bw.WriteString("]}\n")
-	return bw.Flush()
+	bw.WriteString("]\n")
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(cs.sum().line())
+	return err
 }
 
 // marshalRaw is json.Marshal without HTML escaping (the snapshot is meant

@@ -296,7 +296,7 @@ func TestSnapshotRoundTripsEveryType(t *testing.T) {
 		t.Errorf("data file mode %v, want 0600", info.Mode().Perm())
 	}
 	snap := readSnapshotJSON(t, file)
-	if snap.Format != "dynamolocal-snapshot" || snap.Version != 2 || len(snap.Tables) != 2 {
+	if snap.Format != "dynamolocal-snapshot" || snap.Version != 3 || len(snap.Tables) != 2 {
 		t.Fatalf("snapshot header %+v", snap)
 	}
 	for _, tb := range snap.Tables {
@@ -637,7 +637,8 @@ func TestDataFileProblemsFailLoudly(t *testing.T) {
 		{"truncated", valid[:len(valid)/2], "invalid JSON"},
 		{"empty", "", "empty file"},
 		{"other JSON", `{"users":[]}`, "not a dynamolocal-snapshot file"},
-		{"future version", `{"format":"dynamolocal-snapshot","version":3,"tables":[]}`, "version 3 is not supported"},
+		{"future version", `{"format":"dynamolocal-snapshot","version":4,"tables":[]}`, "version 4 is not supported"},
+		{"version 3 without its checksum", `{"format":"dynamolocal-snapshot","version":3,"tables":[]}`, "not the checksum trailer"},
 		{"trailing data", valid + "{}", "after the JSON"},
 		{"bad gzip", "\x1f\x8b\x08garbage", "gzip"},
 		{"no key schema", `{"format":"dynamolocal-snapshot","version":1,"tables":[{"name":"kv","definition":{},"items":[]}]}`, "no key schema"},
@@ -696,8 +697,19 @@ func TestDataFileProblemsFailLoudly(t *testing.T) {
 		if got := scanAll(t, client, "kv"); len(got) != 1 || e.Restored.Items != 1 || !e.Restored.SavedAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
 			t.Errorf("restored %v, %+v", got, e.Restored)
 		}
+		// An earlier build's format is rewritten at start, checksummed,
+		// with the same data.
 		closeEngine(t, e)
-		if b, _ := os.ReadFile(file); string(b) != valid {
+		if s := readSnapshotJSON(t, file); s.Version != 3 || len(s.Tables) != 1 || len(s.Tables[0].Items) != 1 {
+			t.Errorf("data file after the start: %+v", s)
+		}
+		e, _, client = startData(t, dynamolocal.Options{DataFile: file})
+		if got := scanAll(t, client, "kv"); len(got) != 1 || e.Restored.Items != 1 {
+			t.Errorf("restored %v, %+v after the rewrite", got, e.Restored)
+		}
+		before, _ := os.ReadFile(file)
+		closeEngine(t, e)
+		if after, _ := os.ReadFile(file); !bytes.Equal(after, before) {
 			t.Error("an unchanged engine rewrote its data file")
 		}
 	})

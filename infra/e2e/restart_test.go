@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -242,6 +244,100 @@ func TestDataFileStartupErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDamagedJournalStopsTheDevServer: the journal of a dev server killed
+// after answered writes, damaged in ways no crash leaves (emptied, a
+// flipped byte in its last record), stops the next start with the file
+// and the offset, leaves both files as they were, and once the journal
+// is put back every answered write is there.
+func TestDamagedJournalStopsTheDevServer(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "devserver.json")
+	jpath := file + ".journal"
+	env := []string{"DATA_FILE=" + file, "SNAPSHOT_INTERVAL=1h"}
+	signUp := func(srv *server, email string) {
+		t.Helper()
+		if r := newClient(t, srv.API).do("POST", "/api/auth/sign-up/email", map[string]string{"email": email, "password": "damaged-pass-1", "name": "D"}); r.Status != 200 {
+			t.Fatalf("sign-up: %d %s", r.Status, r.Body)
+		}
+	}
+	srv := startServer(t, env...)
+	signUp(srv, "before@example.com")
+	stopServer(t, srv) // a snapshot, and the journal reduced to its header
+	srv = startServer(t, env...)
+	signUp(srv, "after@example.com") // answered: in the journal only
+	_ = srv.cmd.Process.Kill()
+	<-srv.done
+	os.Remove(file + ".lock")
+	snapshot, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal, err := os.ReadFile(jpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The offset of the journal's last record: records follow the
+	// 22-byte header, each a 20-byte frame header (the payload length
+	// first) and its payload.
+	last := 0
+	for off := len("dynamolocal-journal 1\n"); off < len(journal); off += 20 + int(binary.LittleEndian.Uint32(journal[off:])) {
+		last = off
+	}
+	if last == 0 {
+		t.Fatalf("the journal holds no record: %q", journal)
+	}
+	for _, tt := range []struct {
+		name    string
+		damaged func() []byte
+		offset  int
+	}{
+		{"emptied", func() []byte { return []byte{} }, 0},
+		{"flipped byte in the last record", func() []byte {
+			b := bytes.Clone(journal)
+			b[len(b)-2] ^= 0x20
+			return b
+		}, last},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			damaged := tt.damaged()
+			if err := os.WriteFile(jpath, damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, devserverBin)
+			cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "DYNAMODB_ENDPOINT="}, env...)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1\n%s", err, stderr.String())
+			}
+			for _, w := range []string{jpath, fmt.Sprintf("at offset %d:", tt.offset), "left untouched"} {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if b, _ := os.ReadFile(jpath); !bytes.Equal(b, damaged) {
+				t.Error("the journal was modified")
+			}
+			if b, _ := os.ReadFile(file); !bytes.Equal(b, snapshot) {
+				t.Error("the data file was modified")
+			}
+		})
+	}
+	if err := os.WriteFile(jpath, journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv = startServer(t, env...)
+	for _, email := range []string{"before@example.com", "after@example.com"} {
+		if r := newClient(t, srv.API).do("POST", "/api/auth/sign-in/email", map[string]string{"email": email, "password": "damaged-pass-1"}); r.Status != 200 {
+			t.Errorf("sign-in of %s with the journal put back: %d %s", email, r.Status, r.Body)
+		}
+	}
+	stopServer(t, srv)
 }
 
 // TestDataFileIgnoredWithEndpoint: with DYNAMODB_ENDPOINT, DATA_FILE is

@@ -34,8 +34,8 @@ type Config struct {
 	// DataFile (DATA_FILE) is where the local embedded engine keeps its
 	// data across restarts and crashes: a snapshot, plus a journal
 	// (DataFile + ".journal") of every write since, synced before the
-	// write is answered; empty: in memory only. Ignored with
-	// DYNAMODB_ENDPOINT.
+	// write is answered, both checksummed (damage stops the start); empty:
+	// in memory only. Ignored with DYNAMODB_ENDPOINT.
 	DataFile string
 	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
 	// how often the embedded engine folds its journal into the DataFile
