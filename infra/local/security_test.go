@@ -61,6 +61,8 @@ var validBodies = map[string]string{
 	"POST /api/chats/{chatId}/workflow-runs":                   `{"workflowId":"{workflow}"}`,
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":    "",
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":     "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":     "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/retry":      "",
 	"POST /api/chats/{chatId}/messages/{messageId}/stop":       "",
 	"PUT /api/users/{userId}/tool-permissions/{toolId}":        `{"policy":"allow"}`,
 	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve": `{"remember":true}`,

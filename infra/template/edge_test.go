@@ -936,10 +936,10 @@ func TestChecksCatchCodeDrift(t *testing.T) {
 		{"new workflow route", "b_routes_match_routers", func(f *codeFacts) {
 			for i := range f.routes {
 				if f.routes[i].LogicalID == "WorkflowsFunction" {
-					f.routes[i].Patterns = append(f.routes[i].Patterns, "GET /api/workflows/{workflowId}/runs")
+					f.routes[i].Patterns = append(f.routes[i].Patterns, "GET /api/workflows/{workflowId}/schedule")
 				}
 			}
-		}, "WorkflowsFunction: route GET /api/workflows/{workflowId}/runs is registered by its router but has no HttpApi event"},
+		}, "WorkflowsFunction: route GET /api/workflows/{workflowId}/schedule is registered by its router but has no HttpApi event"},
 		{"workflows stops building the model registry", "k_model_providers", func(f *codeFacts) {
 			f.mains["workflows"] = strings.ReplaceAll(f.mains["workflows"], "providers.Registry(", "offlineModels(")
 		}, "WorkflowsFunction: in wantBedrock/modelListers but functions/workflows does not build the model registry"},

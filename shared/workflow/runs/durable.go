@@ -47,6 +47,10 @@ type Store interface {
 	// ChatRunsPage returns up to limit runs of a chat, oldest first, after
 	// cursor, and the next page's cursor. Invalid INVALID_PAGINATION.
 	ChatRunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error)
+	// WorkflowRunsPage returns up to limit runs of a workflow, newest
+	// first, after cursor, and the next page's cursor. Invalid
+	// INVALID_PAGINATION.
+	WorkflowRunsPage(ctx context.Context, workflowID string, limit int, cursor string) ([]workflow.Run, string, error)
 }
 
 // RunnerRunTimeout bounds a durable run from its start, across its

@@ -87,7 +87,14 @@ type sseEvent struct {
 // closes.
 func (f *runsFixture) events(t *testing.T, user int, chatID, runID, lastID string) []sseEvent {
 	t.Helper()
-	req, _ := http.NewRequest("GET", f.srv.URL+"/api/chats/"+chatID+"/workflow-runs/"+runID+"/events", nil)
+	return f.eventsAt(t, user, "/api/chats/"+chatID+"/workflow-runs/"+runID+"/events", lastID)
+}
+
+// eventsAt reads the events at path (after lastID when set) until the
+// stream closes.
+func (f *runsFixture) eventsAt(t *testing.T, user int, path, lastID string) []sseEvent {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
 	req.Header.Set("Cookie", f.users[user].cookie)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)

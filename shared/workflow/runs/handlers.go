@@ -64,9 +64,10 @@ func respondAsync(r *http.Request) bool {
 	return false
 }
 
-// accepted answers 202 with the run and its Location.
-func accepted(w http.ResponseWriter, run workflow.Run) {
-	w.Header().Set("Location", "/api/chats/"+run.ChatID+"/workflow-runs/"+run.ID)
+// accepted answers 202 with the run and its Location in the scope of the
+// request.
+func accepted(w http.ResponseWriter, sc Scope, run workflow.Run) {
+	w.Header().Set("Location", sc.Location(run.ID))
 	w.Header().Set("Preference-Applied", "respond-async")
 	httpapi.Respond(w, http.StatusAccepted, run)
 }
@@ -92,8 +93,9 @@ func handleStartRun(s *Service, wait time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
+		sc := Scope{ChatID: chatID}
 		if respondAsync(r) {
-			accepted(w, run)
+			accepted(w, sc, run)
 			return
 		}
 		done, finished, err := s.Wait(r.Context(), run.ID, wait)
@@ -103,34 +105,45 @@ func handleStartRun(s *Service, wait time.Duration) http.Handler {
 		case finished:
 			httpapi.Respond(w, http.StatusCreated, done)
 		default:
-			accepted(w, done)
+			accepted(w, sc, done)
 		}
 	})
 }
 
-// pathIDs returns the chatId and runId path parameters.
-func pathIDs(r *http.Request) (string, string, error) {
-	chatID, err := httpapi.PathUUID(r, "chatId")
+// pathScope returns the scope of a run route: its chatId, or its
+// workflowId, path parameter. Invalid INVALID_ID when it is malformed.
+func pathScope(r *http.Request) (Scope, error) {
+	if r.PathValue("chatId") != "" {
+		id, err := httpapi.PathUUID(r, "chatId")
+		return Scope{ChatID: id}, err
+	}
+	id, err := httpapi.PathUUID(r, "workflowId")
+	return Scope{WorkflowID: id}, err
+}
+
+// pathIDs returns the scope and the runId path parameter.
+func pathIDs(r *http.Request) (Scope, string, error) {
+	sc, err := pathScope(r)
 	if err != nil {
-		return "", "", err
+		return Scope{}, "", err
 	}
 	runID, err := httpapi.PathUUID(r, "runId")
-	return chatID, runID, err
+	return sc, runID, err
 }
 
 func handleGetRun(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (workflow.Run, error) {
-		chatID, runID, err := pathIDs(r)
+		sc, runID, err := pathIDs(r)
 		if err != nil {
 			return workflow.Run{}, err
 		}
-		return s.Get(r.Context(), chatID, runID)
+		return s.Get(r.Context(), sc, runID)
 	})
 }
 
 func handleRetryRun(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chatID, runID, err := pathIDs(r)
+		sc, runID, err := pathIDs(r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
@@ -150,12 +163,12 @@ func handleRetryRun(s *Service) http.Handler {
 				}
 			}
 		}
-		run, err := s.Retry(r.Context(), chatID, runID, in.FromStepID)
+		run, err := s.Retry(r.Context(), sc, runID, in.FromStepID)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		accepted(w, run)
+		accepted(w, sc, run)
 	})
 }
 
@@ -164,7 +177,7 @@ func handleRetryRun(s *Service) http.Handler {
 // the run's last event (job.Serve).
 func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chatID, runID, err := pathIDs(r)
+		sc, runID, err := pathIDs(r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
@@ -183,7 +196,7 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 			}
 			after = last.Seq
 		}
-		f, err := s.Events(r.Context(), chatID, runID, after)
+		f, err := s.Events(r.Context(), sc, runID, after)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
@@ -194,17 +207,17 @@ func handleRunEvents(s *Service, ping time.Duration) http.Handler {
 
 func handleCancelRun(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (workflow.Run, error) {
-		chatID, runID, err := pathIDs(r)
+		sc, runID, err := pathIDs(r)
 		if err != nil {
 			return workflow.Run{}, err
 		}
-		return s.Cancel(r.Context(), chatID, runID)
+		return s.Cancel(r.Context(), sc, runID)
 	})
 }
 
 func handleListRuns(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (runsList, error) {
-		chatID, err := httpapi.PathUUID(r, "chatId")
+		sc, err := pathScope(r)
 		if err != nil {
 			return runsList{}, err
 		}
@@ -212,7 +225,7 @@ func handleListRuns(s *Service) http.Handler {
 		if err != nil {
 			return runsList{}, err
 		}
-		p, err := s.List(r.Context(), chatID, page.Limit, page.After)
+		p, err := s.List(r.Context(), sc, page.Limit, page.After)
 		if err != nil {
 			return runsList{}, err
 		}

@@ -343,3 +343,94 @@ func TestStreamWithWorkflow(t *testing.T) {
 		t.Fatalf("another's chat: %d %s", status, code)
 	}
 }
+
+// TestRunsOfAWorkflow: every run of a workflow, whatever started it, is
+// reachable under /api/workflows/{workflowId}/runs: listed newest first
+// with cursors, read, followed, cancelled and retried there, with the
+// workflow's owner checked (404 before 403) and a run of another
+// workflow not found.
+func TestRunsOfAWorkflow(t *testing.T) {
+	t.Parallel()
+	f := newRunsFixture(t)
+	a, b := f.users[0].cookie, f.users[1].cookie
+	steps, _ := countSteps(2, 0)
+	w := f.createWorkflow(t, 0, steps...)
+	other := f.createWorkflow(t, 0, steps...)
+	theirs := f.createWorkflow(t, 1)
+	chatID := f.createChat(t, 0)
+	var started []string
+	for range 3 {
+		run := f.startAsync(t, chatID, w.ID)
+		f.waitRun(t, chatID, run.ID)
+		started = append(started, run.ID)
+	}
+	otherRun := f.waitRun(t, chatID, f.startAsync(t, chatID, other.ID).ID)
+	base := "/api/workflows/" + w.ID + "/runs"
+
+	var got []string
+	for cursor := ""; ; {
+		path := base + "?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		resp := f.do(t, a, "GET", path, "")
+		if resp.StatusCode != http.StatusOK {
+			expect(t, resp, http.StatusOK, "")
+		}
+		var page struct {
+			Data struct {
+				WorkflowRuns []workflow.Run
+				NextCursor   string
+			}
+		}
+		decodeBody(t, resp, &page)
+		for _, r := range page.Data.WorkflowRuns {
+			got = append(got, r.ID)
+		}
+		if cursor = page.Data.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if want := []string{started[2], started[1], started[0]}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("the workflow's runs %v, want newest first %v", got, want)
+	}
+	resp := f.do(t, a, "GET", base+"/"+started[0], "")
+	var one struct{ Data workflow.Run }
+	decodeBody(t, resp, &one)
+	if one.Data.ID != started[0] || one.Data.Status != workflow.RunCompleted || one.Data.Trigger == nil || one.Data.Trigger.Type != workflow.TriggerManual {
+		t.Fatalf("run through the workflow = %+v", one.Data)
+	}
+	if evs := f.eventsAt(t, 0, base+"/"+started[0]+"/events", ""); types(evs) != "run_started,step_started,step_completed,step_started,step_completed,run_completed" {
+		t.Fatalf("events through the workflow: %s", types(evs))
+	}
+	resp = f.do(t, a, "POST", base+"/"+started[0]+"/retry", `{"fromStepId":"bstep"}`)
+	if resp.StatusCode != http.StatusAccepted {
+		expect(t, resp, http.StatusAccepted, "")
+	}
+	var retry struct{ Data workflow.Run }
+	decodeBody(t, resp, &retry)
+	if loc := resp.Header.Get("Location"); loc != base+"/"+retry.Data.ID || retry.Data.ChatID != chatID {
+		t.Fatalf("retry: Location %q, run %+v", loc, retry.Data)
+	}
+	f.waitRun(t, chatID, retry.Data.ID)
+	expect(t, f.do(t, a, "POST", base+"/"+retry.Data.ID+"/cancel", ""), http.StatusBadRequest, workflow.CodeRunNotActive)
+
+	for _, c := range []struct {
+		cookie, method, path string
+		status               int
+		code                 string
+	}{
+		{"", "GET", base, 401, ""},
+		{a, "GET", "/api/workflows/bad/runs", 400, "INVALID_ID"},
+		{a, "GET", "/api/workflows/" + uuid.NewString() + "/runs", 404, "WORKFLOW_NOT_FOUND"},
+		{b, "GET", base, 403, "FORBIDDEN"},
+		{a, "GET", "/api/workflows/" + theirs.ID + "/runs", 403, "FORBIDDEN"},
+		{a, "GET", base + "/" + otherRun.ID, 404, workflow.CodeRunNotFound},
+		{a, "GET", base + "/" + uuid.NewString(), 404, workflow.CodeRunNotFound},
+		{b, "GET", base + "/" + started[0], 403, "FORBIDDEN"},
+		{b, "POST", base + "/" + started[0] + "/cancel", 403, "FORBIDDEN"},
+		{a, "GET", base + "?cursor=nope", 400, "INVALID_PAGINATION"},
+	} {
+		expect(t, f.do(t, c.cookie, c.method, c.path, ""), c.status, c.code)
+	}
+}

@@ -203,17 +203,44 @@ func (s *Service) Run(ctx context.Context, runID string) (workflow.Run, error) {
 	return r, errs.Wrap("workflow.Run", err)
 }
 
-// inChat returns run runID of the caller's chat chatID: the chat's owner
-// and the run read in parallel. NotFound CHAT_NOT_FOUND, Forbidden,
-// NotFound RUN_NOT_FOUND (also for a run of another chat), in that order.
-func (s *Service) inChat(ctx context.Context, op, chatID, runID string) (workflow.Run, error) {
+// Scope is where a run is addressed: in a chat (ChatID, the
+// /api/chats/{chatId}/workflow-runs routes) or under its workflow
+// (WorkflowID, /api/workflows/{workflowId}/runs), whatever started it.
+type Scope struct {
+	ChatID     string
+	WorkflowID string
+}
+
+// Location returns the URL path of run id in the scope.
+func (sc Scope) Location(id string) string {
+	if sc.ChatID != "" {
+		return "/api/chats/" + sc.ChatID + "/workflow-runs/" + id
+	}
+	return "/api/workflows/" + sc.WorkflowID + "/runs/" + id
+}
+
+// owner returns the owner of the scope's chat or workflow. NotFound
+// CHAT_NOT_FOUND or WORKFLOW_NOT_FOUND.
+func (s *Service) owner(ctx context.Context, sc Scope) (string, error) {
+	if sc.ChatID != "" {
+		return s.store.ChatOwner(ctx, sc.ChatID)
+	}
+	wf, err := s.workflows.Workflow(ctx, sc.WorkflowID)
+	return wf.UserID, err
+}
+
+// inScope returns run runID of the caller's chat or workflow: the scope's
+// owner and the run read in parallel. NotFound CHAT_NOT_FOUND or
+// WORKFLOW_NOT_FOUND, Forbidden, NotFound RUN_NOT_FOUND (also for a run of
+// another chat or workflow), in that order.
+func (s *Service) inScope(ctx context.Context, op string, sc Scope, runID string) (workflow.Run, error) {
 	var (
 		owner          string
 		run            workflow.Run
 		ownErr, runErr error
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { owner, ownErr = s.store.ChatOwner(gctx, chatID); return nil })
+	g.Go(func() error { owner, ownErr = s.owner(gctx, sc); return nil })
 	g.Go(func() error { run, runErr = s.store.Run(gctx, runID); return nil })
 	_ = g.Wait()
 	if ownErr != nil {
@@ -225,36 +252,37 @@ func (s *Service) inChat(ctx context.Context, op, chatID, runID string) (workflo
 	if runErr != nil {
 		return workflow.Run{}, errs.Wrap(op, runErr)
 	}
-	if run.ChatID != chatID {
+	if (sc.ChatID != "" && run.ChatID != sc.ChatID) || (sc.ChatID == "" && run.WorkflowID != sc.WorkflowID) {
 		return workflow.Run{}, errs.E(op, errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
 	}
 	return run, nil
 }
 
-// Get returns run runID of the caller's chat chatID: NotFound
-// CHAT_NOT_FOUND or RUN_NOT_FOUND, Forbidden.
-func (s *Service) Get(ctx context.Context, chatID, runID string) (workflow.Run, error) {
-	return s.inChat(ctx, "workflow.GetRun", chatID, runID)
+// Get returns run runID of the caller's chat or workflow: NotFound
+// (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden.
+func (s *Service) Get(ctx context.Context, sc Scope, runID string) (workflow.Run, error) {
+	return s.inScope(ctx, "workflow.GetRun", sc, runID)
 }
 
 // Events returns a follower of the events of run runID of the caller's
-// chat chatID after seq (0: from run_started). NotFound CHAT_NOT_FOUND,
-// RUN_NOT_FOUND (also when its log expired), Forbidden.
-func (s *Service) Events(ctx context.Context, chatID, runID string, after int64) (*job.Follower, error) {
+// chat or workflow after seq (0: from run_started). NotFound
+// (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, also when its log
+// expired), Forbidden.
+func (s *Service) Events(ctx context.Context, sc Scope, runID string, after int64) (*job.Follower, error) {
 	const op = "workflow.RunEvents"
-	if _, err := s.inChat(ctx, op, chatID, runID); err != nil {
+	if _, err := s.inScope(ctx, op, sc, runID); err != nil {
 		return nil, err
 	}
 	f, err := s.follower(ctx, runID, after)
 	return f, errs.Wrap(op, err)
 }
 
-// Cancel cancels run runID of the caller's chat chatID and returns it.
-// NotFound (CHAT_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Invalid
-// RUN_NOT_ACTIVE when the run has finished.
-func (s *Service) Cancel(ctx context.Context, chatID, runID string) (workflow.Run, error) {
+// Cancel cancels run runID of the caller's chat or workflow and returns
+// it. NotFound, Forbidden, Invalid RUN_NOT_ACTIVE when the run has
+// finished.
+func (s *Service) Cancel(ctx context.Context, sc Scope, runID string) (workflow.Run, error) {
 	const op = "workflow.CancelRun"
-	r, err := s.inChat(ctx, op, chatID, runID)
+	r, err := s.inScope(ctx, op, sc, runID)
 	if err != nil {
 		return workflow.Run{}, err
 	}
@@ -292,18 +320,19 @@ func (s *Service) cancel(ctx context.Context, op string, r workflow.Run) (workfl
 }
 
 // Retry starts a new durable run that retries run runID of the caller's
-// chat chatID from step fromStepID, or (empty) from its first step that
+// chat or workflow from step fromStepID, or (empty) from its first step that
 // did not complete: the steps before it are completed with reused: true
 // and the retried run's outputs, and the rest run asynchronously, as the
-// retried run's snapshot of its steps says. Errors: NotFound
-// (CHAT_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
+// retried run's snapshot of its steps says; it belongs to the chat of the
+// retried run, if any. Errors: NotFound (CHAT_NOT_FOUND,
+// WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
 // run is still active, Invalid RUN_NOT_RETRYABLE (completed without
 // fromStepID, or recorded without a snapshot), Invalid VALIDATION_FAILED
 // for a fromStepID that is not a step of the run or comes after a step
 // that did not complete.
-func (s *Service) Retry(ctx context.Context, chatID, runID, fromStepID string) (workflow.Run, error) {
+func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string) (workflow.Run, error) {
 	const op = "workflow.RetryRun"
-	orig, err := s.Get(ctx, chatID, runID)
+	orig, err := s.Get(ctx, sc, runID)
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
@@ -355,19 +384,28 @@ type Page struct {
 	Next string
 }
 
-// List returns a page of at most limit runs of the caller's chat chatID,
-// oldest first, after cursor (empty: the first page). NotFound
-// CHAT_NOT_FOUND, Forbidden, Invalid INVALID_PAGINATION for a bad cursor.
-func (s *Service) List(ctx context.Context, chatID string, limit int, cursor string) (Page, error) {
+// List returns a page of at most limit runs of the caller's chat (oldest
+// first) or workflow (newest first, whatever started them), after cursor
+// (empty: the first page). NotFound CHAT_NOT_FOUND or WORKFLOW_NOT_FOUND,
+// Forbidden, Invalid INVALID_PAGINATION for a bad cursor.
+func (s *Service) List(ctx context.Context, sc Scope, limit int, cursor string) (Page, error) {
 	const op = "workflow.ListRuns"
-	owner, err := s.store.ChatOwner(ctx, chatID)
+	owner, err := s.owner(ctx, sc)
 	if err != nil {
 		return Page{}, errs.Wrap(op, err)
 	}
 	if err := auth.Authorize(ctx, op, owner); err != nil {
 		return Page{}, err
 	}
-	runs, next, err := s.store.ChatRunsPage(ctx, chatID, limit, cursor)
+	var (
+		runs []workflow.Run
+		next string
+	)
+	if sc.ChatID != "" {
+		runs, next, err = s.store.ChatRunsPage(ctx, sc.ChatID, limit, cursor)
+	} else {
+		runs, next, err = s.store.WorkflowRunsPage(ctx, sc.WorkflowID, limit, cursor)
+	}
 	if err != nil {
 		return Page{}, errs.Wrap(op, err)
 	}
