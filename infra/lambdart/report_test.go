@@ -54,7 +54,7 @@ func TestReport(t *testing.T) {
 		var ms []float64
 		for range 5 {
 			var extra []string
-			if name == "workflows" {
+			if name == "workflows" || name == "stream" {
 				extra = append(extra, "RUNNER_FUNCTION=RunnerFunction")
 			}
 			f := start(t, name, b.env(extra...))

@@ -294,7 +294,7 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 		t.Errorf("messages without a cookie: %d %s", r.StatusCode, r.Body)
 	}
 
-	stream := start(t, "stream", b.env())
+	stream := start(t, "stream", b.env("RUNNER_FUNCTION=RunnerFunction"))
 	raw := stream.invoke(request("POST", "/api/chats/"+chat.Data.ID+"/messages/stream", `{"content":"hello","modelId":"builtin","userId":"`+signedUp.Data.User.ID+`"}`, cookie))
 	// A function URL streaming response: a JSON prelude with the status
 	// and headers, eight zero bytes, then the body.
