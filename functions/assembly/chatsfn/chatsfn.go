@@ -53,23 +53,24 @@ func limits(cfg config.Config, d assembly.Deps) chat.Limits {
 }
 
 // service builds the chat service: chats in the Data table, the configured
-// models, the tool server's tools (one catalog), the users' model
-// preferences, their tool policies, the usage meter (replies add their usage in the Users
-// table), and the runner of workflows in chats, with the stream's time
-// limit.
+// models under the usage meter (each model call reserves the user's
+// budget and settles its usage in the Users table), the tool server's
+// tools (one catalog) behind the tool gate (policies, budget, identity),
+// the users' model preferences, and the runner of workflows in chats
+// (its steps through the same gate), with the stream's time limit.
 func service(ctx context.Context, cfg config.Config, d assembly.Deps) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
-	policies := d.ToolPolicies(cfg, catalog)
+	gate := d.Gate(cfg, catalog)
 	runner := runs.NewService(runs.Options{
 		Runs: store.NewRuns(d.DB, cfg.DataTable), Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Tools: d.Meter(cfg).Guard(policies.Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
+		Tools: gate.Steps(), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.StreamRunTimeout,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Usage: d.Meter(cfg), Policies: policies, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
+		Store: store.NewChats(d.DB, cfg.DataTable), Usage: d.Meter(cfg), Gate: gate, Models: models, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
 		Tools: catalog, Workflows: runner, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }

@@ -43,7 +43,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	runService := runs.NewService(runs.Options{
-		Runs: runStore, Workflows: workflows, Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
+		Runs: runStore, Workflows: workflows, Tools: d.Gate(cfg, catalog).Steps(), Now: d.Now, StepTimeout: d.StepTimeout, RunTimeout: runs.APIRunTimeout,
 		Durable: runStore, Invoker: invoker, Lease: cfg.GenerationLease,
 	})
 	authn := d.Auth(cfg)
