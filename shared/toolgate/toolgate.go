@@ -182,12 +182,14 @@ const (
 // (Ask, nothing announced); a workflow step is refused only when the
 // user's own policy is deny. Then a metered tool reserves its input's
 // estimate plus its output cap (refused BUDGET_EXCEEDED when the input
-// does not fit in what remains), the call is announced, run with the
+// does not fit in what remains; with a budget, a tool whose declaration
+// cannot be read does not run), the call is announced, run with the
 // user's identity and the reservation's cap, and its reservation settled
 // to the usage the tool reported (given back when the tool server
 // answered without usage; kept, as spent, when the call's fate is unknown:
-// a timeout or a tool server that could not be reached). Errors: the
-// policies' and the budget store's (nothing ran), Announce's.
+// a timeout or a tool server that could not be reached). Without a
+// budget nothing is reserved and the usage a tool reports is recorded.
+// Errors: the policies' and the budget store's (nothing ran), Announce's.
 func (g *Gate) Run(ctx context.Context, c Call) (Outcome, error) {
 	const op = "toolgate.Run"
 	if out, decided, err := g.decide(ctx, c); err != nil || decided {
@@ -203,22 +205,25 @@ func (g *Gate) Run(ctx context.Context, c Call) (Outcome, error) {
 	if input == nil {
 		input = map[string]any{}
 	}
-	d, err := g.tools.Get(ctx, c.ToolID)
-	if err != nil && !errs.Is(err, errs.NotFound) {
-		// Whether it is metered is unknown: it does not run unmetered.
-		return Outcome{Kind: Run, ToolError: err}, errs.Wrap(op, announce(c))
-	}
 	var r *usage.Reservation
-	metered := err == nil && d.Metered
-	if metered {
-		r, err = g.meter.Reserve(ctx, c.UserID, EstimateInput(input), 0)
-		if errs.CodeOf(err) == usage.CodeBudgetExceeded {
-			var e *errs.Error
-			errors.As(err, &e)
-			return Outcome{Kind: Refuse, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}, errs.Wrap(op, announce(c))
+	if g.meter.Budgeted() {
+		// Only a budget needs the declaration, before the call: the usage
+		// of any call comes back with its result.
+		d, err := g.tools.Get(ctx, c.ToolID)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			// Whether it is metered is unknown: it does not run unmetered.
+			return Outcome{Kind: Run, ToolError: err}, errs.Wrap(op, announce(c))
 		}
-		if err != nil {
-			return Outcome{}, errs.Wrap(op, err)
+		if err == nil && d.Metered {
+			r, err = g.meter.Reserve(ctx, c.UserID, EstimateInput(input), 0)
+			if errs.CodeOf(err) == usage.CodeBudgetExceeded {
+				var e *errs.Error
+				errors.As(err, &e)
+				return Outcome{Kind: Refuse, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}, errs.Wrap(op, announce(c))
+			}
+			if err != nil {
+				return Outcome{}, errs.Wrap(op, err)
+			}
 		}
 	}
 	if err := announce(c); err != nil {
@@ -226,9 +231,7 @@ func (g *Gate) Run(ctx context.Context, c Call) (Outcome, error) {
 		return Outcome{}, errs.Wrap(op, err)
 	}
 	res, err := g.tools.RunAs(ctx, c.ToolID, input, toolclient.Identity{UserID: c.UserID, MaxOutput: r.MaxOutput()})
-	if metered {
-		g.settle(ctx, r, res.Usage, err)
-	}
+	g.settle(ctx, c.UserID, r, res.Usage, err)
 	if err != nil {
 		return Outcome{Kind: Run, ToolError: err}, nil
 	}
@@ -286,18 +289,30 @@ func announce(c Call) error {
 	return c.Announce()
 }
 
-// settle ends a metered call's reservation: to the usage the tool
-// reported; given back when the tool server answered without usage (it
-// called no model); kept when the call's fate is unknown (a timeout, a
-// tool server not reached), as the model may have spent it.
-func (g *Gate) settle(ctx context.Context, r *usage.Reservation, u *toolclient.Usage, runErr error) {
-	switch {
-	case u != nil:
-		id := u.ModelID
-		if id == "" {
+// settle records a call's model usage: the reservation r of a metered
+// call settled to the usage the tool reported, given back when the tool
+// server answered without usage (it called no model), kept when the
+// call's fate is unknown (a timeout, a tool server not reached), as the
+// model may have spent it; without a reservation (no budget) the usage
+// the tool reported, if any, recorded.
+func (g *Gate) settle(ctx context.Context, userID string, r *usage.Reservation, u *toolclient.Usage, runErr error) {
+	var used usage.Counts
+	id := ""
+	if u != nil {
+		used = usage.Counts{Requests: 1, InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}
+		if id = u.ModelID; id == "" {
 			id = "unknown"
 		}
-		if err := g.meter.Settle(ctx, r, id, usage.Counts{Requests: 1, InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}); err != nil {
+	}
+	switch {
+	case r == nil:
+		if u != nil {
+			if err := g.meter.Record(ctx, userID, id, used); err != nil {
+				logging.FromContext(ctx).WarnContext(ctx, "record a tool's model usage", "err", err.Error())
+			}
+		}
+	case u != nil:
+		if err := g.meter.Settle(ctx, r, id, used); err != nil {
 			logging.FromContext(ctx).WarnContext(ctx, "settle a metered tool's usage", "err", err.Error())
 		}
 	case runErr != nil && (errs.Is(runErr, errs.Timeout) || errs.Is(runErr, errs.Unavailable) || errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, context.Canceled)):

@@ -258,12 +258,21 @@ func TestGateEdges(t *testing.T) {
 		t.Errorf("unknown tool: %+v, %v", out, err)
 	}
 
+	// The tool server down, nothing cached: with a budget the gate cannot
+	// tell whether the tool is metered and runs nothing (the catalog's
+	// error); without one it needs no declaration and the run fails.
 	down := httptest.NewServer(nil)
 	down.Close()
-	g := toolgate.New(toolgate.Options{Tools: toolclient.NewCatalog(toolclient.NewClient(down.URL, key, nil), time.Minute, nil)})
-	out, err = g.Run(ctx, toolgate.Call{Origin: toolgate.Workflow, UserID: u, ToolID: "llm_generate", Input: map[string]any{"prompt": "hi"}})
-	if err != nil || out.Kind != toolgate.Run || errs.CodeOf(out.ToolError) != toolclient.CodeToolsUnavailable {
-		t.Errorf("catalog down: %+v, %v", out, err)
+	downCatalog := toolclient.NewCatalog(toolclient.NewClient(down.URL, key, nil), time.Minute, nil)
+	for name, m := range map[string]*usage.Meter{"budget": usage.NewMeter(e.usage, budget, nil, nil), "no budget": nil} {
+		g := toolgate.New(toolgate.Options{Tools: downCatalog, Meter: m})
+		out, err = g.Run(ctx, toolgate.Call{Origin: toolgate.Workflow, UserID: u, ToolID: "llm_generate", Input: map[string]any{"prompt": "hi"}})
+		if err != nil || out.Kind != toolgate.Run || errs.CodeOf(out.ToolError) != toolclient.CodeToolsUnavailable {
+			t.Errorf("%s, catalog down: %+v, %v", name, out, err)
+		}
+		if wantCatalog := name == "budget"; strings.Contains(errs.MessageOf(out.ToolError, ""), "catalog") != wantCatalog {
+			t.Errorf("%s, catalog down: %v; the catalog's error: %v", name, out.ToolError, wantCatalog)
+		}
 	}
 
 	if err := e.budgeted.Remember(ctx, u, "http_request"); err != nil {

@@ -218,6 +218,17 @@ func (m *Meter) Settle(ctx context.Context, r *Reservation, modelID string, used
 	return errs.Wrap("usage.Settle", m.store.Settle(sctx, r.userID, r.month, modelID, used.Tokens()-r.held, used))
 }
 
+// Record adds the usage of a model call that reserved nothing (a call
+// made without a budget, or one whose tool did not declare it calls a
+// model) to userID's usage of this month: one write. It fails with the
+// store's errors.
+func (m *Meter) Record(ctx context.Context, userID, modelID string, used Counts) error {
+	if m == nil {
+		return nil
+	}
+	return m.Settle(ctx, &Reservation{userID: userID, month: Month(m.now())}, modelID, used)
+}
+
 // Release gives back reservation r whose call was not made (Settle with
 // no usage). A failure is logged: the reservation stays counted.
 func (m *Meter) Release(ctx context.Context, r *Reservation) {
