@@ -52,6 +52,7 @@ import (
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/toolpolicy"
 	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
@@ -200,6 +201,14 @@ func (d Deps) Meter(cfg config.Config) *usage.Meter {
 // the defaults of catalog's annotations.
 func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *toolpolicy.Service {
 	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog)
+}
+
+// Gate returns the tool gate in front of catalog: the users' tool
+// policies and the usage meter over the Users table (ToolPolicies,
+// Meter). Chats run their models' tool calls through it, workflow runs
+// their steps (Gate.Steps).
+func (d Deps) Gate(cfg config.Config, catalog *toolclient.Catalog) *toolgate.Gate {
+	return toolgate.New(toolgate.Options{Tools: catalog, Policies: d.ToolPolicies(cfg, catalog), Meter: d.Meter(cfg)})
 }
 
 // Limiter returns the per-user rate limiter over RATE_LIMITS_TABLE.

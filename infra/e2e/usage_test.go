@@ -136,15 +136,18 @@ func TestUsage(t *testing.T) {
 	})
 }
 
-// TestBudget: with USER_MONTHLY_TOKEN_BUDGET=10, a reply whose first
-// model call passes the check (nothing spent yet) but spends more than the
-// budget fails at its second call (after the tool round) with an error
-// event BUDGET_EXCEEDED, keeping what it generated; its tokens count; then
-// a stream and a whole message are refused with 429 BUDGET_EXCEEDED before
-// anything is stored.
+// TestBudget: with USER_MONTHLY_TOKEN_BUDGET=70, a reply whose first
+// model call fits (43 words of prompt, its output cap lowered to the 27
+// tokens that remain) runs its tool, then its second call, whose prompt
+// carries the tool round and no longer fits what remains, is not made: an
+// error event BUDGET_EXCEEDED, the reply saved failed with what it
+// generated, its first call counted and the budget never passed. Then a
+// stream and a whole message are refused with 429 BUDGET_EXCEEDED before
+// anything is stored, and a workflow step that calls a model with a prompt
+// larger than what remains fails BUDGET_EXCEEDED.
 func TestBudget(t *testing.T) {
 	t.Parallel()
-	const budget = 10
+	const budget = 70
 	srv := startServer(t, fmt.Sprintf("USER_MONTHLY_TOKEN_BUDGET=%d", budget))
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "budget@example.com")
@@ -163,17 +166,18 @@ func TestBudget(t *testing.T) {
 		}
 	}
 	last := res.Events[len(res.Events)-1]
-	if errEvent.Error != "BUDGET_EXCEEDED" || last.Type != "end" || last.Reason != "interrupted" {
+	if errEvent.Error != "BUDGET_EXCEEDED" || last.Type != "end" || last.Reason != "interrupted" || !strings.Contains(strings.Join(types, " "), "tool_call tool_result error") {
 		t.Fatalf("events %v (error %+v, last %+v): want a tool round, then error BUDGET_EXCEEDED and end interrupted", types, errEvent, last)
 	}
 	msgs := getMessages(t, c, chat.ID)
-	if len(msgs) != 2 || msgs[1].Status != "failed" || len(msgs[1].ToolCalls) != 1 || msgs[1].InputTokens <= budget {
+	if len(msgs) != 2 || msgs[1].Status != "failed" || len(msgs[1].ToolCalls) != 1 || msgs[1].InputTokens == 0 {
 		t.Fatalf("messages after the cut reply: %+v", msgs)
 	}
 	u := getUsage(t, c, userID, "")
-	if u.Total.Requests != 1 || u.Budget.UsedTokens != msgs[1].InputTokens+msgs[1].OutputTokens ||
-		u.Budget.LimitTokens == nil || *u.Budget.LimitTokens != budget || u.Budget.RemainingTokens == nil || *u.Budget.RemainingTokens != 0 {
-		t.Errorf("usage after the cut reply: %+v", u)
+	used := msgs[1].InputTokens + msgs[1].OutputTokens
+	if u.Total.Requests != 1 || u.Budget.UsedTokens != used || used > budget ||
+		u.Budget.LimitTokens == nil || *u.Budget.LimitTokens != budget || u.Budget.RemainingTokens == nil || *u.Budget.RemainingTokens != budget-used {
+		t.Errorf("usage after the cut reply: %+v (the reply spent %d)", u, used)
 	}
 
 	r := c.stream(chat.ID, map[string]any{"content": "one more", "modelId": "builtin", "userId": userID}).response()
@@ -189,12 +193,16 @@ func TestBudget(t *testing.T) {
 	// A workflow step that calls a model fails (the built-in proposal
 	// rules call none, so the workflow can still be edited).
 	w := createWorkflow(t, c, userID, "over budget")
-	w = applyProposal(t, c, w.ID, propose(t, c, w, `add a step using llm_generate with {"prompt": "hello"}`).ID)
+	prompt := strings.TrimSpace(strings.Repeat("hello ", budget))
+	w = applyProposal(t, c, w.ID, propose(t, c, w, `add a step using llm_generate with {"prompt": "`+prompt+`"}`).ID)
 	wch := newChat(t, c, map[string]any{"workflowId": w.ID})
 	r = c.do("POST", "/api/chats/"+wch.ID+"/workflow-runs", map[string]string{"workflowId": w.ID})
 	var run struct{ Data runJSON }
 	r.decode(t, &run)
 	if r.Status != 201 || run.Data.Status != "failed" || len(run.Data.Steps) != 1 || !strings.Contains(run.Data.Steps[0].Error, "BUDGET_EXCEEDED") {
 		t.Errorf("run over budget: %d %s", r.Status, r.Body)
+	}
+	if u := getUsage(t, c, userID, ""); u.Budget.UsedTokens != used || u.Total.Requests != 1 {
+		t.Errorf("usage after the refused step: %+v, want unchanged", u)
 	}
 }

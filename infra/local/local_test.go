@@ -98,7 +98,10 @@ type callBudget struct {
 // shared/ratelimit). Posting a message takes the chat's generation lease
 // (one conditional UpdateItem) before calling the model, and stores both
 // messages with the lease's release in one transaction; the stream takes
-// the lease in the transaction that stores its user message.
+// the lease in the transaction that stores its user message. Each model
+// call records its usage with one UpdateItem right after the call (its
+// settle, shared/usage), so that a reply that fails to save still counts;
+// without a budget nothing is reserved before the call.
 func callBudgets(f *fixture) []callBudget {
 	return []callBudget{
 		{"liveness (no storage)", "GET", "/api/liveness", "", 200, 0},
@@ -112,9 +115,9 @@ func callBudgets(f *fixture) []callBudget {
 		{"rename chat", "PATCH", "/api/chats/" + f.chatID, `{"title":"y"}`, 200, 2},
 		{"list chats", "GET", "/api/users/" + f.userID + "/chats?limit=10", "", 200, 2},
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 5},
-		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 6},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 5},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
+		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 7},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
 	}
 }
 
@@ -144,16 +147,15 @@ func checkCalls(t *testing.T, f *fixture, cases []callBudget) {
 }
 
 // TestDynamoDBCallBudgetWithTokenBudget: with USER_MONTHLY_TOKEN_BUDGET
-// set, a reply costs one more call (the budget read before the model
-// call); its usage never costs a call of its own, as it rides the
-// transaction that stores the reply. Without a budget (above) the counts
-// are those from before usage was metered. The usage report is the
-// session read and one GetItem.
+// set, a reply costs one more call than without (above): the reservation
+// of its model call, one conditional UpdateItem before anything is stored
+// (a budget with room for the whole output cap needs no second try). The
+// usage report is the session read and one GetItem.
 func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
 	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
 	checkCalls(t, f, []callBudget{
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 7},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 7},
 		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
 	})
 }

@@ -117,8 +117,8 @@ var wantGrants = map[string]map[string][]string{
 	"McpFunction": {},
 	"ChatsFunction": {
 		// Send without modelId: store.Users.ModelPreference (GetItem); the
-		// budget: store.Usage.MonthUsage (GetItem); the reply's usage rides
-		// its transaction (UpdateItem ADD).
+		// tool gate's policies (GetItem); each model call's reservation and
+		// settle: store.Usage.Reserve and Settle (UpdateItem ADD).
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -143,8 +143,8 @@ var wantGrants = map[string]map[string][]string{
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"StreamFunction": {
-		// the budget (GetItem) and the reply's usage in its end transaction
-		// (UpdateItem ADD).
+		// the tool gate's policies (GetItem); each model call's reservation
+		// and settle: store.Usage.Reserve and Settle (UpdateItem ADD).
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -182,11 +182,13 @@ var wantGrants = map[string]map[string][]string{
 	// (store.Jobs.Append: UpdateItem).
 	"RunnerFunction": {
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
-		// The step guards: the run's user's tool policies and usage.
-		"UsersTable": {"dynamodb:GetItem"},
+		// The tool gate of the steps: the run's user's tool policies
+		// (GetItem), a metered tool's reservation and settle (UpdateItem).
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 	"WorkflowsFunction": {
-		// the budget (GetItem) and a proposal's usage (UpdateItem ADD).
+		// the tool gate's policies (GetItem); a proposal's or a metered
+		// step's reservation and settle (UpdateItem ADD).
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -1677,8 +1679,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI2\"]\n",
 			"WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
 		{"workflows cannot record a proposal's usage", "d_iam_reviewed_contract",
-			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
-			"            # usage of each reply or proposal (UpdateItem ADD, in the\n            # reply's transaction).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
 			"WorkflowsFunction on UsersTable"},
 		{"workflows without the table name its main requires", "d_iam_least_privilege",
 			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",

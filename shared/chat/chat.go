@@ -69,11 +69,6 @@ type Message struct {
 	// Truncated is true when an assistant message's content was cut at
 	// MaxReplyBytes (the stream had sent it whole).
 	Truncated bool `json:"truncated,omitempty"`
-	// Spent is the usage of the model calls made for an assistant message
-	// since it was last stored. The store adds it to the owner's usage in
-	// the transaction that stores the message; it is not stored on the
-	// message itself.
-	Spent *Spent `json:"-"`
 	// Pending is the state of a reply paused for a tool approval (status
 	// awaiting_approval), kept with the message so that any instance can
 	// continue it; Decision is the user's answer (approved or denied)
@@ -85,11 +80,6 @@ type Message struct {
 	// never streamed.
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
-}
-
-// Spent is the usage of some model calls.
-type Spent struct {
-	Calls, InputTokens, OutputTokens int
 }
 
 // Pending is a reply paused for a tool approval: the conversation sent to
@@ -242,19 +232,11 @@ type Store interface {
 	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []job.Record) error
 }
 
-// Tools lists and runs the tools a model may call.
+// Tools lists the tools offered to models (toolclient.Catalog); the
+// calls run through the tool gate (Options.Gate).
 type Tools interface {
 	// Specs returns the tools offered to models.
 	Specs(ctx context.Context) ([]model.ToolSpec, error)
-	// Run runs tool name with args and returns its result.
-	Run(ctx context.Context, name string, args map[string]any) (map[string]any, error)
-}
-
-// Policies gives the user's policy of a tool (toolpolicy.Service): allow,
-// ask or deny; Allow stores allow for the user's calls of a tool.
-type Policies interface {
-	Policy(ctx context.Context, userID, toolID string) (string, error)
-	Allow(ctx context.Context, userID, toolID string) error
 }
 
 // Preferences gives a user's preferred model.

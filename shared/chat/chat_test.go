@@ -22,6 +22,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
@@ -65,16 +66,17 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: models, DefaultModelID: "builtin"})...)
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: toolserver.Models(models), DefaultModelID: "builtin"})...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const key = "test-service-key-0123456789"
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	t.Cleanup(ts.Close)
+	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	svc := chat.NewService(chat.Options{
 		Store: store.NewChats(db.DB, db.Data()), Jobs: store.NewJobs(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
-		Tools: toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil),
+		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog}),
 	})
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(svc, authn, chat.Limits{}), chat.StreamRoutes(svc, authn, ping, chat.Limits{})} {

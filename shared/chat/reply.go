@@ -9,7 +9,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
-	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/usage"
 )
 
@@ -63,10 +63,37 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 
 // reply generates the assistant's reply to user after history: model turns
 // streamed as content events, tool calls run and reported as tool_call and
-// tool_result events, at most MaxToolRounds rounds (see generate).
-func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, emit func(Event) error) (Message, error) {
+// tool_result events, at most MaxToolRounds rounds (see generate). held,
+// when not nil, is the budget reservation of its first model call
+// (reserveReply).
+func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
 	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, Status: StatusCompleted}
-	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user)}, "", emit)
+	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user)}, "", held, emit)
+}
+
+// reserveReply reserves userID's budget for the first model call of a
+// reply to msgs with modelID (the request generate will make), so that a
+// reply over budget is refused before anything is stored. Without a
+// budget it writes nothing. Its errors are usage.Meter.Reserve's.
+func (s *Service) reserveReply(ctx context.Context, userID, modelID string, msgs []model.Message) (*usage.Reservation, error) {
+	if !s.usage.Budgeted() {
+		return s.usage.Reserve(ctx, userID, 0, 0)
+	}
+	return s.usage.ReserveCall(ctx, s.models, userID, model.Request{ModelID: modelID, System: SystemPrompt, Messages: msgs, Tools: s.specs(ctx)})
+}
+
+// specs returns the tools offered to models, none when the catalog is
+// unavailable (the reply goes on without them).
+func (s *Service) specs(ctx context.Context) []model.ToolSpec {
+	if s.tools == nil {
+		return nil
+	}
+	specs, err := s.tools.Specs(ctx)
+	if err != nil {
+		logWarn(ctx, "tools unavailable; replying without them", "err", err.Error())
+		return nil
+	}
+	return specs
 }
 
 // errAwaitingApproval ends a reply paused for a tool approval.
@@ -75,64 +102,55 @@ var errAwaitingApproval = errs.E("chat.reply", errs.Conflict, "AWAITING_APPROVAL
 // generate goes on with reply msg from state p: first the tool calls of p
 // (the first decided by decision when it is set), then model turns. It
 // returns msg with its content the concatenation of the deltas (msg's own
-// first), bounded to what one stored item holds (see bound), and Spent
-// set. Each tool call follows the user's policy: allow runs it, deny gives
-// the model a refusal as its result, ask pauses the reply: a tool_approval
-// event, then errAwaitingApproval with msg.Pending set. Before every model
-// call but a new reply's first (its caller checks that one) the user's
-// budget is checked, counting the reply's own tokens: over budget, it ends
-// with RateLimited BUDGET_EXCEEDED. On an error it returns the message
+// first), bounded to what one stored item holds (see bound), and its
+// tokens. Each tool call passes the tool gate (package toolgate): it runs,
+// is refused (the model gets the refusal as its result) or asks, which
+// pauses the reply: a tool_approval event, then errAwaitingApproval with
+// msg.Pending set. Every model call reserves the user's budget before
+// and settles it after (usage.Meter.Generate; the first one uses held when
+// it is given): a call the budget has no room for ends the reply with
+// RateLimited BUDGET_EXCEEDED. On an error it returns the message
 // generated so far with the error.
-func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision string, emit func(Event) error) (Message, error) {
-	var specs []model.ToolSpec
-	if s.tools != nil {
-		var err error
-		if specs, err = s.tools.Specs(ctx); err != nil {
-			logWarn(ctx, "tools unavailable; replying without them", "err", err.Error())
-			specs = nil
-		}
-	}
+func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision string, held *usage.Reservation, emit func(Event) error) (Message, error) {
+	specs := s.specs(ctx)
 	userID := auth.UserID(ctx)
 	req := model.Request{ModelID: msg.ModelID, System: SystemPrompt, Messages: p.Messages}
 	var content strings.Builder
 	content.WriteString(msg.Content)
-	spent := &Spent{}
-	msg.Spent, msg.Pending, msg.Decision = spent, nil, ""
+	var used model.Usage
+	msg.Pending, msg.Decision = nil, ""
 	finish := func(err error) (Message, error) {
+		s.usage.Release(ctx, held) // a reservation whose call was not made
 		msg.Content, msg.CreatedAt = content.String(), s.clock()
-		msg.InputTokens += spent.InputTokens
-		msg.OutputTokens += spent.OutputTokens
+		msg.InputTokens += used.InputTokens
+		msg.OutputTokens += used.OutputTokens
 		bound(&msg)
 		return msg, err
 	}
 	round, calls := p.Round, p.Calls
 	for {
 		for i, call := range calls {
-			policy := toolpolicy.Allow
-			switch {
-			case i == 0 && decision == DecisionApproved:
-			case i == 0 && decision == DecisionDenied:
-				policy = toolpolicy.Deny
-			case s.policies != nil:
-				var err error
-				if policy, err = s.policies.Policy(ctx, userID, call.Name); err != nil {
-					return finish(err)
+			d := toolgate.Undecided
+			if i == 0 {
+				switch decision {
+				case DecisionApproved:
+					d = toolgate.Approved
+				case DecisionDenied:
+					d = toolgate.Denied
 				}
 			}
-			if policy == toolpolicy.Ask {
+			out, err := s.runTool(ctx, userID, call, d, emit)
+			if err != nil {
+				return finish(err)
+			}
+			if out.Kind == toolgate.Ask {
 				msg.Pending = &Pending{Messages: req.Messages, Calls: calls[i:], Round: round}
 				if err := emit(Event{Type: EventToolApproval, ToolCallID: call.ID, ToolName: call.Name, ToolArgs: call.Args}); err != nil {
 					return finish(err)
 				}
 				return finish(errAwaitingApproval)
 			}
-			if err := emit(Event{Type: EventToolCall, ToolName: call.Name, ToolArgs: call.Args}); err != nil {
-				return finish(err)
-			}
-			result := refusal
-			if policy != toolpolicy.Deny {
-				result = s.runTool(ctx, call)
-			}
+			result := toolResult(out)
 			if err := emit(Event{Type: EventToolResult, ToolName: call.Name, Result: result}); err != nil {
 				return finish(err)
 			}
@@ -149,16 +167,8 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 		if round == MaxToolRounds {
 			req.Tools = nil // the last round must answer in text
 		}
-		if round > 0 {
-			// A new reply's caller checked the budget before the first
-			// call; later calls count what this reply has spent so far.
-			if err := s.usage.Check(ctx, userID, int64(spent.InputTokens+spent.OutputTokens)); err != nil {
-				return finish(err)
-			}
-		}
 		sep := content.Len() > 0
-		spent.Calls++
-		res, err := s.models.Generate(ctx, req, func(c model.Chunk) error {
+		res, err := s.usage.Generate(ctx, s.models, userID, req, held, func(c model.Chunk) error {
 			if c.Delta == "" {
 				return nil
 			}
@@ -172,8 +182,8 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 			content.WriteString(delta)
 			return emit(Event{Type: EventContent, Delta: delta})
 		})
-		spent.InputTokens += res.Usage.InputTokens
-		spent.OutputTokens += res.Usage.OutputTokens
+		held = nil // settled by Generate
+		used = used.Add(res.Usage)
 		if err != nil {
 			return finish(err)
 		}
@@ -185,31 +195,33 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 	}
 }
 
-// refusal is the tool result a model gets for a call the user denied.
-var refusal = errorResult("the user did not allow this tool call")
+// runTool passes one call of the model through the tool gate: its
+// tool_call event is emitted once the gate decided to run or refuse it
+// (not for a call that asks). It fails with the gate's errors (the
+// policies or the budget could not be read) and emit's.
+func (s *Service) runTool(ctx context.Context, userID string, call model.ToolCall, d toolgate.Decision, emit func(Event) error) (toolgate.Outcome, error) {
+	announce := func() error { return emit(Event{Type: EventToolCall, ToolName: call.Name, ToolArgs: call.Args}) }
+	if s.gate == nil {
+		return toolgate.Outcome{Kind: toolgate.Run, ToolError: errs.E("chat.runTool", errs.Unavailable, "TOOLS_UNAVAILABLE", "tools are not available")}, announce()
+	}
+	c := toolgate.Call{Origin: toolgate.Chat, UserID: userID, ToolID: call.Name, Decision: d, Announce: announce}
+	if err := json.Unmarshal(call.Args, &c.Input); err != nil || c.Input == nil {
+		c.Input, c.InputError = nil, errs.E("chat.runTool", errs.Invalid, "INVALID_PARAMS", "tool arguments must be a JSON object")
+	}
+	return s.gate.Run(ctx, c)
+}
 
-// runTool runs one call and returns its result, or {"error": message} when
-// it fails; a failed tool is reported to the model, not fatal to the reply.
-// A tool that calls a model (llm_generate) is refused when the user's
-// budget is spent.
-func (s *Service) runTool(ctx context.Context, call model.ToolCall) json.RawMessage {
-	var args map[string]any
-	if err := json.Unmarshal(call.Args, &args); err != nil || args == nil {
-		return errorResult("tool arguments must be a JSON object")
+// toolResult is the tool result the model gets for a call's outcome: the
+// tool's output, or {"error": message} for a failed or refused call (a
+// failed tool is reported to the model, not fatal to the reply).
+func toolResult(out toolgate.Outcome) json.RawMessage {
+	switch {
+	case out.Kind == toolgate.Refuse:
+		return errorResult(out.Message)
+	case out.ToolError != nil:
+		return errorResult(errs.MessageOf(out.ToolError, "the tool failed"))
 	}
-	if s.tools == nil {
-		return errorResult("tools are not available")
-	}
-	if usage.CallsModel(call.Name) {
-		if err := s.usage.Check(ctx, auth.UserID(ctx), 0); err != nil {
-			return errorResult(errs.MessageOf(err, "the monthly token budget could not be checked"))
-		}
-	}
-	out, err := s.tools.Run(ctx, call.Name, args)
-	if err != nil {
-		return errorResult(errs.MessageOf(err, "the tool failed"))
-	}
-	b, err := json.Marshal(out)
+	b, err := json.Marshal(out.Output)
 	if err != nil {
 		return errorResult("the tool returned an unencodable result")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/usage"
 )
 
@@ -30,7 +31,7 @@ type Service struct {
 	runs         Runs
 	jobs         job.Store
 	usage        *usage.Meter
-	policies     Policies
+	gate         *toolgate.Gate
 	defaultModel string
 	now          func() time.Time
 	lease        time.Duration
@@ -47,12 +48,12 @@ type Options struct {
 	Tools       Tools
 	Preferences Preferences
 	Runs        Runs
-	// Usage checks the monthly token budget before each model call; nil
-	// checks nothing. The store records the usage with the reply.
+	// Usage reserves the user's monthly token budget before each model
+	// call and records its usage after; nil does neither.
 	Usage *usage.Meter
-	// Policies decides which tool calls run, ask or are refused; nil
-	// runs every call.
-	Policies       Policies
+	// Gate decides and runs the models' tool calls (policies, budget,
+	// identity); nil answers every call that tools are not available.
+	Gate           *toolgate.Gate
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -68,7 +69,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, policies: o.Policies, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -162,7 +163,8 @@ type Exchange struct {
 // generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
 // other than the caller's), RateLimited BUDGET_EXCEEDED (the user's
-// monthly token budget is spent), Conflict GENERATION_ACTIVE (the chat is
+// monthly token budget has no room for a model call: checked by reserving
+// the first call before anything is stored), Conflict GENERATION_ACTIVE (the chat is
 // already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
@@ -200,16 +202,18 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if _, err := s.models.Lookup(modelID); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
-	if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
+	user := s.newMessage(c.ID, model.RoleUser, req.Content)
+	held, err := s.reserveReply(ctx, c.UserID, modelID, toModelMessages(history, user))
+	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
-	user := s.newMessage(c.ID, model.RoleUser, req.Content)
 	now := s.clock()
 	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease)}
 	if err := s.store.StartGeneration(ctx, c, gen); err != nil {
+		s.usage.Release(ctx, held)
 		return Exchange{}, errs.Wrap(op, err)
 	}
-	reply, err := s.reply(ctx, history, user, modelID, gen.ID, func(Event) error { return nil })
+	reply, err := s.reply(ctx, history, user, modelID, gen.ID, held, func(Event) error { return nil })
 	if errors.Is(err, errAwaitingApproval) {
 		reply.Status, err = StatusAwaitingApproval, nil
 	}

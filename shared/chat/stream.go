@@ -14,6 +14,7 @@ import (
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -58,6 +59,9 @@ type Turn struct {
 	// FirstSeq is the seq of the first event after start (2 for a new
 	// reply), and Reserved the highest id its log reserved (job.Lease).
 	FirstSeq, Reserved int64
+	// Held is the budget reservation of a new reply's first model call,
+	// made before the stream started.
+	Held *usage.Reservation
 }
 
 // eventID returns the SSE id of event seq of reply id.
@@ -76,12 +80,13 @@ func (s *Service) newLease(now time.Time, last int64) job.Lease {
 
 // StartStream checks a stream request and stores its user message, so
 // that every error it returns can still be a plain JSON response: Invalid
-// (INVALID_MODEL, WORKFLOWS_UNAVAILABLE when no WorkflowRunner is
+// (INVALID_MODEL, WORKFLOWS_UNAVAILABLE when no Runs is
 // configured), NotFound, Forbidden, Conflict GENERATION_ACTIVE when the
 // chat is already generating a reply. With a workflowId, the workflow must
 // be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
 // after the chat; without one, RateLimited BUDGET_EXCEEDED when the user's
-// monthly token budget is spent. The user message, the assistant message (status
+// monthly token budget has no room for the reply's first model call,
+// whose reservation the Turn holds. The user message, the assistant message (status
 // streaming) and the reply's event log with its start event are stored in
 // one transaction; RunStream ends the generation.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
@@ -106,23 +111,29 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 			return nil, errs.Wrap(op, err)
 		}
 		run = &wf
-	} else if err := s.usage.Check(ctx, c.UserID, 0); err != nil {
-		return nil, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
+	var held *usage.Reservation
+	if run == nil {
+		if held, err = s.reserveReply(ctx, c.UserID, req.ModelID, toModelMessages(history, user)); err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+	}
 	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), Lease: s.newLease(user.CreatedAt, 1)}
 	// The reply sorts right after its user message.
 	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: req.ModelID, ReplyTo: user.ID,
 		Status: StatusStreaming, CreatedAt: user.CreatedAt.Add(time.Microsecond)}
 	start, err := json.Marshal(Event{Type: EventStart, MessageID: gen.ID})
 	if err != nil {
+		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
 	if err := s.store.StartLoggedGeneration(ctx, c, gen, job.Chain(0, 1, start), user, reply); err != nil {
+		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
 	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
-		FirstSeq: 2, Reserved: gen.Lease.Reserved}, nil
+		FirstSeq: 2, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
 // Detach returns the context a reply is generated in: ctx's values
@@ -183,11 +194,11 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	)
 	switch {
 	case t.Continue != nil:
-		msg, genErr = s.generate(genCtx, t.Reply, *t.Continue, t.Decision, emit)
+		msg, genErr = s.generate(genCtx, t.Reply, *t.Continue, t.Decision, nil, emit)
 	case t.Workflow != nil:
 		msg, genErr = s.renderRun(genCtx, t, emit)
 	default:
-		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, emit)
+		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, t.Held, emit)
 	}
 	pending, next, werr := w.Close()
 	msg.CreatedAt = t.Reply.CreatedAt
@@ -518,8 +529,8 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 	decision := DecisionDenied
 	if approve {
 		decision = DecisionApproved
-		if remember && s.policies != nil {
-			if err := s.policies.Allow(ctx, c.UserID, m.Pending.Calls[0].Name); err != nil {
+		if remember && s.gate != nil {
+			if err := s.gate.Remember(ctx, c.UserID, m.Pending.Calls[0].Name); err != nil {
 				return Message{}, errs.Wrap(op, err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // BuiltinID is the id of the built-in offline model.
@@ -33,18 +34,31 @@ func (Builtin) Models() []Model {
 	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin"}}
 }
 
-// Generate answers one turn deterministically. Usage is reported as word
-// counts. It fails only with ctx's or emit's error.
-func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error) {
-	var res Result
+// CountInput is the built-in model's input tokens of req (model.InputCounter):
+// the words (strings.Fields) of the system prompt and of every message's
+// content, plus one per tool call of an assistant turn. Offered tools
+// cost nothing.
+func (Builtin) CountInput(req Request) int {
 	words := len(strings.Fields(req.System))
 	for _, m := range req.Messages {
 		words += len(strings.Fields(m.Content)) + len(m.ToolCalls)
 	}
-	res.Usage.InputTokens = words
+	return words
+}
+
+// Generate answers one turn deterministically. Usage is reported as word
+// counts: CountInput in, the words emitted out. With req.MaxTokens set the
+// reply stops after that many words (a tool call is still made). It fails
+// only with ctx's or emit's error.
+func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error) {
+	var res Result
+	res.Usage.InputTokens = b.CountInput(req)
 
 	last := lastMessage(req.Messages)
 	if n, ok := countRequest(last); ok {
+		if req.MaxTokens > 0 {
+			n = min(n, req.MaxTokens)
+		}
 		var err error
 		res.Usage.OutputTokens, err = countSlowly(ctx, n, emit)
 		return res, err
@@ -60,6 +74,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 		} else {
 			reply = builtinReply(last.Content, req.Tools)
 		}
+	}
+	if req.MaxTokens > 0 {
+		reply = firstWords(reply, req.MaxTokens)
 	}
 	res.Usage.OutputTokens = len(strings.Fields(reply))
 	for i, c := range ChunkWords(reply, 4) {
@@ -197,6 +214,23 @@ func builtinReply(prompt string, tools []ToolSpec) string {
 			`run json_query with {"query": ".a", "input": {"a": 1}}.`
 	}
 	return reply
+}
+
+// firstWords returns s up to the end of its n-th word (words as
+// strings.Fields splits them), s itself when it has no more.
+func firstWords(s string, n int) string {
+	in, count := false, 0
+	for i, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !in {
+			if count == n {
+				return strings.TrimRightFunc(s[:i], unicode.IsSpace)
+			}
+			count++
+		}
+		in = !space
+	}
+	return s
 }
 
 // ChunkWords splits s into pieces of n words each, keeping the spaces, so

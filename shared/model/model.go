@@ -63,7 +63,10 @@ type Request struct {
 	Messages []Message
 	// Tools are offered to the model; it may answer with ToolCalls.
 	Tools []ToolSpec
-	// MaxTokens bounds the reply; zero means the provider's default.
+	// MaxTokens bounds the reply's output tokens (every provider sends it
+	// as its API's output cap; the built-in model stops after that many
+	// words); zero means the provider's default. A metered call sets it
+	// to what its budget reservation allows (package usage).
 	MaxTokens int
 }
 
@@ -103,6 +106,48 @@ type Provider interface {
 	// fails. Provider failures are errs.Unavailable (retryable: throttling,
 	// 5xx, network) or errs.Internal, with client-safe messages.
 	Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error)
+}
+
+// InputCounter is implemented by a provider that knows exactly how many
+// input tokens a request costs it (the built-in model, which counts
+// words). EstimateInput uses it instead of the estimate.
+type InputCounter interface {
+	CountInput(req Request) int
+}
+
+// EstimateTokens estimates the input tokens of req for a provider whose
+// tokenizer this service does not have: the UTF-8 bytes of every text the
+// provider receives (the system prompt, each message's content and tool
+// call arguments and ids, each offered tool's name, description and input
+// schema) divided by 3, rounded up, plus 4 per message and per tool for
+// the framing, and never less than the words of that text. Tokenizers of
+// the current providers average about 4 bytes per token on English prose
+// and 2.5 to 3.5 on code, JSON and most other languages, so the estimate
+// is high for prose and close for JSON: an estimate is what a budget
+// reservation holds before the call, and settling corrects it to the
+// provider's count after.
+func EstimateTokens(req Request) int {
+	bytes, words, parts := 0, 0, len(req.Messages)+len(req.Tools)
+	add := func(s string) {
+		bytes += len(s)
+		words += len(strings.Fields(s))
+	}
+	add(req.System)
+	for _, m := range req.Messages {
+		add(m.Content)
+		add(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			add(c.ID)
+			add(c.Name)
+			add(string(c.Args))
+		}
+	}
+	for _, t := range req.Tools {
+		add(t.Name)
+		add(t.Description)
+		add(string(t.InputSchema))
+	}
+	return max((bytes+2)/3+4*parts, words)
 }
 
 // Registry maps model ids to the providers that serve them. It is
@@ -154,10 +199,23 @@ func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) e
 	return r.providers[req.ModelID].Generate(ctx, req, emit)
 }
 
-// GenerateText returns the whole reply of modelID to a single prompt.
-func (r *Registry) GenerateText(ctx context.Context, modelID, system, prompt string) (string, error) {
+// EstimateInput returns the input tokens req will cost: the exact count
+// of a provider that is an InputCounter, else EstimateTokens. An unknown
+// model gets the estimate.
+func (r *Registry) EstimateInput(req Request) int {
+	if c, ok := r.providers[req.ModelID].(InputCounter); ok {
+		return c.CountInput(req)
+	}
+	return EstimateTokens(req)
+}
+
+// GenerateText returns the whole reply of modelID to a single prompt,
+// with at most maxTokens output tokens (zero: the provider's default),
+// and the usage the provider reported (also on an error, for what was
+// spent).
+func (r *Registry) GenerateText(ctx context.Context, modelID, system, prompt string, maxTokens int) (string, Usage, error) {
 	var b strings.Builder
-	_, err := r.Generate(ctx, Request{ModelID: modelID, System: system, Messages: []Message{{Role: "user", Content: prompt}}},
+	res, err := r.Generate(ctx, Request{ModelID: modelID, System: system, Messages: []Message{{Role: "user", Content: prompt}}, MaxTokens: maxTokens},
 		func(c Chunk) error { b.WriteString(c.Delta); return nil })
-	return b.String(), err
+	return b.String(), res.Usage, err
 }

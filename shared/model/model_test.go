@@ -97,9 +97,13 @@ func TestRegistry(t *testing.T) {
 	if _, err := model.NewRegistry(model.Builtin{}, model.Builtin{}); err == nil {
 		t.Error("duplicate model ids accepted")
 	}
-	text, err := reg.GenerateText(context.Background(), "builtin", "", "ping")
-	if err != nil || !strings.Contains(text, `"ping"`) {
-		t.Errorf("GenerateText = %q, %v", text, err)
+	text, used, err := reg.GenerateText(context.Background(), "builtin", "", "ping", 0)
+	if err != nil || !strings.Contains(text, `"ping"`) || used.InputTokens != 1 || used.OutputTokens != len(strings.Fields(text)) {
+		t.Errorf("GenerateText = %q, %+v, %v", text, used, err)
+	}
+	text, used, err = reg.GenerateText(context.Background(), "builtin", "be brief", "ping", 3)
+	if err != nil || text != `You said: "ping".` || used != (model.Usage{InputTokens: 3, OutputTokens: 3}) {
+		t.Errorf("GenerateText capped at 3 = %q, %+v, %v", text, used, err)
 	}
 	stop := errors.New("stop")
 	if _, err := reg.Generate(context.Background(), model.Request{ModelID: "builtin", Messages: []model.Message{{Role: "user", Content: "a b c d e f g h"}}},
@@ -151,5 +155,84 @@ func TestBuiltinCountsSlowly(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(tc.want, "|") || res.Usage.OutputTokens != len(tc.want) {
 			t.Errorf("%q: %q (%d tokens), want %q", tc.prompt, got, res.Usage.OutputTokens, tc.want)
 		}
+	}
+}
+
+// TestBuiltinMaxTokens: with MaxTokens the built-in model stops after that
+// many words, in every kind of reply, and reports the words it emitted;
+// its input count is CountInput's whatever the cap.
+func TestBuiltinMaxTokens(t *testing.T) {
+	t.Parallel()
+	tools := []model.ToolSpec{{Name: "json_query"}}
+	tests := []struct {
+		name     string
+		msgs     []model.Message
+		max      int
+		want     string
+		wantCall bool
+	}{
+		{"plain reply", []model.Message{{Role: "user", Content: "hello there"}}, 5, `You said: "hello there". I`, false},
+		{"cap above the reply", []model.Message{{Role: "user", Content: "hi"}}, 1000, "", false},
+		{"count slowly", []model.Message{{Role: "user", Content: "count to 5 slowly"}}, 2, "1 2 ", false},
+		{"tool call kept", []model.Message{{Role: "user", Content: `run json_query with {"query": "."}`}}, 1, "Running", true},
+		{"tool report", []model.Message{
+			{Role: "user", Content: "x"},
+			{Role: "assistant", ToolCalls: []model.ToolCall{{ID: "c", Name: "json_query"}}},
+			{Role: "tool", ToolCallID: "c", Content: "one two three four five six"},
+		}, 5, "The json_query tool returned: one", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := model.Request{ModelID: "builtin", System: "sys tem", Messages: tt.msgs, Tools: tools, MaxTokens: tt.max}
+			var b strings.Builder
+			res, err := model.Builtin{}.Generate(context.Background(), req, func(c model.Chunk) error { b.WriteString(c.Delta); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := b.String()
+			if tt.want != "" && got != tt.want {
+				t.Errorf("reply %q, want %q", got, tt.want)
+			}
+			if n := len(strings.Fields(got)); n > tt.max || res.Usage.OutputTokens != n {
+				t.Errorf("%d words (usage %d), cap %d", n, res.Usage.OutputTokens, tt.max)
+			}
+			if res.Usage.InputTokens != (model.Builtin{}).CountInput(req) {
+				t.Errorf("input %d, CountInput %d", res.Usage.InputTokens, model.Builtin{}.CountInput(req))
+			}
+			if (len(res.ToolCalls) > 0) != tt.wantCall {
+				t.Errorf("tool calls %v", res.ToolCalls)
+			}
+		})
+	}
+}
+
+// TestEstimateInput: the registry counts the built-in model's input
+// exactly (its own count); other models get EstimateTokens, which counts
+// the tools too and never fewer than the words.
+func TestEstimateInput(t *testing.T) {
+	t.Parallel()
+	reg, err := model.NewRegistry(model.Builtin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []model.Message{{Role: "user", Content: "one two three"}, {Role: "assistant", Content: "four", ToolCalls: []model.ToolCall{{ID: "c", Name: "t", Args: []byte(`{"a":1}`)}}}}
+	req := model.Request{ModelID: "builtin", System: "five six", Messages: msgs, Tools: []model.ToolSpec{{Name: "t", Description: "a tool", InputSchema: []byte(`{"type":"object"}`)}}}
+	if got := reg.EstimateInput(req); got != 7 {
+		t.Errorf("builtin estimate %d, want 7 (6 words and 1 tool call)", got)
+	}
+	other := req
+	other.ModelID = "elsewhere"
+	est := reg.EstimateInput(other)
+	if est != model.EstimateTokens(other) {
+		t.Errorf("other model: %d, want EstimateTokens %d", est, model.EstimateTokens(other))
+	}
+	// Bytes: 8 + 13 + 4 + (1+1+7) + (1+6+17) = 58 -> 20, plus 4 x (2 messages + 1 tool).
+	if est != 32 {
+		t.Errorf("EstimateTokens = %d, want 32", est)
+	}
+	words := strings.Repeat("a ", 1000)
+	if got := model.EstimateTokens(model.Request{Messages: []model.Message{{Role: "user", Content: words}}}); got != 1000 {
+		t.Errorf("EstimateTokens of 1000 one-letter words = %d, want the words", got)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/paging"
-	"github.com/workflowchat/service/shared/usage"
 )
 
 // Chats stores chats and their messages in the Data table: each chat is an
@@ -28,33 +27,6 @@ type Chats struct {
 	db    *dynamo.DB
 	table dynamo.Table
 	owned ownedCollection
-	// usage, when set, is the Users table the usage of stored replies is
-	// added to (WithUsage).
-	usage *dynamo.Table
-}
-
-// WithUsage makes s add the usage of every assistant message it stores
-// (chat.Message.Spent) to the owner's monthly usage in
-// the named Users table, in the transaction that stores the message (see
-// Usage). It returns s.
-func (s *Chats) WithUsage(usersTable string) *Chats {
-	t := s.db.Table(usersTable)
-	s.usage = &t
-	return s
-}
-
-// meter adds to tx the usage of the assistant messages among msgs that
-// called a model, to userID's counters of the month of each message.
-func (s *Chats) meter(tx *dynamo.WriteTx, userID string, msgs ...chat.Message) {
-	if s.usage == nil {
-		return
-	}
-	for _, m := range msgs {
-		if m.Spent != nil && m.Spent.Calls > 0 && m.ModelID != "" {
-			tx.Update(usageUpdate(*s.usage, userID, usage.Month(m.CreatedAt), m.ModelID,
-				usage.Counts{Requests: int64(m.Spent.Calls), InputTokens: int64(m.Spent.InputTokens), OutputTokens: int64(m.Spent.OutputTokens)}))
-		}
-	}
 }
 
 // NewChats returns a Chats over the named Data table.
@@ -399,7 +371,6 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 		}
 		tx.Put(s.table.Put(it))
 	}
-	s.meter(tx, c.UserID, msgs...)
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
 	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
@@ -482,7 +453,6 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 		}
 		tx.Put(s.table.Put(it))
 	}
-	s.meter(tx, c.UserID, msgs...)
 	if len(msgs) > 0 {
 		c.UpdatedAt = msgs[len(msgs)-1].CreatedAt
 		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
@@ -534,7 +504,6 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 			return errs.Wrap(op, err)
 		}
 		tx := s.db.WriteTx().Put(s.table.Put(it))
-		s.meter(tx, c.UserID, reply)
 		if err := s.logs().end(tx, chatPK(c.ID), reply.ID, reply.Status, recs, expiredBefore, time.Now()); err != nil {
 			return errs.Wrap(op, err)
 		}

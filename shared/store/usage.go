@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
@@ -14,42 +16,117 @@ import (
 )
 
 // Usage stores the users' token usage in the Users table: one item per
-// user and month, USAGE#<userId>#<YYYY-MM>, with three number attributes
-// per model (req_, in_ and out_ followed by the model id in hex, so that
-// any model id is a plain attribute name). A model call adds to them with
-// one UpdateItem ADD, or rides as that update in the transaction that
-// stores its reply. It implements usage.Store.
+// user and month, USAGE#<userId>#<YYYY-MM>, holding the month's committed
+// tokens (`committed`: reserved for calls under way plus spent) and three
+// number attributes per model (req_, in_ and out_ followed by the model id
+// in hex, so that any model id is a plain attribute name). A reservation is
+// one conditional UpdateItem of `committed` (a condition can compare one
+// attribute, never a sum of the per-model ones: hence the counter of its
+// own); a settle is one UpdateItem that moves `committed` and adds to the
+// model's counters. It implements usage.Store.
 type Usage struct {
+	db    *dynamo.DB
 	table dynamo.Table
+	name  string
 }
 
 // NewUsage returns a Usage over the named Users table.
 func NewUsage(db *dynamo.DB, usersTable string) *Usage {
-	return &Usage{table: db.Table(usersTable)}
+	return &Usage{db: db, table: db.Table(usersTable), name: usersTable}
 }
 
 func usageKey(userID, month string) string { return "USAGE#" + userID + "#" + month }
 
-// Usage attribute prefixes.
+// Usage attribute prefixes, and the committed counter.
 const (
-	usageRequests = "req_"
-	usageInput    = "in_"
-	usageOutput   = "out_"
+	usageRequests  = "req_"
+	usageInput     = "in_"
+	usageOutput    = "out_"
+	usageCommitted = "committed"
 )
 
-// usageUpdate is the atomic addition of c to userID's counters of modelID
-// in month.
-func usageUpdate(table dynamo.Table, userID, month, modelID string, c usage.Counts) *dynamo.Update {
-	m := hex.EncodeToString([]byte(modelID))
-	return table.Update("PK", usageKey(userID, month)).
-		Add(usageRequests+m, c.Requests).
-		Add(usageInput+m, c.InputTokens).
-		Add(usageOutput+m, c.OutputTokens)
+// Reserve adds tokens to userID's committed counter of month if it stays
+// at most limit: one UpdateItem conditioned on `committed <= limit -
+// tokens` (or, for the month's first call, on the item not existing). A
+// refused write returns the item as it was (ReturnValuesOnConditionCheckFailure
+// ALL_OLD), so the caller learns what remains without a read. An item
+// written before the committed counter existed gets it once, from the sum
+// of its models' tokens (one more conditional write), then the
+// reservation is tried again.
+func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, error) {
+	const op = "store.ReserveUsage"
+	for range 2 {
+		ok, committed, item, err := u.reserve(ctx, userID, month, tokens, limit)
+		if err != nil || ok {
+			return ok, committed, storeError(op, err)
+		}
+		if item == nil {
+			return false, 0, nil // no item yet, and tokens > limit
+		}
+		if _, has := item[usageCommitted]; has {
+			return false, committed, nil
+		}
+		// An item from before the counter: start it at what was spent.
+		var spent int64
+		for _, c := range countsOf(item) {
+			spent += c.Tokens()
+		}
+		_, err = u.db.Client().UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(u.name),
+			Key:                       map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: usageKey(userID, month)}},
+			UpdateExpression:          aws.String("SET #c = :spent"),
+			ConditionExpression:       aws.String("attribute_not_exists(#c)"),
+			ExpressionAttributeNames:  map[string]string{"#c": usageCommitted},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":spent": number(spent)},
+		})
+		if err != nil && !isConditionFailure(err) {
+			return false, 0, storeError(op, err)
+		}
+	}
+	return false, 0, storeError(op, errors.New("the committed counter could not be started"))
 }
 
-// AddUsage adds c to userID's counters of modelID in month, atomically.
-func (u *Usage) AddUsage(ctx context.Context, userID, month, modelID string, c usage.Counts) error {
-	return storeError("store.AddUsage", usageUpdate(u.table, userID, month, modelID, c).Run(ctx))
+// reserve is one conditional write of Reserve: ok and the counter after,
+// or the item as the refused write found it (nil when there is none).
+func (u *Usage) reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, map[string]types.AttributeValue, error) {
+	cond := "#c <= :max"
+	if tokens <= limit {
+		cond += " OR attribute_not_exists(PK)"
+	}
+	out, err := u.db.Client().UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(u.name),
+		Key:                                 map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: usageKey(userID, month)}},
+		UpdateExpression:                    aws.String("ADD #c :t"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#c": usageCommitted},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": number(tokens), ":max": number(limit - tokens)},
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		if len(failed.Item) == 0 {
+			return false, 0, nil, nil
+		}
+		committed, _ := numberOf(failed.Item[usageCommitted])
+		return false, committed, failed.Item, nil
+	}
+	if err != nil {
+		return false, 0, nil, err
+	}
+	committed, _ := numberOf(out.Attributes[usageCommitted])
+	return true, committed, nil, nil
+}
+
+// Settle adds delta to userID's committed counter of month and c to
+// modelID's counters (none when modelID is empty), in one UpdateItem.
+func (u *Usage) Settle(ctx context.Context, userID, month, modelID string, delta int64, c usage.Counts) error {
+	up := u.table.Update("PK", usageKey(userID, month)).Add(usageCommitted, delta)
+	if modelID != "" {
+		m := hex.EncodeToString([]byte(modelID))
+		up = up.Add(usageRequests+m, c.Requests).Add(usageInput+m, c.InputTokens).Add(usageOutput+m, c.OutputTokens)
+	}
+	return storeError("store.SettleUsage", up.Run(ctx))
 }
 
 // MonthUsage returns userID's counters of month per model (one read); an
@@ -58,21 +135,38 @@ func (u *Usage) MonthUsage(ctx context.Context, userID, month string) (map[strin
 	const op = "store.MonthUsage"
 	var item dynamo.Item
 	err := u.table.Get("PK", usageKey(userID, month)).Consistent(true).One(ctx, &item)
-	out := map[string]usage.Counts{}
 	if errors.Is(err, dynamo.ErrNotFound) {
-		return out, nil
+		return map[string]usage.Counts{}, nil
 	}
 	if err != nil {
 		return nil, storeError(op, err)
 	}
+	return countsOf(item), nil
+}
+
+// Committed returns userID's committed tokens of month (one read): what
+// reservations hold plus what settled calls spent; 0 when there is no
+// item.
+func (u *Usage) Committed(ctx context.Context, userID, month string) (int64, error) {
+	var item dynamo.Item
+	err := u.table.Get("PK", usageKey(userID, month)).Project(usageCommitted).Consistent(true).One(ctx, &item)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, storeError("store.Committed", err)
+	}
+	n, _ := numberOf(item[usageCommitted])
+	return n, nil
+}
+
+// countsOf reads the per-model counters of a usage item.
+func countsOf(item map[string]types.AttributeValue) map[string]usage.Counts {
+	out := map[string]usage.Counts{}
 	for name, av := range item {
-		n, ok := av.(*types.AttributeValueMemberN)
+		v, ok := numberOf(av)
 		if !ok {
 			continue
-		}
-		v, err := strconv.ParseInt(n.Value, 10, 64)
-		if err != nil {
-			return nil, storeError(op, err)
 		}
 		for _, p := range []string{usageRequests, usageInput, usageOutput} {
 			id, found := strings.CutPrefix(name, p)
@@ -96,5 +190,19 @@ func (u *Usage) MonthUsage(ctx context.Context, userID, month string) (map[strin
 			break
 		}
 	}
-	return out, nil
+	return out
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// numberOf returns av as an integer, if it is a number.
+func numberOf(av types.AttributeValue) (int64, bool) {
+	n, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	return v, err == nil
 }

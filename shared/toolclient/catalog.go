@@ -22,8 +22,9 @@ type Source interface {
 	// GetTool returns one tool; NotFound (TOOL_NOT_FOUND) when it does not
 	// exist.
 	GetTool(ctx context.Context, id string) (ToolDetail, error)
-	// RunTool runs one tool on input.
-	RunTool(ctx context.Context, id string, input map[string]any) (RunResult, error)
+	// RunToolAs runs one tool on input for who (anonymous when
+	// who.UserID is empty).
+	RunToolAs(ctx context.Context, id string, input map[string]any, who Identity) (RunResult, error)
 }
 
 // toolIDPattern is the shape of a tool id; the catalog refuses others

@@ -46,7 +46,9 @@ const MaxResponseBytes = 8 << 20
 type Client struct {
 	endpoint string
 	key      string
+	idKey    IdentityKey
 	hc       *http.Client
+	now      func() time.Time
 }
 
 // NewClient returns a client of the tool server at baseURL (the base URL,
@@ -61,13 +63,13 @@ func NewClient(baseURL, serviceKey string, hc *http.Client) *Client {
 		c.Timeout = DefaultClientTimeout
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{endpoint: strings.TrimRight(baseURL, "/") + "/mcp", key: serviceKey, hc: &c}
+	return &Client{endpoint: strings.TrimRight(baseURL, "/") + "/mcp", key: serviceKey, idKey: NewIdentityKey(serviceKey), hc: &c, now: time.Now}
 }
 
 // ListTools returns every tool (listTools).
 func (c *Client) ListTools(ctx context.Context) ([]ToolSummary, error) {
 	var out ToolsResult
-	if err := c.call(ctx, "toolserver.ListTools", MethodListTools, struct{}{}, &out); err != nil {
+	if err := c.call(ctx, "toolserver.ListTools", MethodListTools, struct{}{}, &out, ""); err != nil {
 		return nil, err
 	}
 	return nonNil(out.Tools), nil
@@ -76,7 +78,7 @@ func (c *Client) ListTools(ctx context.Context) ([]ToolSummary, error) {
 // SearchTools returns the tools matching query, best first (searchTools).
 func (c *Client) SearchTools(ctx context.Context, query string) ([]ToolSummary, error) {
 	var out ToolsResult
-	if err := c.call(ctx, "toolserver.SearchTools", MethodSearchTools, SearchParams{Query: query}, &out); err != nil {
+	if err := c.call(ctx, "toolserver.SearchTools", MethodSearchTools, SearchParams{Query: query}, &out, ""); err != nil {
 		return nil, err
 	}
 	return nonNil(out.Tools), nil
@@ -85,19 +87,38 @@ func (c *Client) SearchTools(ctx context.Context, query string) ([]ToolSummary, 
 // GetTool returns one tool with its output schema (getTool).
 func (c *Client) GetTool(ctx context.Context, id string) (ToolDetail, error) {
 	var out ToolDetail
-	if err := c.call(ctx, "toolserver.GetTool", MethodGetTool, GetParams{ToolID: id}, &out); err != nil {
+	if err := c.call(ctx, "toolserver.GetTool", MethodGetTool, GetParams{ToolID: id}, &out, ""); err != nil {
 		return ToolDetail{}, err
 	}
 	return out, nil
 }
 
-// RunTool runs tool id with input (runTool); nil input is {}.
+// RunTool runs tool id with input (runTool) for no one in particular;
+// nil input is {}.
 func (c *Client) RunTool(ctx context.Context, id string, input map[string]any) (RunResult, error) {
+	return c.RunToolAs(ctx, id, input, Identity{})
+}
+
+// RunToolAs runs tool id with input (runTool) for the user who names,
+// whose identity travels signed in IdentityHeader (expiring IdentityTTL
+// from now when who.Expires is zero); a zero who.UserID sends none (an
+// anonymous call). nil input is {}. A metered tool keeps to
+// who.MaxOutput and reports its usage in the result. Its errors are
+// RunTool's; a tool server that refuses the identity answers 401, an
+// Internal error as for a wrong service key.
+func (c *Client) RunToolAs(ctx context.Context, id string, input map[string]any, who Identity) (RunResult, error) {
 	if input == nil {
 		input = map[string]any{}
 	}
+	var signed string
+	if who.UserID != "" {
+		if who.Expires.IsZero() {
+			who.Expires = c.now().Add(IdentityTTL)
+		}
+		signed = c.idKey.Sign(who)
+	}
 	var out RunResult
-	if err := c.call(ctx, "toolserver.RunTool("+id+")", MethodRunTool, RunParams{ToolID: id, Input: input}, &out); err != nil {
+	if err := c.call(ctx, "toolserver.RunTool("+id+")", MethodRunTool, RunParams{ToolID: id, Input: input}, &out, signed); err != nil {
 		return RunResult{}, err
 	}
 	if out.Result == nil {
@@ -113,8 +134,9 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// call posts {"method", "params"} and decodes the response's data into out.
-func (c *Client) call(ctx context.Context, op, method string, params, out any) error {
+// call posts {"method", "params"} and decodes the response's data into
+// out; identity, when set, is sent as IdentityHeader.
+func (c *Client) call(ctx context.Context, op, method string, params, out any, identity string) error {
 	p, err := json.Marshal(params)
 	if err != nil {
 		return errs.E(op, errs.Invalid, CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
@@ -132,6 +154,9 @@ func (c *Client) call(ctx context.Context, op, method string, params, out any) e
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(ServiceKeyHeader, c.key)
+	if identity != "" {
+		req.Header.Set(IdentityHeader, identity)
+	}
 
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -181,8 +206,9 @@ func unusable(op string, cause error) error {
 // statusError maps a non-200 response back to the tool server's error.
 func statusError(op string, status int, data []byte) error {
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
-		// Our key is wrong: a misconfiguration, never the user's 401.
-		return &errs.Error{Op: op, Kind: errs.Internal, Message: "tool server rejected the service key",
+		// Our key (or the identity signed with it) is wrong: a
+		// misconfiguration, never the user's 401.
+		return &errs.Error{Op: op, Kind: errs.Internal, Message: "tool server rejected the service key or the caller identity",
 			Err: fmt.Errorf("tool server answered %d", status)}
 	}
 	var body httpapi.ErrorBody

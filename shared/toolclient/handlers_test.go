@@ -383,7 +383,7 @@ func (b *blockingCatalog) GetTool(context.Context, string) (toolclient.ToolDetai
 	return toolclient.ToolDetail{}, nil
 }
 
-func (b *blockingCatalog) RunTool(context.Context, string, map[string]any) (toolclient.RunResult, error) {
+func (b *blockingCatalog) RunToolAs(context.Context, string, map[string]any, toolclient.Identity) (toolclient.RunResult, error) {
 	return toolclient.RunResult{}, nil
 }
 

@@ -23,13 +23,24 @@ func (c *Catalog) Specs(ctx context.Context) ([]model.ToolSpec, error) {
 	return specs, nil
 }
 
-// Run runs tool name with args on the tool server and returns its result
-// (chat.Tools, and the workflow engine's steps). Its errors are the
-// Client's.
+// Run runs tool name with args on the tool server for no one in
+// particular and returns its result (the tool gate runs tools for users:
+// RunAs). Its errors are the Client's.
 func (c *Catalog) Run(ctx context.Context, name string, args map[string]any) (map[string]any, error) {
-	res, err := c.src.RunTool(ctx, name, args)
+	res, err := c.RunAs(ctx, name, args, Identity{})
 	if err != nil {
-		return nil, errs.Wrap("toolclient.Catalog.Run", err)
+		return nil, err
 	}
 	return res.Result, nil
+}
+
+// RunAs runs tool name with args on the tool server for who (see
+// Client.RunToolAs) and returns the whole answer: the result and, for a
+// metered tool, its usage. Its errors are the Client's.
+func (c *Catalog) RunAs(ctx context.Context, name string, args map[string]any, who Identity) (RunResult, error) {
+	res, err := c.src.RunToolAs(ctx, name, args, who)
+	if err != nil {
+		return RunResult{}, errs.Wrap("toolclient.Catalog.RunAs", err)
+	}
+	return res, nil
 }

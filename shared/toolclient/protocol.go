@@ -70,12 +70,27 @@ type ToolDetail struct {
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	Outputs      []string        `json:"outputs"`
 	Annotations  Annotations     `json:"annotations"`
+	// Metered is true for a tool that calls a language model for its
+	// caller (llm_generate): the service reserves the caller's token
+	// budget before each call, sends the output cap in the caller's
+	// identity, and settles to the usage runTool reports.
+	Metered bool `json:"metered"`
 }
 
 // RunResult is the data of runTool. ExecutionTime is whole milliseconds.
+// Usage is what a metered tool's model calls spent (absent for the other
+// tools, and for a metered tool that called no model).
 type RunResult struct {
 	Result        map[string]any `json:"result"`
 	ExecutionTime int64          `json:"executionTime"`
+	Usage         *Usage         `json:"usage,omitempty"`
+}
+
+// Usage is a metered tool run's model usage, in runTool's answer.
+type Usage struct {
+	ModelID      string `json:"modelId"`
+	InputTokens  int    `json:"inputTokens"`
+	OutputTokens int    `json:"outputTokens"`
 }
 
 // The tool server's error codes the client and the catalog act on.

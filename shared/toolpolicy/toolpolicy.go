@@ -175,37 +175,13 @@ func (s *Service) Allow(ctx context.Context, userID, toolID string) error {
 	return errs.Wrap("toolpolicy.Allow", s.store.SetToolPolicy(ctx, userID, toolID, Allow))
 }
 
-// CodeToolDenied is the code of a workflow step whose tool the user's
-// policy denies.
-const CodeToolDenied = "TOOL_DENIED"
-
-// Runner runs tools (toolclient.Catalog; the workflow engine's ToolRunner).
-type Runner interface {
-	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
-}
-
-// Steps returns r for workflow steps: they run without asking (the user
-// built the workflow), but a tool whose policy is deny for the signed-in
-// user fails with Forbidden TOOL_DENIED (its message starts with the code,
-// as a step keeps only the message) without running.
-func (s *Service) Steps(r Runner) Runner { return stepRunner{s: s, r: r} }
-
-type stepRunner struct {
-	s *Service
-	r Runner
-}
-
-func (g stepRunner) Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error) {
-	const op = "toolpolicy.Steps"
-	// Only a user's own policy can deny (no default does), so the
-	// catalog is not needed: a step whose tool server is down fails with
-	// the run's own error.
-	own, err := g.s.store.ToolPolicies(ctx, auth.UserID(ctx))
+// Override returns userID's own policy of tool id, "" when the user set
+// none (only a user's own policy can deny: no default does). One read of
+// the store, no catalog. It fails with the store's errors.
+func (s *Service) Override(ctx context.Context, userID, id string) (string, error) {
+	own, err := s.store.ToolPolicies(ctx, userID)
 	if err != nil {
-		return nil, errs.Wrap(op, err)
+		return "", errs.Wrap("toolpolicy.Override", err)
 	}
-	if own[toolID] == Deny {
-		return nil, errs.E(op, errs.Forbidden, CodeToolDenied, CodeToolDenied+": the user's policy denies the tool "+toolID)
-	}
-	return g.r.Run(ctx, toolID, input)
+	return own[id], nil
 }

@@ -16,14 +16,31 @@ const (
 // enormous output.
 const maxTextOutput = 1 << 20
 
-// TextGenerator generates text with a language model. The model registry
-// implements it; llm_generate uses it.
+// TextRequest asks a language model to answer one prompt.
+type TextRequest struct {
+	// ModelID is the model (empty: the generator's default).
+	ModelID string
+	// System is the optional system instruction.
+	System string
+	Prompt string
+	// MaxTokens caps the answer's output tokens; 0 is the model's default.
+	MaxTokens int
+}
+
+// TextResult is a model's answer and what the call spent.
+type TextResult struct {
+	Text                      string
+	InputTokens, OutputTokens int
+}
+
+// TextGenerator generates text with a language model (the tool server's
+// adapter of the model registry, toolserver.Models); llm_generate uses it.
 type TextGenerator interface {
-	// GenerateText answers prompt, with the optional system instruction,
-	// using the model modelID (empty: the generator's default). Errors that
-	// are *errs.Error carry a client-safe message; the text of any other
-	// error is not shown to clients.
-	GenerateText(ctx context.Context, modelID, system, prompt string) (string, error)
+	// GenerateText answers req. Errors that are *errs.Error carry a
+	// client-safe message; the text of any other error is not shown to
+	// clients. The result's token counts are set on an error too, for
+	// what the call spent.
+	GenerateText(ctx context.Context, req TextRequest) (TextResult, error)
 }
 
 // Config configures the built-in tools.

@@ -199,20 +199,23 @@ type fakeGenerator struct {
 	block bool // wait for the context to end
 }
 
-type genCall struct{ model, system, prompt string }
+type genCall struct {
+	model, system, prompt string
+	maxTokens             int
+}
 
-func (g *fakeGenerator) GenerateText(ctx context.Context, modelID, system, prompt string) (string, error) {
+func (g *fakeGenerator) GenerateText(ctx context.Context, req tools.TextRequest) (tools.TextResult, error) {
 	g.mu.Lock()
-	g.calls = append(g.calls, genCall{modelID, system, prompt})
+	g.calls = append(g.calls, genCall{req.ModelID, req.System, req.Prompt, req.MaxTokens})
 	g.mu.Unlock()
 	if g.block {
 		<-ctx.Done()
-		return "", ctx.Err()
+		return tools.TextResult{}, ctx.Err()
 	}
 	if g.err != nil {
-		return "", g.err
+		return tools.TextResult{InputTokens: 1}, g.err
 	}
-	return g.reply + " <" + prompt + ">", nil
+	return tools.TextResult{Text: g.reply + " <" + req.Prompt + ">", InputTokens: len(req.Prompt), OutputTokens: 2}, nil
 }
 
 func (g *fakeGenerator) lastCall(t *testing.T) genCall {

@@ -88,6 +88,11 @@ type Tool struct {
 	InputSchema, OutputSchema json.RawMessage
 	// Annotations are the MCP behaviour hints.
 	Annotations Annotations
+	// Metered marks a tool that calls a language model for its caller:
+	// the service reserves the caller's token budget before each call, and
+	// Run keeps to MaxOutput(ctx) and reports what it spent
+	// (ReportModelUsage). The tool server declares it in getTool.
+	Metered bool
 	// Timeout bounds one execution; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Isolated marks a tool whose memory and CPU use its input controls

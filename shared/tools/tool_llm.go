@@ -42,14 +42,19 @@ func llmGenerateTool(gen TextGenerator, defaultModel string) *Tool {
 		// provider quota. Closed world: it talks only to the deployment's
 		// configured model, never to destinations chosen by the input.
 		Annotations: Annotations{ReadOnly: true},
-		Timeout:     2 * time.Minute,
+		// Metered: each call spends its caller's token budget, which the
+		// service reserves before and settles after from ReportModelUsage.
+		Metered: true,
+		Timeout: 2 * time.Minute,
 		Run: func(ctx context.Context, in map[string]any) (map[string]any, error) {
 			return runLLMGenerate(ctx, gen, defaultModel, in)
 		},
 	}
 }
 
-// runLLMGenerate asks gen to answer input "prompt". It fails when no
+// runLLMGenerate asks gen to answer input "prompt", with at most ctx's
+// output cap (MaxOutput), and reports the model's usage to ctx's report
+// (ReportModelUsage), also when the model failed. It fails when no
 // generator is configured; with INVALID_PARAMS when the generator reports
 // the model unknown (errs.NotFound) or the request invalid (errs.Invalid);
 // otherwise with the generator's client-safe message (an *errs.Error's
@@ -74,7 +79,10 @@ func runLLMGenerate(ctx context.Context, gen TextGenerator, defaultModel string,
 	if gen == nil {
 		return nil, errors.New("no language model is configured for llm_generate in this deployment")
 	}
-	text, err := gen.GenerateText(ctx, model, system, prompt)
+	res, err := gen.GenerateText(ctx, TextRequest{ModelID: model, System: system, Prompt: prompt, MaxTokens: MaxOutput(ctx)})
+	if res.InputTokens > 0 || res.OutputTokens > 0 {
+		ReportModelUsage(ctx, ModelUsage{ModelID: model, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens})
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
@@ -95,5 +103,5 @@ func runLLMGenerate(ctx context.Context, gen TextGenerator, defaultModel string,
 		}
 		return nil, &errs.Error{Kind: errs.Internal, Message: fmt.Sprintf("model %s failed to generate text", name), Err: err}
 	}
-	return map[string]any{"text": text}, nil
+	return map[string]any{"text": res.Text}, nil
 }

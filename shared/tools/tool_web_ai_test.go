@@ -121,6 +121,48 @@ func TestLLMGenerate(t *testing.T) {
 	}
 }
 
+// TestLLMGenerateMetered: llm_generate is declared metered, sends the
+// output cap its context carries to the model and reports what the call
+// spent, under the model it used, to the context's usage report (also when
+// the model failed after spending); without a report it reports nowhere.
+func TestLLMGenerateMetered(t *testing.T) {
+	t.Parallel()
+	gen := &fakeGenerator{reply: "ok"}
+	tool := findTool(t, tools.Builtin(tools.Config{Generator: gen, DefaultModelID: "m0"}), "llm_generate")
+	if !tool.Metered {
+		t.Fatal("llm_generate is not declared metered")
+	}
+	r, err := tools.NewRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, report := tools.WithUsageReport(tools.WithMaxOutput(t.Context(), 9))
+	if _, err := r.Run(ctx, "llm_generate", map[string]any{"prompt": "four"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gen.lastCall(t); got.maxTokens != 9 {
+		t.Errorf("generator got cap %d, want 9", got.maxTokens)
+	}
+	if u, ok := report.Usage(); !ok || u != (tools.ModelUsage{ModelID: "m0", InputTokens: 4, OutputTokens: 2}) {
+		t.Errorf("usage = %+v, %v", u, ok)
+	}
+	failing := &fakeGenerator{err: errors.New("boom")}
+	r, err = tools.NewRegistry(findTool(t, tools.Builtin(tools.Config{Generator: failing}), "llm_generate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, report = tools.WithUsageReport(t.Context())
+	if _, err := r.Run(ctx, "llm_generate", map[string]any{"prompt": "x", "modelId": "m1"}); err == nil {
+		t.Fatal("want the model's failure")
+	}
+	if u, ok := report.Usage(); !ok || u != (tools.ModelUsage{ModelID: "m1", InputTokens: 1}) {
+		t.Errorf("usage of a failed call = %+v, %v", u, ok)
+	}
+	if got := failing.lastCall(t); got.maxTokens != 0 {
+		t.Errorf("cap without one in the context = %d", got.maxTokens)
+	}
+}
+
 func TestLLMGenerateTimeout(t *testing.T) {
 	t.Parallel()
 	gen := &fakeGenerator{block: true}

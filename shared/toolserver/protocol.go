@@ -46,5 +46,6 @@ func Detail(t *tools.Tool) ToolDetail {
 		ID: t.ID, Name: t.Name, Description: t.Description, Category: t.Category,
 		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Outputs: t.Outputs(),
 		Annotations: Annotations{ReadOnlyHint: a.ReadOnly, DestructiveHint: a.Destructive, IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld},
+		Metered:     t.Metered,
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 )
 
@@ -50,7 +51,9 @@ func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
 		reg:    reg,
 		keySet: serviceKey != "",
 		key:    sha256.Sum256([]byte(serviceKey)),
+		idKey:  toolclient.NewIdentityKey(serviceKey),
 		mcp:    newMCPHandler(reg),
+		now:    time.Now,
 	}
 	rt := httpapi.NewRouter()
 	rt.Handle("POST "+Path, s)
@@ -62,13 +65,20 @@ type server struct {
 	reg    *tools.Registry
 	keySet bool
 	key    [sha256.Size]byte // SHA-256 of the service key
+	idKey  toolclient.IdentityKey
 	mcp    http.Handler
+	now    func() time.Time
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	const op = "toolserver.ServeHTTP"
 	if !s.authorized(r) {
 		httpapi.WriteError(w, r, errs.E(op, errs.Unauthenticated, CodeUnauthorized, "invalid or missing service key"))
+		return
+	}
+	r, err := s.caller(r)
+	if err != nil {
+		httpapi.WriteError(w, r, errs.E(op, errs.Unauthenticated, CodeUnauthorized, "invalid or expired caller identity").WithCause(err))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
@@ -141,6 +151,24 @@ func (s *server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(key))
 	return subtle.ConstantTimeCompare(got[:], s.key[:]) == 1
+}
+
+// caller returns r with the user its signed identity (IdentityHeader)
+// vouches for in its context (tools.WithCaller) and the identity's output
+// cap (tools.WithMaxOutput); r itself when it carries none (an anonymous
+// call). It fails when the identity is present but malformed, wrongly
+// signed or expired (toolclient.IdentityKey.Verify).
+func (s *server) caller(r *http.Request) (*http.Request, error) {
+	vs := r.Header.Values(toolclient.IdentityHeader)
+	if len(vs) == 0 {
+		return r, nil
+	}
+	id, err := s.idKey.Verify(vs[0], s.now())
+	if err != nil {
+		return r, err
+	}
+	ctx := tools.WithMaxOutput(tools.WithCaller(r.Context(), id.UserID), id.MaxOutput)
+	return r.WithContext(ctx), nil
 }
 
 // presentedKey returns the key r presents, if any.
@@ -257,11 +285,16 @@ func (s *server) call(r *http.Request, msg map[string]json.RawMessage) (any, err
 			return nil, err
 		}
 		start := time.Now()
-		out, err := s.reg.Run(r.Context(), id, input)
+		ctx, report := tools.WithUsageReport(r.Context())
+		out, err := s.reg.Run(ctx, id, input)
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}
-		return RunResult{Result: out, ExecutionTime: time.Since(start).Milliseconds()}, nil
+		res := RunResult{Result: out, ExecutionTime: time.Since(start).Milliseconds()}
+		if u, ok := report.Usage(); ok {
+			res.Usage = &toolclient.Usage{ModelID: u.ModelID, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+		}
+		return res, nil
 	default:
 		return nil, errs.E(op, errs.Invalid, CodeMethodNotFound, fmt.Sprintf("unknown method %q; the methods are %s, %s, %s and %s",
 			truncate(method, 64), MethodListTools, MethodSearchTools, MethodGetTool, MethodRunTool))

@@ -279,7 +279,7 @@ func TestMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	summaryKeys := []string{"category", "description", "id", "inputSchema", "name"}
-	detailKeys := []string{"annotations", "category", "description", "id", "inputSchema", "name", "outputSchema", "outputs"}
+	detailKeys := []string{"annotations", "category", "description", "id", "inputSchema", "metered", "name", "outputSchema", "outputs"}
 
 	tests := []struct {
 		name    string

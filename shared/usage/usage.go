@@ -1,10 +1,20 @@
 // Package usage meters the tokens every model call spends, per user, month
-// and model, and enforces the monthly token budget.
+// and model, and holds each user to the monthly token budget by
+// reservation.
 //
-// Each call adds to the counters with one atomic update (an ADD, never a
-// read-modify-write). The budget is checked with one read before each model
-// call; calls that start concurrently all pass the same check, so a user
-// can overshoot the budget by at most one call each.
+// Before a model call its estimate is reserved (Reserve): the prompt's
+// tokens plus the output cap, the cap lowered to what the budget has left,
+// added to the user's month counter of committed tokens by one conditional
+// write that fails when the counter would pass the budget. A call whose
+// prompt alone does not fit is not made (RateLimited BUDGET_EXCEEDED).
+// After the call the reservation is settled (Settle): one write moves the
+// committed counter by the real count minus the reservation and adds the
+// real count to the model's counters. Calls that start together each hold
+// their own share, so whatever the concurrency the committed tokens never
+// pass the budget; the real count passes it only by what the prompt
+// estimate missed (nothing for the built-in model, whose count is exact).
+// Without a budget nothing is reserved and a call costs its settle write
+// only.
 package usage
 
 import (
@@ -15,11 +25,26 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/model"
 )
 
-// CodeBudgetExceeded is the code of a model call refused because the user
-// spent the monthly token budget.
+// CodeBudgetExceeded is the code of a model call refused because the
+// user's monthly token budget has no room for it.
 const CodeBudgetExceeded = "BUDGET_EXCEEDED"
+
+// DefaultMaxOutput is the output cap a reservation holds for a call that
+// sets none (when the budget has room for it).
+const DefaultMaxOutput = 4096
+
+// maxReserveAttempts bounds the conditional writes of one Reserve: each
+// refused write reads the counter back, and a later one asks for what
+// remains.
+const maxReserveAttempts = 8
+
+// settleTimeout bounds a settle write, made with a context detached from
+// the caller's (a reply stopped by its client still counts).
+const settleTimeout = 10 * time.Second
 
 // Counts are a month's counters of one model.
 type Counts struct {
@@ -36,11 +61,21 @@ func (c Counts) Add(d Counts) Counts {
 	return Counts{Requests: c.Requests + d.Requests, InputTokens: c.InputTokens + d.InputTokens, OutputTokens: c.OutputTokens + d.OutputTokens}
 }
 
-// Store keeps the counters. AddUsage adds c atomically to userID's counters
-// of modelID in month; MonthUsage returns every model's counters of a month
-// (an empty map when there are none).
+// Store keeps the counters: per user and month, a committed counter (the
+// tokens reserved or spent) and per model its requests, input and output
+// tokens.
 type Store interface {
-	AddUsage(ctx context.Context, userID, month, modelID string, c Counts) error
+	// Reserve adds tokens to userID's committed counter of month when the
+	// counter, tokens added, stays at most limit, in one conditional
+	// write: ok and the counter after. Otherwise it writes nothing and
+	// returns ok false and the counter as the refused write found it.
+	Reserve(ctx context.Context, userID, month string, tokens, limit int64) (ok bool, committed int64, err error)
+	// Settle adds delta (negative to give back) to userID's committed
+	// counter of month and c to modelID's counters (none when modelID is
+	// empty), atomically in one write.
+	Settle(ctx context.Context, userID, month, modelID string, delta int64, c Counts) error
+	// MonthUsage returns every model's counters of a month (an empty map
+	// when there are none).
 	MonthUsage(ctx context.Context, userID, month string) (map[string]Counts, error)
 }
 
@@ -53,8 +88,8 @@ type Price struct {
 // Month returns the usage month of t: its UTC YYYY-MM.
 func Month(t time.Time) string { return t.UTC().Format("2006-01") }
 
-// Meter records usage and checks budgets. A nil *Meter records nothing and
-// allows everything.
+// Meter records usage and holds the budget. A nil *Meter records nothing
+// and allows everything.
 type Meter struct {
 	store  Store
 	budget int64
@@ -72,41 +107,175 @@ func NewMeter(store Store, budget int64, prices map[string]Price, now func() tim
 	return &Meter{store: store, budget: budget, prices: prices, now: now}
 }
 
-// Check fails with RateLimited BUDGET_EXCEEDED when userID has spent this
-// month's budget, counting pending tokens not yet recorded (those of the
-// reply being generated); it fails with the store's error when the counters cannot
-// be read. It does nothing without a budget.
-func (m *Meter) Check(ctx context.Context, userID string, pending int64) error {
-	if m == nil || m.budget <= 0 {
-		return nil
-	}
-	const op = "usage.Check"
-	counts, err := m.store.MonthUsage(ctx, userID, Month(m.now()))
-	if err != nil {
-		return errs.Wrap(op, err)
-	}
-	used := pending
-	for _, c := range counts {
-		used += c.Tokens()
-	}
-	if used >= m.budget {
-		e := errs.E(op, errs.RateLimited, CodeBudgetExceeded, "the monthly token budget is spent; it renews on the first day of next month (UTC)")
-		now := m.now().UTC()
-		next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-		e.RetryAfter = max(int(next.Sub(now).Seconds()), 1)
-		return e
-	}
-	return nil
+// Budgeted reports whether m holds users to a budget (it reserves).
+func (m *Meter) Budgeted() bool { return m != nil && m.budget > 0 }
+
+// Reservation is the budget held for one model call of a user, from
+// Reserve to Settle. Its methods are safe on nil (no meter).
+type Reservation struct {
+	userID, month string
+	held          int64
+	maxOutput     int
+	settled       bool
 }
 
-// Record adds one request of modelID with its tokens to userID's usage of
-// this month. It fails with the store's error.
-func (m *Meter) Record(ctx context.Context, userID, modelID string, inputTokens, outputTokens int) error {
-	if m == nil || userID == "" || modelID == "" {
+// MaxOutput is the output cap the call must send the model
+// (model.Request.MaxTokens): what the reservation holds for the output;
+// without a budget the cap the caller asked for (0: the provider's
+// default).
+func (r *Reservation) MaxOutput() int {
+	if r == nil {
+		return 0
+	}
+	return r.maxOutput
+}
+
+// Held is the number of tokens the reservation holds (0 without a budget).
+func (r *Reservation) Held() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.held
+}
+
+// Reserve holds userID's budget for one model call whose prompt costs
+// prompt tokens (an estimate: model.Registry.EstimateInput) and whose
+// output may take maxOutput tokens (0: DefaultMaxOutput): prompt plus the
+// output cap, the cap lowered to what remains of this month's budget,
+// with one conditional write (two when the cap must be lowered, more only
+// when concurrent calls move the counter meanwhile). Errors: RateLimited
+// BUDGET_EXCEEDED (with RetryAfter, the seconds to next month) when the
+// prompt and one output token do not fit in what remains; the store's
+// errors; Unavailable when concurrent calls kept moving the counter. Without a
+// budget it writes nothing and the reservation holds nothing.
+func (m *Meter) Reserve(ctx context.Context, userID string, prompt, maxOutput int) (*Reservation, error) {
+	const op = "usage.Reserve"
+	if m == nil {
+		return nil, nil
+	}
+	r := &Reservation{userID: userID, month: Month(m.now()), maxOutput: maxOutput}
+	if m.budget <= 0 {
+		return r, nil
+	}
+	if maxOutput <= 0 {
+		maxOutput = DefaultMaxOutput
+	}
+	out := int64(maxOutput)
+	for range maxReserveAttempts {
+		tokens := int64(prompt) + out
+		ok, committed, err := m.store.Reserve(ctx, userID, r.month, tokens, m.budget)
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		if ok {
+			r.held, r.maxOutput = tokens, int(out)
+			return r, nil
+		}
+		remaining := m.budget - committed
+		if int64(prompt) >= remaining {
+			return nil, m.exceeded(op, max(remaining, 0))
+		}
+		out = min(out, remaining-int64(prompt))
+	}
+	e := errs.E(op, errs.Unavailable, "USAGE_CONTENDED", "too many model calls at once are competing for the monthly token budget; try again")
+	e.RetryAfter = 1
+	return nil, e
+}
+
+// exceeded is the BUDGET_EXCEEDED error, retry after the month's end.
+func (m *Meter) exceeded(op string, remaining int64) error {
+	msg := "the monthly token budget is spent; it renews on the first day of next month (UTC)"
+	if remaining > 0 {
+		msg = "the monthly token budget has no room for this request; it renews on the first day of next month (UTC)"
+	}
+	e := errs.E(op, errs.RateLimited, CodeBudgetExceeded, msg)
+	now := m.now().UTC()
+	next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	e.RetryAfter = max(int(next.Sub(now).Seconds()), 1)
+	return e
+}
+
+// Settle ends reservation r with the usage of its call: one write that
+// moves the committed counter by used's tokens minus what r held and adds
+// used to modelID's counters, in r's month (modelID empty, used zero:
+// the call was not made and r is given back, with no write when r held
+// nothing). It runs detached from ctx's cancellation (a reply its client
+// stopped still counts). A second Settle of r does nothing. It fails with
+// the store's errors, leaving the reservation counted.
+func (m *Meter) Settle(ctx context.Context, r *Reservation, modelID string, used Counts) error {
+	if m == nil || r == nil || r.settled {
 		return nil
 	}
-	return errs.Wrap("usage.Record", m.store.AddUsage(ctx, userID, Month(m.now()), modelID,
-		Counts{Requests: 1, InputTokens: int64(inputTokens), OutputTokens: int64(outputTokens)}))
+	r.settled = true
+	if modelID == "" {
+		used = Counts{}
+	}
+	if r.held == 0 && used == (Counts{}) {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	return errs.Wrap("usage.Settle", m.store.Settle(sctx, r.userID, r.month, modelID, used.Tokens()-r.held, used))
+}
+
+// Record adds the usage of a model call that reserved nothing (a call
+// made without a budget, or one whose tool did not declare it calls a
+// model) to userID's usage of this month: one write. It fails with the
+// store's errors.
+func (m *Meter) Record(ctx context.Context, userID, modelID string, used Counts) error {
+	if m == nil {
+		return nil
+	}
+	return m.Settle(ctx, &Reservation{userID: userID, month: Month(m.now())}, modelID, used)
+}
+
+// Release gives back reservation r whose call was not made (Settle with
+// no usage). A failure is logged: the reservation stays counted.
+func (m *Meter) Release(ctx context.Context, r *Reservation) {
+	if err := m.Settle(ctx, r, "", Counts{}); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "release a budget reservation", "err", err.Error())
+	}
+}
+
+// Models are the models a Meter meters calls of (model.Registry).
+type Models interface {
+	Generate(ctx context.Context, req model.Request, emit func(model.Chunk) error) (model.Result, error)
+	EstimateInput(req model.Request) int
+}
+
+// ReserveCall reserves userID's budget for the model call req: its input
+// estimate (Models.EstimateInput) and its output cap (req.MaxTokens, 0:
+// DefaultMaxOutput). Its errors are Reserve's.
+func (m *Meter) ReserveCall(ctx context.Context, models Models, userID string, req model.Request) (*Reservation, error) {
+	if !m.Budgeted() {
+		return m.Reserve(ctx, userID, 0, req.MaxTokens)
+	}
+	return m.Reserve(ctx, userID, models.EstimateInput(req), req.MaxTokens)
+}
+
+// Generate makes the model call req for userID under the budget: it
+// reserves (ReserveCall) unless held, a reservation made for this call
+// beforehand (e.g. to refuse before a stream starts), is given; sends the
+// reservation's output cap as req.MaxTokens; and settles to the usage the
+// provider reported, also when the call failed. Errors: Reserve's (the
+// model is not called), then the model's. A failed settle is logged.
+func (m *Meter) Generate(ctx context.Context, models Models, userID string, req model.Request, held *Reservation, emit func(model.Chunk) error) (model.Result, error) {
+	r := held
+	if r == nil {
+		var err error
+		if r, err = m.ReserveCall(ctx, models, userID, req); err != nil {
+			return model.Result{}, err
+		}
+	}
+	if c := r.MaxOutput(); c > 0 {
+		req.MaxTokens = c
+	}
+	res, err := models.Generate(ctx, req, emit)
+	used := Counts{Requests: 1, InputTokens: int64(res.Usage.InputTokens), OutputTokens: int64(res.Usage.OutputTokens)}
+	if serr := m.Settle(ctx, r, req.ModelID, used); serr != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "settle a model call's usage", "modelId", req.ModelID, "err", serr.Error())
+	}
+	return res, err
 }
 
 // ModelUsage is one model's line of a Report.
@@ -189,40 +358,4 @@ func (m *Meter) Report(ctx context.Context, userID, month string) (Report, error
 		r.Budget.LimitTokens, r.Budget.RemainingTokens = &limit, &remaining
 	}
 	return r, nil
-}
-
-// ModelTools are the tools that call a model (the tool server's
-// llm_generate). The budget is checked before each of their calls; their
-// tokens are not metered (the tool server does not report them).
-var ModelTools = []string{"llm_generate"}
-
-// CallsModel reports whether tool toolID calls a model.
-func CallsModel(toolID string) bool { return slices.Contains(ModelTools, toolID) }
-
-// Runner runs tools (toolclient.Catalog; the workflow engine's ToolRunner).
-type Runner interface {
-	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
-}
-
-// Guard returns r checking the signed-in user's budget before each call
-// of a tool that calls a model: over budget, the call fails with
-// RateLimited BUDGET_EXCEEDED (its message starts with the code, as a
-// workflow step keeps only the message) without running.
-func (m *Meter) Guard(r Runner) Runner { return guard{m: m, r: r} }
-
-type guard struct {
-	m *Meter
-	r Runner
-}
-
-func (g guard) Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error) {
-	if CallsModel(toolID) {
-		if err := g.m.Check(ctx, auth.UserID(ctx), 0); err != nil {
-			if e, ok := err.(*errs.Error); ok && e.Code == CodeBudgetExceeded {
-				e.Message = CodeBudgetExceeded + ": " + e.Message
-			}
-			return nil, err
-		}
-	}
-	return g.r.Run(ctx, toolID, input)
 }

@@ -88,7 +88,7 @@ func newWFAPI(t *testing.T) *wfAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: models, DefaultModelID: model.BuiltinID})...)
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: toolserver.Models(models), DefaultModelID: model.BuiltinID})...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,26 +40,27 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 }
 
 // Service builds the chat service: chats in the Data table with the logs
-// of streamed replies, the configured models, the tool server's tools (one
-// catalog), the users' model preferences, their tool policies, the usage
-// meter (replies add their usage in the Users table), and the durable runs
-// a stream with a workflowId starts (handed to RunnerFunction through
-// invoker: the stream's; nil in ChatsFunction, which starts none) and
-// renders.
+// of streamed replies, the configured models under the usage meter (each
+// model call reserves the user's budget and settles its usage in the Users
+// table), the tool server's tools (one catalog) behind the tool gate
+// (policies, budget, identity), the users' model preferences, and the
+// durable runs a stream with a workflowId starts (handed to RunnerFunction
+// through invoker: the stream's; nil in ChatsFunction, which starts none)
+// and renders.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
-	policies := d.ToolPolicies(cfg, catalog)
+	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	runService := runs.NewService(runs.Options{
 		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
 		Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable).WithUsage(cfg.UsersTable), Jobs: jobs, Usage: d.Meter(cfg), Policies: policies, Models: models,
+		Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: chatRuns{runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }

@@ -31,7 +31,7 @@ func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Rou
 		return nil, err
 	}
 	all := tools.Builtin(tools.Config{
-		Generator:            models,
+		Generator:            toolserver.Models(models),
 		DefaultModelID:       cfg.DefaultModelID,
 		AllowPrivateNetworks: cfg.ToolsAllowPrivateNetworks,
 	})

@@ -31,13 +31,15 @@ var Required = []string{"DATA_TABLE", "USERS_TABLE", "MCP_URL", "MCP_SERVICE_KEY
 
 // Runner builds the runner over the Data table and the tool server's
 // catalog (whose annotations say which tools are idempotent). Its steps
-// pass the same guards as the workflow function's: a tool the run's user
-// denies fails TOOL_DENIED, a model-calling tool over the user's budget
-// fails BUDGET_EXCEEDED (both read the Users table).
+// pass the same tool gate as the workflow function's (Deps.Gate), for the
+// run's user: a tool the user denies fails TOOL_DENIED, a metered tool
+// reserves the user's budget and fails BUDGET_EXCEEDED when it has no
+// room (both in the Users table).
 func Runner(cfg config.Config, d assembly.Deps) *runs.Runner {
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Meter(cfg).Guard(d.ToolPolicies(cfg, catalog).Steps(catalog)), StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
+		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
+		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

@@ -58,12 +58,12 @@ var proposeSchema = json.RawMessage(`{
 // proposed, the changes it proposes (not yet validated). The built-in
 // model follows deterministic rules (docs/decisions.md, Models); other models
 // get the workflow, the catalog and the conversation, and propose through
-// a native call of propose_changes. It also returns the model call's
-// usage, nil when no model was called (the built-in rules).
-func (s *Service) assist(ctx context.Context, modelID string, w workflow.Workflow, history []workflow.Message, user workflow.Message, tools []toolclient.ToolDetail) (string, []workflow.Change, bool, *model.Usage, error) {
+// a native call of propose_changes, under the owner's budget (the call
+// reserves before and settles after, usage.Meter.Generate).
+func (s *Service) assist(ctx context.Context, modelID string, w workflow.Workflow, history []workflow.Message, user workflow.Message, tools []toolclient.ToolDetail) (string, []workflow.Change, bool, error) {
 	if modelID == model.BuiltinID {
 		text, changes, ok := builtinPropose(w, history, user.Content, tools)
-		return text, changes, ok, nil, nil
+		return text, changes, ok, nil
 	}
 	req := model.Request{
 		ModelID: modelID,
@@ -83,10 +83,9 @@ func (s *Service) assist(ctx context.Context, modelID string, w workflow.Workflo
 		req.Messages = append(req.Messages, model.Message{Role: m.Role, Content: content})
 	}
 	var b strings.Builder
-	res, err := s.models.Generate(ctx, req, func(c model.Chunk) error { b.WriteString(c.Delta); return nil })
-	used := &res.Usage
+	res, err := s.usage.Generate(ctx, s.models, w.UserID, req, nil, func(c model.Chunk) error { b.WriteString(c.Delta); return nil })
 	if err != nil {
-		return "", nil, false, used, err
+		return "", nil, false, err
 	}
 	text := b.String()
 	for _, call := range res.ToolCalls {
@@ -97,14 +96,14 @@ func (s *Service) assist(ctx context.Context, modelID string, w workflow.Workflo
 			Changes []workflow.Change `json:"changes"`
 		}
 		if err := json.Unmarshal(call.Args, &args); err != nil {
-			return strings.TrimSpace(text + "\n\nI tried to propose changes, but the proposal was malformed: " + err.Error()), nil, false, used, nil
+			return strings.TrimSpace(text + "\n\nI tried to propose changes, but the proposal was malformed: " + err.Error()), nil, false, nil
 		}
 		for i := range args.Changes {
 			args.Changes[i] = normalizeChange(args.Changes[i])
 		}
-		return text, args.Changes, true, used, nil
+		return text, args.Changes, true, nil
 	}
-	return text, nil, false, used, nil
+	return text, nil, false, nil
 }
 
 // normalizeChange keeps only the fields of c's type, as a model may send

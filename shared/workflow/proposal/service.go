@@ -10,7 +10,6 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/usage"
@@ -33,8 +32,8 @@ type Options struct {
 	Store   workflow.Store
 	Models  *model.Registry
 	Catalog Catalog
-	// Usage checks the budget before and records the usage of each model
-	// call; nil does neither.
+	// Usage reserves the user's budget before each model call and records
+	// its usage after (usage.Meter.Generate); nil does neither.
 	Usage *usage.Meter
 	Now   func() time.Time
 }
@@ -69,8 +68,10 @@ type Exchange struct {
 // the assistant's reply, which may carry a pending proposal. The messages
 // and the proposal are stored in one transaction. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden, RateLimited BUDGET_EXCEEDED (the
-// user's monthly token budget is spent), the model's and the catalog's.
-// The model call's usage is added to the user's with one more write.
+// user's monthly token budget has no room for the model call, which is
+// then not made), the model's and the catalog's. The model call reserves
+// the budget with one conditional write before and settles its usage with
+// one write after.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "workflow.Send"
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
@@ -83,23 +84,13 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if err := auth.Authorize(ctx, op, w.UserID); err != nil {
 		return Exchange{}, err
 	}
-	if req.ModelID != model.BuiltinID { // the built-in rules call no model
-		if err := s.usage.Check(ctx, w.UserID, 0); err != nil {
-			return Exchange{}, errs.Wrap(op, err)
-		}
-	}
 	tools, err := s.catalog.Details(ctx)
 	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	now := s.clock()
 	user := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: model.RoleUser, Content: req.Content, CreatedAt: now}
-	content, changes, proposed, used, err := s.assist(ctx, req.ModelID, w, history, user, tools)
-	if used != nil {
-		if err := s.usage.Record(ctx, w.UserID, req.ModelID, used.InputTokens, used.OutputTokens); err != nil {
-			logging.FromContext(ctx).WarnContext(ctx, "record usage", "err", err.Error())
-		}
-	}
+	content, changes, proposed, err := s.assist(ctx, req.ModelID, w, history, user, tools)
 	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
