@@ -151,3 +151,18 @@ func TestAdmissionWaitEnds(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkAdmission is one uncontended admission and release, the cost
+// the per-caller admission adds to every sandboxed evaluation (compare
+// BenchmarkRunToolOverheadSandboxed in shared/toolserver, a whole call).
+func BenchmarkAdmission(b *testing.B) {
+	a := newAdmission(3, 2)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.acquire(ctx, "user", nil); err != nil {
+			b.Fatal(err)
+		}
+		a.release("user")
+	}
+}
