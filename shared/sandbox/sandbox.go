@@ -214,6 +214,9 @@ func (p *Pool) Do(ctx context.Context, key string, request []byte) ([]byte, erro
 		return nil, ErrClosed
 	default:
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", err)
+	}
 	if err := p.adm.acquire(ctx, key, p.done); err != nil {
 		return nil, err
 	}
@@ -228,6 +231,11 @@ func (p *Pool) Do(ctx context.Context, key string, request []byte) ([]byte, erro
 		return nil, ErrClosed
 	}
 	w := p.take()
+	if err := ctx.Err(); err != nil {
+		// Ended as it was admitted: the worker, not started on it, stays.
+		p.put(w)
+		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", err)
+	}
 	if w == nil {
 		var err error
 		if w, err = p.start(ctx); err != nil {

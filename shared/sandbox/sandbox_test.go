@@ -220,14 +220,22 @@ func TestDeadlineKillsWorker(t *testing.T) {
 func TestCanceledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, nil)
+	w := pid(t, p)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Do(ctx, "test", []byte("touch "+filepath.Join(dir, "ran"))); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do with a canceled context: %v", err)
+	// Repeatedly: a free worker and a done context are both ready at
+	// once, and the context must win every time.
+	for range 50 {
+		if _, err := p.Do(ctx, "test", []byte("touch "+filepath.Join(dir, "ran"))); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do with a canceled context: %v", err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("the request ran")
+	}
+	if got := pid(t, p); got != w {
+		t.Errorf("worker %d replaced by %d: a canceled request reached it and it was killed", w, got)
 	}
 }
 
