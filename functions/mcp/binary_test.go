@@ -26,7 +26,8 @@ import (
 // TestMcpFunctionBinaryIsolatesTools builds McpFunction as it is deployed
 // (production flags, no race detector) and runs it as Lambda does, behind
 // a Runtime API served by the test, with its address space allowed to grow
-// by 512 MiB, the function's memory. So main's own wiring is under test:
+// by 768 MiB, the function's memory (MemorySize in template.yaml, which
+// Lambda passes as AWS_LAMBDA_FUNCTION_MEMORY_SIZE). So main's own wiring is under test:
 // the binary starts itself as tool workers with their limits, a json_query
 // allocating gigabytes is answered 500 TOOL_RESOURCE_LIMIT, and the next
 // invocation is answered normally by the same process.
@@ -40,6 +41,7 @@ func TestMcpFunctionBinaryIsolatesTools(t *testing.T) {
 	rt := newRuntimeAPI(t)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"AWS_LAMBDA_RUNTIME_API=" + rt.addr(), "AWS_LAMBDA_FUNCTION_NAME=McpFunction", "AWS_REGION=us-east-1",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=768",
 		"MCP_SERVICE_KEY=" + testKey, "LOG_LEVEL=error"}
 	var stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
@@ -63,7 +65,7 @@ func TestMcpFunctionBinaryIsolatesTools(t *testing.T) {
 		t.Fatal("the function did not ask for an event")
 	}
 	pid := cmd.Process.Pid
-	if err := sandboxtest.LimitAddressSpace(pid, 512<<20); err != nil {
+	if err := sandboxtest.LimitAddressSpace(pid, 768<<20); err != nil {
 		t.Fatal(err)
 	}
 
@@ -86,8 +88,12 @@ func TestMcpFunctionBinaryIsolatesTools(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"result":{"result":["a"]}`) {
 		t.Fatalf("json_query after the bomb: %d %s", resp.StatusCode, resp.Body)
 	}
-	if ws := sandboxtest.LimitedWorkers(pid); len(ws) == 0 {
-		t.Errorf("the function has no tool worker with its limits (workers: %v)", sandboxtest.Workers(pid))
+	// 768 MB holds 3 workers (mcpfn.SandboxSize); the one the bomb
+	// stopped is replaced.
+	for deadline := time.Now().Add(30 * time.Second); len(sandboxtest.LimitedWorkers(pid)) != 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the function has tool workers %v with their limits (of %v), want 3", sandboxtest.LimitedWorkers(pid), sandboxtest.Workers(pid))
+		}
 	}
 	select {
 	case err := <-exited:

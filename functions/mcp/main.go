@@ -54,7 +54,7 @@ func newHandler(getenv func(string) string, worker string) (http.Handler, error)
 	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
 	var sb tools.Sandbox
 	if worker != "" {
-		pool, err := tools.NewSandbox(worker, logger)
+		pool, err := mcpfn.NewSandbox(cfg, worker, logger)
 		if err != nil {
 			return nil, err
 		}

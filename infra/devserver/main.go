@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
@@ -70,7 +71,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("tool workers: %w", err)
 	}
-	workers, err := tools.NewSandbox(self, logger)
+	workers, err := mcpfn.NewSandbox(cfg, self, logger)
 	if err != nil {
 		return fmt.Errorf("tool workers: %w", err)
 	}

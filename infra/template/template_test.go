@@ -49,6 +49,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/serverless"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
@@ -1446,6 +1447,23 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 		if s.env(mcp)["MCP_SERVICE_KEY"] == "" {
 			probs = append(probs, toolServerID+": no MCP_SERVICE_KEY")
 		}
+		// The function's memory must hold its sandbox as the bootstrap
+		// sizes it, or it refuses to start.
+		mem := deref(mcp.MemorySize)
+		if mem == 0 && s.globalFn != nil {
+			mem = deref(s.globalFn.MemorySize)
+		}
+		vars := map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(max(mem, 128))}
+		if v := s.env(mcp)["SANDBOX_PER_USER"]; v != "" {
+			vars["SANDBOX_PER_USER"] = v
+		}
+		cfg, err := config.Load(func(k string) string { return vars[k] })
+		if err == nil {
+			_, err = mcpfn.SandboxSize(cfg)
+		}
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s: MemorySize %d does not hold its sandbox: %v", toolServerID, mem, err))
+		}
 	}
 
 	if s.globalFn != nil && s.globalFn.Environment != nil {
@@ -1645,6 +1663,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"      FunctionUrlConfig:\n        AuthType: NONE", "      FunctionUrlConfig:\n        AuthType: AWS_IAM", "AuthType \"AWS_IAM\""},
 		{"tool server streams", "h_function_urls_and_tool_server",
 			"InvokeMode: BUFFERED", "InvokeMode: RESPONSE_STREAM", "want BUFFERED"},
+		{"tool server too small for its sandbox", "h_function_urls_and_tool_server",
+			"      MemorySize: 768\n      Timeout: 40\n", "      MemorySize: 512\n      Timeout: 40\n", "MemorySize 512 does not hold its sandbox"},
 		{"tool server times out before its tools", "h_function_urls_and_tool_server",
 			"      Timeout: 40\n", "      Timeout: 30\n", "want at least 31"},
 		{"MCP_URL not the tool server's URL", "h_function_urls_and_tool_server",

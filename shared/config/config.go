@@ -73,6 +73,18 @@ type Config struct {
 	// true/false, 1/0; default false) lets http_request reach loopback,
 	// private and link-local addresses. Local development and tests only.
 	ToolsAllowPrivateNetworks bool
+	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
+	// 2) is how many isolated tool runs (jq, expressions, templates,
+	// regular expressions, CSV, HTML) one user may have at once in the
+	// tool server's sandbox; all anonymous callers (clients with only the
+	// service key) share one such allowance. The sandbox keeps more
+	// workers than that, so one user never holds them all.
+	SandboxPerUser int
+	// FunctionMemoryMB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, set by Lambda: the
+	// function's memory in MB; 0 outside Lambda) sizes the tool server's
+	// sandbox (functions/assembly/mcpfn.SandboxSize).
+	FunctionMemoryMB int
+
 	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
 	// tools of tests of durable runs (tools.TestTools: a counting, slow,
 	// failing step) to the tool server. End-to-end tests only; the
@@ -116,6 +128,9 @@ type Config struct {
 
 	raw map[string]string
 }
+
+// DefaultSandboxPerUser is SANDBOX_PER_USER's default.
+const DefaultSandboxPerUser = 2
 
 // The default per-user rate limits.
 const (
@@ -280,6 +295,22 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
 		}
 		c.ToolsCacheTTL = d
+	}
+
+	c.SandboxPerUser = DefaultSandboxPerUser
+	if v := get("SANDBOX_PER_USER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			bad("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", v)
+		}
+		c.SandboxPerUser = n
+	}
+	if v := get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 128 {
+			bad("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "must be the function's memory in MB, at least 128, got %q", v)
+		}
+		c.FunctionMemoryMB = n
 	}
 
 	if v := get("TOOLS_TEST_HOOKS"); v != "" {

@@ -20,7 +20,8 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if c.InLambda || c.UsersTable != "users" || c.SessionsTable != "sessions" || c.DataTable != "data" ||
 		c.Port != 3000 || c.MCPPort != 3001 || c.LogFormat != logging.Text || c.LogLevel != slog.LevelInfo ||
-		c.DefaultModelID != "builtin" || c.ToolsCacheTTL != 5*time.Minute || c.Region != "us-east-1" {
+		c.DefaultModelID != "builtin" || c.ToolsCacheTTL != 5*time.Minute || c.Region != "us-east-1" ||
+		c.SandboxPerUser != 2 || c.FunctionMemoryMB != 0 {
 		t.Errorf("local defaults = %+v", c)
 	}
 	c, err = config.Load(env(map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f"}))
@@ -41,7 +42,7 @@ func TestLoadValues(t *testing.T) {
 		"ALLOWED_ORIGINS": " https://app.example.com/, http://localhost:5173 ", "LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json",
 		"PORT": "0", "TOOLS_CACHE_TTL": "30s", "MCP_SERVICE_KEY": "0123456789abcdef", "OPENAI_MODELS": "llama3, ,qwen",
 		"OPENAI_BASE_URL": "http://localhost:11434/v1/", "USER_MONTHLY_TOKEN_BUDGET": "1000",
-		"MODEL_PRICES": `{"gpt-4o": {"input": 2.5, "output": 10}}`,
+		"MODEL_PRICES": `{"gpt-4o": {"input": 2.5, "output": 10}}`, "SANDBOX_PER_USER": "3", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "768",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,8 @@ func TestLoadValues(t *testing.T) {
 	if strings.Join(c.AllowedOrigins, " ") != "https://app.example.com http://localhost:5173" || c.LogLevel != slog.LevelDebug ||
 		c.Port != 0 || c.ToolsCacheTTL != 30*time.Second || strings.Join(c.OpenAIModels, " ") != "llama3 qwen" ||
 		c.OpenAIBaseURL != "http://localhost:11434/v1" || c.UserMonthlyTokenBudget != 1000 ||
-		c.ModelPrices["gpt-4o"].Input != 2.5 || c.ModelPrices["gpt-4o"].Output != 10 {
+		c.ModelPrices["gpt-4o"].Input != 2.5 || c.ModelPrices["gpt-4o"].Output != 10 ||
+		c.SandboxPerUser != 3 || c.FunctionMemoryMB != 768 {
 		t.Errorf("config = %+v", c)
 	}
 	if err := c.Require("MCP_SERVICE_KEY", "USERS_TABLE"); err != nil {
@@ -77,6 +79,13 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"MODEL_PRICES", "gpt-4o=2.5"},
 		{"MODEL_PRICES", `{"gpt-4o": {"input": -1}}`},
 		{"MODEL_PRICES", `{"gpt-4o": {"in": 1}}`},
+		{"SANDBOX_PER_USER", "0"},
+		{"SANDBOX_PER_USER", "-2"},
+		{"SANDBOX_PER_USER", "two"},
+		{"SANDBOX_PER_USER", "1.5"},
+		{"SANDBOX_PER_USER", "65"},
+		{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "64"},
+		{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1GB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -23,17 +23,21 @@ func sysProcAttr() *syscall.SysProcAttr {
 func selfPath() (string, error) { return "/proc/self/exe", nil }
 
 // applyLimits sets this worker's RLIMIT_AS to its current address space
-// size plus mem, its RLIMIT_CPU (soft and hard) to cpu rounded up to whole
-// seconds, and RLIMIT_CORE to 0. A limit is never raised above the hard
-// limit the process inherited.
+// size plus mem and RuntimeOverhead, its RLIMIT_CPU (soft and hard) to
+// cpu rounded up to whole seconds, and RLIMIT_CORE to 0. A limit is never
+// raised above the hard limit the process inherited.
 func applyLimits(mem int64, cpu time.Duration) hello {
 	h := hello{PID: os.Getpid()}
-	size, err := vmSize()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		h.StartMaxRSS = ru.Maxrss << 10
+	}
+	size, err := statusKB("VmSize")
 	if err != nil {
 		h.Error = err.Error()
 		return h
 	}
-	if h.AddressSpace, err = setLimit(syscall.RLIMIT_AS, size+uint64(mem)); err != nil {
+	if h.AddressSpace, err = setLimit(syscall.RLIMIT_AS, size+uint64(mem)+RuntimeOverhead); err != nil {
 		h.Error = "RLIMIT_AS: " + err.Error()
 		return h
 	}
@@ -67,35 +71,44 @@ func setLimit(resource int, v uint64) (uint64, error) {
 	return v, nil
 }
 
-// vmSize is this process's address space size (VmSize).
-func vmSize() (uint64, error) {
+// statusKB reads a size of this process from /proc/self/status, in
+// bytes: VmSize (its address space) or VmHWM (its peak resident size
+// since its exec).
+func statusKB(field string) (uint64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmSize:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmSize %q: %w", v, err)
+				return 0, fmt.Errorf("%s %q: %w", field, v, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmSize in /proc/self/status")
+	return 0, fmt.Errorf("no %s in /proc/self/status", field)
 }
 
-// usage returns this process's CPU time and peak resident set size.
+// usage returns this process's CPU time and its own peak resident set
+// size: VmHWM, which the kernel keeps per address space, so it starts
+// afresh at the worker's exec. (getrusage's ru_maxrss would not do: the
+// kernel carries it over the exec from the parent's; see
+// hello.StartMaxRSS.)
 func usage() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Maxrss << 10
+	peak, _ := statusKB("VmHWM")
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(peak)
 }
 
 // exitInfo reports whether a dead worker was killed by SIGKILL or SIGXCPU
-// (as the CPU limit does) and its peak resident set size.
+// (as the CPU limit does) and the peak resident set size of its exit
+// status: the larger of its own and its parent's when it started (see
+// hello.StartMaxRSS).
 func exitInfo(state *os.ProcessState) (cpuKill bool, peakRSS int64) {
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		cpuKill = ws.Signal() == syscall.SIGKILL || ws.Signal() == syscall.SIGXCPU

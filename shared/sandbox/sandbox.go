@@ -10,13 +10,20 @@
 // heap limit, and kernel limits it sets on itself before it takes any
 // request:
 //
-//   - RLIMIT_AS: its address space may grow by at most Options.Memory from
-//     its size at start. A Go program reserves over 1 GiB of address space
-//     as it starts (mostly never touched), so the limit is relative to that;
-//     past it the Go runtime aborts with "out of memory". RLIMIT_AS is used
-//     rather than RLIMIT_DATA because the kernel charges a mapping made over
-//     an address range the runtime reserved earlier only for its growth, so
-//     a Go heap can pass RLIMIT_DATA by hundreds of MiB.
+//   - RLIMIT_AS: its address space may grow by at most Options.Memory plus
+//     RuntimeOverhead from its size at start. A Go program reserves over
+//     1 GiB of address space as it starts (mostly never touched), so the
+//     limit is relative to that; past it the Go runtime aborts with "out
+//     of memory". RLIMIT_AS is used rather than RLIMIT_DATA because the
+//     kernel charges a mapping made over an address range the runtime
+//     reserved earlier only for its growth, so a Go heap can pass
+//     RLIMIT_DATA by hundreds of MiB. The Go runtime maps its heap 64 MiB
+//     at a time (an arena) and, beside it, metadata for each arena and a
+//     stack for each thread it starts: RuntimeOverhead is room for those,
+//     so that a heap of Memory/64 MiB arenas fits. (Without it a 128 MiB
+//     limit held one arena only, and an evaluation whose heap, fragmented,
+//     needed a second one died or not depending on when the collector
+//     ran.)
 //   - RLIMIT_CPU, soft and hard equal: the kernel sends SIGKILL when the
 //     worker's total CPU time reaches it. (A soft limit alone would do
 //     nothing: the Go runtime ignores SIGXCPU unless the program asks for
@@ -24,13 +31,24 @@
 //   - RLIMIT_CORE 0.
 //
 // A Pool keeps a few warm workers. Each serves one evaluation at a time
-// over its stdin and stdout; Pool.Do waits (as long as its context allows)
-// for a free worker, so at most Options.Workers evaluations run at once.
-// The pool kills a worker whose evaluation outlives its context, replaces
-// a worker that died, and retires a worker that has used Options.CPUBudget
-// of CPU time or whose peak memory passed half of Options.Memory, so that
-// the kernel's CPU limit is never what stops an ordinary evaluation and an
-// idle worker holds little memory.
+// over its stdin and stdout. The pool kills a worker whose evaluation
+// outlives its context, replaces a worker that died, and retires a worker
+// that has used Options.CPUBudget of CPU time or whose own peak resident
+// memory passed half of Options.Memory, so that the kernel's CPU limit is
+// never what stops an ordinary evaluation and an idle worker holds little
+// memory.
+//
+// Admission. Every evaluation names a key (the tool server passes its
+// caller; the package knows nothing of users). At most Options.Workers
+// evaluations run at once, at most Options.PerKey of them under one key,
+// and PerKey is below Workers, so no key can occupy every worker. A
+// request that cannot run waits, as long as its context allows, in one
+// queue in arrival order: when a worker frees, it goes to the earliest
+// waiter whose key is under its cap; a waiter whose key is at its cap
+// holds back no one behind it. A key's flood of evaluations therefore
+// occupies at most PerKey workers and is passed over while at its cap:
+// another key's evaluation waits for the workers the other keys hold,
+// never for the flood.
 //
 // Memory limits are kernel-enforced on Linux (AWS Lambda, the dev server
 // on Linux). On other systems the worker still isolates crashes and is
@@ -50,6 +68,14 @@ import (
 // WorkerArg is the first argument of a worker process.
 const WorkerArg = "--sandbox-worker"
 
+// RuntimeOverhead is the address space a worker may map beyond
+// Options.Memory for the Go runtime's own needs as its heap grows: the
+// metadata of each 64 MiB heap arena (about 1 MiB) and the stack of each
+// thread it starts during an evaluation (8 MiB in a binary linked with C).
+// A pool's sizing counts it: a worker's resident memory may reach its size
+// at start plus Memory plus RuntimeOverhead.
+const RuntimeOverhead = 24 << 20
+
 // Options configure a Pool.
 type Options struct {
 	// Path is the worker program; Args follow WorkerArg on its command
@@ -59,8 +85,13 @@ type Options struct {
 	// Workers is the number of warm workers, which is also the number of
 	// evaluations that run at once.
 	Workers int
-	// Memory is how much a worker's address space may grow after it has
-	// started, in bytes.
+	// PerKey is the number of evaluations of one key that run at once: at
+	// least 1 and below Workers.
+	PerKey int
+	// Memory is how much a worker's heap may grow after it has started, in
+	// bytes; a multiple of 64 MiB, the unit in which the Go runtime maps
+	// its heap, uses it all. Its address space may grow by Memory plus
+	// RuntimeOverhead.
 	Memory int64
 	// CPUBudget is the CPU time after which a worker is retired once its
 	// current evaluation ends.
@@ -118,24 +149,39 @@ func (e *CrashError) Error() string { return "sandbox: worker crashed: " + e.Det
 type Pool struct {
 	o     Options
 	log   *slog.Logger
-	slots chan *worker  // one entry per slot: an idle worker, or nil (start one)
+	adm   *admission
+	ready chan struct{} // one token per entry of idle
 	done  chan struct{} // closed by Close
 
 	mu     sync.Mutex
 	closed bool
-	live   map[*worker]struct{}
-	bg     sync.WaitGroup // background starts and retirements; Add only under mu while !closed
+	// idle holds one entry per worker slot nobody holds: an idle worker,
+	// or nil (start one). The last one in is the first out, so a lightly
+	// used pool keeps serving from the same warm worker.
+	idle []*worker
+	live map[*worker]struct{}
+	bg   sync.WaitGroup // background starts and retirements; Add only under mu while !closed
+}
+
+// Stats is a snapshot of a pool's admission.
+type Stats struct {
+	// Running is the number of evaluations admitted (running, or about to
+	// run on the worker they were given).
+	Running int
+	// Waiting is the number of evaluations waiting for admission.
+	Waiting int
 }
 
 // New checks o and returns a pool whose workers start in the background.
-// It fails when Path is empty, Workers is below 1, Memory or MaxResponse
-// is not positive, or CPULimit does not exceed CPUBudget.
+// It fails when Path is empty, Workers is below 2, PerKey is below 1 or
+// not below Workers, Memory or MaxResponse is not positive, or CPULimit
+// does not exceed CPUBudget.
 func New(o Options) (*Pool, error) {
 	switch {
 	case o.Path == "":
 		return nil, errors.New("sandbox: no worker program")
-	case o.Workers < 1:
-		return nil, fmt.Errorf("sandbox: %d workers; at least 1", o.Workers)
+	case o.PerKey < 1 || o.Workers < o.PerKey+1:
+		return nil, fmt.Errorf("sandbox: %d workers for %d evaluations per key; want at least 1 per key and more workers than that", o.Workers, o.PerKey)
 	case o.Memory <= 0 || o.MaxResponse <= 0:
 		return nil, errors.New("sandbox: memory and response limits must be positive")
 	case o.CPUBudget <= 0 || o.CPULimit <= o.CPUBudget:
@@ -144,7 +190,7 @@ func New(o Options) (*Pool, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
-	p := &Pool{o: o, log: o.Logger, slots: make(chan *worker, o.Workers), done: make(chan struct{}), live: map[*worker]struct{}{}}
+	p := &Pool{o: o, log: o.Logger, adm: newAdmission(o.Workers, o.PerKey), ready: make(chan struct{}, o.Workers), done: make(chan struct{}), live: map[*worker]struct{}{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -155,30 +201,45 @@ func New(o Options) (*Pool, error) {
 }
 
 // Do sends request to a free worker and returns its response. It waits
-// for a worker as long as ctx allows, and the evaluation gets what is left
-// of ctx's deadline: a worker still busy when ctx ends is killed. Errors:
+// for admission under key (see the package comment) as long as ctx
+// allows, and the evaluation gets what is left of ctx's deadline: a
+// worker still busy when ctx ends is killed. Errors:
 //   - ctx's error, wrapped, when ctx ends first (waiting or evaluating);
 //   - *LimitError: the evaluation passed the memory, CPU or response limit;
 //   - *CrashError: the worker stopped for another reason;
 //   - ErrClosed after Close, or a worker that cannot start.
-func (p *Pool) Do(ctx context.Context, request []byte) ([]byte, error) {
-	var w *worker
+func (p *Pool) Do(ctx context.Context, key string, request []byte) ([]byte, error) {
 	select {
 	case <-p.done:
 		return nil, ErrClosed
 	default:
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", err)
+	}
+	if err := p.adm.acquire(ctx, key, p.done); err != nil {
+		return nil, err
+	}
+	defer p.adm.release(key)
+	// Admission leaves an entry of idle for every admitted request; one
+	// being refilled arrives when its worker has started.
 	select {
-	case w = <-p.slots:
+	case <-p.ready:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", ctx.Err())
+		return nil, fmt.Errorf("sandbox: waiting for a worker to start: %w", ctx.Err())
 	case <-p.done:
 		return nil, ErrClosed
+	}
+	w := p.take()
+	if err := ctx.Err(); err != nil {
+		// Ended as it was admitted: the worker, not started on it, stays.
+		p.put(w)
+		return nil, fmt.Errorf("sandbox: waiting for a free worker: %w", err)
 	}
 	if w == nil {
 		var err error
 		if w, err = p.start(ctx); err != nil {
-			p.slots <- nil
+			p.put(nil)
 			return nil, err
 		}
 	}
@@ -191,9 +252,33 @@ func (p *Pool) Do(ctx context.Context, request []byte) ([]byte, error) {
 		p.retire(w)
 		p.refill()
 	default:
-		p.slots <- w
+		p.put(w)
 	}
 	return resp, err
+}
+
+// Stats reports how many evaluations run and wait.
+func (p *Pool) Stats() Stats {
+	running, waiting := p.adm.stats()
+	return Stats{Running: running, Waiting: waiting}
+}
+
+// take removes the last entry of idle; the caller has received a token
+// from ready, so there is one.
+func (p *Pool) take() *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.idle[len(p.idle)-1]
+	p.idle = p.idle[:len(p.idle)-1]
+	return w
+}
+
+// put makes w (nil: a slot whose worker must be started) idle.
+func (p *Pool) put(w *worker) {
+	p.mu.Lock()
+	p.idle = append(p.idle, w)
+	p.mu.Unlock()
+	p.ready <- struct{}{}
 }
 
 // Close kills every worker and waits for the pool's background work.
@@ -210,16 +295,16 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	p.bg.Wait()
 	// Reap the idle workers; a busy one is reaped by its Do.
-	for {
-		select {
-		case w := <-p.slots:
-			if w != nil {
-				w.wait()
-			}
-		default:
-			return nil
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, w := range idle {
+		if w != nil {
+			w.wait()
 		}
 	}
+	return nil
 }
 
 // background runs f in a goroutine Close waits for, and reports false
@@ -234,15 +319,15 @@ func (p *Pool) background(f func()) bool {
 	return true
 }
 
-// refill starts a worker in the background and puts it (or nil, when it
-// cannot start) in the slot the caller holds.
+// refill starts a worker in the background and makes it (or nil, when it
+// cannot start) idle, in place of the slot's worker that ended.
 func (p *Pool) refill() {
 	p.background(func() {
 		w, err := p.start(context.Background())
 		if err != nil && !errors.Is(err, ErrClosed) {
 			p.log.Error("sandbox: a worker did not start", "err", err.Error())
 		}
-		p.slots <- w
+		p.put(w)
 	})
 }
 

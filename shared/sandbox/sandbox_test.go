@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,12 +47,15 @@ func TestMain(m *testing.M) {
 }
 
 // newPool returns a pool of testworker processes with generous limits,
-// changed by edit, closed when the test ends.
+// changed by edit, closed when the test ends. Its two workers serve one
+// evaluation per key at once; do uses one key, and the pool serves
+// sequential evaluations from the same warm worker.
 func newPool(t *testing.T, edit func(*sandbox.Options)) *sandbox.Pool {
 	t.Helper()
 	o := sandbox.Options{
 		Path:        workerBin,
-		Workers:     1,
+		Workers:     2,
+		PerKey:      1,
 		Memory:      256 << 20,
 		CPUBudget:   20 * time.Second,
 		CPULimit:    60 * time.Second,
@@ -68,10 +73,16 @@ func newPool(t *testing.T, edit func(*sandbox.Options)) *sandbox.Pool {
 	return p
 }
 
-// do runs one command and fails the test on an error.
+// do runs one command under key "test" and fails the test on an error.
 func do(t *testing.T, p *sandbox.Pool, cmd string) string {
 	t.Helper()
-	out, err := p.Do(context.Background(), []byte(cmd))
+	return doAs(t, p, "test", cmd)
+}
+
+// doAs runs one command under key and fails the test on an error.
+func doAs(t *testing.T, p *sandbox.Pool, key, cmd string) string {
+	t.Helper()
+	out, err := p.Do(context.Background(), key, []byte(cmd))
 	if err != nil {
 		t.Fatalf("Do(%q): %v", cmd, err)
 	}
@@ -154,7 +165,7 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	env := strings.Split(do(t, p, "env"), "\n")
 	slices.Sort(env)
-	want := []string{"GOMAXPROCS=1", "SANDBOX_CPU_LIMIT=45", "SANDBOX_MAX_RESPONSE=1048576", "SANDBOX_MEMORY=" + strconv.Itoa(mem)}
+	want := []string{"GOMAXPROCS=1", "MALLOC_ARENA_MAX=1", "SANDBOX_CPU_LIMIT=45", "SANDBOX_MAX_RESPONSE=1048576", "SANDBOX_MEMORY=" + strconv.Itoa(mem)}
 	if !slices.Equal(env, want) {
 		t.Errorf("worker environment %q, want only %q", env, want)
 	}
@@ -164,10 +175,10 @@ func TestWorkerProcess(t *testing.T) {
 	if err != nil || soft != hard {
 		t.Fatalf("RLIMIT_AS %s/%s, want a number, soft = hard", soft, hard)
 	}
-	// The limit is the size at start plus mem; the worker has grown a
-	// little since, never past it.
-	if size := vmSize(t, w); as < size || as-size > mem {
-		t.Errorf("RLIMIT_AS %d with VmSize %d: want VmSize < limit <= VmSize + %d", as, size, mem)
+	// The limit is the size at start plus mem and the runtime's overhead;
+	// the worker has grown a little since, never past it.
+	if size := vmSize(t, w); as < size || as-size > mem+sandbox.RuntimeOverhead {
+		t.Errorf("RLIMIT_AS %d with VmSize %d: want VmSize < limit <= VmSize + %d", as, size, mem+sandbox.RuntimeOverhead)
 	}
 	if soft, hard := limits(t, w, "Max cpu time"); soft != "45" || hard != "45" {
 		t.Errorf("RLIMIT_CPU %s/%s, want 45/45", soft, hard)
@@ -192,7 +203,7 @@ func TestDeadlineKillsWorker(t *testing.T) {
 	before := pid(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	out, err := p.Do(ctx, []byte("spin"))
+	out, err := p.Do(ctx, "test", []byte("spin"))
 	if !errors.Is(err, context.DeadlineExceeded) || out != nil {
 		t.Fatalf("spin past the deadline: %q, %v; want context.DeadlineExceeded", out, err)
 	}
@@ -209,14 +220,22 @@ func TestDeadlineKillsWorker(t *testing.T) {
 func TestCanceledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, nil)
+	w := pid(t, p)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Do(ctx, []byte("touch "+filepath.Join(dir, "ran"))); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do with a canceled context: %v", err)
+	// Repeatedly: a free worker and a done context are both ready at
+	// once, and the context must win every time.
+	for range 50 {
+		if _, err := p.Do(ctx, "test", []byte("touch "+filepath.Join(dir, "ran"))); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do with a canceled context: %v", err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("the request ran")
+	}
+	if got := pid(t, p); got != w {
+		t.Errorf("worker %d replaced by %d: a canceled request reached it and it was killed", w, got)
 	}
 }
 
@@ -226,7 +245,7 @@ func TestWorkerDeathReplaced(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, nil)
 	before := pid(t, p)
-	_, err := p.Do(context.Background(), []byte("exit 3"))
+	_, err := p.Do(context.Background(), "test", []byte("exit 3"))
 	var ce *sandbox.CrashError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Detail, "exit status 3") {
 		t.Fatalf("exit 3: %v, want a CrashError naming the exit status", err)
@@ -243,13 +262,11 @@ func TestMemoryLimit(t *testing.T) {
 	t.Parallel()
 	const mem = 128 << 20
 	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem })
-	// The Go runtime reserves address space 64 MiB at a time, so the live
-	// data that fits is less than the limit.
 	if got := do(t, p, "alloc 32"); got != "allocated" {
 		t.Fatalf("alloc 32 MiB under a 128 MiB limit: %q", got)
 	}
 	for _, cmd := range []string{"alloc 512", "recurse"} {
-		_, err := p.Do(context.Background(), []byte(cmd))
+		_, err := p.Do(context.Background(), "test", []byte(cmd))
 		if le := expectLimit(t, err, sandbox.Memory); le.Limit != mem {
 			t.Errorf("%s: limit %d, want %d", cmd, le.Limit, mem)
 		}
@@ -259,13 +276,79 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestHeapArenasFit: the Go runtime maps its heap in 64 MiB arenas, with
+// metadata and thread stacks beside them; a heap that needs two arenas
+// fits a 128 MiB limit, also in a worker that has started more threads
+// (in a binary linked with C each thread used to cost a 64 MiB malloc
+// arena of address space).
+func TestHeapArenasFit(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.Memory = 128 << 20 })
+	if got := do(t, p, "alloc 96"); got != "allocated" {
+		t.Fatalf("alloc 96 MiB (two heap arenas) under a 128 MiB limit: %q", got)
+	}
+	q := newPool(t, func(o *sandbox.Options) { o.Memory = 128 << 20 })
+	w := pid(t, q)
+	if got := do(t, q, "threads 2"); got != "threads" {
+		t.Fatalf("threads 2: %q", got)
+	}
+	if got := do(t, q, "pid"); got != strconv.Itoa(w) {
+		t.Fatalf("the threads are in worker %d, the next evaluation in %s", w, got)
+	}
+	if got := do(t, q, "alloc 96"); got != "allocated" {
+		t.Fatalf("alloc 96 MiB after two more threads: %q", got)
+	}
+}
+
+// TestPeakIsTheWorkersOwn: a worker's peak memory is its own, not its
+// parent's. The kernel carries a process's peak RSS over an exec, and a Go
+// parent starts a child in its own address space, so getrusage in a
+// worker (and the exit status) report the parent's peak when it is
+// larger. Here the parent's peak is over half the workers' memory: a
+// worker that measured it would be retired after every evaluation, and
+// its CPU limit would read as a memory limit.
+func TestPeakIsTheWorkersOwn(t *testing.T) {
+	t.Parallel()
+	const mem = 128 << 20
+	big := make([]byte, 3*mem)
+	for i := range big {
+		big[i] = 1
+	}
+	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem })
+	w := pid(t, p)
+	if got := do(t, p, "echo small"); got != "small" {
+		t.Fatal(got)
+	}
+	if got := pid(t, p); got != w {
+		t.Errorf("worker %d retired after a small evaluation, replaced by %d: its parent's peak was taken for its own", w, got)
+	}
+
+	q := newPool(t, func(o *sandbox.Options) {
+		o.Memory = mem
+		o.CPUBudget = 500 * time.Millisecond
+		o.CPULimit = time.Second
+	})
+	_, err := q.Do(context.Background(), "test", []byte("spin"))
+	expectLimit(t, err, sandbox.CPU)
+
+	r := newPool(t, func(o *sandbox.Options) { o.Memory = mem })
+	_, err = r.Do(context.Background(), "test", []byte("alloc 512"))
+	le := expectLimit(t, err, sandbox.Memory)
+	if m := regexp.MustCompile(`peak RSS (\d+) MiB`).FindStringSubmatch(le.Detail); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n >= len(big)>>20 {
+			t.Errorf("the memory limit's detail %q reports the parent's peak as the worker's", le.Detail)
+		}
+	}
+	runtime.KeepAlive(big)
+}
+
 // TestCPULimit: a worker that runs past its CPU limit with no deadline is
 // killed by the kernel (RLIMIT_CPU's hard limit, SIGKILL), a CPU
 // LimitError.
 func TestCPULimit(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, func(o *sandbox.Options) { o.CPUBudget = 500 * time.Millisecond; o.CPULimit = time.Second })
-	_, err := p.Do(context.Background(), []byte("spin"))
+	_, err := p.Do(context.Background(), "test", []byte("spin"))
 	expectLimit(t, err, sandbox.CPU)
 	if got := do(t, p, "echo after"); got != "after" {
 		t.Errorf("after the CPU limit: %q", got)
@@ -306,13 +389,13 @@ func TestRetirement(t *testing.T) {
 // is free, a waiting request runs.
 func TestConcurrencyBound(t *testing.T) {
 	t.Parallel()
-	p := newPool(t, func(o *sandbox.Options) { o.Workers = 2 })
+	p := newPool(t, nil)
 	dir := t.TempDir()
 	releases := []string{filepath.Join(dir, "r1"), filepath.Join(dir, "r2")}
 	var wg sync.WaitGroup
-	for _, r := range releases {
+	for i, r := range releases {
 		wg.Go(func() {
-			if got := do(t, p, "hold "+r); got != "released" {
+			if got := doAs(t, p, fmt.Sprint("holder", i), "hold "+r); got != "released" {
 				t.Errorf("hold = %q", got)
 			}
 		})
@@ -324,16 +407,19 @@ func TestConcurrencyBound(t *testing.T) {
 	ran := filepath.Join(dir, "ran")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := p.Do(ctx, []byte("touch "+ran)); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a free worker") {
+	if _, err := p.Do(ctx, "third", []byte("touch "+ran)); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a free worker") {
 		t.Fatalf("a third request with both workers busy: %v, want it to time out waiting", err)
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Fatal("the third request ran although both workers were busy")
 	}
+	if st := p.Stats(); st != (sandbox.Stats{Running: 2}) {
+		t.Errorf("stats after the wait ended: %+v, want 2 running, none waiting", st)
+	}
 
 	waiting := make(chan string, 1)
 	go func() {
-		out, err := p.Do(context.Background(), []byte("touch "+ran))
+		out, err := p.Do(context.Background(), "third", []byte("touch "+ran))
 		if err != nil {
 			out = []byte(err.Error())
 		}
@@ -348,6 +434,120 @@ func TestConcurrencyBound(t *testing.T) {
 	if got := <-waiting; got != "touched" {
 		t.Errorf("the waiting request: %q", got)
 	}
+}
+
+// holder is an evaluation of the testworker's "hold" command in flight.
+type holder struct {
+	path string      // the file that releases it
+	out  chan string // its answer or error
+}
+
+// startHold sends "hold" under key in the background.
+func startHold(t *testing.T, p *sandbox.Pool, key, path string) *holder {
+	t.Helper()
+	h := &holder{path: path, out: make(chan string, 1)}
+	go func() {
+		out, err := p.Do(context.Background(), key, []byte("hold "+path))
+		if err != nil {
+			out = []byte(err.Error())
+		}
+		h.out <- string(out)
+	}()
+	return h
+}
+
+func (h *holder) started() bool {
+	_, err := os.Stat(h.path + ".started")
+	return err == nil
+}
+
+// release lets h's evaluation end and waits for its answer.
+func (h *holder) release(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(h.path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-h.out; got != "released" {
+		t.Errorf("hold %s: %q", h.path, got)
+	}
+}
+
+// waitStats waits up to 30 s for p's stats to be want.
+func waitStats(t *testing.T, p *sandbox.Pool, want sandbox.Stats) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want %+v", p.Stats(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestAdmissionPerKey: one key runs at most PerKey evaluations at once;
+// a freed worker goes to the earliest waiter whose key is under its cap,
+// so a waiter of a key at its cap does not hold back a later waiter of
+// another key, and among waiters under their caps arrival order holds.
+// Every step is observed (files, Stats), never timed.
+func TestAdmissionPerKey(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.Workers = 3; o.PerKey = 2 })
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+
+	a1 := startHold(t, p, "a", path("a1"))
+	a2 := startHold(t, p, "a", path("a2"))
+	b1 := startHold(t, p, "b", path("b1"))
+	for _, h := range []*holder{a1, a2, b1} {
+		waitFor(t, h.path+".started")
+	}
+	waitStats(t, p, sandbox.Stats{Running: 3})
+
+	// Queue a3, b2, c1 in this order: each is waiting before the next
+	// arrives.
+	a3 := startHold(t, p, "a", path("a3"))
+	waitStats(t, p, sandbox.Stats{Running: 3, Waiting: 1})
+	b2 := startHold(t, p, "b", path("b2"))
+	waitStats(t, p, sandbox.Stats{Running: 3, Waiting: 2})
+	c1 := startHold(t, p, "c", path("c1"))
+	waitStats(t, p, sandbox.Stats{Running: 3, Waiting: 3})
+
+	// b1 frees a worker: a3 came first but "a" is at its cap (a1, a2),
+	// so b2 gets it.
+	b1.release(t)
+	waitFor(t, b2.path+".started")
+	if st := p.Stats(); st != (sandbox.Stats{Running: 3, Waiting: 2}) {
+		t.Errorf("after b1: %+v, want 3 running (a1 a2 b2), 2 waiting (a3 c1)", st)
+	}
+	if a3.started() || c1.started() {
+		t.Errorf("after b1, a3 started %v, c1 started %v; want b2 alone", a3.started(), c1.started())
+	}
+
+	// a1 frees a worker: "a" is under its cap again and a3 arrived before
+	// c1.
+	a1.release(t)
+	waitFor(t, a3.path+".started")
+	if c1.started() {
+		t.Error("after a1, c1 started before a3, which arrived first")
+	}
+
+	// Another "a" arrives while a2 and a3 run: it waits, and c1, earlier
+	// and under its cap, gets the next worker.
+	a4 := startHold(t, p, "a", path("a4"))
+	waitStats(t, p, sandbox.Stats{Running: 3, Waiting: 2})
+	b2.release(t)
+	waitFor(t, c1.path+".started")
+	if a4.started() {
+		t.Error("a4 runs while a2 and a3 do: over the per-key cap")
+	}
+	waitStats(t, p, sandbox.Stats{Running: 3, Waiting: 1})
+
+	for _, h := range []*holder{a2, a3, c1} {
+		h.release(t)
+	}
+	waitFor(t, a4.path+".started")
+	a4.release(t)
+	waitStats(t, p, sandbox.Stats{})
 }
 
 // waitFor waits up to 30 s for path to exist.
@@ -374,7 +574,7 @@ func TestOutputLimit(t *testing.T) {
 	if got := do(t, p, "big 1000"); len(got) != 1000 {
 		t.Errorf("big 1000: %d bytes", len(got))
 	}
-	_, err := p.Do(context.Background(), []byte("big 1001"))
+	_, err := p.Do(context.Background(), "test", []byte("big 1001"))
 	if le := expectLimit(t, err, sandbox.Output); le.Limit != 1000 {
 		t.Errorf("limit %d", le.Limit)
 	}
@@ -391,7 +591,7 @@ func TestClose(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Do(context.Background(), []byte("pid")); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := p.Do(context.Background(), "test", []byte("pid")); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Do after Close: %v", err)
 	}
 	if exists(w) {
@@ -411,7 +611,7 @@ func TestNotAWorker(t *testing.T) {
 	}
 	for _, tc := range tests {
 		p := newPool(t, func(o *sandbox.Options) { o.Path = tc.path })
-		if _, err := p.Do(context.Background(), []byte("pid")); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := p.Do(context.Background(), "test", []byte("pid")); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.path, err, tc.want)
 		}
 	}
@@ -433,13 +633,21 @@ func TestWorkerRefusesToRunByHand(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	t.Parallel()
-	ok := sandbox.Options{Path: workerBin, Workers: 1, Memory: 1 << 20, CPUBudget: time.Second, CPULimit: 2 * time.Second, MaxResponse: 1}
+	ok := sandbox.Options{Path: workerBin, Workers: 2, PerKey: 1, Memory: 1 << 20, CPUBudget: time.Second, CPULimit: 2 * time.Second, MaxResponse: 1}
+	if p, err := sandbox.New(ok); err != nil {
+		t.Fatalf("New(%+v): %v", ok, err)
+	} else {
+		p.Close()
+	}
 	tests := []struct {
 		name string
 		edit func(*sandbox.Options)
 	}{
 		{"no path", func(o *sandbox.Options) { o.Path = "" }},
 		{"no workers", func(o *sandbox.Options) { o.Workers = 0 }},
+		{"one worker", func(o *sandbox.Options) { o.Workers = 1 }},
+		{"no per-key cap", func(o *sandbox.Options) { o.PerKey = 0 }},
+		{"one key may hold every worker", func(o *sandbox.Options) { o.Workers, o.PerKey = 3, 3 }},
 		{"no memory", func(o *sandbox.Options) { o.Memory = 0 }},
 		{"no response", func(o *sandbox.Options) { o.MaxResponse = 0 }},
 		{"CPU limit under budget", func(o *sandbox.Options) { o.CPULimit = o.CPUBudget }},

@@ -30,6 +30,13 @@ type hello struct {
 	AddressSpace uint64 `json:"addressSpace"`
 	// CPUSeconds is its RLIMIT_CPU, 0 where not enforced.
 	CPUSeconds uint64 `json:"cpuSeconds"`
+	// StartMaxRSS is the kernel's peak resident size for it as it starts
+	// (ru_maxrss, bytes). The kernel carries that figure over an exec from
+	// the process image replaced, which, as Go starts a child, shares the
+	// parent's memory: it is the parent's peak, not the worker's. A
+	// maxrss at the worker's exit not above it tells nothing of the
+	// worker's own peak.
+	StartMaxRSS int64 `json:"startMaxRss"`
 	// Error says why it could not put its limits in place; it then exits.
 	Error string `json:"error,omitempty"`
 }
@@ -47,7 +54,10 @@ type worker struct {
 	exited atomic.Bool // reaped
 	once   sync.Once
 
-	// As reported after its last evaluation.
+	// startMaxRSS is hello.StartMaxRSS.
+	startMaxRSS int64
+	// As reported after its last evaluation: its CPU time, and its own
+	// peak resident size (VmHWM), never its parent's.
 	cpu     time.Duration
 	peakRSS int64
 }
@@ -57,6 +67,12 @@ func startWorker(ctx context.Context, o Options) (*worker, error) {
 	cmd := exec.Command(o.Path, append([]string{WorkerArg}, o.Args...)...)
 	cmd.Env = []string{
 		"GOMAXPROCS=1",
+		// In a binary linked with C (cgo, the default of a local go
+		// build), every thread gets a 64 MiB malloc arena of address
+		// space from glibc, so that a thread the Go runtime starts during
+		// an evaluation takes half of its memory limit; with one arena a
+		// thread costs only its stack. No effect without glibc.
+		"MALLOC_ARENA_MAX=1",
 		envMemory + "=" + strconv.FormatInt(o.Memory, 10),
 		envCPULimit + "=" + strconv.FormatInt(int64((o.CPULimit+time.Second-1)/time.Second), 10),
 		envMaxResponse + "=" + strconv.Itoa(o.MaxResponse),
@@ -116,6 +132,7 @@ func startWorker(ctx context.Context, o Options) (*worker, error) {
 		w.wait()
 		return nil, fmt.Errorf("sandbox: worker %s is not usable: %v%s", o.Path, err, w.stderr.tail())
 	}
+	w.startMaxRSS = h.StartMaxRSS
 	return w, nil
 }
 
@@ -178,23 +195,31 @@ func (w *worker) failed(err error, o Options) error {
 	t := time.AfterFunc(5*time.Second, w.kill)
 	w.wait()
 	t.Stop()
-	return classify(w.cmd.ProcessState, w.killed.Load(), w.stderr.String(), o)
+	return classify(w.cmd.ProcessState, w.killed.Load(), w.stderr.String(), w.startMaxRSS, o)
 }
 
 // classify says why a worker died during an evaluation. Tool code in a
 // worker recovers its panics, so a worker dies of a runtime fault: out of
 // memory (its address space limit, a stack over its maximum), the CPU
-// limit's SIGKILL, or, rarely, another fault.
-func classify(state *os.ProcessState, killedByPool bool, stderr string, o Options) error {
+// limit's SIGKILL, or, rarely, another fault. startMaxRSS is the worker's
+// hello.StartMaxRSS: the exit status's peak resident size is the worker's
+// own only above it.
+func classify(state *os.ProcessState, killedByPool bool, stderr string, startMaxRSS int64, o Options) error {
 	detail := "worker " + state.String()
 	if line := fatalLine(stderr); line != "" {
 		detail += ": " + line
 	}
 	cpuKill, peak := exitInfo(state)
+	peakText := "its own peak RSS is not known: under its parent's"
+	if peak > startMaxRSS {
+		peakText = fmt.Sprintf("peak RSS %d MiB", peak>>20)
+	} else {
+		peak = 0
+	}
 	cpu := state.UserTime() + state.SystemTime()
 	switch {
 	case outOfMemory(stderr) || peak >= o.Memory/2:
-		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (peak RSS %d MiB)", detail, peak>>20)}
+		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (%s)", detail, peakText)}
 	// Only the kernel's CPU limit sends SIGKILL to a worker the pool did
 	// not kill (short of the system's OOM killer); the worker's rusage can
 	// read well under the limit on a loaded machine, so the bound is loose.

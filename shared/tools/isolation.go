@@ -12,21 +12,30 @@ import (
 	"github.com/workflowchat/service/shared/sandbox"
 )
 
-// The sandbox of the Isolated tools, sized for the smallest host: the tool
-// server's Lambda function has 512 MB for itself and its workers. At most
-// SandboxWorkers * (a worker's ~15 MB at start + SandboxMemory) = 286 MB
-// for the workers, leaving over 200 MB for the server's own process, which
-// holds at most a 1 MiB request and a SandboxMaxOutput response per call.
+// The sandbox of the Isolated tools. A worker holds at most
+// SandboxWorkerMemory: its size at start (about 13 MiB resident, counted
+// as 16) plus SandboxMemory for its heap plus sandbox.RuntimeOverhead for
+// the Go runtime's own mappings, 168 MiB in all. A host sizes its pool so
+// that its workers' worst case and its own process fit its memory (the
+// tool server: functions/assembly/mcpfn.SandboxSize).
 const (
-	// SandboxWorkers is the number of warm workers, which is also the
-	// number of isolated tool runs at once per process; more wait for a
-	// free worker within their tool's timeout.
-	SandboxWorkers = 2
-	// SandboxMemory is how much a worker's address space may grow after
-	// start. The Go runtime reserves it 64 MiB at a time, so a run has
-	// roughly 64 to 120 MiB of live data (json_query over a 1 MiB input
-	// needs about 20).
+	// SandboxWorkers is the pool's size where the memory available is not
+	// known (the dev server): a worst case of 4 x 168 MiB.
+	SandboxWorkers = 4
+	// SandboxPerUser is the default number of isolated runs one caller
+	// may have at once (SANDBOX_PER_USER); a pool keeps more workers.
+	SandboxPerUser = 2
+	// SandboxMemory is how much a worker's heap may grow after start: two
+	// of the 64 MiB arenas in which the Go runtime maps its heap. The
+	// collector aims to keep a run under half of it, so a run has 64 MiB
+	// of live data comfortably and up to about 120 MiB at a high CPU cost
+	// (json_query over a 1 MiB input needs about 20).
 	SandboxMemory = 128 << 20
+	// SandboxWorkerStart is a worker's resident size at start, rounded
+	// up.
+	SandboxWorkerStart = 16 << 20
+	// SandboxWorkerMemory is the most memory one worker may hold.
+	SandboxWorkerMemory = SandboxWorkerStart + SandboxMemory + sandbox.RuntimeOverhead
 	// SandboxMaxOutput bounds an isolated tool's output (encoded as JSON):
 	// under the 6 MB a buffered Lambda function URL can answer.
 	SandboxMaxOutput = 4 << 20
@@ -39,15 +48,33 @@ const (
 	SandboxCPULimit = 60 * time.Second
 )
 
+// SandboxSize is the shape of a NewSandbox pool.
+type SandboxSize struct {
+	// Workers is the number of warm workers, which is also the number of
+	// isolated tool runs at once; more wait for a free worker within
+	// their tool's timeout.
+	Workers int
+	// PerUser is the number of isolated runs one caller (see Caller) may
+	// have at once: at least 1 and below Workers, so that no caller can
+	// occupy every worker.
+	PerUser int
+}
+
 // NewSandbox starts the pool that runs the Isolated tools in worker
 // processes of the program at path: normally sandbox.SelfPath(), this very
-// binary, whose main calls ServeWorker when sandbox.IsWorker. Workers start
-// in the background; logger (nil: slog.Default()) hears of every worker
+// binary, whose main calls ServeWorker when sandbox.IsWorker. The pool
+// admits runs per caller (the Caller of the run's context; anonymous
+// callers share one allowance): at most size.PerUser of one caller's runs
+// at once, and, when every worker is busy, the freed worker goes to the
+// earliest waiting run whose caller is under that cap. Workers start in
+// the background; logger (nil: slog.Default()) hears of every worker
 // stopped for a limit, a deadline or a crash. Close the pool at shutdown.
-func NewSandbox(path string, logger *slog.Logger) (*sandbox.Pool, error) {
+// It fails when size.PerUser is below 1 or not below size.Workers.
+func NewSandbox(path string, size SandboxSize, logger *slog.Logger) (*sandbox.Pool, error) {
 	return sandbox.New(sandbox.Options{
 		Path:        path,
-		Workers:     SandboxWorkers,
+		Workers:     size.Workers,
+		PerKey:      size.PerUser,
 		Memory:      SandboxMemory,
 		CPUBudget:   SandboxCPUBudget,
 		CPULimit:    SandboxCPULimit,
@@ -144,17 +171,18 @@ func encodeWorkerError(ctx context.Context, err error) []byte {
 	return b
 }
 
-// runIsolated runs tool id in a worker of s and returns its output or its
-// error, rebuilt as the tool returned it (for Registry.Run to map), or the
-// sandbox's verdict: TOOL_RESOURCE_LIMIT for a limit, TOOL_EXECUTION_FAILED
-// for a crash or a worker that cannot start, ctx's error at its end.
+// runIsolated runs tool id in a worker of s, admitted under ctx's Caller,
+// and returns its output or its error, rebuilt as the tool returned it
+// (for Registry.Run to map), or the sandbox's verdict: TOOL_RESOURCE_LIMIT
+// for a limit, TOOL_EXECUTION_FAILED for a crash or a worker that cannot
+// start, ctx's error at its end.
 func runIsolated(ctx context.Context, s Sandbox, id string, in map[string]any) (map[string]any, error) {
 	op := "tools.runIsolated(" + id + ")"
 	req, err := json.Marshal(workerRequest{Tool: id, Input: in})
 	if err != nil {
 		return nil, errs.E(op, errs.Invalid, CodeInvalidParams, "the input is not representable as JSON").WithCause(err)
 	}
-	resp, err := s.Do(ctx, req)
+	resp, err := s.Do(ctx, Caller(ctx), req)
 	if err != nil {
 		var limit *sandbox.LimitError
 		var crash *sandbox.CrashError

@@ -40,8 +40,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testSandbox returns the package's pool of real tool workers, sized as in
-// production, building the worker binary on first use.
+// testSandbox returns the package's pool of real tool workers, sized as
+// McpFunction's (3 workers, 2 per caller), building the worker binary on
+// first use.
 func testSandbox(t testing.TB) *sandbox.Pool {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -56,7 +57,7 @@ func testSandbox(t testing.TB) *sandbox.Pool {
 			sandboxErr = fmt.Errorf("build toolworker: %v\n%s", err, out)
 			return
 		}
-		sandboxPool, sandboxErr = tools.NewSandbox(bin, slog.New(slog.DiscardHandler))
+		sandboxPool, sandboxErr = tools.NewSandbox(bin, tools.SandboxSize{Workers: 3, PerUser: 2}, slog.New(slog.DiscardHandler))
 	})
 	if sandboxErr != nil {
 		t.Fatal(sandboxErr)
@@ -87,13 +88,15 @@ type recordingSandbox struct {
 	tools.Sandbox
 	mu   sync.Mutex
 	seen []string
+	keys []string
 }
 
-func (s *recordingSandbox) Do(ctx context.Context, req []byte) ([]byte, error) {
+func (s *recordingSandbox) Do(ctx context.Context, key string, req []byte) ([]byte, error) {
 	s.mu.Lock()
 	s.seen = append(s.seen, string(req))
+	s.keys = append(s.keys, key)
 	s.mu.Unlock()
-	return s.Sandbox.Do(ctx, req)
+	return s.Sandbox.Do(ctx, key, req)
 }
 
 // TestIsolatedToolsRunInWorkers: with a sandbox, every isolated tool's run
@@ -112,8 +115,9 @@ func TestIsolatedToolsRunInWorkers(t *testing.T) {
 		"hash":          {"text": "a", "algorithm": "md5"},
 		"datetime_now":  {},
 	}
+	ctx := tools.WithCaller(t.Context(), "user-1")
 	for id, in := range inputs {
-		if _, err := r.Run(t.Context(), id, in); err != nil {
+		if _, err := r.Run(ctx, id, in); err != nil {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
@@ -124,6 +128,74 @@ func TestIsolatedToolsRunInWorkers(t *testing.T) {
 			t.Errorf("%s (isolated %v) reached the sandbox: %v", id, tool.Isolated, ran)
 		}
 	}
+	// Each run is admitted under its caller.
+	if len(rec.keys) == 0 || slices.ContainsFunc(rec.keys, func(k string) bool { return k != "user-1" }) {
+		t.Errorf("sandbox keys %q, want the caller user-1 for every run", rec.keys)
+	}
+}
+
+func TestCaller(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"none", context.Background(), ""},
+		{"set", tools.WithCaller(context.Background(), "u1"), "u1"},
+		{"anonymous", tools.WithCaller(context.Background(), ""), ""},
+		{"innermost wins", tools.WithCaller(tools.WithCaller(context.Background(), "u1"), "u2"), "u2"},
+	}
+	for _, tc := range tests {
+		if got := tools.Caller(tc.ctx); got != tc.want {
+			t.Errorf("%s: Caller = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLargeEvaluationsConcurrently: an evaluation that fits a worker
+// alone fits under concurrency too. Not parallel: its 20 evaluations
+// would take the workers from the package's other tests for seconds. This one's heap peaks near 64 MiB,
+// one Go heap arena, and fragments: it used to need a second arena, which
+// the worker's limit did not hold, in a few runs out of a hundred, and
+// in binaries linked with C a thread the runtime started meanwhile took
+// another 72 MiB of address space. 20 at once, from 5 callers, with a
+// tool timeout long enough for the queue.
+func TestLargeEvaluationsConcurrently(t *testing.T) {
+	r := withTimeouts(t, 10*time.Minute).WithSandbox(testSandbox(t))
+	in := map[string]any{"query": `[range(400000)] | map(tostring) | join(",")`}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			ctx := tools.WithCaller(t.Context(), fmt.Sprint("user-", i%5))
+			out, err := r.Run(ctx, "json_query", in)
+			if err != nil {
+				t.Errorf("evaluation %d: %v", i, err)
+				return
+			}
+			if n := len(jsonOf(t, out)); n < 2_600_000 {
+				t.Errorf("evaluation %d: %d bytes of output", i, n)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// withTimeouts returns a registry of the built-in tools, in process, each
+// with timeout d: copies that the worker runs under their real ids.
+func withTimeouts(t *testing.T, d time.Duration) *tools.Registry {
+	t.Helper()
+	var ts []*tools.Tool
+	for _, tool := range tools.Builtin(tools.Config{}) {
+		c := *tool
+		c.Timeout = d
+		ts = append(ts, &c)
+	}
+	r, err := tools.NewRegistry(ts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // TestSandboxLimits runs inputs that exhaust memory, CPU or output room in
@@ -132,22 +204,11 @@ func TestIsolatedToolsRunInWorkers(t *testing.T) {
 func TestSandboxLimits(t *testing.T) {
 	t.Parallel()
 	pool := testSandbox(t)
-	// Short timeouts for the CPU bombs: copies of the tools that the
-	// worker runs under their real ids.
-	var fast []*tools.Tool
-	for _, tool := range tools.Builtin(tools.Config{}) {
-		c := *tool
-		if c.ID == "json_query" || c.ID == "math_evaluate" {
-			c.Timeout = 300 * time.Millisecond
-		}
-		fast = append(fast, &c)
-	}
-	fastReg, err := tools.NewRegistry(fast...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Short timeouts for the CPU bombs; long ones for the memory bombs,
+	// which take seconds to fill a worker's heap on a loaded machine.
+	fastReg := withTimeouts(t, 300*time.Millisecond).WithSandbox(pool)
+	roomy := withTimeouts(t, 2*time.Minute).WithSandbox(pool)
 	r := newRegistry(t, tools.Config{}).WithSandbox(pool)
-	fastReg = fastReg.WithSandbox(pool)
 
 	tests := []struct {
 		name  string
@@ -157,30 +218,34 @@ func TestSandboxLimits(t *testing.T) {
 		code  string
 		msg   string
 	}{
-		{"jq string repeat", r, "json_query", map[string]any{"input": "x", "query": "(. * 2000000000) | length"},
+		{"jq string repeat", roomy, "json_query", map[string]any{"input": "x", "query": "(. * 2000000000) | length"},
 			tools.CodeToolResourceLimit, "exceeded its memory limit (128 MiB)"},
-		{"jq doubling", r, "json_query", map[string]any{"input": strings.Repeat("x", 64), "query": "reduce range(24) as $i (.; .+.) | length"},
+		{"jq doubling", roomy, "json_query", map[string]any{"input": strings.Repeat("x", 64), "query": "reduce range(24) as $i (.; .+.) | length"},
 			tools.CodeToolResourceLimit, "exceeded its memory limit"},
-		{"jq deep recursion", r, "json_query", map[string]any{"query": "def f: [f]; f"},
+		{"jq deep recursion", roomy, "json_query", map[string]any{"query": "def f: [f]; f"},
 			tools.CodeToolResourceLimit, "exceeded its memory limit"},
-		{"template doubling in nested ranges", r, "text_template", map[string]any{
+		{"template doubling in nested ranges", roomy, "text_template", map[string]any{
 			"template": `{{$x := "xxxxxxxx"}}{{range .a}}{{range $.a}}{{$x = printf "%s%s" $x $x}}{{end}}{{end}}{{len $x}}`,
 			"values":   map[string]any{"a": []any{1, 2, 3, 4, 5, 6}}},
 			tools.CodeToolResourceLimit, "exceeded its memory limit"},
-		{"huge CSV", r, "csv_parse", map[string]any{"text": strings.Repeat("a,b\n", 4<<20)},
+		{"huge CSV", roomy, "csv_parse", map[string]any{"text": strings.Repeat("a,b\n", 4<<20)},
 			tools.CodeToolResourceLimit, "exceeded its memory limit"},
-		{"output over the limit", r, "json_query", map[string]any{"input": "x", "query": ". * 5000000"},
+		{"output over the limit", roomy, "json_query", map[string]any{"input": "x", "query": ". * 5000000"},
 			tools.CodeToolResourceLimit, "output limit (4 MiB)"},
 		{"jq endless loop", fastReg, "json_query", map[string]any{"query": "def f: f; f"},
 			tools.CodeToolTimeout, "did not finish"},
 		{"expr nested count", fastReg, "math_evaluate", map[string]any{"expression": "let a = [" + strings.Repeat("1,", 2999) + "1]; count(a, count(a, count(a, true) > 0) > 0)"},
 			tools.CodeToolTimeout, "did not finish"},
 	}
+	// One at a time, each as a caller of its own: a memory bomb takes
+	// seconds to fill its worker's heap, and a run's wait for a worker
+	// counts against its timeout, so bombs queued behind each other, or
+	// behind the anonymous runs of the package's other tests, could time
+	// out instead.
 	t.Run("bombs", func(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				t.Parallel()
-				_, err := tc.r.Run(t.Context(), tc.tool, tc.input)
+				_, err := tc.r.Run(tools.WithCaller(t.Context(), "bomb "+tc.name), tc.tool, tc.input)
 				assertErr(t, err, tc.code, tc.msg, "")
 				if tc.code == tools.CodeToolResourceLimit && errs.KindOf(err) != errs.Internal {
 					t.Errorf("kind %v, want Internal (500)", errs.KindOf(err))

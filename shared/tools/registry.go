@@ -27,9 +27,11 @@ type Registry struct {
 }
 
 // Sandbox runs a request in a worker process (a *sandbox.Pool serving
-// WorkerHandler): see sandbox.Pool.Do for its contract.
+// WorkerHandler), admitted under key: see sandbox.Pool.Do for its
+// contract. The registry passes the run's Caller as the key, so that one
+// caller's runs cannot take every worker.
 type Sandbox interface {
-	Do(ctx context.Context, request []byte) ([]byte, error)
+	Do(ctx context.Context, key string, request []byte) ([]byte, error)
 }
 
 // WithSandbox returns a registry with the same tools that runs the
@@ -225,7 +227,9 @@ func (r *Registry) ValidateOutput(id string, output map[string]any) error {
 //     tool rejected it (a pattern that does not compile, say);
 //   - TOOL_TIMEOUT (Timeout): the tool's deadline passed, or the caller's
 //     deadline did (then the error wraps context.DeadlineExceeded); for an
-//     isolated tool the time waiting for a free worker counts;
+//     isolated tool the time waiting for a free worker counts (a caller
+//     waits for one while its other isolated runs hold its share of the
+//     workers: see NewSandbox);
 //   - TOOL_RESOURCE_LIMIT (Internal): an isolated tool exceeded its
 //     worker's memory or CPU limit (the worker was stopped), or its output
 //     exceeds SandboxMaxOutput;

@@ -324,7 +324,7 @@ func TestMathEvaluate(t *testing.T) {
 		{name: "domain error", input: map[string]any{"expression": "sqrt(-1)"},
 			code: tools.CodeToolExecutionFailed, msg: "not a finite number"},
 		{name: "boolean result", input: map[string]any{"expression": "1 > 2"},
-			code: tools.CodeInvalidParams, msg: "expected float64, but got bool", field: "expression"},
+			code: tools.CodeInvalidParams, msg: "expected number, but got boolean", field: "expression"},
 		{name: "string result", input: map[string]any{"expression": "'abc'"},
 			code: tools.CodeInvalidParams, msg: "but got string", field: "expression"},
 		{name: "unknown variable", input: map[string]any{"expression": "x + 1"},

@@ -97,15 +97,15 @@ func runMathEvaluate(_ context.Context, in map[string]any) (map[string]any, erro
 
 	program, err := expr.Compile(src, opts...)
 	if err != nil {
-		return nil, invalidField("expression", "%v", err)
+		return nil, invalidField("expression", "%s", exprMessage(err))
 	}
 	out, err := expr.Run(program, env)
 	if err != nil {
-		return nil, fmt.Errorf("evaluation failed: %v", err)
+		return nil, errors.New("evaluation failed: " + exprMessage(err))
 	}
 	value, ok := toFloat(out)
 	if !ok {
-		return nil, fmt.Errorf("the expression's value is %T, not a number", out)
+		return nil, fmt.Errorf("the expression's value is %s, not a number", withArticle(jsonTypeOfValue(out)))
 	}
 	if math.IsNaN(value) || math.IsInf(value, 0) {
 		return nil, errors.New("the result is not a finite number (division by zero, or a function outside its domain such as sqrt(-1) or log(0))")
@@ -130,7 +130,7 @@ func float1(f func(float64) float64) func(...any) (any, error) {
 	return func(args ...any) (any, error) {
 		x, ok := toFloat(args[0])
 		if !ok {
-			return nil, fmt.Errorf("argument %v is not a number", args[0])
+			return nil, fmt.Errorf("the argument is %s, not a number", withArticle(jsonTypeOfValue(args[0])))
 		}
 		return f(x), nil
 	}
@@ -142,7 +142,7 @@ func float2(f func(float64, float64) float64) func(...any) (any, error) {
 		x, ok1 := toFloat(args[0])
 		y, ok2 := toFloat(args[1])
 		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("arguments %v, %v are not numbers", args[0], args[1])
+			return nil, fmt.Errorf("the arguments are %s and %s, not two numbers", withArticle(jsonTypeOfValue(args[0])), withArticle(jsonTypeOfValue(args[1])))
 		}
 		return f(x, y), nil
 	}

@@ -23,6 +23,10 @@ const tickFunc = "__wfc_tick"
 // maxTextOutput.
 var errTemplateTooLong = fmt.Errorf("rendered text exceeds %d bytes", maxTextOutput)
 
+// errTooManySteps is returned when a template runs more than
+// maxTemplateSteps loop iterations and template calls.
+var errTooManySteps = fmt.Errorf("the template runs more than %d loop iterations and template calls", maxTemplateSteps)
+
 func textTemplateTool() *Tool {
 	return &Tool{
 		ID:       "text_template",
@@ -81,7 +85,7 @@ func runTextTemplate(ctx context.Context, in map[string]any) (map[string]any, er
 	tick := func() (string, error) {
 		steps++
 		if steps > maxTemplateSteps {
-			return "", fmt.Errorf("template runs more than %d loop iterations and template calls", maxTemplateSteps)
+			return "", errTooManySteps
 		}
 		return "", ctx.Err()
 	}
@@ -97,7 +101,7 @@ func runTextTemplate(ctx context.Context, in map[string]any) (map[string]any, er
 		}).
 		Parse(src)
 	if err != nil {
-		return nil, invalidField("template", "%v", err)
+		return nil, invalidField("template", "%s", templateMessage(err))
 	}
 	for _, tt := range t.Templates() {
 		if tt.Tree != nil && tt.Tree.Root != nil {
@@ -110,10 +114,14 @@ func runTextTemplate(ctx context.Context, in map[string]any) (map[string]any, er
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		if errors.Is(err, errTemplateTooLong) {
-			return nil, err
+		// Our own errors, whole: text/template would name the function
+		// that counts the steps, an internal name, in its message.
+		for _, own := range []error{errTemplateTooLong, errTooManySteps} {
+			if errors.Is(err, own) {
+				return nil, own
+			}
 		}
-		return nil, fmt.Errorf("rendering failed: %v", err)
+		return nil, errors.New("rendering failed: " + templateMessage(err))
 	}
 	return map[string]any{"text": w.String()}, nil
 }

@@ -7,10 +7,13 @@ package mcpfn
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
@@ -22,8 +25,10 @@ var Required = []string{"MCP_SERVICE_KEY"}
 // the configured models (plus tools.TestTools with TOOLS_TEST_HOOKS),
 // under MCP_SERVICE_KEY. The isolated tools (jq,
 // expressions, templates, regular expressions, CSV, HTML) run in sb's
-// worker processes; nil sb runs them in process, where nothing bounds
-// their memory (tests only). It fails when a model provider or the tool
+// worker processes (NewSandbox), admitted per caller: the user that
+// tools.WithCaller put in the request's context, or the anonymous
+// allowance; nil sb runs them in process, where nothing bounds their
+// memory (tests only). It fails when a model provider or the tool
 // registry cannot be built.
 func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Router, error) {
 	models, err := providers.Registry(ctx, cfg)
@@ -46,4 +51,59 @@ func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Rou
 		reg = reg.WithSandbox(sb)
 	}
 	return toolserver.Routes(reg, cfg.MCPServiceKey), nil
+}
+
+// ServerMemory is the memory the tool server keeps for its own process when
+// it sizes its sandbox from the function's: the binary and the Go runtime,
+// the model clients of llm_generate and the other in-process tools, one
+// request (at most 1 MiB, decoded) and one response (an isolated tool's
+// output, at most 4 MiB, held a few times while it is checked and
+// encoded). A Lambda function serves one request at a time.
+const ServerMemory = 200 << 20
+
+// MaxSandboxWorkers bounds the pool however much memory the function has:
+// an evaluation is CPU-bound on one thread, and a Lambda function has at
+// most 6 vCPUs.
+const MaxSandboxWorkers = 16
+
+// SandboxSize sizes the sandbox of the isolated tools from cfg, read once
+// at start:
+//   - in Lambda (FunctionMemoryMB, from AWS_LAMBDA_FUNCTION_MEMORY_SIZE):
+//     as many workers as fit the function's memory once ServerMemory is
+//     kept for the server, each counted at its worst,
+//     tools.SandboxWorkerMemory (168 MiB), at most MaxSandboxWorkers;
+//   - elsewhere (the dev server, where the machine's memory is not the
+//     process's to count): tools.SandboxWorkers (4), or SandboxPerUser+1
+//     when that is more.
+//
+// PerUser is cfg.SandboxPerUser (SANDBOX_PER_USER). It fails, naming both
+// variables and the memory needed, when the function's memory holds no
+// more workers than SANDBOX_PER_USER: the pool must keep a worker that one
+// user cannot take.
+func SandboxSize(cfg config.Config) (tools.SandboxSize, error) {
+	perUser := cfg.SandboxPerUser
+	if perUser < 1 {
+		perUser = config.DefaultSandboxPerUser
+	}
+	if cfg.FunctionMemoryMB == 0 {
+		return tools.SandboxSize{Workers: max(tools.SandboxWorkers, perUser+1), PerUser: perUser}, nil
+	}
+	workers := (int64(cfg.FunctionMemoryMB)<<20 - ServerMemory) / tools.SandboxWorkerMemory
+	if workers < int64(perUser)+1 {
+		need := (ServerMemory + int64(perUser+1)*tools.SandboxWorkerMemory) >> 20
+		return tools.SandboxSize{}, fmt.Errorf("tool server: AWS_LAMBDA_FUNCTION_MEMORY_SIZE=%d MB holds %d sandbox workers (%d MiB each, %d MiB kept for the server), and SANDBOX_PER_USER=%d needs %d: give the function at least %d MB or lower SANDBOX_PER_USER",
+			cfg.FunctionMemoryMB, max(workers, 0), tools.SandboxWorkerMemory>>20, ServerMemory>>20, perUser, perUser+1, need)
+	}
+	return tools.SandboxSize{Workers: int(min(workers, MaxSandboxWorkers)), PerUser: perUser}, nil
+}
+
+// NewSandbox starts the tool server's sandbox (tools.NewSandbox) of the
+// worker program at path, sized by SandboxSize(cfg). It fails as
+// SandboxSize does, or when the pool cannot be made.
+func NewSandbox(cfg config.Config, path string, logger *slog.Logger) (*sandbox.Pool, error) {
+	size, err := SandboxSize(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return tools.NewSandbox(path, size, logger)
 }

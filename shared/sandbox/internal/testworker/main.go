@@ -16,12 +16,20 @@
 //	              then answers "released"
 //	touch PATH    creates the file PATH, then answers "touched"
 //	exit CODE     exits with CODE
+//	threads N     starts N more OS threads, which it keeps, then answers
+//	              "threads"
+//
+// It links package net, as the service's binaries do, so that a local
+// build (cgo enabled) links C like theirs: its threads then cost what
+// theirs do in address space.
 package main
 
 import (
 	"context"
 	"fmt"
+	_ "net" // see the package comment
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +101,17 @@ func handle(ctx context.Context, req []byte) []byte {
 		return []byte("touched")
 	case "exit":
 		os.Exit(n)
+	case "threads":
+		for range n {
+			started := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(started)
+				select {} // keeps its thread
+			}()
+			<-started
+		}
+		return []byte("threads")
 	}
 	return []byte("unknown command " + cmd)
 }
