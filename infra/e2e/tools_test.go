@@ -54,7 +54,7 @@ func TestToolsJourney(t *testing.T) {
 		}
 		var list toolListBody
 		r.decode(t, &list)
-		if len(list.Data.Tools) != 10 {
+		if len(list.Data.Tools) != 11 {
 			t.Errorf("%s: %d tools, want the 10 built-in ones", path, len(list.Data.Tools))
 		}
 		found := false

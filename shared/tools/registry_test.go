@@ -22,6 +22,7 @@ func TestBuiltinCatalog(t *testing.T) {
 		outputs      []string
 		annotations  tools.Annotations
 	}{
+		{"ask_human", "util", []string{"approved", "respondedAt", "timedOut", "values"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"csv_parse", "data", []string{"rows"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"datetime_now", "time", []string{"iso", "unix"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"hash", "util", []string{"digest"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
