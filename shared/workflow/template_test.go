@@ -239,8 +239,11 @@ func TestDefinitionSizeAndStepDefaults(t *testing.T) {
 	if got := DefinitionSize(w); got != len(want)+len(`,"inputSchema":{"type":"object"}`)+len(`,"toolName":"t"`)+len(`true`)-len(`false`) {
 		t.Errorf("DefinitionSize with schema and tool name = %d", got)
 	}
-	for _, c := range []struct{ concurrency, want int }{{0, DefaultConcurrency}, {1, 1}, {16, 16}, {99, MaxConcurrency}} {
-		if got := (Step{Concurrency: c.concurrency}).Parallelism(); got != c.want {
+	if got := (Step{}).Parallelism(); got != DefaultConcurrency {
+		t.Errorf("Parallelism() unset = %d", got)
+	}
+	for _, c := range []struct{ concurrency, want int }{{1, 1}, {16, 16}, {99, MaxConcurrency}, {0, 1}} {
+		if got := (Step{Concurrency: &c.concurrency}).Parallelism(); got != c.want {
 			t.Errorf("Parallelism(%d) = %d, want %d", c.concurrency, got, c.want)
 		}
 	}

@@ -63,7 +63,7 @@ func ReservedStepID(id string) bool { return id == InputRef || id == ItemRef }
 //     element, which the inputs read as {{item}} and {{item.<field>}}, at
 //     most Parallelism() at once; the step's output is {"results": [...]},
 //     each call's output in the array's order.
-//   - Concurrency bounds a forEach step's calls at once (1-16; 0 means
+//   - Concurrency bounds a forEach step's calls at once (1-16; nil means
 //     DefaultConcurrency).
 //   - ContinueOnError: a failure does not fail the run. For a forEach step
 //     a failed call's result is {"error": "<message>"} and the step
@@ -75,7 +75,7 @@ type Step struct {
 	Inputs          map[string]any `json:"inputs"`
 	If              string         `json:"if,omitempty"`
 	ForEach         string         `json:"forEach,omitempty"`
-	Concurrency     int            `json:"concurrency,omitempty"`
+	Concurrency     *int           `json:"concurrency,omitempty"`
 	ContinueOnError bool           `json:"continueOnError,omitempty"`
 	// Outputs are the names later steps may read: the property names of
 	// the tool's output schema, or ForEachOutput for a forEach step.
@@ -83,12 +83,12 @@ type Step struct {
 }
 
 // Parallelism returns how many calls of a forEach step run at once:
-// Concurrency, or DefaultConcurrency when it is 0.
+// Concurrency, or DefaultConcurrency when it is not set (within 1-16).
 func (s Step) Parallelism() int {
-	if s.Concurrency <= 0 {
+	if s.Concurrency == nil {
 		return DefaultConcurrency
 	}
-	return min(s.Concurrency, MaxConcurrency)
+	return max(1, min(*s.Concurrency, MaxConcurrency))
 }
 
 // ToolNamePattern is the syntax of a workflow's toolName (the name its
@@ -189,7 +189,7 @@ type StepSpec struct {
 	Inputs          map[string]any `json:"inputs"`
 	If              string         `json:"if,omitempty"`
 	ForEach         string         `json:"forEach,omitempty"`
-	Concurrency     int            `json:"concurrency,omitempty"`
+	Concurrency     *int           `json:"concurrency,omitempty"`
 	ContinueOnError bool           `json:"continueOnError,omitempty"`
 }
 
