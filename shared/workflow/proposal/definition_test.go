@@ -149,7 +149,9 @@ func TestApplyChangesControl(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatalf("base: %+v", probs)
 	}
-	add := func(s workflow.StepSpec) workflow.Change { return workflow.Change{Type: workflow.ChangeAddStep, Step: &s} }
+	add := func(s workflow.StepSpec) workflow.Change {
+		return workflow.Change{Type: workflow.ChangeAddStep, Step: &s}
+	}
 	hash := workflow.StepSpec{ID: "x", ToolID: "hash", Inputs: map[string]any{"text": "a", "algorithm": "md5"}}
 	withIf := func(cond string) workflow.StepSpec { s := hash; s.If = cond; return s }
 	tests := []struct {
