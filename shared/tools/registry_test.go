@@ -245,7 +245,7 @@ func TestSearch(t *testing.T) {
 		{"no match", custom, "spaceship", nil},
 		{"empty query", custom, "", nil},
 		{"blank query", custom, "   ", nil},
-		{"builtin by id", builtin, "json", []string{"json_query", "http_request", "text_template"}},
+		{"builtin by id", builtin, "json", []string{"json_query", "ask_human", "http_request", "text_template"}},
 		{"builtin by name", builtin, "csv", []string{"csv_parse"}},
 		{"builtin multi-word", builtin, "regular expression", []string{"regex_extract"}},
 		{"builtin description", builtin, "digest", []string{"hash"}},

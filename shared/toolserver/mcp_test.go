@@ -73,7 +73,7 @@ func TestMCPClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				if len(res.Tools) != 11 {
-					t.Fatalf("%d tools, want 10", len(res.Tools))
+					t.Fatalf("%d tools, want 11", len(res.Tools))
 				}
 				var names []string
 				for _, got := range res.Tools {
