@@ -169,7 +169,7 @@ func ValidateInput(schema json.RawMessage, input map[string]any) (map[string]any
 	const op = "inputschema.ValidateInput"
 	if len(bytes.TrimSpace(schema)) == 0 || string(bytes.TrimSpace(schema)) == "null" {
 		if len(input) > 0 {
-			return nil, invalidInput(op, []errs.FieldError{{Field: "input", Message: "this workflow takes no input (it has no inputSchema)"}})
+			return nil, invalidInput(op, "input", []errs.FieldError{{Field: "input", Message: "this workflow takes no input (it has no inputSchema)"}})
 		}
 		return map[string]any{}, nil
 	}
@@ -182,10 +182,18 @@ func ValidateInput(schema json.RawMessage, input map[string]any) (map[string]any
 
 // Validate validates input against s (see ValidateInput).
 func (s *Schema) Validate(input map[string]any) (map[string]any, error) {
+	return s.ValidateField("input", input)
+}
+
+// ValidateField validates values, the object at field of a request,
+// against s as Validate does, naming the problems "<field>.<name>" (for
+// ask_human's answer: ValidateField("values", v) against the step's
+// inputSchema). Errors: Invalid INVALID_INPUT with details.
+func (s *Schema) ValidateField(field string, values map[string]any) (map[string]any, error) {
 	const op = "inputschema.Validate"
-	in, err := plain(input)
+	in, err := plain(values)
 	if err != nil {
-		return nil, invalidInput(op, []errs.FieldError{{Field: "input", Message: "is not JSON: " + err.Error()}})
+		return nil, invalidInput(op, field, []errs.FieldError{{Field: field, Message: "is not JSON: " + err.Error()}})
 	}
 	for name, p := range s.root.Properties {
 		if _, given := in[name]; given || p == nil || p.Default == nil {
@@ -200,18 +208,18 @@ func (s *Schema) Validate(input map[string]any) (map[string]any, error) {
 	if err == nil {
 		return in, nil
 	}
-	return nil, invalidInput(op, s.details(in, err))
+	return nil, invalidInput(op, field, s.details(field, in, err))
 }
 
 // details explains a failed validation field by field: each missing
 // required property, each property the schema does not allow, and each
 // property whose value fails its own schema; what fails only as a whole
 // is one detail for "input".
-func (s *Schema) details(in map[string]any, whole error) []errs.FieldError {
+func (s *Schema) details(field string, in map[string]any, whole error) []errs.FieldError {
 	var out []errs.FieldError
 	for _, name := range s.root.Required {
 		if _, ok := in[name]; !ok {
-			out = append(out, errs.FieldError{Field: "input." + name, Message: "is required"})
+			out = append(out, errs.FieldError{Field: field + "." + name, Message: "is required"})
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(in)) {
@@ -234,17 +242,20 @@ func (s *Schema) details(in map[string]any, whole error) []errs.FieldError {
 			if strings.Contains(msg, "unexpected additional properties") {
 				msg = "is not an input of this workflow"
 			}
-			out = append(out, errs.FieldError{Field: "input." + name, Message: msg})
+			out = append(out, errs.FieldError{Field: field + "." + name, Message: msg})
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, errs.FieldError{Field: "input", Message: clean(whole.Error())})
+		out = append(out, errs.FieldError{Field: field, Message: clean(whole.Error())})
 	}
 	return out
 }
 
-func invalidInput(op string, details []errs.FieldError) *errs.Error {
-	msg := "the run's input does not match the workflow's inputSchema"
+func invalidInput(op, field string, details []errs.FieldError) *errs.Error {
+	msg := field + " does not match its schema"
+	if field == "input" {
+		msg = "the run's input does not match the workflow's inputSchema"
+	}
 	for i, d := range details {
 		if i == 3 {
 			msg += fmt.Sprintf("; and %d more", len(details)-3)

@@ -141,3 +141,21 @@ func TestValidateInput(t *testing.T) {
 		t.Errorf("a stored schema that does not check: %v", err)
 	}
 }
+
+// TestValidateField: an ask_human answer's values are validated against
+// the step's schema, problems named under the request's field.
+func TestValidateField(t *testing.T) {
+	t.Parallel()
+	s, err := inputschema.Check(json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ValidateField("values", map[string]any{"note": "ok"}); err != nil || got["note"] != "ok" {
+		t.Fatalf("valid values: %v, %v", got, err)
+	}
+	_, err = s.ValidateField("values", map[string]any{"note": 1.0})
+	e, ok := err.(*errs.Error)
+	if !ok || e.Code != inputschema.CodeInvalidInput || len(e.Details) != 1 || e.Details[0].Field != "values.note" || !strings.HasPrefix(e.Message, "values does not match") {
+		t.Fatalf("bad values: %v", err)
+	}
+}
