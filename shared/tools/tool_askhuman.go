@@ -37,7 +37,7 @@ func askHumanTool() *Tool {
 		InputSchema: []byte(`{
   "type": "object",
   "properties": {
-    "message": {"type": "string", "minLength": 1, "maxLength": 4000, "description": "What to ask the person, shown with the run.", "examples": ["Publish this summary?"]},
+    "message": {"type": "string", "minLength": 1, "maxLength": 4000, "pattern": "\\S", "description": "What to ask the person, shown with the run.", "examples": ["Publish this summary?"]},
     "inputSchema": {"type": "object", "description": "A JSON Schema object (\"type\": \"object\") for the values the person gives with the answer; omitted: no values."},
     "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 2592000, "description": "How long to wait for an answer, in seconds (at most 30 days). Omitted: wait until the run is cancelled."},
     "onTimeout": {"type": "string", "enum": ["fail", "continue"], "default": "fail", "description": "At the timeout: fail the run, or continue with approved false and timedOut true."}
