@@ -16,11 +16,15 @@ const (
 	openaiClient    = "github.com/sashabaranov/go-openai"
 	anthropicClient = "github.com/liushuangls/go-anthropic"
 	jsonschema      = "github.com/santhosh-tekuri/jsonschema"
-	goquery         = "github.com/PuerkitoBio/goquery"
-	gojq            = "github.com/itchyny/gojq"
-	expr            = "github.com/expr-lang/expr"
-	mcpSDK          = "github.com/modelcontextprotocol/go-sdk"
-	dynamodbSDK     = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	// googleJSONSchema checks workflow input schemas (package
+	// inputschema): only the functions that write definitions or start
+	// runs link it.
+	googleJSONSchema = "github.com/google/jsonschema-go"
+	goquery          = "github.com/PuerkitoBio/goquery"
+	gojq             = "github.com/itchyny/gojq"
+	expr             = "github.com/expr-lang/expr"
+	mcpSDK           = "github.com/modelcontextprotocol/go-sdk"
+	dynamodbSDK      = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	// lambdaSDK invokes the runner: only the functions that hand it runs
 	// (and the runner, whose builder package holds the invoker) link it.
 	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -30,6 +34,9 @@ const (
 var (
 	providerSDKs = []string{openaiSDK, anthropicSDK, bedrockSDK, openaiClient, anthropicClient}
 	toolDeps     = []string{goquery, gojq, expr, mcpSDK, toolImpls}
+	// stepDeps are the tools' dependencies but expr, which the functions
+	// that check or evaluate a step's `if` (package condition) link.
+	stepDeps = []string{goquery, gojq, mcpSDK, toolImpls}
 )
 
 // TestFunctionsLinkOnlyWhatTheyUse lists each function's dependencies
@@ -37,7 +44,9 @@ var (
 // its builder has no use for: only the functions that call a model link a
 // provider SDK (models still lists the models through the providers), only
 // the tool server links the tools' implementations, only the workflow
-// function (proposals) links JSON Schema, and health links no DynamoDB.
+// function (proposals) links JSON Schema, only the workflow function and
+// the runner link expr (the language of a step's `if`), and health links
+// no DynamoDB.
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -47,17 +56,18 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
-		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, dynamodbSDK, lambdaSDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
+		{"chats", [][]string{toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
 		// The stream hands the runs it renders to the runner.
 		{"stream", [][]string{toolDeps, {jsonschema}}},
-		{"workflows", [][]string{toolDeps}},
+		{"workflows", [][]string{stepDeps}},
 		{"mcp", [][]string{{dynamodbSDK, lambdaSDK}}},
-		// The runner calls tools through the tool server and no model.
-		{"runner", [][]string{providerSDKs, toolDeps, {jsonschema}}},
+		// The runner calls tools through the tool server and no model; it
+		// evaluates steps' `if` (expr).
+		{"runner", [][]string{providerSDKs, stepDeps, {jsonschema}}},
 		{"sweeper", [][]string{providerSDKs, toolDeps, {jsonschema}}},
 	}
 	for _, tc := range cases {
@@ -83,7 +93,7 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
 		"chats":     {bedrockSDK, dynamodbSDK},
-		"workflows": {lambdaSDK},
+		"workflows": {lambdaSDK, expr, googleJSONSchema},
 	} {
 		deps := depsOf(t, dir)
 		for _, w := range want {

@@ -79,8 +79,8 @@ func TestMcpFunctionEvents(t *testing.T) {
 				}
 			}
 			mustDecode(t, body, &r)
-			if len(r.Data.Tools) != 10 {
-				t.Fatalf("listTools returned %d tools, want 10", len(r.Data.Tools))
+			if len(r.Data.Tools) != 11 {
+				t.Fatalf("listTools returned %d tools, want 11", len(r.Data.Tools))
 			}
 			for _, tool := range r.Data.Tools {
 				if tool.ID == "" || tool.Name == "" || tool.Description == "" || tool.Category == "" {
@@ -115,7 +115,7 @@ func TestMcpFunctionEvents(t *testing.T) {
 				}
 			}
 			mustDecode(t, body, &r)
-			if r.JSONRPC != "2.0" || r.ID != 1 || len(r.Result.Tools) != 10 || r.Result.Tools[0].InputSchema["type"] != "object" {
+			if r.JSONRPC != "2.0" || r.ID != 1 || len(r.Result.Tools) != 11 || r.Result.Tools[0].InputSchema["type"] != "object" {
 				t.Errorf("tools/list response = %s", body)
 			}
 		}},

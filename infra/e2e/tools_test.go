@@ -54,8 +54,8 @@ func TestToolsJourney(t *testing.T) {
 		}
 		var list toolListBody
 		r.decode(t, &list)
-		if len(list.Data.Tools) != 10 {
-			t.Errorf("%s: %d tools, want the 10 built-in ones", path, len(list.Data.Tools))
+		if len(list.Data.Tools) != 11 {
+			t.Errorf("%s: %d tools, want the 11 built-in ones", path, len(list.Data.Tools))
 		}
 		found := false
 		for _, tl := range list.Data.Tools {
@@ -125,7 +125,7 @@ func TestToolsJourney(t *testing.T) {
 	var listed struct {
 		Data toolserver.ToolsResult `json:"data"`
 	}
-	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 10 {
+	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 11 {
 		t.Errorf("listTools: %d %s", status, body)
 	}
 	status, body = post(srv.Key, `{"method":"runTool","params":{"toolId":"json_query","input":{"input":{"a":[1,2,3]},"query":".a | add"}}}`)

@@ -37,6 +37,10 @@ const (
 // does not take: 415.
 const UnsupportedMediaType = MethodNotAllowed + 1
 
+// PreconditionFailed: a conditional request's precondition (If-Match) does
+// not hold: 412.
+const PreconditionFailed = UnsupportedMediaType + 1
+
 var kindNames = [...]string{
 	Internal:         "internal",
 	Invalid:          "invalid",
@@ -51,6 +55,7 @@ var kindNames = [...]string{
 	MethodNotAllowed: "method not allowed",
 
 	UnsupportedMediaType: "unsupported media type",
+	PreconditionFailed:   "precondition failed",
 }
 
 // String returns a lower-case name for k.
@@ -76,6 +81,7 @@ var defaultCodes = [...]string{
 	MethodNotAllowed: "METHOD_NOT_ALLOWED",
 
 	UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
+	PreconditionFailed:   "PRECONDITION_FAILED",
 }
 
 // DefaultCode returns the machine code used for k when an error names none.

@@ -68,6 +68,8 @@ func StatusOf(err error) int {
 		return http.StatusMethodNotAllowed
 	case errs.UnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
+	case errs.PreconditionFailed:
+		return http.StatusPreconditionFailed
 	default:
 		return http.StatusInternalServerError
 	}

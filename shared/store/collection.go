@@ -27,6 +27,16 @@ type ownedCollection struct {
 	// noun names the collection in the Forbidden message ("chat").
 	noun     string
 	notFound *errs.Error
+	// unlink, when not nil, returns the deletes of the items outside the
+	// collection that its own item names (a workflow's tool name), for
+	// the delete's last transaction.
+	unlink func(id, userID string, links rootLinks) []*dynamo.Delete
+}
+
+// rootLinks are the attributes of a collection's own item that name items
+// outside the collection.
+type rootLinks struct {
+	ToolName string `dynamo:"toolName"`
 }
 
 // ownedBy is the condition that the collection's item exists and belongs
@@ -65,11 +75,13 @@ func (c ownedCollection) update(ctx context.Context, op, id, userID string, u *d
 // owner check, runs also (when not nil: what lives outside the collection
 // and goes with it, e.g. a workflow's runs), batch-deletes every other
 // item, then deletes the collection's item and decrements the owner's
-// counter in one transaction conditioned on the owner. A failure part-way
-// leaves the collection's item in place, so retrying the delete finishes
-// it and nothing is orphaned. NotFound, Forbidden, or also's error.
+// counter in one transaction conditioned on the owner (with the items
+// unlink names). A failure part-way leaves the collection's item in
+// place, so retrying the delete finishes it and nothing is orphaned.
+// NotFound, Forbidden, or also's error.
 func (c ownedCollection) delete(ctx context.Context, op, id, userID string, also func(context.Context) error) error {
-	err := c.table.Update("PK", c.pk(id)).Range("SK", c.root).Set("deleting", true).If(ownedBy, userID).Run(ctx)
+	var links rootLinks
+	err := c.table.Update("PK", c.pk(id)).Range("SK", c.root).Set("deleting", true).If(ownedBy, userID).Value(ctx, &links)
 	if isConditionFailure(err) {
 		return c.failure(ctx, op, id)
 	}
@@ -85,10 +97,15 @@ func (c ownedCollection) delete(ctx context.Context, op, id, userID string, also
 		return errs.Wrap(op, err)
 	}
 	pk, sk := c.counter(userID)
-	err = c.db.WriteTx().
+	tx := c.db.WriteTx().
 		Delete(c.table.Delete("PK", c.pk(id)).Range("SK", c.root).If("userId = ?", userID)).
-		Update(c.table.Update("PK", pk).Range("SK", sk).Add("n", -1)).
-		Run(ctx)
+		Update(c.table.Update("PK", pk).Range("SK", sk).Add("n", -1))
+	if c.unlink != nil {
+		for _, d := range c.unlink(id, userID, links) {
+			tx.Delete(d)
+		}
+	}
+	err = tx.Run(ctx)
 	if isConditionFailure(err) {
 		return c.failure(ctx, op, id)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -23,7 +24,13 @@ import (
 // and the proposals' states. Per user, GSI1 (GSI1PK USER#<id>#WORKFLOWS)
 // lists the workflows by updatedAt beside the user's workflow counter
 // (GSI1SK "~COUNT", sorting after every timestamp): one descending Query
-// returns the total and a page. It implements workflow.Store.
+// returns the total and a page. A workflow's toolName is reserved by a
+// tool-name item in its owner's partition (PK USER#<id>, SK
+// TOOLNAME#<name>), written in the transaction of every write of the
+// workflow (a conditional put: the name is unique per user), moved on a
+// rename and deleted with the workflow; it holds a copy of what a user's
+// MCP server lists (workflow.ToolEntry), so ExposedTools is one Query
+// and ExposedTool one GetItem. It implements workflow.Store.
 type Workflows struct {
 	db    *dynamo.DB
 	table dynamo.Table
@@ -33,9 +40,12 @@ type Workflows struct {
 // NewWorkflows returns a Workflows over the named Data table.
 func NewWorkflows(db *dynamo.DB, dataTable string) *Workflows {
 	t := db.Table(dataTable)
-	return &Workflows{db: db, table: t, owned: ownedCollection{
+	w := &Workflows{db: db, table: t}
+	w.owned = ownedCollection{
 		db: db, table: t, pk: workflowPK, root: workflowSK, counter: workflowCounterKey, noun: "workflow", notFound: errWorkflowNotFound,
-	}}
+		unlink: w.releaseToolName,
+	}
+	return w
 }
 
 const workflowSK = "WF"
@@ -53,6 +63,12 @@ func workflowCounterKey(userID string) (string, string) {
 	return "USER#" + userID, "COUNTER#WORKFLOWS"
 }
 
+const toolNamePrefix = "TOOLNAME#"
+
+func toolNameKey(userID, toolName string) (string, string) {
+	return "USER#" + userID, toolNamePrefix + toolName
+}
+
 type workflowItem struct {
 	PK, SK         string
 	GSI1PK, GSI1SK string
@@ -61,11 +77,55 @@ type workflowItem struct {
 	UserID         string    `dynamo:"userId"`
 	Name           string    `dynamo:"name"`
 	Description    string    `dynamo:"description"`
-	Steps          string    `dynamo:"steps"` // JSON array
+	Steps          string    `dynamo:"steps"`                 // JSON array
+	InputSchema    string    `dynamo:"inputSchema,omitempty"` // JSON object
+	ExposeAsTool   bool      `dynamo:"exposeAsTool,omitempty"`
+	ToolName       string    `dynamo:"toolName,omitempty"`
 	Version        int       `dynamo:"version"`
 	CreatedAt      time.Time `dynamo:"createdAt"`
 	UpdatedAt      time.Time `dynamo:"updatedAt"`
 }
+
+// toolNameItem reserves a workflow's toolName and carries its
+// workflow.ToolEntry.
+type toolNameItem struct {
+	PK, SK      string
+	Type        string    `dynamo:"type"`
+	UserID      string    `dynamo:"userId"`
+	ToolName    string    `dynamo:"toolName"`
+	WorkflowID  string    `dynamo:"workflowId"`
+	Exposed     bool      `dynamo:"exposed"`
+	Name        string    `dynamo:"name"`
+	Description string    `dynamo:"description"`
+	InputSchema string    `dynamo:"inputSchema,omitempty"`
+	LastStepID  string    `dynamo:"lastStepId,omitempty"`
+	LastToolID  string    `dynamo:"lastToolId,omitempty"`
+	LastForEach bool      `dynamo:"lastForEach,omitempty"`
+	Version     int       `dynamo:"version"`
+	UpdatedAt   time.Time `dynamo:"updatedAt"`
+}
+
+func newToolNameItem(w workflow.Workflow) toolNameItem {
+	e := w.Entry()
+	pk, sk := toolNameKey(w.UserID, w.ToolName)
+	return toolNameItem{PK: pk, SK: sk, Type: "toolname", UserID: e.UserID, ToolName: e.ToolName, WorkflowID: e.WorkflowID,
+		Exposed: e.Exposed, Name: e.Name, Description: e.Description, InputSchema: string(e.InputSchema),
+		LastStepID: e.LastStepID, LastToolID: e.LastToolID, LastForEach: e.LastForEach, Version: e.Version, UpdatedAt: e.UpdatedAt}
+}
+
+func (it toolNameItem) entry() workflow.ToolEntry {
+	e := workflow.ToolEntry{UserID: it.UserID, ToolName: it.ToolName, WorkflowID: it.WorkflowID, Exposed: it.Exposed, Name: it.Name,
+		Description: it.Description, LastStepID: it.LastStepID, LastToolID: it.LastToolID, LastForEach: it.LastForEach,
+		Version: it.Version, UpdatedAt: it.UpdatedAt}
+	if it.InputSchema != "" {
+		e.InputSchema = json.RawMessage(it.InputSchema)
+	}
+	return e
+}
+
+// claimsToolName is the condition of a tool-name write: the name is free
+// or already this workflow's.
+const claimsToolName = "attribute_not_exists(PK) OR workflowId = ?"
 
 type wfMessageItem struct {
 	PK, SK     string
@@ -117,13 +177,18 @@ func newWorkflowItem(w workflow.Workflow) (workflowItem, error) {
 	return workflowItem{
 		PK: workflowPK(w.ID), SK: workflowSK, GSI1PK: userWorkflowsGSI(w.UserID), GSI1SK: workflowGSISK(w.UpdatedAt, w.ID),
 		Type: "workflow", ID: w.ID, UserID: w.UserID, Name: w.Name, Description: w.Description, Steps: string(b),
+		InputSchema: string(w.InputSchema), ExposeAsTool: w.ExposeAsTool, ToolName: w.ToolName,
 		Version: w.Version, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}, nil
 }
 
 func (it workflowItem) workflow() (workflow.Workflow, error) {
 	w := workflow.Workflow{ID: it.ID, UserID: it.UserID, Name: it.Name, Description: it.Description,
+		ExposeAsTool: it.ExposeAsTool, ToolName: it.ToolName,
 		Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+	if it.InputSchema != "" {
+		w.InputSchema = json.RawMessage(it.InputSchema)
+	}
 	if it.Steps != "" {
 		if err := decodeAttr(it.PK, it.SK, "steps", it.Steps, &w.Steps); err != nil {
 			return workflow.Workflow{}, err
@@ -179,6 +244,21 @@ func (it wfCollectionItem) message() workflow.Message {
 
 var errWorkflowNotFound = errs.E("store.Workflows", errs.NotFound, workflow.CodeWorkflowNotFound, "workflow not found")
 
+func toolNameTaken(op, name string, err error) error {
+	return errs.E(op, errs.Conflict, workflow.CodeToolNameTaken, fmt.Sprintf("another of your workflows has the toolName %q", name)).WithCause(err)
+}
+
+// tooLarge maps DynamoDB's refusal of an item over its size limit to 413
+// WORKFLOW_TOO_LARGE (the service refuses definitions over
+// workflow.MaxDefinitionBytes before; this keeps any that slip through
+// from being a 500).
+func tooLarge(op string, err error) error {
+	if err != nil && strings.Contains(err.Error(), "Item size") && strings.Contains(err.Error(), "exceeded the maximum allowed size") {
+		return errs.E(op, errs.TooLarge, workflow.CodeWorkflowTooLarge, "the workflow is too large to store").WithCause(err)
+	}
+	return nil
+}
+
 func concurrentUpdate(op string, err error) error {
 	return errs.E(op, errs.Conflict, workflow.CodeConcurrentUpdate, "the workflow or proposal changed concurrently").WithCause(err)
 }
@@ -210,13 +290,22 @@ func (s *Workflows) CreateWorkflow(ctx context.Context, w workflow.Workflow) err
 		return errs.Wrap(op, err)
 	}
 	pk, sk := workflowCounterKey(w.UserID)
-	err = s.db.WriteTx().
+	tx := s.db.WriteTx().
 		Put(s.table.Put(it).If("attribute_not_exists(PK)")).
 		Update(s.table.Update("PK", pk).Range("SK", sk).Add("n", 1).
-			Set("GSI1PK", userWorkflowsGSI(w.UserID)).Set("GSI1SK", counterGSISK).Set("type", "counter")).
-		Run(ctx)
-	if isConditionFailure(err) {
+			Set("GSI1PK", userWorkflowsGSI(w.UserID)).Set("GSI1SK", counterGSISK).Set("type", "counter"))
+	if w.ToolName != "" {
+		tx.Put(s.table.Put(newToolNameItem(w)).If(claimsToolName, w.ID))
+	}
+	err = tx.Run(ctx)
+	switch {
+	case w.ToolName != "" && failedCondition(err, 2):
+		return toolNameTaken(op, w.ToolName, err)
+	case isConditionFailure(err):
 		return errs.E(op, errs.Conflict, "WORKFLOW_EXISTS", "a workflow with this id exists")
+	}
+	if e := tooLarge(op, err); e != nil {
+		return e
 	}
 	return storeError(op, err)
 }
@@ -235,25 +324,89 @@ func (s *Workflows) Workflow(ctx context.Context, id string) (workflow.Workflow,
 	return w, errs.Wrap(op, err)
 }
 
-// UpdateWorkflow sets name and/or description, increments the version and
-// moves updatedAt, in one conditional update; NotFound or Forbidden when
-// the condition fails.
-func (s *Workflows) UpdateWorkflow(ctx context.Context, id, userID string, name, description *string, now time.Time) (workflow.Workflow, error) {
+// UpdateWorkflow writes next over prev (next.Version is prev.Version+1)
+// in one transaction: the workflow item, conditioned on the stored
+// version being prev's, the owner being next's and no delete under way;
+// the tool-name item of next.ToolName (conditioned on the name being free
+// or this workflow's); and, when the name changed, the delete of
+// prev.ToolName's. Conflict CONCURRENT_UPDATE when the workflow is not as
+// read (changed, or gone: the caller re-reads), Conflict TOOL_NAME_TAKEN,
+// TooLarge WORKFLOW_TOO_LARGE.
+func (s *Workflows) UpdateWorkflow(ctx context.Context, next, prev workflow.Workflow) error {
 	const op = "store.UpdateWorkflow"
-	u := s.table.Update("PK", workflowPK(id)).Range("SK", workflowSK).
-		Set("updatedAt", now).Set("GSI1SK", workflowGSISK(now, id)).Add("version", 1)
-	if name != nil {
-		u.Set("name", *name)
+	it, err := newWorkflowItem(next)
+	if err != nil {
+		return errs.Wrap(op, err)
 	}
-	if description != nil {
-		u.Set("description", *description)
+	tx := s.db.WriteTx().
+		Put(s.table.Put(it).If("$ = ? AND userId = ? AND attribute_not_exists(deleting)", "version", prev.Version, next.UserID))
+	n := 1
+	if prev.ToolName != "" && prev.ToolName != next.ToolName {
+		pk, sk := toolNameKey(prev.UserID, prev.ToolName)
+		tx.Delete(s.table.Delete("PK", pk).Range("SK", sk).If(claimsToolName, prev.ID))
+		n++
 	}
-	var it workflowItem
-	if err := s.owned.update(ctx, op, id, userID, u, &it); err != nil {
-		return workflow.Workflow{}, err
+	claim := -1
+	if next.ToolName != "" {
+		tx.Put(s.table.Put(newToolNameItem(next)).If(claimsToolName, next.ID))
+		claim = n
 	}
-	w, err := it.workflow()
-	return w, errs.Wrap(op, err)
+	err = tx.Run(ctx)
+	switch {
+	case claim >= 0 && failedCondition(err, claim):
+		return toolNameTaken(op, next.ToolName, err)
+	case isConditionFailure(err) || isTxConflict(err):
+		return concurrentUpdate(op, err)
+	}
+	if e := tooLarge(op, err); e != nil {
+		return e
+	}
+	return storeError(op, err)
+}
+
+// releaseToolName returns the delete of the tool-name item that the
+// workflow item being deleted names, for the delete's last transaction.
+func (s *Workflows) releaseToolName(id, userID string, links rootLinks) []*dynamo.Delete {
+	if links.ToolName == "" {
+		return nil
+	}
+	pk, sk := toolNameKey(userID, links.ToolName)
+	return []*dynamo.Delete{s.table.Delete("PK", pk).Range("SK", sk).If(claimsToolName, id)}
+}
+
+// ExposedTools returns the user's workflows exposed as tools, by tool
+// name, from one Query of the user's tool-name items (a page per 1 MB).
+func (s *Workflows) ExposedTools(ctx context.Context, userID string) ([]workflow.ToolEntry, error) {
+	const op = "store.ExposedTools"
+	pk, _ := toolNameKey(userID, "")
+	var items []toolNameItem
+	if err := s.table.Get("PK", pk).Range("SK", dynamo.BeginsWith, toolNamePrefix).All(ctx, &items); err != nil {
+		return nil, storeError(op, err)
+	}
+	out := []workflow.ToolEntry{}
+	for _, it := range items {
+		if it.Exposed {
+			out = append(out, it.entry())
+		}
+	}
+	return out, nil
+}
+
+// ExposedTool returns the user's workflow exposed as the tool toolName,
+// with one GetItem. NotFound TOOL_NOT_FOUND when no workflow of the user
+// has that toolName or it is not exposed.
+func (s *Workflows) ExposedTool(ctx context.Context, userID, toolName string) (workflow.ToolEntry, error) {
+	const op = "store.ExposedTool"
+	pk, sk := toolNameKey(userID, toolName)
+	var it toolNameItem
+	err := s.table.Get("PK", pk).Range("SK", dynamo.Equal, sk).One(ctx, &it)
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound) || (err == nil && !it.Exposed):
+		return workflow.ToolEntry{}, errs.E(op, errs.NotFound, workflow.CodeToolNotFound, fmt.Sprintf("no workflow is exposed as the tool %q", toolName))
+	case err != nil:
+		return workflow.ToolEntry{}, storeError(op, err)
+	}
+	return it.entry(), nil
 }
 
 // DeleteWorkflow removes the workflow id of userID with its messages and
@@ -375,24 +528,31 @@ func (s *Workflows) WorkflowProposal(ctx context.Context, workflowID, proposalID
 	return w, p, true, nil
 }
 
-// ApplyProposal writes next and marks the proposal applied in one
-// transaction conditioned on the proposal being pending and the workflow's
-// version being readVersion. Conflict CONCURRENT_UPDATE when either
-// condition fails or another transaction got in the way.
+// ApplyProposal writes next (with its tool-name item, when it has a
+// toolName) and marks the proposal applied in one transaction conditioned
+// on the proposal being pending and the workflow's version being
+// readVersion. Conflict CONCURRENT_UPDATE when either condition fails or
+// another transaction got in the way; TooLarge WORKFLOW_TOO_LARGE.
 func (s *Workflows) ApplyProposal(ctx context.Context, next workflow.Workflow, readVersion int, proposalID string, at time.Time) error {
 	const op = "store.ApplyProposal"
 	it, err := newWorkflowItem(next)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	err = s.db.WriteTx().
+	tx := s.db.WriteTx().
 		Update(s.table.Update("PK", workflowPK(next.ID)).Range("SK", proposalSK(proposalID)).
 			Set("status", workflow.ProposalApplied).Set("appliedAt", at).
 			If("$ = ?", "status", workflow.ProposalPending)).
-		Put(s.table.Put(it).If("$ = ? AND userId = ? AND attribute_not_exists(deleting)", "version", readVersion, next.UserID)).
-		Run(ctx)
+		Put(s.table.Put(it).If("$ = ? AND userId = ? AND attribute_not_exists(deleting)", "version", readVersion, next.UserID))
+	if next.ToolName != "" { // keep the tool entry in step
+		tx.Put(s.table.Put(newToolNameItem(next)).If(claimsToolName, next.ID))
+	}
+	err = tx.Run(ctx)
 	if isConditionFailure(err) || isTxConflict(err) {
 		return concurrentUpdate(op, err)
+	}
+	if e := tooLarge(op, err); e != nil {
+		return e
 	}
 	return storeError(op, err)
 }

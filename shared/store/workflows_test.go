@@ -2,12 +2,15 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/paging"
@@ -38,15 +41,30 @@ func TestWorkflowsListCounterAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An update moves workflow 0 to the top and bumps its version.
-	name := "renamed"
-	w0, err := s.UpdateWorkflow(ctx, ids[0], "u1", &name, nil, t0.Add(time.Hour))
-	if err != nil || w0.Name != "renamed" || w0.Version != 2 {
-		t.Fatalf("update = %+v, %v", w0, err)
+	prev, err := s.Workflow(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.UpdateWorkflow(ctx, ids[0], "u2", &name, nil, t0); errs.KindOf(err) != errs.Forbidden {
-		t.Errorf("update by another user: %v", err)
+	next := prev
+	next.Name, next.Version, next.UpdatedAt = "renamed", 2, t0.Add(time.Hour)
+	if err := s.UpdateWorkflow(ctx, next, prev); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.UpdateWorkflow(ctx, uuid.NewString(), "u1", &name, nil, t0); errs.CodeOf(err) != workflow.CodeWorkflowNotFound {
+	if w0, err := s.Workflow(ctx, ids[0]); err != nil || w0.Name != "renamed" || w0.Version != 2 {
+		t.Fatalf("after update = %+v, %v", w0, err)
+	}
+	// The same write again: the version moved on.
+	if err := s.UpdateWorkflow(ctx, next, prev); errs.CodeOf(err) != workflow.CodeConcurrentUpdate {
+		t.Errorf("stale update: %v", err)
+	}
+	other := next
+	other.UserID, other.Version = "u2", 3
+	if err := s.UpdateWorkflow(ctx, other, next); errs.CodeOf(err) != workflow.CodeConcurrentUpdate {
+		t.Errorf("update as another owner: %v", err)
+	}
+	missing := next
+	missing.ID = uuid.NewString()
+	if err := s.UpdateWorkflow(ctx, missing, prev); errs.CodeOf(err) != workflow.CodeConcurrentUpdate {
 		t.Errorf("update missing: %v", err)
 	}
 	want := []string{ids[0], ids[4], ids[3], ids[2], ids[1]}
@@ -254,5 +272,181 @@ func TestNothingJoinsAWorkflowBeingDeleted(t *testing.T) {
 	var left []map[string]any
 	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
 		t.Errorf("left behind: %v %v", left, err)
+	}
+}
+
+// TestWorkflowToolNames: a toolName is claimed in the transaction of the
+// workflow's write, unique per user (409 TOOL_NAME_TAKEN, nothing
+// written), moved on a rename, kept in step by applies, released by a
+// rename to none and by the delete; ExposedTools is one Query of the
+// exposed ones and ExposedTool one GetItem.
+func TestWorkflowToolNames(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewWorkflows(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	schema := json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
+
+	a := newWorkflow("u1", t0)
+	a.ToolName, a.ExposeAsTool, a.InputSchema, a.Description = "search", true, schema, "Searches."
+	a.Steps = []workflow.Step{{ID: "s", ToolID: "hash", Inputs: map[string]any{"text": "{{input.q}}"}, Outputs: []string{"digest"}}}
+	if err := s.CreateWorkflow(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Workflow(ctx, a.ID); err != nil || got.ToolName != "search" || !got.ExposeAsTool || string(got.InputSchema) != string(schema) {
+		t.Fatalf("stored = %+v, %v", got, err)
+	}
+	// The same name for another workflow of the user: refused, nothing written.
+	b := newWorkflow("u1", t0)
+	b.ToolName = "search"
+	if err := s.CreateWorkflow(ctx, b); errs.CodeOf(err) != workflow.CodeToolNameTaken || errs.KindOf(err) != errs.Conflict {
+		t.Fatalf("duplicate name on create: %v", err)
+	}
+	if _, err := s.Workflow(ctx, b.ID); errs.KindOf(err) != errs.NotFound {
+		t.Errorf("the refused workflow was written: %v", err)
+	}
+	if _, total, _ := s.ListWorkflows(ctx, "u1", paging.Page{Limit: 20}); total != 1 {
+		t.Errorf("count after a refused create = %d", total)
+	}
+	// Another user may use the name.
+	c := newWorkflow("u2", t0)
+	c.ToolName, c.ExposeAsTool = "search", true
+	if err := s.CreateWorkflow(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	b.ToolName = "other"
+	if err := s.CreateWorkflow(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// Renaming b to a's name: refused, b unchanged.
+	bNext := b
+	bNext.ToolName, bNext.Version = "search", 2
+	if err := s.UpdateWorkflow(ctx, bNext, b); errs.CodeOf(err) != workflow.CodeToolNameTaken {
+		t.Fatalf("rename to a taken name: %v", err)
+	}
+	if got, _ := s.Workflow(ctx, b.ID); got.Version != 1 || got.ToolName != "other" {
+		t.Errorf("b after a refused rename: %+v", got)
+	}
+
+	db.Counter.Reset()
+	exposed, err := s.ExposedTools(ctx, "u1")
+	if err != nil || len(exposed) != 1 || exposed[0].WorkflowID != a.ID || exposed[0].ToolName != "search" || exposed[0].Description != "Searches." ||
+		string(exposed[0].InputSchema) != string(schema) || exposed[0].LastStepID != "s" || exposed[0].LastToolID != "hash" {
+		t.Fatalf("ExposedTools = %+v, %v", exposed, err)
+	}
+	if n := db.Counter.Count(); n != 1 {
+		t.Errorf("ExposedTools cost %d calls", n)
+	}
+	db.Counter.Reset()
+	if e, err := s.ExposedTool(ctx, "u1", "search"); err != nil || e.WorkflowID != a.ID || !e.Exposed {
+		t.Fatalf("ExposedTool = %+v, %v", e, err)
+	}
+	if n := db.Counter.Count(); n != 1 {
+		t.Errorf("ExposedTool cost %d calls", n)
+	}
+	for _, name := range []string{"other", "nope"} { // not exposed; no such name
+		if _, err := s.ExposedTool(ctx, "u1", name); errs.CodeOf(err) != workflow.CodeToolNotFound || errs.KindOf(err) != errs.NotFound {
+			t.Errorf("ExposedTool(%s) = %v", name, err)
+		}
+	}
+
+	// Rename a: the old name is free again, the entry follows.
+	aNext := a
+	aNext.ToolName, aNext.Version, aNext.Description = "find", 2, "Finds."
+	if err := s.UpdateWorkflow(ctx, aNext, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExposedTool(ctx, "u1", "search"); errs.KindOf(err) != errs.NotFound {
+		t.Errorf("old name still exposed: %v", err)
+	}
+	if e, err := s.ExposedTool(ctx, "u1", "find"); err != nil || e.Description != "Finds." || e.Version != 2 {
+		t.Errorf("renamed entry = %+v, %v", e, err)
+	}
+	bNext.Version = 2
+	if err := s.UpdateWorkflow(ctx, bNext, b); err != nil {
+		t.Fatalf("taking the freed name: %v", err)
+	}
+
+	// An apply keeps the entry in step.
+	p := &workflow.Proposal{ID: uuid.NewString(), WorkflowID: a.ID, MessageID: uuid.NewString(), Status: workflow.ProposalPending, Changes: []workflow.Change{}, BaseVersion: 2, CreatedAt: t0}
+	if err := s.AddMessages(ctx, a.ID, p, workflow.Message{ID: p.MessageID, WorkflowID: a.ID, Role: "assistant", Content: "p", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	applied := aNext
+	applied.Version, applied.Name = 3, "Applied name"
+	applied.Steps = append(applied.Steps, workflow.Step{ID: "each", ToolID: "json_query", ForEach: "{{s.digest}}", Outputs: []string{"results"}})
+	if err := s.ApplyProposal(ctx, applied, 2, p.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.ExposedTool(ctx, "u1", "find"); err != nil || e.Name != "Applied name" || e.Version != 3 || e.LastStepID != "each" || !e.LastForEach {
+		t.Errorf("entry after apply = %+v, %v", e, err)
+	}
+
+	// Hiding and unnaming.
+	hidden := applied
+	hidden.ExposeAsTool, hidden.Version = false, 4
+	if err := s.UpdateWorkflow(ctx, hidden, applied); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ExposedTools(ctx, "u1"); len(list) != 0 {
+		t.Errorf("hidden workflow listed: %+v", list)
+	}
+	unnamed := hidden
+	unnamed.ToolName, unnamed.Version = "", 5
+	if err := s.UpdateWorkflow(ctx, unnamed, hidden); err != nil {
+		t.Fatal(err)
+	}
+	var items []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "USER#u1").Range("SK", dynamo.BeginsWith, "TOOLNAME#").All(ctx, &items); err != nil || len(items) != 1 {
+		t.Errorf("tool-name items of u1 = %v, %v; want b's only", items, err)
+	}
+
+	// Deleting b releases its name.
+	if err := s.DeleteWorkflow(ctx, b.ID, "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	items = nil
+	if err := db.Table(db.Data()).Get("PK", "USER#u1").Range("SK", dynamo.BeginsWith, "TOOLNAME#").All(ctx, &items); err != nil || len(items) != 0 {
+		t.Errorf("tool-name items after the delete = %v, %v", items, err)
+	}
+	d := newWorkflow("u1", t0)
+	d.ToolName = "search"
+	if err := s.CreateWorkflow(ctx, d); err != nil {
+		t.Errorf("the deleted workflow's name is not free: %v", err)
+	}
+	if list, err := s.ExposedTools(ctx, "u2"); err != nil || len(list) != 1 || list[0].WorkflowID != c.ID {
+		t.Errorf("u2's tools = %+v, %v", list, err)
+	}
+}
+
+// TestWorkflowTooLargeForAnItem: a write DynamoDB refuses for its size is
+// 413 WORKFLOW_TOO_LARGE, not a 500 (the service refuses such definitions
+// before; this is the store's own guard), and nothing is written.
+func TestWorkflowTooLargeForAnItem(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewWorkflows(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	w := newWorkflow("u1", t0)
+	if err := s.CreateWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	big := w
+	big.Version = 2
+	big.Steps = []workflow.Step{{ID: "s", ToolID: "hash", Inputs: map[string]any{"text": strings.Repeat("x", 420_000)}}}
+	if err := s.UpdateWorkflow(ctx, big, w); errs.CodeOf(err) != workflow.CodeWorkflowTooLarge || errs.KindOf(err) != errs.TooLarge {
+		t.Errorf("update over 400 KB: %v", err)
+	}
+	big.ID, big.Version = uuid.NewString(), 1
+	if err := s.CreateWorkflow(ctx, big); errs.CodeOf(err) != workflow.CodeWorkflowTooLarge {
+		t.Errorf("create over 400 KB: %v", err)
+	}
+	if got, _ := s.Workflow(ctx, w.ID); got.Version != 1 || len(got.Steps) != 0 {
+		t.Errorf("after the refused update: %+v", got)
+	}
+	if _, total, _ := s.ListWorkflows(ctx, "u1", paging.Page{Limit: 20}); total != 1 {
+		t.Errorf("count after the refused create = %d", total)
 	}
 }

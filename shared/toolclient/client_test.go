@@ -79,8 +79,8 @@ func TestClientMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 11 {
-		t.Errorf("ListTools: %d tools, want 11 (10 built-in + the test tool)", len(list))
+	if len(list) != 12 {
+		t.Errorf("ListTools: %d tools, want 12 (11 built-in + the test tool)", len(list))
 	}
 	var jq *toolserver.ToolSummary
 	for i := range list {
@@ -130,7 +130,7 @@ func TestClientCatalog(t *testing.T) {
 	var cat toolclient.Source = toolclient.NewClient(srv.URL, clientTestKey, nil)
 	ctx := context.Background()
 	list, err := cat.ListTools(ctx)
-	if err != nil || len(list) != 11 || list[0].ID == "" || len(list[0].InputSchema) == 0 {
+	if err != nil || len(list) != 12 || list[0].ID == "" || len(list[0].InputSchema) == 0 {
 		t.Fatalf("ListTools = %+v, %v", list, err)
 	}
 	found, err := cat.SearchTools(ctx, "regex")
@@ -282,4 +282,41 @@ func TestClientUnavailable(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want it to wrap context.Canceled", err)
 	}
+}
+
+// TestSpecsLeaveOutStepOnlyTools: a chat offers models every tool but
+// ask_human, which only a workflow run carries out; the catalog still
+// lists it (proposals and the REST list need it).
+func TestSpecsLeaveOutStepOnlyTools(t *testing.T) {
+	t.Parallel()
+	srv := startClientTestServer(t)
+	cat := toolclient.NewCatalog(toolclient.NewClient(srv.URL, clientTestKey, nil), time.Minute, nil)
+	specs, err := cat.Specs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cat.List(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != len(list)-1 {
+		t.Errorf("%d specs for %d tools, want one fewer", len(specs), len(list))
+	}
+	for _, s := range specs {
+		if s.Name == tools.AskHumanID {
+			t.Errorf("Specs offers %s to models", s.Name)
+		}
+	}
+	if !slicesContainsID(list, tools.AskHumanID) {
+		t.Errorf("the catalog does not list %s", tools.AskHumanID)
+	}
+}
+
+func slicesContainsID(list []toolclient.ToolSummary, id string) bool {
+	for _, s := range list {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -7,10 +7,15 @@ import (
 	"github.com/workflowchat/service/shared/model"
 )
 
+// stepOnly are the tools that only a workflow run carries out (ask_human
+// waits for a person's answer): a chat does not offer them to models.
+var stepOnly = map[string]bool{"ask_human": true}
+
 // Specs returns the tools as model tool specs, for chats that offer them
 // to models (chat.Tools): the cached list, so a chat message does not cost
-// a tool server round trip. When the tool server cannot be reached it
-// returns the cached copy if any, else TOOLS_UNAVAILABLE.
+// a tool server round trip, without the tools only workflow steps run.
+// When the tool server cannot be reached it returns the cached copy if
+// any, else TOOLS_UNAVAILABLE.
 func (c *Catalog) Specs(ctx context.Context) ([]model.ToolSpec, error) {
 	list, err := c.List(ctx, false)
 	if err != nil {
@@ -18,6 +23,9 @@ func (c *Catalog) Specs(ctx context.Context) ([]model.ToolSpec, error) {
 	}
 	specs := make([]model.ToolSpec, 0, len(list))
 	for _, t := range list {
+		if stepOnly[t.ID] {
+			continue
+		}
 		specs = append(specs, model.ToolSpec{Name: t.ID, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	return specs, nil

@@ -66,8 +66,8 @@ type Config struct {
 
 // Builtin returns the built-in tools, configured by cfg: http_request,
 // html_extract, json_query, csv_parse, text_template, regex_extract,
-// math_evaluate, datetime_now, llm_generate and hash. Each call returns new
-// Tool values.
+// math_evaluate, datetime_now, llm_generate, hash and ask_human (which only
+// the workflow engine carries out). Each call returns new Tool values.
 func Builtin(cfg Config) []*Tool {
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = DefaultHTTPTimeout
@@ -89,6 +89,7 @@ func Builtin(cfg Config) []*Tool {
 		datetimeNowTool(cfg.Now),
 		llmGenerateTool(cfg.Generator, cfg.DefaultModelID),
 		hashTool(),
+		askHumanTool(),
 	}
 }
 

@@ -309,7 +309,7 @@ func TestMCPClientSurvivesErrors(t *testing.T) {
 				}
 			}
 			res, err := cs.ListTools(t.Context(), nil)
-			if err != nil || len(res.Tools) != 10 {
+			if err != nil || len(res.Tools) != 11 {
 				t.Fatalf("after the error: ListTools = %v, %v; the session should still work", res, err)
 			}
 		})

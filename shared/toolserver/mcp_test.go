@@ -72,8 +72,8 @@ func TestMCPClient(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(res.Tools) != 10 {
-					t.Fatalf("%d tools, want 10", len(res.Tools))
+				if len(res.Tools) != 11 {
+					t.Fatalf("%d tools, want 11", len(res.Tools))
 				}
 				var names []string
 				for _, got := range res.Tools {
@@ -228,7 +228,7 @@ func TestJSONRPCOverHTTP(t *testing.T) {
 		{"tools/list without initialize", `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, 200,
 			func(t *testing.T, resp map[string]json.RawMessage) {
 				var r struct{ Tools []mcp.Tool }
-				if err := json.Unmarshal(resp["result"], &r); err != nil || len(r.Tools) != 10 {
+				if err := json.Unmarshal(resp["result"], &r); err != nil || len(r.Tools) != 11 {
 					t.Errorf("tools/list result = %s (%v)", resp["result"], err)
 				}
 				if string(resp["id"]) != `"a"` {
@@ -330,7 +330,7 @@ func TestJSONRPCBatch(t *testing.T) {
 		t.Fatalf("batch response %s (%v)", body, err)
 	}
 	for _, r := range resps {
-		if (r.ID == 1 && len(r.Result.Tools) != 10) || (r.ID == 2 && r.Result.StructuredContent["digest"] != "0cc175b9c0f1b6a831c399e269772661") {
+		if (r.ID == 1 && len(r.Result.Tools) != 11) || (r.ID == 2 && r.Result.StructuredContent["digest"] != "0cc175b9c0f1b6a831c399e269772661") {
 			t.Errorf("batch response %d = %+v", r.ID, r.Result)
 		}
 	}

@@ -294,8 +294,8 @@ func TestMethods(t *testing.T) {
 			check: func(t *testing.T, data []byte) {
 				var r struct{ Tools []map[string]json.RawMessage }
 				decodeStrict(t, data, &r)
-				if len(r.Tools) != 10 {
-					t.Fatalf("%d tools, want 10", len(r.Tools))
+				if len(r.Tools) != 11 {
+					t.Fatalf("%d tools, want 11", len(r.Tools))
 				}
 				for _, item := range r.Tools {
 					if keys := sortedKeys(item); !slices.Equal(keys, summaryKeys) {

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/workflowchat/service/shared/httpapi"
 )
@@ -15,9 +16,18 @@ type messagesList struct {
 	Messages []Message `json:"messages"`
 }
 
+// withETag sets the ETag header of a workflow response.
+func withETag(w http.ResponseWriter, wf Workflow, err error) (Workflow, error) {
+	if err == nil {
+		w.Header().Set("ETag", ETag(wf.Version))
+	}
+	return wf, err
+}
+
 func handleCreate(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (Workflow, error) {
-		return s.Create(r.Context(), in)
+		wf, err := s.Create(r.Context(), in)
+		return withETag(w, wf, err)
 	})
 }
 
@@ -27,14 +37,28 @@ func handleGet(s *Service) http.Handler {
 		if err != nil {
 			return Workflow{}, err
 		}
-		return s.Get(r.Context(), id)
+		wf, err := s.Get(r.Context(), id)
+		return withETag(w, wf, err)
 	})
 }
 
-// handleUpdate checks the path before the body (both are 400s).
+// handleUpdate checks the path, then If-Match, before the body (all
+// 400s).
 func handleUpdate(s *Service) http.Handler {
-	return WithWorkflowID(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Workflow, error) {
-		return s.Update(r.Context(), r.PathValue("workflowId"), in)
+	update := httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Workflow, error) {
+		pre, err := ParseIfMatch(ifMatch(r))
+		if err != nil {
+			return Workflow{}, err
+		}
+		wf, err := s.Update(r.Context(), r.PathValue("workflowId"), in, pre)
+		return withETag(w, wf, err)
+	})
+	return WithWorkflowID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := ParseIfMatch(ifMatch(r)); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		update.ServeHTTP(w, r)
 	}))
 }
 
@@ -81,3 +105,7 @@ func WithWorkflowID(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// ifMatch returns the If-Match header whole (a Lambda adapter may split a
+// list into several values).
+func ifMatch(r *http.Request) string { return strings.Join(r.Header.Values("If-Match"), ",") }

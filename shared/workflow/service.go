@@ -1,7 +1,10 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +21,16 @@ const (
 	CodeProposalNotFound   = "PROPOSAL_NOT_FOUND"
 	CodeProposalNotPending = "PROPOSAL_NOT_PENDING"
 	CodeProposalConflict   = "PROPOSAL_CONFLICT"
+	// CodeWorkflowTooLarge (413): the definition would pass
+	// MaxDefinitionBytes.
+	CodeWorkflowTooLarge = "WORKFLOW_TOO_LARGE"
+	// CodeToolNameTaken (409): another of the user's workflows has the
+	// toolName.
+	CodeToolNameTaken = "TOOL_NAME_TAKEN"
+	// CodeVersionMismatch (412): If-Match names another version.
+	CodeVersionMismatch = "VERSION_MISMATCH"
+	// CodeToolNotFound: no workflow of the user is exposed as the tool.
+	CodeToolNotFound = "TOOL_NOT_FOUND"
 	// CodeConcurrentUpdate is a Conflict the Store reports when a write's
 	// condition on the workflow's version or the proposal's status fails;
 	// the service re-reads and decides.
@@ -26,15 +39,19 @@ const (
 
 // Store persists workflows, their chat messages and proposals.
 type Store interface {
-	// CreateWorkflow stores w and increments its owner's workflow count,
-	// in one transaction.
+	// CreateWorkflow stores w (with its tool-name claim) and increments
+	// its owner's workflow count, in one transaction. Conflict
+	// TOOL_NAME_TAKEN, TooLarge WORKFLOW_TOO_LARGE.
 	CreateWorkflow(ctx context.Context, w Workflow) error
 	// Workflow returns the workflow id. NotFound WORKFLOW_NOT_FOUND.
 	Workflow(ctx context.Context, id string) (Workflow, error)
-	// UpdateWorkflow sets the name and/or description of the workflow id
-	// owned by userID, increments its version and returns it. NotFound,
-	// Forbidden for another user's workflow.
-	UpdateWorkflow(ctx context.Context, id, userID string, name, description *string, now time.Time) (Workflow, error)
+	// UpdateWorkflow writes next over prev, as read (next.Version is
+	// prev.Version+1), with next's tool-name claim (and prev's released
+	// when the name changed), in one transaction conditioned on the
+	// stored workflow still being prev's version. Conflict
+	// CONCURRENT_UPDATE when it is not (changed or gone), Conflict
+	// TOOL_NAME_TAKEN, TooLarge WORKFLOW_TOO_LARGE.
+	UpdateWorkflow(ctx context.Context, next, prev Workflow) error
 	// DeleteWorkflow removes the workflow id owned by userID with its
 	// messages and proposals and decrements the owner's count; deleteRuns,
 	// when not nil, runs once the owner is checked, before the workflow
@@ -66,6 +83,20 @@ type Store interface {
 	RejectProposal(ctx context.Context, workflowID, proposalID string, at time.Time) error
 }
 
+// Definitions checks a definition's steps and input schema against the
+// tool catalog (proposal.Definitions implements it).
+type Definitions interface {
+	// CheckDefinition returns w with each step's Outputs set and its
+	// input schema compact, and the problems of its steps and
+	// inputSchema, named "steps[<index>]...", "inputSchema", "steps".
+	// Errors: the catalog's.
+	CheckDefinition(ctx context.Context, w Workflow) (Workflow, []errs.FieldError, error)
+}
+
+// MaxUpdateAttempts bounds how many times Update re-reads and retries when
+// concurrent writes beat it.
+const MaxUpdateAttempts = 5
+
 // RunDeleter deletes the runs of a workflow (implemented by the run
 // storage); Delete calls it before removing the workflow.
 type RunDeleter interface {
@@ -73,11 +104,13 @@ type RunDeleter interface {
 }
 
 // Options are the dependencies of NewService. Runs nil skips deleting
-// runs; Now nil means time.Now.
+// runs; Definitions nil refuses steps and inputSchema in creates and
+// updates; Now nil means time.Now.
 type Options struct {
-	Store Store
-	Runs  RunDeleter
-	Now   func() time.Time
+	Store       Store
+	Runs        RunDeleter
+	Definitions Definitions
+	Now         func() time.Time
 }
 
 // Service implements the workflow operations: create, read, update,
@@ -86,6 +119,7 @@ type Options struct {
 type Service struct {
 	store Store
 	runs  RunDeleter
+	defs  Definitions
 	now   func() time.Time
 }
 
@@ -94,13 +128,16 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, runs: o.Runs, now: o.Now}
+	return &Service{store: o.Store, runs: o.Runs, defs: o.Definitions, now: o.Now}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
 
 // Create creates a workflow for the signed-in user, who must be
-// req.UserID (Forbidden otherwise).
+// req.UserID (Forbidden otherwise), with the definition fields it gives
+// checked as Update checks them. Errors: Forbidden, Invalid
+// VALIDATION_FAILED naming the field, Conflict TOOL_NAME_TAKEN, TooLarge
+// WORKFLOW_TOO_LARGE, the catalog's.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Workflow, error) {
 	const op = "workflow.Create"
 	uid := auth.UserID(ctx)
@@ -111,6 +148,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Workflow, erro
 	w := Workflow{ID: uuid.NewString(), UserID: uid, Name: strings.TrimSpace(req.Name), Steps: []Step{}, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if req.Description != nil {
 		w.Description = *req.Description
+	}
+	w, err := s.define(ctx, op, w, UpdateRequest{InputSchema: req.InputSchema, Steps: req.Steps, ExposeAsTool: req.ExposeAsTool, ToolName: req.ToolName})
+	if err != nil {
+		return Workflow{}, err
 	}
 	if err := s.store.CreateWorkflow(ctx, w); err != nil {
 		return Workflow{}, errs.Wrap(op, err)
@@ -124,15 +165,123 @@ func (s *Service) Get(ctx context.Context, id string) (Workflow, error) {
 		func(w Workflow) string { return w.UserID })
 }
 
-// Update changes the name and/or description of workflow id. NotFound,
-// Forbidden.
-func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Workflow, error) {
-	if req.Name != nil {
-		n := strings.TrimSpace(*req.Name)
-		req.Name = &n
+// Update changes workflow id as req says, when pre holds for its version:
+// it reads the workflow, applies the fields given, checks the definition
+// (the steps and the inputSchema against the tool catalog when either is
+// given, exposeAsTool needing a toolName, the size) and writes it with
+// one transaction conditioned on the version read; a concurrent write
+// makes it read again (and check pre again), at most MaxUpdateAttempts
+// times. Errors: NotFound, Forbidden, PreconditionFailed
+// VERSION_MISMATCH, Invalid VALIDATION_FAILED naming the field, Conflict
+// TOOL_NAME_TAKEN, TooLarge WORKFLOW_TOO_LARGE, the catalog's.
+func (s *Service) Update(ctx context.Context, id string, req UpdateRequest, pre Precondition) (Workflow, error) {
+	const op = "workflow.Update"
+	for range MaxUpdateAttempts {
+		w, err := s.Get(ctx, id)
+		if err != nil {
+			return Workflow{}, errs.Wrap(op, err)
+		}
+		if !pre.Matches(w.Version) {
+			return Workflow{}, mismatch(op, w.Version)
+		}
+		next := w
+		if req.Name != nil {
+			next.Name = strings.TrimSpace(*req.Name)
+		}
+		if req.Description != nil {
+			next.Description = *req.Description
+		}
+		next, err = s.define(ctx, op, next, req)
+		if err != nil {
+			return Workflow{}, err
+		}
+		now := s.clock()
+		if !now.After(w.UpdatedAt) {
+			now = w.UpdatedAt.Add(time.Microsecond)
+		}
+		next.Version, next.UpdatedAt = w.Version+1, now
+		err = s.store.UpdateWorkflow(ctx, next, w)
+		if errs.CodeOf(err) == CodeConcurrentUpdate {
+			continue
+		}
+		if err != nil {
+			return Workflow{}, errs.Wrap(op, err)
+		}
+		return next, nil
 	}
-	w, err := s.store.UpdateWorkflow(ctx, id, auth.UserID(ctx), req.Name, req.Description, s.clock())
-	return w, errs.Wrap("workflow.Update", err)
+	return Workflow{}, errs.E(op, errs.Conflict, CodeConcurrentUpdate, "the workflow is being changed concurrently; try again")
+}
+
+// define applies the definition fields of req (inputSchema, steps,
+// exposeAsTool, toolName) to w and checks the result: the steps and the
+// input schema through Definitions when either is given, a toolName when
+// exposed, and the size.
+func (s *Service) define(ctx context.Context, op string, w Workflow, req UpdateRequest) (Workflow, error) {
+	if req.InputSchema != nil {
+		w.InputSchema = nil
+		if t := bytes.TrimSpace(req.InputSchema); string(t) != "null" {
+			w.InputSchema = slices.Clone(t)
+		}
+	}
+	if req.Steps != nil {
+		w.Steps = slices.Clone(*req.Steps)
+	}
+	if req.ExposeAsTool != nil {
+		w.ExposeAsTool = *req.ExposeAsTool
+	}
+	if req.ToolName != nil {
+		w.ToolName = *req.ToolName
+	}
+	if w.Steps == nil {
+		w.Steps = []Step{}
+	}
+	if req.InputSchema != nil || req.Steps != nil {
+		if s.defs == nil {
+			return Workflow{}, errs.E(op, errs.Internal, "", "workflow definitions cannot be checked here")
+		}
+		checked, probs, err := s.defs.CheckDefinition(ctx, w)
+		if err != nil {
+			return Workflow{}, errs.Wrap(op, err)
+		}
+		if len(probs) > 0 {
+			return Workflow{}, definitionError(op, probs)
+		}
+		w = checked
+	}
+	if w.ExposeAsTool && w.ToolName == "" {
+		return Workflow{}, errs.Fields(op, errs.FieldError{Field: "exposeAsTool", Message: "a workflow exposed as a tool needs a toolName"})
+	}
+	if n := DefinitionSize(w); n > MaxDefinitionBytes {
+		return Workflow{}, TooLarge(op, n)
+	}
+	return w, nil
+}
+
+// TooLarge is the error of a definition of n bytes (DefinitionSize), over
+// MaxDefinitionBytes: 413 WORKFLOW_TOO_LARGE naming the limit.
+func TooLarge(op string, n int) error {
+	return errs.E(op, errs.TooLarge, CodeWorkflowTooLarge,
+		fmt.Sprintf("the workflow definition would be %d bytes; the limit is %d bytes (350 KiB) of JSON for its name, description, inputSchema, steps, exposeAsTool and toolName", n, MaxDefinitionBytes))
+}
+
+// definitionError is the VALIDATION_FAILED error of a definition's
+// problems, its message naming the first ones.
+func definitionError(op string, probs []errs.FieldError) error {
+	e := errs.Fields(op, probs...)
+	var b strings.Builder
+	b.WriteString("the workflow definition is not valid: ")
+	for i, p := range probs {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(probs)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field + ": " + p.Message)
+	}
+	e.Message = b.String()
+	return e
 }
 
 // Delete removes workflow id with its runs, messages and proposals. The

@@ -10,36 +10,70 @@ import (
 )
 
 // Template references in step inputs (docs/decisions.md, Workflows and
-// runs).
+// runs, Workflow definitions).
 //
-// A reference is {{<step_id>.<output_name>}} where both names match
-// IdentPattern. Spaces and tabs are allowed just inside the braces, so
-// "{{ fetch.body }}" and "{{fetch.body}}" are the same reference. Anything
-// else between double braces (text_template's own "{{.name}}", "{{ if .x }}",
-// "{{a.b.c}}", ...) is not a reference and passes through untouched.
+// A reference is one of:
+//   - {{<step_id>.<output_name>}}: an earlier step's output;
+//   - {{input.<name>}}: a property of the run's input;
+//   - {{item}} or {{item.<field>}}: the current element of a forEach
+//     step (a field of it, when it is an object);
+//
+// where the names match IdentPattern ("input" and "item" are reserved:
+// no step takes them). Spaces and tabs are allowed just inside the
+// braces, so "{{ fetch.body }}" and "{{fetch.body}}" are the same
+// reference. Anything else between double braces (text_template's own
+// "{{.name}}", "{{ if .x }}", "{{end}}", "{{a.b.c}}", ...) is not a
+// reference and passes through untouched.
 
 // IdentPattern is the pattern of step ids and output names.
 const IdentPattern = `^[A-Za-z][A-Za-z0-9_]{0,63}$`
 
-const identExpr = `[A-Za-z][A-Za-z0-9_]{0,63}`
+const (
+	identExpr = `[A-Za-z][A-Za-z0-9_]{0,63}`
+	refExpr   = `\{\{[ \t]*(?:(` + identExpr + `)\.(` + identExpr + `)|(` + ItemRef + `))[ \t]*\}\}`
+)
 
 var (
 	identRe    = regexp.MustCompile(IdentPattern)
-	templateRe = regexp.MustCompile(`\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}`)
-	exactRe    = regexp.MustCompile(`^\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}$`)
+	templateRe = regexp.MustCompile(refExpr)
+	exactRe    = regexp.MustCompile(`^` + refExpr + `$`)
 )
 
 // ValidIdent reports whether s is a valid step id or output name.
 func ValidIdent(s string) bool { return identRe.MatchString(s) }
 
-// Ref is a reference to output Output of step StepID.
+// Ref is a reference: to output Output of step StepID, or, when StepID is
+// InputRef, to the input property Output, or, when StepID is ItemRef, to
+// the current forEach element (Output empty) or its field Output.
 type Ref struct {
 	StepID string `json:"stepId"`
 	Output string `json:"output"`
 }
 
+// IsInput reports whether r reads the run's input ({{input.name}}).
+func (r Ref) IsInput() bool { return r.StepID == InputRef }
+
+// IsItem reports whether r reads the current forEach element ({{item}},
+// {{item.field}}).
+func (r Ref) IsItem() bool { return r.StepID == ItemRef }
+
+// IsStep reports whether r reads an earlier step's output.
+func (r Ref) IsStep() bool { return !r.IsInput() && !r.IsItem() }
+
 // String returns the canonical template form of r.
-func (r Ref) String() string { return "{{" + r.StepID + "." + r.Output + "}}" }
+func (r Ref) String() string {
+	if r.Output == "" {
+		return "{{" + r.StepID + "}}"
+	}
+	return "{{" + r.StepID + "." + r.Output + "}}"
+}
+
+func refOf(s string, m []int) Ref {
+	if m[6] >= 0 {
+		return Ref{StepID: ItemRef}
+	}
+	return Ref{StepID: s[m[2]:m[3]], Output: s[m[4]:m[5]]}
+}
 
 // IsExactTemplate reports whether the whole of s is one reference (optional
 // spaces/tabs inside the braces, nothing outside them) and returns it.
@@ -47,11 +81,11 @@ func IsExactTemplate(s string) (Ref, bool) {
 	if !strings.HasPrefix(s, "{{") {
 		return Ref{}, false
 	}
-	m := exactRe.FindStringSubmatch(s)
+	m := exactRe.FindStringSubmatchIndex(s)
 	if m == nil {
 		return Ref{}, false
 	}
-	return Ref{StepID: m[1], Output: m[2]}, true
+	return refOf(s, m), true
 }
 
 // stringRefs returns the references in s, in order of appearance.
@@ -60,8 +94,8 @@ func stringRefs(s string) []Ref {
 		return nil
 	}
 	var refs []Ref
-	for _, m := range templateRe.FindAllStringSubmatch(s, -1) {
-		refs = append(refs, Ref{StepID: m[1], Output: m[2]})
+	for _, m := range templateRe.FindAllStringSubmatchIndex(s, -1) {
+		refs = append(refs, refOf(s, m))
 	}
 	return refs
 }
@@ -98,55 +132,178 @@ func Refs(v any) []Ref {
 	return refs
 }
 
-// RefError is the error of a reference to a step or output that is not in
-// the outputs given to Resolve.
+// Reasons of a RefError.
+const (
+	ReasonStep   = "step"   // no output of the step (not run, or skipped)
+	ReasonOutput = "output" // the step has no such output
+	ReasonInput  = "input"  // the run's input has no such property
+	ReasonItem   = "item"   // no forEach element, or it has no such field
+)
+
+// RefError is the error of a reference the Scope cannot resolve; Reason
+// says why (ReasonStep, ReasonOutput, ReasonInput, ReasonItem).
 type RefError struct {
 	Ref    Ref
-	Reason string // "step" or "output"
+	Reason string
 }
 
 func (e *RefError) Error() string {
-	if e.Reason == "step" {
+	switch e.Reason {
+	case ReasonStep:
 		return fmt.Sprintf("template %s: no output of step %q", e.Ref, e.Ref.StepID)
+	case ReasonInput:
+		return fmt.Sprintf("template %s: the run's input has no %q", e.Ref, e.Ref.Output)
+	case ReasonItem:
+		if e.Ref.Output == "" {
+			return fmt.Sprintf("template %s: not in a forEach step", e.Ref)
+		}
+		return fmt.Sprintf("template %s: the element is not an object with a field %q", e.Ref, e.Ref.Output)
 	}
 	return fmt.Sprintf("template %s: step %q has no output %q", e.Ref, e.Ref.StepID, e.Ref.Output)
 }
 
-func lookup(r Ref, outputs map[string]map[string]any) (any, error) {
-	out, ok := outputs[r.StepID]
+// Scope is what templates resolve against during a run: the outputs of
+// the steps that ran (Steps[stepID][outputName]; a skipped step has
+// none), the run's input (validated, defaults applied: see package
+// inputschema), and, in a call of a forEach step, the current element.
+// Values are JSON values as encoding/json decodes them into any;
+// json.RawMessage values are decoded where a reference looks into them.
+type Scope struct {
+	Steps map[string]map[string]any
+	Input map[string]any
+	// Item is the current forEach element when InLoop (nil is a valid
+	// element: JSON null).
+	Item   any
+	InLoop bool
+}
+
+// WithItem returns s for one call of a forEach step, on element item.
+func (s Scope) WithItem(item any) Scope {
+	s.Item, s.InLoop = item, true
+	return s
+}
+
+// Lookup returns the value r refers to, or a *RefError.
+func (s Scope) Lookup(r Ref) (any, error) {
+	switch {
+	case r.IsItem():
+		if !s.InLoop {
+			return nil, &RefError{Ref: r, Reason: ReasonItem}
+		}
+		if r.Output == "" {
+			return s.Item, nil
+		}
+		obj, ok := asObject(s.Item)
+		if !ok {
+			return nil, &RefError{Ref: r, Reason: ReasonItem}
+		}
+		val, ok := obj[r.Output]
+		if !ok {
+			return nil, &RefError{Ref: r, Reason: ReasonItem}
+		}
+		return val, nil
+	case r.IsInput():
+		val, ok := s.Input[r.Output]
+		if !ok {
+			return nil, &RefError{Ref: r, Reason: ReasonInput}
+		}
+		return val, nil
+	}
+	out, ok := s.Steps[r.StepID]
 	if !ok {
-		return nil, &RefError{Ref: r, Reason: "step"}
+		return nil, &RefError{Ref: r, Reason: ReasonStep}
 	}
 	val, ok := out[r.Output]
 	if !ok {
-		return nil, &RefError{Ref: r, Reason: "output"}
+		return nil, &RefError{Ref: r, Reason: ReasonOutput}
 	}
 	return val, nil
 }
 
+// asObject returns v as a JSON object: a map, or a json.RawMessage
+// holding one.
+func asObject(v any) (map[string]any, bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		return t, true
+	case json.RawMessage:
+		var m map[string]any
+		if json.Unmarshal(t, &m) == nil && m != nil {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// Items returns the array a forEach template names (Step.ForEach, exactly
+// one reference). Errors: the template is not exactly one reference, the
+// reference's *RefError, or a value that is not an array.
+func (s Scope) Items(forEach string) ([]any, error) {
+	r, ok := IsExactTemplate(forEach)
+	if !ok {
+		return nil, fmt.Errorf("forEach %q is not exactly one template", forEach)
+	}
+	v, err := s.Lookup(r)
+	if err != nil {
+		return nil, err
+	}
+	switch t := v.(type) {
+	case []any:
+		return t, nil
+	case json.RawMessage:
+		var a []any
+		if json.Unmarshal(t, &a) == nil && a != nil {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("forEach %s is %s, not an array", r, jsonKind(v))
+}
+
+// jsonKind names the JSON type of v.
+func jsonKind(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64, int, int64, json.Number:
+		return "a number"
+	case map[string]any:
+		return "an object"
+	case json.RawMessage:
+		var x any
+		if json.Unmarshal(t, &x) == nil {
+			return jsonKind(x)
+		}
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 // Resolve returns a copy of the JSON value v with its references replaced
-// by the outputs of earlier steps (outputs[stepID][outputName]):
+// by the values they refer to in s:
 //
-//   - a string that is exactly one reference becomes that output's value,
-//     with its JSON type (number, object, ...);
+//   - a string that is exactly one reference becomes that value, with its
+//     JSON type (number, object, ...);
 //   - references inside a longer string are interpolated as text: strings
 //     as they are, other values as compact JSON (nil as "null");
 //   - everything that is not a reference passes through untouched, and
 //     strings without "{{" are returned unchanged;
-//   - a reference to a step or output missing from outputs is a *RefError.
+//   - a reference the scope cannot resolve is a *RefError.
 //
 // Maps and slices are copied; v is not modified.
-func Resolve(v any, outputs map[string]map[string]any) (any, error) {
+func (s Scope) Resolve(v any) (any, error) {
 	switch t := v.(type) {
 	case string:
-		return resolveString(t, outputs)
+		return s.resolveString(t)
 	case map[string]any:
 		if t == nil {
 			return t, nil
 		}
 		out := make(map[string]any, len(t))
 		for _, k := range sortedKeys(t) {
-			r, err := Resolve(t[k], outputs)
+			r, err := s.Resolve(t[k])
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +316,7 @@ func Resolve(v any, outputs map[string]map[string]any) (any, error) {
 		}
 		out := make([]any, len(t))
 		for i, e := range t {
-			r, err := Resolve(e, outputs)
+			r, err := s.Resolve(e)
 			if err != nil {
 				return nil, err
 			}
@@ -171,42 +328,61 @@ func Resolve(v any, outputs map[string]map[string]any) (any, error) {
 	}
 }
 
-// ResolveInputs resolves a step's inputs (see Resolve).
-func ResolveInputs(inputs map[string]any, outputs map[string]map[string]any) (map[string]any, error) {
+// ResolveInputs resolves a step's inputs (see Scope.Resolve); nil inputs
+// are an empty object.
+func (s Scope) ResolveInputs(inputs map[string]any) (map[string]any, error) {
 	if inputs == nil {
 		return map[string]any{}, nil
 	}
-	r, err := Resolve(inputs, outputs)
+	r, err := s.Resolve(inputs)
 	if err != nil {
 		return nil, err
 	}
 	return r.(map[string]any), nil
 }
 
-func resolveString(s string, outputs map[string]map[string]any) (any, error) {
-	if !strings.Contains(s, "{{") {
-		return s, nil
+// Resolve resolves v against the outputs of earlier steps only
+// (Scope{Steps: outputs}.Resolve).
+func Resolve(v any, outputs map[string]map[string]any) (any, error) {
+	return Scope{Steps: outputs}.Resolve(v)
+}
+
+// ResolveInputs resolves a step's inputs against the outputs of earlier
+// steps only (Scope{Steps: outputs}.ResolveInputs).
+func ResolveInputs(inputs map[string]any, outputs map[string]map[string]any) (map[string]any, error) {
+	return Scope{Steps: outputs}.ResolveInputs(inputs)
+}
+
+func (s Scope) resolveString(str string) (any, error) {
+	if !strings.Contains(str, "{{") {
+		return str, nil
 	}
-	if r, ok := IsExactTemplate(s); ok {
-		return lookup(r, outputs)
+	if r, ok := IsExactTemplate(str); ok {
+		v, err := s.Lookup(r)
+		if raw, isRaw := v.(json.RawMessage); isRaw && err == nil {
+			var x any
+			if json.Unmarshal(raw, &x) == nil {
+				return x, nil
+			}
+		}
+		return v, err
 	}
-	idx := templateRe.FindAllStringSubmatchIndex(s, -1)
+	idx := templateRe.FindAllStringSubmatchIndex(str, -1)
 	if idx == nil {
-		return s, nil
+		return str, nil
 	}
 	var b strings.Builder
 	last := 0
 	for _, m := range idx {
-		b.WriteString(s[last:m[0]])
-		r := Ref{StepID: s[m[2]:m[3]], Output: s[m[4]:m[5]]}
-		val, err := lookup(r, outputs)
+		b.WriteString(str[last:m[0]])
+		val, err := s.Lookup(refOf(str, m))
 		if err != nil {
 			return nil, err
 		}
 		b.WriteString(textOf(val))
 		last = m[1]
 	}
-	b.WriteString(s[last:])
+	b.WriteString(str[last:])
 	return b.String(), nil
 }
 
@@ -214,6 +390,12 @@ func resolveString(s string, outputs map[string]map[string]any) (any, error) {
 func textOf(v any) string {
 	if s, ok := v.(string); ok {
 		return s
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		var x any
+		if json.Unmarshal(raw, &x) == nil {
+			return textOf(x)
+		}
 	}
 	var b strings.Builder
 	enc := json.NewEncoder(&b)

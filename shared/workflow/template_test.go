@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -34,6 +35,14 @@ func TestIsExactTemplate(t *testing.T) {
 		{"{{" + strings.Repeat("a", 64) + ".b}}", true, Ref{strings.Repeat("a", 64), "b"}},
 		{"{{" + strings.Repeat("a", 65) + ".b}}", false, Ref{}},
 		{"", false, Ref{}},
+		{"{{input.query}}", true, Ref{"input", "query"}},
+		{"{{item}}", true, Ref{"item", ""}},
+		{"{{ item }}", true, Ref{"item", ""}},
+		{"{{item.name}}", true, Ref{"item", "name"}},
+		{"{{items}}", false, Ref{}},
+		{"{{input}}", false, Ref{}},
+		{"{{end}}", false, Ref{}},
+		{"{{item.a.b}}", false, Ref{}},
 	}
 	for _, c := range cases {
 		got, ok := IsExactTemplate(c.in)
@@ -132,5 +141,117 @@ func TestResolveInputs(t *testing.T) {
 	got, err = ResolveInputs(map[string]any{"a": "{{calc.ok}}"}, testOutputs)
 	if err != nil || got["a"] != true {
 		t.Fatalf("ResolveInputs = %v, %v", got, err)
+	}
+}
+
+// TestScopeResolve: {{input.name}} and {{item}}/{{item.field}} follow the
+// typed rules of step references: exact keeps the JSON type, inside text
+// they are interpolated, and what the scope lacks is a *RefError naming
+// the reason.
+func TestScopeResolve(t *testing.T) {
+	t.Parallel()
+	scope := Scope{Steps: testOutputs, Input: map[string]any{"q": "rust", "n": 3.0, "tags": []any{"a", "b"}, "nil": nil}}
+	loop := scope.WithItem(map[string]any{"name": "Ada", "age": 36.0})
+	raw := scope.WithItem(json.RawMessage(`{"name":"Raw"}`))
+	cases := []struct {
+		name   string
+		scope  Scope
+		in     any
+		want   any
+		reason string // a *RefError's reason; "" means success
+	}{
+		{"input exact keeps type", scope, "{{input.n}}", 3.0, ""},
+		{"input exact array", scope, "{{ input.tags }}", []any{"a", "b"}, ""},
+		{"input exact null", scope, "{{input.nil}}", nil, ""},
+		{"input interpolated", scope, "search {{input.q}} x{{input.n}} {{input.tags}}", `search rust x3 ["a","b"]`, ""},
+		{"input missing", scope, "{{input.nope}}", nil, ReasonInput},
+		{"item exact object", loop, "{{item}}", map[string]any{"name": "Ada", "age": 36.0}, ""},
+		{"item field keeps type", loop, "{{item.age}}", 36.0, ""},
+		{"item interpolated", loop, "Hi {{item.name}} ({{item}})", `Hi Ada ({"age":36,"name":"Ada"})`, ""},
+		{"item from raw JSON", raw, "{{item.name}}", "Raw", ""},
+		{"item with step and input", loop, map[string]any{"a": []any{"{{item.name}}", "{{fetch.status}}", "{{input.q}}"}},
+			map[string]any{"a": []any{"Ada", 200.0, "rust"}}, ""},
+		{"item outside a loop", scope, "{{item}}", nil, ReasonItem},
+		{"item field missing", loop, "{{item.nope}}", nil, ReasonItem},
+		{"item field of a scalar", scope.WithItem(5.0), "{{item.x}}", nil, ReasonItem},
+		{"null item", scope.WithItem(nil), "{{item}}", nil, ""},
+		{"step missing", scope, "{{ghost.x}}", nil, ReasonStep},
+		{"output missing", scope, "x {{fetch.nope}}", nil, ReasonOutput},
+		{"text_template untouched", loop, "{{.item}} {{ if .x }}{{end}}", "{{.item}} {{ if .x }}{{end}}", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := c.scope.Resolve(c.in)
+			if c.reason != "" {
+				var re *RefError
+				if !errors.As(err, &re) || re.Reason != c.reason || re.Error() == "" {
+					t.Fatalf("Resolve(%v) = %v, %v; want a *RefError (%s)", c.in, got, err, c.reason)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("Resolve(%v) = %#v, %v; want %#v", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestScopeItems(t *testing.T) {
+	t.Parallel()
+	scope := Scope{Steps: map[string]map[string]any{"csv": {"rows": []any{1.0, 2.0}, "n": 2.0, "raw": json.RawMessage(`[3]`)}},
+		Input: map[string]any{"list": []any{"x"}}}
+	cases := []struct {
+		forEach string
+		want    []any
+		errText string
+	}{
+		{"{{csv.rows}}", []any{1.0, 2.0}, ""},
+		{"{{ input.list }}", []any{"x"}, ""},
+		{"{{csv.raw}}", []any{3.0}, ""},
+		{"{{csv.n}}", nil, "a number, not an array"},
+		{"{{csv.none}}", nil, "has no output"},
+		{"rows: {{csv.rows}}", nil, "not exactly one template"},
+		{"{{item}}", nil, "not in a forEach step"},
+	}
+	for _, c := range cases {
+		got, err := scope.Items(c.forEach)
+		if c.errText != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errText) {
+				t.Errorf("Items(%q) = %v, %v; want an error with %q", c.forEach, got, err, c.errText)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Items(%q) = %v, %v; want %v", c.forEach, got, err, c.want)
+		}
+	}
+}
+
+func TestDefinitionSizeAndStepDefaults(t *testing.T) {
+	t.Parallel()
+	w := Workflow{Name: "n", Steps: []Step{{ID: "a", ToolID: "hash", Inputs: map[string]any{"text": "<&>"}, Outputs: []string{"digest"}}}}
+	want := `{"name":"n","description":"","steps":[{"id":"a","toolId":"hash","inputs":{"text":"\u003c\u0026\u003e"},"outputs":["digest"]}],"exposeAsTool":false}`
+	if got := DefinitionSize(w); got != len(want) {
+		t.Errorf("DefinitionSize = %d, want %d (%s)", got, len(want), want)
+	}
+	w.InputSchema, w.ToolName, w.ExposeAsTool = json.RawMessage(`{"type": "object"}`), "t", true
+	if got := DefinitionSize(w); got != len(want)+len(`,"inputSchema":{"type":"object"}`)+len(`,"toolName":"t"`)+len(`true`)-len(`false`) {
+		t.Errorf("DefinitionSize with schema and tool name = %d", got)
+	}
+	if got := (Step{}).Parallelism(); got != DefaultConcurrency {
+		t.Errorf("Parallelism() unset = %d", got)
+	}
+	for _, c := range []struct{ concurrency, want int }{{1, 1}, {16, 16}, {99, MaxConcurrency}, {0, 1}} {
+		if got := (Step{Concurrency: &c.concurrency}).Parallelism(); got != c.want {
+			t.Errorf("Parallelism(%d) = %d, want %d", c.concurrency, got, c.want)
+		}
+	}
+	if !ReservedStepID("input") || !ReservedStepID("item") || ReservedStepID("items") {
+		t.Error("ReservedStepID")
+	}
+	e := Workflow{ID: "w", ToolName: "t", Steps: []Step{{ID: "a", ToolID: "x"}, {ID: "b", ToolID: "y", ForEach: "{{a.rows}}"}}}.Entry()
+	if e.WorkflowID != "w" || e.LastStepID != "b" || e.LastToolID != "y" || !e.LastForEach {
+		t.Errorf("Entry = %+v", e)
 	}
 }

@@ -1,12 +1,18 @@
 // Package workflow is the user's workflows (ordered steps, each running one
 // tool): the types of workflows, their chat, proposals and runs, the
-// {{step.output}} templates, and the service that creates, reads,
-// updates, deletes and lists workflows. Editing by proposals is package
-// proposal; running is package runs. It imports no tool, model provider
-// or JSON Schema code, so the store (which stores these types) stays light.
+// templates of step inputs ({{step.output}}, {{input.name}}, {{item}})
+// and their resolution, the size of a definition, and the service that
+// creates, reads, updates, deletes and lists workflows. Checking a
+// definition against the tool catalog is package proposal's (it also
+// edits by proposals); a run's input schema is package inputschema's; the
+// `if` expressions are package condition's; running is package runs. It
+// imports no tool, model provider, expression or JSON Schema code, so the
+// store (which stores these types) stays light.
 package workflow
 
 import (
+	"encoding/json"
+	"regexp"
 	"time"
 )
 
@@ -15,29 +21,156 @@ const (
 	MaxNameLen        = 255
 	MaxDescriptionLen = 1000
 	MaxSteps          = 50
+	// MaxDefinitionBytes bounds a workflow's definition as DefinitionSize
+	// measures it (350 KiB: the stored item stays under DynamoDB's 400 KB
+	// with room for its keys and attributes).
+	MaxDefinitionBytes = 350 << 10
+	// DefaultConcurrency and MaxConcurrency bound how many elements of a
+	// forEach step run at once.
+	DefaultConcurrency = 4
+	MaxConcurrency     = 16
 )
 
+// Step control and reserved names (docs/decisions.md, Workflow
+// definitions).
+const (
+	// InputRef is the reserved name templates and `if` expressions read
+	// the run's input under: {{input.<name>}}, input.<name>.
+	InputRef = "input"
+	// ItemRef is the reserved name of the current element of a forEach
+	// step: {{item}}, {{item.<field>}}.
+	ItemRef = "item"
+	// ForEachOutput is the one output of a forEach step: the outputs of
+	// its calls, in the array's order.
+	ForEachOutput = "results"
+	// AskHumanToolID is the tool of a human step: the run waits for a
+	// person's answer (tools.AskHumanID).
+	AskHumanToolID = "ask_human"
+)
+
+// ReservedStepID reports whether id is a name templates reserve (input,
+// item), which no step may take.
+func ReservedStepID(id string) bool { return id == InputRef || id == ItemRef }
+
 // Step is one step of a workflow: it runs ToolID with Inputs, whose string
-// values may reference an earlier step's output as {{step_id.output}}.
+// values may hold templates ({{step_id.output}}, {{input.name}}, {{item}};
+// see Scope). Its control fields:
+//   - If, when not empty, is a condition (package condition) over the
+//     run's input and the earlier steps' outputs, evaluated before the
+//     step: false skips the step.
+//   - ForEach, when not empty, is one template naming an array (an
+//     earlier step's output or an input property): the tool runs once per
+//     element, which the inputs read as {{item}} and {{item.<field>}}, at
+//     most Parallelism() at once; the step's output is {"results": [...]},
+//     each call's output in the array's order.
+//   - Concurrency bounds a forEach step's calls at once (1-16; nil means
+//     DefaultConcurrency).
+//   - ContinueOnError: a failure does not fail the run. For a forEach step
+//     a failed call's result is {"error": "<message>"} and the step
+//     completes; any other step is recorded failed with the output
+//     {"error": "<message>"} and the run goes on.
 type Step struct {
-	ID     string         `json:"id"`
-	ToolID string         `json:"toolId"`
-	Inputs map[string]any `json:"inputs"`
-	// Outputs are the property names of the tool's output schema.
+	ID              string         `json:"id"`
+	ToolID          string         `json:"toolId"`
+	Inputs          map[string]any `json:"inputs"`
+	If              string         `json:"if,omitempty"`
+	ForEach         string         `json:"forEach,omitempty"`
+	Concurrency     *int           `json:"concurrency,omitempty"`
+	ContinueOnError bool           `json:"continueOnError,omitempty"`
+	// Outputs are the names later steps may read: the property names of
+	// the tool's output schema, or ForEachOutput for a forEach step.
 	Outputs []string `json:"outputs"`
 }
+
+// Parallelism returns how many calls of a forEach step run at once:
+// Concurrency, or DefaultConcurrency when it is not set (within 1-16).
+func (s Step) Parallelism() int {
+	if s.Concurrency == nil {
+		return DefaultConcurrency
+	}
+	return max(1, min(*s.Concurrency, MaxConcurrency))
+}
+
+// ToolNamePattern is the syntax of a workflow's toolName (the name its
+// user's MCP clients call it by).
+const ToolNamePattern = `^[a-z][a-z0-9_]{0,63}$`
+
+var toolNameRe = regexp.MustCompile(ToolNamePattern)
+
+// ValidToolName reports whether s matches ToolNamePattern.
+func ValidToolName(s string) bool { return toolNameRe.MatchString(s) }
 
 // Workflow is a user's workflow. Version increases with every change
 // (optimistic concurrency).
 type Workflow struct {
-	ID          string    `json:"id"`
-	UserID      string    `json:"userId"`
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Steps       []Step    `json:"steps"`
+	ID          string `json:"id"`
+	UserID      string `json:"userId"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is the JSON Schema ("type": "object") of a run's input;
+	// empty: runs take no input.
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Steps       []Step          `json:"steps"`
+	// ExposeAsTool offers the workflow to its user's MCP clients as the
+	// tool ToolName (which it then requires).
+	ExposeAsTool bool `json:"exposeAsTool"`
+	// ToolName is unique among its user's workflows; empty: none.
+	ToolName  string    `json:"toolName,omitempty"`
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// DefinitionSize returns the size in bytes of w's definition as the
+// service measures it against MaxDefinitionBytes: the encoding/json
+// encoding (the store's) of the object {name, description, inputSchema,
+// steps, exposeAsTool, toolName}, each step with its outputs, as stored.
+func DefinitionSize(w Workflow) int {
+	b, err := json.Marshal(struct {
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+		Steps        []Step          `json:"steps"`
+		ExposeAsTool bool            `json:"exposeAsTool"`
+		ToolName     string          `json:"toolName,omitempty"`
+	}{w.Name, w.Description, w.InputSchema, w.Steps, w.ExposeAsTool, w.ToolName})
+	if err != nil {
+		// A value json cannot encode cannot be stored either.
+		return MaxDefinitionBytes + 1
+	}
+	return len(b)
+}
+
+// ToolEntry is a workflow as its user's MCP server lists it: the item
+// that reserves the workflow's ToolName, kept in step with the workflow
+// by every write of it (store.Workflows.ExposedTools, ExposedTool).
+type ToolEntry struct {
+	UserID      string          `json:"userId"`
+	ToolName    string          `json:"toolName"`
+	WorkflowID  string          `json:"workflowId"`
+	Exposed     bool            `json:"exposed"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// LastStepID, LastToolID and LastForEach describe the last step,
+	// whose output is the run's result (a forEach step's is {results});
+	// empty when the workflow has no steps.
+	LastStepID  string    `json:"lastStepId,omitempty"`
+	LastToolID  string    `json:"lastToolId,omitempty"`
+	LastForEach bool      `json:"lastForEach,omitempty"`
 	Version     int       `json:"version"`
-	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+// Entry returns w's ToolEntry (meaningful when w has a ToolName).
+func (w Workflow) Entry() ToolEntry {
+	e := ToolEntry{UserID: w.UserID, ToolName: w.ToolName, WorkflowID: w.ID, Exposed: w.ExposeAsTool, Name: w.Name,
+		Description: w.Description, InputSchema: w.InputSchema, Version: w.Version, UpdatedAt: w.UpdatedAt}
+	if n := len(w.Steps); n > 0 {
+		last := w.Steps[n-1]
+		e.LastStepID, e.LastToolID, e.LastForEach = last.ID, last.ToolID, last.ForEach != ""
+	}
+	return e
 }
 
 // Change types of a proposal (docs/openapi.yaml, WorkflowChange).
@@ -49,11 +182,15 @@ const (
 	ChangeUpdateWorkflow = "update_workflow"
 )
 
-// StepSpec is the step of an add_step change.
+// StepSpec is the step of an add_step change (Step's fields but Outputs).
 type StepSpec struct {
-	ID     string         `json:"id"`
-	ToolID string         `json:"toolId"`
-	Inputs map[string]any `json:"inputs"`
+	ID              string         `json:"id"`
+	ToolID          string         `json:"toolId"`
+	Inputs          map[string]any `json:"inputs"`
+	If              string         `json:"if,omitempty"`
+	ForEach         string         `json:"forEach,omitempty"`
+	Concurrency     *int           `json:"concurrency,omitempty"`
+	ContinueOnError bool           `json:"continueOnError,omitempty"`
 }
 
 // Change is one proposed change to a workflow.
@@ -64,12 +201,18 @@ type Change struct {
 	Position *int      `json:"position,omitempty"` // add_step (default: append), move_step
 	// update_step, remove_step, move_step
 	StepID string `json:"stepId,omitempty"`
-	// update_step
-	ToolID *string         `json:"toolId,omitempty"`
-	Inputs *map[string]any `json:"inputs,omitempty"`
-	// update_workflow
-	Name        *string `json:"name,omitempty"`
-	Description *string `json:"description,omitempty"`
+	// update_step: the fields given replace the step's; an empty If or
+	// ForEach removes it (removing ForEach also resets Concurrency).
+	ToolID          *string         `json:"toolId,omitempty"`
+	Inputs          *map[string]any `json:"inputs,omitempty"`
+	If              *string         `json:"if,omitempty"`
+	ForEach         *string         `json:"forEach,omitempty"`
+	Concurrency     *int            `json:"concurrency,omitempty"`
+	ContinueOnError *bool           `json:"continueOnError,omitempty"`
+	// update_workflow; InputSchema JSON null removes the input schema.
+	Name        *string         `json:"name,omitempty"`
+	Description *string         `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // Proposal states.

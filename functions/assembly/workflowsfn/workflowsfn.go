@@ -36,7 +36,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	client := d.ToolClient(cfg, 0)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
-	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Now: d.Now})
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	invoker, err := runnerfn.Invoker(ctx, cfg, d)
 	if err != nil {

@@ -32,11 +32,15 @@ var proposeSchema = json.RawMessage(`{
           "type": {"type": "string", "enum": ["add_step", "update_step", "remove_step", "move_step", "update_workflow"]},
           "step": {
             "type": "object",
-            "description": "add_step: the new step. inputs must match the tool's input schema; a string value {{step_id.output}} uses an earlier step's output.",
+            "description": "add_step: the new step. inputs must match the tool's input schema; a string value {{step_id.output}} uses an earlier step's output, {{input.name}} a property of the run's input, {{item}} (or {{item.field}}) the current element in a forEach step.",
             "properties": {
-              "id": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{0,63}$"},
+              "id": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{0,63}$", "description": "Unique; not input or item."},
               "toolId": {"type": "string"},
-              "inputs": {"type": "object"}
+              "inputs": {"type": "object"},
+              "if": {"type": "string", "description": "Optional condition (expr syntax) over input and earlier steps, e.g. step1.value > 3; false skips the step."},
+              "forEach": {"type": "string", "description": "Optional: one template naming an array ({{step1.rows}} or {{input.items}}); the tool runs once per element and the step's output is {results: [...]}."},
+              "concurrency": {"type": "integer", "minimum": 1, "maximum": 16, "description": "forEach steps: calls at once (default 4)."},
+              "continueOnError": {"type": "boolean", "description": "A failure does not fail the run."}
             },
             "required": ["id", "toolId", "inputs"]
           },
@@ -44,8 +48,13 @@ var proposeSchema = json.RawMessage(`{
           "stepId": {"type": "string", "description": "update_step, remove_step, move_step: the step's id."},
           "toolId": {"type": "string", "description": "update_step: the new tool."},
           "inputs": {"type": "object", "description": "update_step: the new inputs (replace the old ones)."},
+          "if": {"type": "string", "description": "update_step: the new condition (\"\" removes it)."},
+          "forEach": {"type": "string", "description": "update_step: the new forEach template (\"\" removes it)."},
+          "concurrency": {"type": "integer", "minimum": 1, "maximum": 16, "description": "update_step: the new concurrency of a forEach step."},
+          "continueOnError": {"type": "boolean", "description": "update_step: whether a failure lets the run go on."},
           "name": {"type": "string", "description": "update_workflow: new name (1-255 characters)."},
-          "description": {"type": "string", "description": "update_workflow: new description (at most 1000 characters)."}
+          "description": {"type": "string", "description": "update_workflow: new description (at most 1000 characters)."},
+          "inputSchema": {"type": ["object", "null"], "description": "update_workflow: the JSON Schema (type object) of the run's input; null removes it."}
         },
         "required": ["type"]
       }
@@ -118,12 +127,13 @@ func normalizeChange(c workflow.Change) workflow.Change {
 		}
 	case workflow.ChangeUpdateStep:
 		n.StepID, n.ToolID, n.Inputs = c.StepID, c.ToolID, c.Inputs
+		n.If, n.ForEach, n.Concurrency, n.ContinueOnError = c.If, c.ForEach, c.Concurrency, c.ContinueOnError
 	case workflow.ChangeRemoveStep:
 		n.StepID = c.StepID
 	case workflow.ChangeMoveStep:
 		n.StepID, n.Position = c.StepID, c.Position
 	case workflow.ChangeUpdateWorkflow:
-		n.Name, n.Description = c.Name, c.Description
+		n.Name, n.Description, n.InputSchema = c.Name, c.Description, c.InputSchema
 	default:
 		return c // validation reports the unknown type
 	}
@@ -134,8 +144,9 @@ func systemPrompt(w workflow.Workflow, tools []toolclient.ToolDetail) string {
 	wb, _ := json.MarshalIndent(struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 		Steps       []workflow.Step `json:"steps"`
-	}{w.Name, w.Description, w.Steps}, "", "  ")
+	}{w.Name, w.Description, w.InputSchema, w.Steps}, "", "  ")
 	type toolDoc struct {
 		ID          string          `json:"id"`
 		Description string          `json:"description"`
@@ -149,7 +160,11 @@ func systemPrompt(w workflow.Workflow, tools []toolclient.ToolDetail) string {
 	tb, _ := json.Marshal(docs)
 	return "You help the user edit a workflow: an ordered list of steps, each running one tool with inputs. " +
 		"A string input that is exactly {{step_id.output}} takes the value of an earlier step's output (any JSON type); " +
-		"inside a longer string it is interpolated as text. Step ids match ^[A-Za-z][A-Za-z0-9_]{0,63}$ and are unique. " +
+		"inside a longer string it is interpolated as text. {{input.name}} reads a property of the run's input (declared by the workflow's inputSchema). " +
+		"A step may have if (a condition in expr syntax over input and earlier steps, e.g. step1.value > 3), " +
+		"forEach (one template naming an array; the tool runs once per element, read as {{item}} or {{item.field}}, and the step's only output is results), " +
+		"concurrency (1-16) and continueOnError. The tool ask_human pauses the run until a person answers (outputs approved, values). " +
+		"Step ids match ^[A-Za-z][A-Za-z0-9_]{0,63}$, are unique and are not input or item. " +
 		"When the user asks for a change, call " + ProposeToolName + " once with every change, and explain it briefly; " +
 		"the user then applies or rejects the proposal. Otherwise answer without calling it.\n\n" +
 		"The workflow:\n" + string(wb) + "\n\nThe tools (id, description, input schema, outputs):\n" + string(tb)

@@ -10,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/condition"
 )
 
 // fuzzBase is the workflow every FuzzApplyChanges proposal is made against:
@@ -38,6 +39,9 @@ var fuzzProposalSeeds = []string{
 	`[{"type":"add_step","step":{"id":"x","toolId":"datetime_now"}},{"type":"remove_step","stepId":"x"},{"type":"add_step","step":{"id":"x","toolId":"csv_parse","inputs":{"text":"a,b"}}}]`,
 	`[{"type":"move_step","stepId":"h","position":-1}]`,
 	`[{"type":"explode"},{},null]`,
+	`[{"type":"update_workflow","inputSchema":{"type":"object","properties":{"q":{"type":"string"},"list":{"type":"array"}}}},{"type":"add_step","step":{"id":"e","toolId":"hash","inputs":{"text":"{{item}} {{input.q}}","algorithm":"md5"},"forEach":"{{input.list}}","concurrency":3,"if":"q.result != nil"}}]`,
+	`[{"type":"update_step","stepId":"h","if":"fetch.status == 200","continueOnError":true}]`,
+	`[{"type":"update_step","stepId":"q","forEach":"{{fetch.body}}"}]`,
 	`{"type":"add_step"}`,
 }
 
@@ -114,6 +118,12 @@ func FuzzApplyChanges(f *testing.F) {
 			tool[s.ID], inputs[s.ID] = s.ToolID, s.Inputs
 		}
 		name, desc := base.Name, base.Description
+		type control struct {
+			cond, forEach string
+			conc          *int
+			coe           bool
+		}
+		ctl := map[string]control{}
 		for _, c := range changes {
 			switch c.Type {
 			case workflow.ChangeAddStep:
@@ -123,6 +133,7 @@ func FuzzApplyChanges(f *testing.F) {
 				}
 				ids = slices.Insert(ids, pos, c.Step.ID)
 				tool[c.Step.ID], inputs[c.Step.ID] = c.Step.ToolID, c.Step.Inputs
+				ctl[c.Step.ID] = control{c.Step.If, c.Step.ForEach, c.Step.Concurrency, c.Step.ContinueOnError}
 			case workflow.ChangeUpdateStep:
 				if c.ToolID != nil {
 					tool[c.StepID] = *c.ToolID
@@ -130,6 +141,22 @@ func FuzzApplyChanges(f *testing.F) {
 				if c.Inputs != nil {
 					inputs[c.StepID] = *c.Inputs
 				}
+				k := ctl[c.StepID]
+				if c.If != nil {
+					k.cond = *c.If
+				}
+				if c.ForEach != nil {
+					if k.forEach = *c.ForEach; k.forEach == "" {
+						k.conc = nil
+					}
+				}
+				if c.Concurrency != nil {
+					k.conc = c.Concurrency
+				}
+				if c.ContinueOnError != nil {
+					k.coe = *c.ContinueOnError
+				}
+				ctl[c.StepID] = k
 			case workflow.ChangeRemoveStep:
 				ids = slices.DeleteFunc(ids, func(id string) bool { return id == c.StepID })
 			case workflow.ChangeMoveStep:
@@ -172,8 +199,31 @@ func FuzzApplyChanges(f *testing.F) {
 			if !ok || s.ToolID != tool[s.ID] {
 				t.Fatalf("step %s has tool %q, want %q of the catalog", s.ID, s.ToolID, tool[s.ID])
 			}
-			if !slices.Equal(s.Outputs, ti.Outputs) {
-				t.Fatalf("step %s has outputs %v, its tool %v", s.ID, s.Outputs, ti.Outputs)
+			wantOutputs := ti.Outputs
+			if s.ForEach != "" {
+				wantOutputs = []string{workflow.ForEachOutput}
+			}
+			if !slices.Equal(s.Outputs, wantOutputs) {
+				t.Fatalf("step %s has outputs %v, want %v", s.ID, s.Outputs, wantOutputs)
+			}
+			k := ctl[s.ID]
+			if s.If != k.cond || s.ForEach != k.forEach || !reflect.DeepEqual(s.Concurrency, k.conc) || s.ContinueOnError != k.coe {
+				t.Fatalf("step %s has control %q %q %v %v, the changes give %+v", s.ID, s.If, s.ForEach, s.Concurrency, s.ContinueOnError, k)
+			}
+			if s.If != "" {
+				if _, err := condition.Compile(s.If); err != nil {
+					t.Fatalf("step %s: if %q accepted, but it does not compile: %v", s.ID, s.If, err)
+				}
+			}
+			if s.ForEach != "" {
+				if r, ok := workflow.IsExactTemplate(s.ForEach); !ok || r.IsItem() {
+					t.Fatalf("step %s: forEach %q accepted", s.ID, s.ForEach)
+				}
+				if c := s.Concurrency; c != nil && (*c < 1 || *c > workflow.MaxConcurrency) {
+					t.Fatalf("step %s: concurrency %d accepted", s.ID, *c)
+				}
+			} else if s.Concurrency != nil {
+				t.Fatalf("step %s: concurrency without forEach accepted", s.ID)
 			}
 			want := fuzzNormalized(t, inputs[s.ID])
 			if want == nil {
@@ -184,12 +234,24 @@ func FuzzApplyChanges(f *testing.F) {
 			}
 			refs := workflow.Refs(s.Inputs)
 			for _, r := range refs {
+				switch {
+				case r.IsItem():
+					if s.ForEach == "" {
+						t.Fatalf("step %s reads %s without forEach", s.ID, r)
+					}
+					continue
+				case r.IsInput():
+					if !strings.Contains(string(got.InputSchema), `"`+r.Output+`"`) {
+						t.Fatalf("step %s reads %s, which the inputSchema %s does not declare", s.ID, r, got.InputSchema)
+					}
+					continue
+				}
 				k, ok := seen[r.StepID]
 				if !ok || k >= j {
 					t.Fatalf("step %s refers to %s, which is not an earlier step", s.ID, r)
 				}
-				if !slices.Contains(byID[got.Steps[k].ToolID].Outputs, r.Output) {
-					t.Fatalf("step %s refers to %s, not an output of %s", s.ID, r, got.Steps[k].ToolID)
+				if !slices.Contains(got.Steps[k].Outputs, r.Output) {
+					t.Fatalf("step %s refers to %s, not an output of %s", s.ID, r, got.Steps[k].ID)
 				}
 			}
 			if len(refs) == 0 {
@@ -235,7 +297,15 @@ func fuzzGenerateChanges(data []byte, catalog []toolclient.ToolDetail) []workflo
 		func() map[string]any { return map[string]any{"text": 12.0, "algorithm": "md5", "extra": true} },
 		func() map[string]any { return map[string]any{"text": "a,b\n1,2"} },
 		func() map[string]any { return map[string]any{"prompt": "Summarize {{fetch.body}}"} },
+		func() map[string]any { return map[string]any{"text": "{{item}} / {{item.a}}", "algorithm": "md5"} },
+		func() map[string]any { return map[string]any{"text": "{{input.q}}", "algorithm": "sha1"} },
+		func() map[string]any { return map[string]any{"input": "{{input.list}}", "query": "{{item.a}}"} },
 	}
+	conds := []string{"", "fetch.status == 200", "input.q != nil", "q.result > 1", "ghost.x", "fetch.status +", "len(q.result) > 0", "all(x, true)", "h.digest"}
+	forEaches := []string{"", "{{fetch.json}}", "{{input.list}}", "{{fetch.status}}", "{{q.result}}", "{{item}}", "x {{fetch.json}}", "{{input.q}}", "{{h.digest}}"}
+	concs := []*int{nil, vptr(0), vptr(1), vptr(4), vptr(16), vptr(17)}
+	schemas := []json.RawMessage{nil, json.RawMessage(`null`), json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"},"list":{"type":"array"}}}`),
+		json.RawMessage(`{"type":"object","properties":{"q":{"type":"number"}}}`), json.RawMessage(`{"type":"array"}`), json.RawMessage(`{"type":"object","properties":{"a":{"type":"nope"}}}`)}
 	names := []string{"New", "  padded  ", " ", "", strings.Repeat("n", workflow.MaxNameLen), strings.Repeat("é", workflow.MaxNameLen+1)}
 	i := 0
 	next := func() int {
@@ -258,8 +328,11 @@ func fuzzGenerateChanges(data []byte, catalog []toolclient.ToolDetail) []workflo
 	for i < len(data) && len(changes) < 64 {
 		switch op := next(); op % 7 {
 		case 0, 1:
-			changes = append(changes, workflow.Change{Type: workflow.ChangeAddStep, Step: &workflow.StepSpec{ID: ids[pick(len(ids))],
-				ToolID: toolIDs[pick(len(toolIDs))], Inputs: inputSets[pick(len(inputSets))]()}, Position: position()})
+			sp := &workflow.StepSpec{ID: ids[pick(len(ids))], ToolID: toolIDs[pick(len(toolIDs))], Inputs: inputSets[pick(len(inputSets))]()}
+			if v := next(); v%3 == 0 {
+				sp.If, sp.ForEach, sp.Concurrency, sp.ContinueOnError = conds[v%len(conds)], forEaches[next()%len(forEaches)], concs[next()%len(concs)], v%2 == 0
+			}
+			changes = append(changes, workflow.Change{Type: workflow.ChangeAddStep, Step: sp, Position: position()})
 		case 2:
 			c := workflow.Change{Type: workflow.ChangeUpdateStep, StepID: ids[pick(len(ids))]}
 			if v := next(); v%3 != 0 {
@@ -268,6 +341,9 @@ func fuzzGenerateChanges(data []byte, catalog []toolclient.ToolDetail) []workflo
 			if v := next(); v%3 != 0 {
 				in := inputSets[v%len(inputSets)]()
 				c.Inputs = &in
+			}
+			if v := next(); v%4 == 0 {
+				c.If, c.ForEach, c.Concurrency = &conds[v%len(conds)], &forEaches[next()%len(forEaches)], concs[next()%len(concs)]
 			}
 			changes = append(changes, c)
 		case 3:
@@ -282,6 +358,9 @@ func fuzzGenerateChanges(data []byte, catalog []toolclient.ToolDetail) []workflo
 			if v := next(); v%3 != 0 {
 				d := strings.Repeat("d", v*5)
 				c.Description = &d
+			}
+			if v := next(); v%3 == 0 {
+				c.InputSchema = schemas[v%len(schemas)]
 			}
 			changes = append(changes, c)
 		default:

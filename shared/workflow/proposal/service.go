@@ -2,6 +2,8 @@ package proposal
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -19,6 +21,20 @@ import (
 // MaxApplyAttempts bounds how many times Apply re-reads and retries when
 // concurrent writes beat it.
 const MaxApplyAttempts = 5
+
+// MaxProposalBytes bounds a proposal's changes (their JSON, as stored):
+// the proposal is an item of its own, under DynamoDB's 400 KB. A proposal
+// whose result would pass workflow.MaxDefinitionBytes is still made; its
+// apply is refused.
+const MaxProposalBytes = workflow.MaxDefinitionBytes
+
+func changesSize(changes []workflow.Change) int {
+	b, err := json.Marshal(changes)
+	if err != nil {
+		return MaxProposalBytes + 1
+	}
+	return len(b)
+}
 
 // Catalog is the tool catalog proposals are made and validated against
 // (toolclient.Catalog).
@@ -106,6 +122,8 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		}
 		if _, probs := ApplyChanges(w, changes, tools); len(probs) > 0 {
 			content = strings.TrimSpace(content + "\n\nI could not propose these changes, because they are not valid for this workflow: " + summarize(probs))
+		} else if n := changesSize(changes); n > MaxProposalBytes {
+			content = strings.TrimSpace(content + fmt.Sprintf("\n\nI could not propose these changes: they take %d bytes, and a proposal holds at most %d.", n, MaxProposalBytes))
 		} else {
 			p = &workflow.Proposal{ID: uuid.NewString(), WorkflowID: w.ID, MessageID: reply.ID, Status: workflow.ProposalPending,
 				Changes: changes, BaseVersion: w.Version, CreatedAt: replyAt}
@@ -169,7 +187,8 @@ func (s *Service) load(ctx context.Context, op, workflowID, proposalID string) (
 // written in one transaction conditioned on both being as read. A
 // concurrent write makes it re-read and retry, at most MaxApplyAttempts
 // times. Errors: NotFound, Forbidden, Invalid PROPOSAL_NOT_PENDING,
-// Conflict PROPOSAL_CONFLICT.
+// Conflict PROPOSAL_CONFLICT, TooLarge WORKFLOW_TOO_LARGE (the workflow
+// would pass workflow.MaxDefinitionBytes; the proposal stays pending).
 func (s *Service) Apply(ctx context.Context, workflowID, proposalID string) (Applied, error) {
 	const op = "workflow.Apply"
 	for attempt := range MaxApplyAttempts {
@@ -193,6 +212,9 @@ func (s *Service) Apply(ctx context.Context, workflowID, proposalID string) (App
 				msg = "the proposal is not valid for the workflow"
 			}
 			return Applied{}, proposalError(op, workflow.CodeProposalConflict, msg, probs)
+		}
+		if n := workflow.DefinitionSize(next); n > workflow.MaxDefinitionBytes {
+			return Applied{}, workflow.TooLarge(op, n)
 		}
 		now := s.clock()
 		if !now.After(w.UpdatedAt) {

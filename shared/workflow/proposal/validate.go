@@ -43,7 +43,18 @@ import (
 //     count) but its content is unknown (other errors there are ignored);
 //   - every template of every step (not only the changed ones, since a
 //     removal or a move can break another step's reference) names an
-//     earlier step and an output that step's tool declares.
+//     earlier step and an output that step declares (a forEach step's is
+//     results), an input property the inputSchema declares
+//     ({{input.name}}), or, in a forEach step only, the element
+//     ({{item}}, {{item.field}});
+//   - every step's control (definition.go): concurrency 1-16 and only
+//     with forEach; forEach exactly one template naming an array (an
+//     earlier step's output or an input property; refused when the type
+//     is known and not an array); if a condition over input and the
+//     earlier steps (package condition); ask_human's own inputSchema a
+//     valid object schema, and never in a forEach step;
+//   - the workflow's inputSchema a valid object schema (package
+//     inputschema).
 
 // CodeInvalidProposal is the code of a proposal whose changes do not
 // validate.
@@ -72,6 +83,13 @@ type edit struct {
 	tools   map[string]*toolclient.ToolDetail
 	touched map[string]string // step id -> field prefix of the change that last touched it
 	probs   errs.FieldErrors
+	// schemaAt is the field of the change that last set the input schema
+	// ("" while it is the workflow's own); props are its properties once
+	// checked (nil: no input schema).
+	schemaAt string
+	props    map[string][]string
+	// outputTypeCache holds each tool's outputs' JSON types.
+	outputTypeCache map[string]map[string][]string
 }
 
 func newEdit(w workflow.Workflow, tools []toolclient.ToolDetail) *edit {
@@ -134,6 +152,9 @@ func (e *edit) addStep(at string, c workflow.Change) {
 	if !workflow.ValidIdent(sp.ID) {
 		e.probs.Add(at+".step.id", "%q is not a valid step id (letters, digits and _, starting with a letter, at most 64)", sp.ID)
 		ok = false
+	} else if workflow.ReservedStepID(sp.ID) {
+		e.probs.Add(at+".step.id", "%q is reserved for templates ({{input.name}}, {{item}}); choose another step id", sp.ID)
+		ok = false
 	} else if e.index(sp.ID) >= 0 {
 		e.probs.Add(at+".step.id", "a step with id %q already exists", sp.ID)
 		ok = false
@@ -159,7 +180,8 @@ func (e *edit) addStep(at string, c workflow.Change) {
 	if inputs == nil {
 		inputs = map[string]any{}
 	}
-	e.steps = slices.Insert(e.steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, Outputs: slices.Clone(tool.Outputs)})
+	e.steps = slices.Insert(e.steps, pos, workflow.Step{ID: sp.ID, ToolID: sp.ToolID, Inputs: inputs, If: sp.If, ForEach: sp.ForEach,
+		Concurrency: cloneInt(sp.Concurrency), ContinueOnError: sp.ContinueOnError, Outputs: slices.Clone(tool.Outputs)})
 	e.touched[sp.ID] = at + ".step"
 }
 
@@ -168,8 +190,8 @@ func (e *edit) updateStep(at string, c workflow.Change) {
 	if j < 0 {
 		return
 	}
-	if c.ToolID == nil && c.Inputs == nil {
-		e.probs.Add(at, "update_step needs toolId or inputs")
+	if c.ToolID == nil && c.Inputs == nil && c.If == nil && c.ForEach == nil && c.Concurrency == nil && c.ContinueOnError == nil {
+		e.probs.Add(at, "update_step needs toolId, inputs, if, forEach, concurrency or continueOnError")
 		return
 	}
 	if c.ToolID != nil {
@@ -186,6 +208,21 @@ func (e *edit) updateStep(at string, c workflow.Change) {
 		if e.steps[j].Inputs == nil {
 			e.steps[j].Inputs = map[string]any{}
 		}
+	}
+	if c.If != nil {
+		e.steps[j].If = *c.If
+	}
+	if c.ForEach != nil {
+		e.steps[j].ForEach = *c.ForEach
+		if *c.ForEach == "" {
+			e.steps[j].Concurrency = nil
+		}
+	}
+	if c.Concurrency != nil {
+		e.steps[j].Concurrency = cloneInt(c.Concurrency)
+	}
+	if c.ContinueOnError != nil {
+		e.steps[j].ContinueOnError = *c.ContinueOnError
 	}
 	e.touched[c.StepID] = at
 }
@@ -205,8 +242,8 @@ func (e *edit) moveStep(at string, c workflow.Change) {
 }
 
 func (e *edit) updateWorkflow(at string, c workflow.Change) {
-	if c.Name == nil && c.Description == nil {
-		e.probs.Add(at, "update_workflow needs name or description")
+	if c.Name == nil && c.Description == nil && c.InputSchema == nil {
+		e.probs.Add(at, "update_workflow needs name, description or inputSchema")
 		return
 	}
 	n := len(e.probs)
@@ -215,6 +252,9 @@ func (e *edit) updateWorkflow(at string, c workflow.Change) {
 	}
 	workflow.ValidateDescription(&e.probs, at+".description", c.Description)
 	if len(e.probs) > n {
+		return
+	}
+	if c.InputSchema != nil && !e.setInputSchema(at+".inputSchema", c.InputSchema) {
 		return
 	}
 	if c.Name != nil {
@@ -233,8 +273,13 @@ func (e *edit) check() {
 	if len(e.steps) > workflow.MaxSteps {
 		e.probs.Add("steps", "a workflow has at most %d steps", workflow.MaxSteps)
 	}
+	if e.schemaAt == "" {
+		e.loadInputSchema()
+	}
 	for j := range e.steps {
-		if tool := e.tools[e.steps[j].ToolID]; tool != nil {
+		if e.steps[j].ForEach != "" {
+			e.steps[j].Outputs = []string{workflow.ForEachOutput}
+		} else if tool := e.tools[e.steps[j].ToolID]; tool != nil {
 			e.steps[j].Outputs = slices.Clone(tool.Outputs) // outputs follow the tool's current schema
 		}
 	}
@@ -247,6 +292,7 @@ func (e *edit) check() {
 			e.checkInputs(at, s)
 		}
 		e.checkRefs(at, j, s)
+		e.checkControl(at, j, s)
 	}
 }
 
@@ -260,12 +306,26 @@ func (e *edit) checkInputs(at string, s workflow.Step) {
 	for _, fe := range validateInputs(tool, s.Inputs) {
 		e.probs.Add(joinField(at+".inputs", fe.Field), "%s", fe.Message)
 	}
+	e.checkToolInputs(at, s)
 }
 
 // checkRefs checks that every template of step s, at position j, names
-// an earlier step and an output that step's tool declares.
+// an earlier step and an output that step declares, a property of the
+// input schema, or (in a forEach step) the element.
 func (e *edit) checkRefs(at string, j int, s workflow.Step) {
 	for _, r := range workflow.Refs(s.Inputs) {
+		switch {
+		case r.IsItem():
+			if s.ForEach == "" {
+				e.probs.Add(at+".inputs", "%s is only available in a step with forEach", r)
+			}
+			continue
+		case r.IsInput():
+			if msg := e.inputProblem(r.Output); msg != "" {
+				e.probs.Add(at+".inputs", "%s: %s", r, msg)
+			}
+			continue
+		}
 		k := e.index(r.StepID)
 		switch {
 		case k < 0:
@@ -273,9 +333,8 @@ func (e *edit) checkRefs(at string, j int, s workflow.Step) {
 		case k >= j:
 			e.probs.Add(at+".inputs", "%s refers to step %q, which is not an earlier step", r, r.StepID)
 		default:
-			outs := e.steps[k].Outputs
-			if !slices.Contains(outs, r.Output) {
-				e.probs.Add(at+".inputs", "%s: step %q (tool %s) has no output %q (outputs: %s)", r, r.StepID, e.steps[k].ToolID, r.Output, strings.Join(outs, ", "))
+			if msg := e.outputProblem(k, r.Output); msg != "" {
+				e.probs.Add(at+".inputs", "%s: %s", r, msg)
 			}
 		}
 	}

@@ -69,7 +69,7 @@ func TestApplyChangesValidation(t *testing.T) {
 		{"remove unknown step", []workflow.Change{{Type: workflow.ChangeRemoveStep, StepID: "ghost"}}, `no step with id "ghost"`},
 		{"update step inputs", []workflow.Change{{Type: workflow.ChangeUpdateStep, StepID: "fetch", Inputs: &map[string]any{"url": "https://example.org", "method": "GET"}}}, ""},
 		{"update step to bad inputs", []workflow.Change{{Type: workflow.ChangeUpdateStep, StepID: "fetch", Inputs: &map[string]any{"method": "GET"}}}, `inputs.url: is required`},
-		{"update step needs something", []workflow.Change{{Type: workflow.ChangeUpdateStep, StepID: "fetch"}}, `needs toolId or inputs`},
+		{"update step needs something", []workflow.Change{{Type: workflow.ChangeUpdateStep, StepID: "fetch"}}, `update_step needs toolId, inputs`},
 		{"position out of range", []workflow.Change{{Type: workflow.ChangeAddStep, Step: &workflow.StepSpec{ID: "h", ToolID: "hash", Inputs: map[string]any{"text": "a", "algorithm": "md5"}}, Position: vptr(5)}}, `position`},
 		{"rename", []workflow.Change{{Type: workflow.ChangeUpdateWorkflow, Name: vptr("New")}}, ""},
 		{"rename empty", []workflow.Change{{Type: workflow.ChangeUpdateWorkflow, Name: vptr(" ")}}, `name`},

@@ -1,0 +1,78 @@
+package workflow_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// TestHumanStepContract: ParseHumanRequest takes what the ask_human tool's
+// input schema takes and refuses, naming the field, what it refuses; a
+// HumanAnswer's output matches the tool's output schema.
+func TestHumanStepContract(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		in    map[string]any
+		field string // "" means valid
+		want  workflow.HumanRequest
+	}{
+		{"message only", map[string]any{"message": "Go?"}, "", workflow.HumanRequest{Message: "Go?", OnTimeout: "fail"}},
+		{"everything", map[string]any{"message": "Go?", "inputSchema": map[string]any{"type": "object"}, "timeoutSeconds": 3600.0, "onTimeout": "continue"}, "",
+			workflow.HumanRequest{Message: "Go?", InputSchema: []byte(`{"type":"object"}`), Timeout: time.Hour, OnTimeout: "continue"}},
+		{"30 days", map[string]any{"message": "Go?", "timeoutSeconds": 2592000.0}, "", workflow.HumanRequest{Message: "Go?", Timeout: 30 * 24 * time.Hour, OnTimeout: "fail"}},
+		{"no message", map[string]any{}, "message", workflow.HumanRequest{}},
+		{"blank message", map[string]any{"message": "  "}, "message", workflow.HumanRequest{}},
+		{"long message", map[string]any{"message": strings.Repeat("m", 4001)}, "message", workflow.HumanRequest{}},
+		{"schema not an object", map[string]any{"message": "x", "inputSchema": "object"}, "inputSchema", workflow.HumanRequest{}},
+		{"timeout 0", map[string]any{"message": "x", "timeoutSeconds": 0.0}, "timeoutSeconds", workflow.HumanRequest{}},
+		{"timeout over 30 days", map[string]any{"message": "x", "timeoutSeconds": 2592001.0}, "timeoutSeconds", workflow.HumanRequest{}},
+		{"timeout fractional", map[string]any{"message": "x", "timeoutSeconds": 1.5}, "timeoutSeconds", workflow.HumanRequest{}},
+		{"onTimeout unknown", map[string]any{"message": "x", "onTimeout": "retry"}, "onTimeout", workflow.HumanRequest{}},
+		{"unknown input", map[string]any{"message": "x", "extra": 1.0}, "extra", workflow.HumanRequest{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := workflow.ParseHumanRequest(c.in)
+			toolErr := reg.Validate(tools.AskHumanID, c.in)
+			if c.field == "" {
+				if err != nil || got.Message != c.want.Message || string(got.InputSchema) != string(c.want.InputSchema) || got.Timeout != c.want.Timeout || got.OnTimeout != c.want.OnTimeout {
+					t.Fatalf("ParseHumanRequest = %+v, %v; want %+v", got, err, c.want)
+				}
+				if toolErr != nil {
+					t.Errorf("the tool's schema refuses what the engine takes: %v", toolErr)
+				}
+				return
+			}
+			e, ok := err.(*errs.Error)
+			if !ok || e.Code != "INVALID_PARAMS" || len(e.Details) == 0 || e.Details[0].Field != c.field {
+				t.Fatalf("ParseHumanRequest = %v, want INVALID_PARAMS naming %s", err, c.field)
+			}
+			if toolErr == nil {
+				t.Errorf("the tool's schema takes what the engine refuses")
+			}
+		})
+	}
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	for _, a := range []workflow.HumanAnswer{{Approved: true, Values: map[string]any{"note": "ok"}, RespondedAt: at}, {RespondedAt: at, TimedOut: true}} {
+		out := a.Output()
+		if err := reg.ValidateOutput(tools.AskHumanID, out); err != nil {
+			t.Errorf("output %v does not match the tool's output schema: %v", out, err)
+		}
+		tool, _ := reg.Get(tools.AskHumanID)
+		for _, name := range tool.Outputs() {
+			if _, ok := out[name]; !ok {
+				t.Errorf("output %v lacks the declared output %s", out, name)
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package inputschema_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/workflow/inputschema"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		schema string
+		want   string // substring of the error; "" means valid
+	}{
+		{"minimal", `{"type": "object"}`, ""},
+		{"properties", `{"type":"object","properties":{"q":{"type":"string"},"n":{"type":["integer","null"],"default":3}},"required":["q"]}`, ""},
+		{"attachment", `{"type":"object","properties":{"file":{"type":"string","format":"attachment"}}}`, ""},
+		{"local reference", `{"type":"object","properties":{"o":{"$ref":"#/$defs/o"}},"$defs":{"o":{"type":"object"}}}`, ""},
+		{"draft-07", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string"}}}`, ""},
+		{"not JSON", `{"type":`, "not valid JSON"},
+		{"an array", `[{"type":"object"}]`, `"type": "object"`},
+		{"a string", `"object"`, `"type": "object"`},
+		{"no type", `{"properties":{}}`, `"type": "object" at the top`},
+		{"not an object type", `{"type":"array"}`, `"type": "object" at the top`},
+		{"several types", `{"type":["object","null"]}`, `"type": "object" at the top`},
+		{"unknown type name", `{"type":"object","properties":{"a":{"type":"strin"}}}`, `"strin" is not a JSON type`},
+		{"unknown nested type name", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"int"}}}}`, `"int" is not a JSON type`},
+		{"bad keyword value", `{"type":"object","properties":{"a":{"minimum":"x"}}}`, "not a valid JSON Schema"},
+		{"bad pattern", `{"type":"object","properties":{"a":{"type":"string","pattern":"("}}}`, "not a valid JSON Schema"},
+		{"external reference", `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`, "not a valid JSON Schema"},
+		{"dangling reference", `{"type":"object","properties":{"a":{"$ref":"#/$defs/nope"}}}`, "not a valid JSON Schema"},
+		{"default not valid", `{"type":"object","properties":{"n":{"type":"integer","default":"x"}}}`, "not a valid JSON Schema"},
+		{"attachment not a string", `{"type":"object","properties":{"f":{"type":"integer","format":"attachment"}}}`, `property "f": format attachment needs "type": "string"`},
+		{"too large", `{"type":"object","description":"` + strings.Repeat("x", inputschema.MaxBytes) + `"}`, "at most 65536 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := inputschema.Check(json.RawMessage(c.schema))
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				if len(s.JSON()) == 0 || strings.ContainsAny(string(s.JSON()), "\n ") && !strings.Contains(c.schema, "draft-07") {
+					t.Errorf("JSON() = %s, want the compact schema", s.JSON())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Check = %v, want an error with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestSchemaProperties(t *testing.T) {
+	t.Parallel()
+	s, err := inputschema.Check(json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"},"n":{"type":["integer","null"]},"any":{},"f":{"type":"string","format":"attachment"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"q": {"string"}, "n": {"integer", "null"}, "any": nil, "f": {"string"}}
+	if got := s.Properties(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Properties = %v, want %v", got, want)
+	}
+	if got := s.Attachments(); !reflect.DeepEqual(got, []string{"f"}) {
+		t.Errorf("Attachments = %v", got)
+	}
+}
+
+func TestValidateInput(t *testing.T) {
+	t.Parallel()
+	schema := json.RawMessage(`{
+	  "type": "object",
+	  "properties": {
+	    "query": {"type": "string", "minLength": 1},
+	    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+	    "tags": {"type": "array", "items": {"type": "string"}},
+	    "owner": {"$ref": "#/$defs/person"},
+	    "file": {"type": "string", "format": "attachment"}
+	  },
+	  "$defs": {"person": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+	  "required": ["query"],
+	  "additionalProperties": false
+	}`)
+	cases := []struct {
+		name    string
+		schema  json.RawMessage
+		input   map[string]any
+		want    map[string]any
+		details map[string]string // field -> substring of its message
+	}{
+		{"valid, default applied", schema, map[string]any{"query": "go"}, map[string]any{"query": "go", "limit": 10.0}, nil},
+		{"valid, all given", schema, map[string]any{"query": "go", "limit": 5, "tags": []string{"a"}, "owner": map[string]any{"name": "Ada"}, "file": "a1b2"},
+			map[string]any{"query": "go", "limit": 5.0, "tags": []any{"a"}, "owner": map[string]any{"name": "Ada"}, "file": "a1b2"}, nil},
+		{"missing required", schema, map[string]any{}, nil, map[string]string{"input.query": "is required"}},
+		{"wrong type", schema, map[string]any{"query": 3.0}, nil, map[string]string{"input.query": "type"}},
+		{"out of range and unknown", schema, map[string]any{"query": "go", "limit": 1000.0, "extra": true},
+			nil, map[string]string{"input.limit": "maximum", "input.extra": "not an input of this workflow"}},
+		{"not an integer", schema, map[string]any{"query": "go", "limit": 1.5}, nil, map[string]string{"input.limit": "integer"}},
+		{"nested through a reference", schema, map[string]any{"query": "go", "owner": map[string]any{}}, nil, map[string]string{"input.owner": "name"}},
+		{"array items", schema, map[string]any{"query": "go", "tags": []any{1.0}}, nil, map[string]string{"input.tags": "string"}},
+		{"no schema, no input", nil, nil, map[string]any{}, nil},
+		{"no schema, empty input", json.RawMessage(`null`), map[string]any{}, map[string]any{}, nil},
+		{"no schema, some input", nil, map[string]any{"a": 1.0}, nil, map[string]string{"input": "takes no input"}},
+		{"root-level keyword", json.RawMessage(`{"type":"object","minProperties":2}`), map[string]any{"a": 1.0}, nil, map[string]string{"input": "minProperties"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := inputschema.ValidateInput(c.schema, c.input)
+			if c.details == nil {
+				if err != nil || !reflect.DeepEqual(got, c.want) {
+					t.Fatalf("ValidateInput = %#v, %v; want %#v", got, err, c.want)
+				}
+				return
+			}
+			e, ok := err.(*errs.Error)
+			if !ok || e.Kind != errs.Invalid || e.Code != inputschema.CodeInvalidInput {
+				t.Fatalf("ValidateInput error = %v, want Invalid INVALID_INPUT", err)
+			}
+			if len(e.Details) != len(c.details) {
+				t.Errorf("details %+v, want %d", e.Details, len(c.details))
+			}
+			for _, d := range e.Details {
+				if want, ok := c.details[d.Field]; !ok || !strings.Contains(d.Message, want) {
+					t.Errorf("detail %s: %q, want one of %v", d.Field, d.Message, c.details)
+				}
+				if strings.Contains(d.Message, "validating") {
+					t.Errorf("detail %s keeps the validator's prefix: %q", d.Field, d.Message)
+				}
+			}
+		})
+	}
+	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"array"}`), nil); errs.CodeOf(err) != "INVALID_INPUT_SCHEMA" {
+		t.Errorf("a stored schema that does not check: %v", err)
+	}
+}
+
+// TestValidateField: an ask_human answer's values are validated against
+// the step's schema, problems named under the request's field.
+func TestValidateField(t *testing.T) {
+	t.Parallel()
+	s, err := inputschema.Check(json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ValidateField("values", map[string]any{"note": "ok"}); err != nil || got["note"] != "ok" {
+		t.Fatalf("valid values: %v, %v", got, err)
+	}
+	_, err = s.ValidateField("values", map[string]any{"note": 1.0})
+	e, ok := err.(*errs.Error)
+	if !ok || e.Code != inputschema.CodeInvalidInput || len(e.Details) != 1 || e.Details[0].Field != "values.note" || !strings.HasPrefix(e.Message, "values does not match") {
+		t.Fatalf("bad values: %v", err)
+	}
+}
