@@ -15,12 +15,17 @@ const (
 	// The light clients that may stand in for the two SDKs above.
 	openaiClient    = "github.com/sashabaranov/go-openai"
 	anthropicClient = "github.com/liushuangls/go-anthropic"
-	jsonschema      = "github.com/santhosh-tekuri/jsonschema"
-	goquery         = "github.com/PuerkitoBio/goquery"
-	gojq            = "github.com/itchyny/gojq"
-	expr            = "github.com/expr-lang/expr"
-	mcpSDK          = "github.com/modelcontextprotocol/go-sdk"
-	dynamodbSDK     = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	// jsonschema is the one JSON Schema library (package shared/schema
+	// wraps it); santhoshJSONSchema, dropped for it, compiled every
+	// draft's meta-schema in its package init, milliseconds of each cold
+	// start: no function may link it again.
+	jsonschema         = "github.com/google/jsonschema-go"
+	santhoshJSONSchema = "github.com/santhosh-tekuri/jsonschema"
+	goquery            = "github.com/PuerkitoBio/goquery"
+	gojq               = "github.com/itchyny/gojq"
+	expr               = "github.com/expr-lang/expr"
+	mcpSDK             = "github.com/modelcontextprotocol/go-sdk"
+	dynamodbSDK        = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	// lambdaSDK invokes the runner: only the functions that hand it runs
 	// (and the runner, whose builder package holds the invoker) link it.
 	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -30,6 +35,7 @@ const (
 var (
 	providerSDKs = []string{openaiSDK, anthropicSDK, bedrockSDK, openaiClient, anthropicClient}
 	toolDeps     = []string{goquery, gojq, expr, mcpSDK, toolImpls}
+	everywhere   = []string{santhoshJSONSchema}
 )
 
 // TestFunctionsLinkOnlyWhatTheyUse lists each function's dependencies
@@ -37,7 +43,9 @@ var (
 // its builder has no use for: only the functions that call a model link a
 // provider SDK (models still lists the models through the providers), only
 // the tool server links the tools' implementations, only the workflow
-// function (proposals) links JSON Schema, and health links no DynamoDB.
+// function (proposals) and the tool server link JSON Schema, none links
+// the JSON Schema library whose init compiled meta-schemas, and health
+// links no DynamoDB.
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -63,7 +71,7 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		t.Run(tc.dir, func(t *testing.T) {
 			t.Parallel()
 			deps := depsOf(t, tc.dir)
-			for _, prefix := range slices.Concat(tc.forbidden...) {
+			for _, prefix := range slices.Concat(append(tc.forbidden, everywhere)...) {
 				if d := linked(deps, prefix); d != "" {
 					t.Errorf("functions/%s links %s", tc.dir, d)
 				}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -50,7 +51,9 @@ func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
 		reg:    reg,
 		keySet: serviceKey != "",
 		key:    sha256.Sum256([]byte(serviceKey)),
-		mcp:    newMCPHandler(reg),
+		// The MCP server (every tool's schemas marshalled into it) is
+		// built on the first JSON-RPC request, not at a cold start.
+		mcp: sync.OnceValue(func() http.Handler { return newMCPHandler(reg) }),
 	}
 	rt := httpapi.NewRouter()
 	rt.Handle("POST "+Path, s)
@@ -62,7 +65,7 @@ type server struct {
 	reg    *tools.Registry
 	keySet bool
 	key    [sha256.Size]byte // SHA-256 of the service key
-	mcp    http.Handler
+	mcp    func() http.Handler
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +129,7 @@ func (s *server) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
 		r.Header.Set("Content-Type", "application/json")
 	}
 	answer := &rpcAnswer{header: w.Header()}
-	s.mcp.ServeHTTP(answer, r)
+	s.mcp().ServeHTTP(answer, r)
 	answer.send(w, r, calls)
 }
 
