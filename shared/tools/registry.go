@@ -16,7 +16,9 @@ import (
 
 // idPattern is the syntax of a tool id: valid as a function name for every
 // model provider and MCP client.
-var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // Registry is an immutable set of tools with compiled schemas. It is safe
 // for concurrent use.
@@ -141,7 +143,7 @@ func (r *Registry) CompileSchemas() error {
 // checkTool checks a tool's fields other than its schemas.
 func checkTool(t *Tool) error {
 	switch {
-	case !idPattern.MatchString(t.ID):
+	case !idPattern().MatchString(t.ID):
 		return errors.New("id must match ^[a-z][a-z0-9_]{0,63}$")
 	case strings.TrimSpace(t.Name) == "":
 		return errors.New("name is empty")

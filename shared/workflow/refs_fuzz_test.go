@@ -57,7 +57,7 @@ func FuzzRefs(f *testing.F) {
 				t.Fatalf("IsExactTemplate accepted %q, which is not wrapped in braces", s)
 			}
 		}
-		if spans := templateRe.FindAllStringIndex(s, -1); len(spans) == 1 && spans[0][0] == 0 && spans[0][1] == len(s) && !ok {
+		if spans := templateRe().FindAllStringIndex(s, -1); len(spans) == 1 && spans[0][0] == 0 && spans[0][1] == len(s) && !ok {
 			t.Fatalf("%q is one whole reference %+v, but IsExactTemplate rejects it", s, refs)
 		}
 
@@ -92,7 +92,7 @@ func FuzzRefs(f *testing.F) {
 				t.Fatalf("Resolve(%q) = %#v, want the value 7", s, got)
 			}
 		default:
-			if w := templateRe.ReplaceAllLiteralString(s, "7"); got != w {
+			if w := templateRe().ReplaceAllLiteralString(s, "7"); got != w {
 				t.Fatalf("Resolve(%q) = %#v, want %q", s, got, w)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Template references in step inputs (docs/decisions.md, Workflows and
@@ -23,14 +24,20 @@ const IdentPattern = `^[A-Za-z][A-Za-z0-9_]{0,63}$`
 
 const identExpr = `[A-Za-z][A-Za-z0-9_]{0,63}`
 
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
 var (
-	identRe    = regexp.MustCompile(IdentPattern)
-	templateRe = regexp.MustCompile(`\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}`)
-	exactRe    = regexp.MustCompile(`^\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}$`)
+	identRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(IdentPattern) })
+	templateRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}`)
+	})
+	exactRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\{\{[ \t]*(` + identExpr + `)\.(` + identExpr + `)[ \t]*\}\}$`)
+	})
 )
 
 // ValidIdent reports whether s is a valid step id or output name.
-func ValidIdent(s string) bool { return identRe.MatchString(s) }
+func ValidIdent(s string) bool { return identRe().MatchString(s) }
 
 // Ref is a reference to output Output of step StepID.
 type Ref struct {
@@ -47,7 +54,7 @@ func IsExactTemplate(s string) (Ref, bool) {
 	if !strings.HasPrefix(s, "{{") {
 		return Ref{}, false
 	}
-	m := exactRe.FindStringSubmatch(s)
+	m := exactRe().FindStringSubmatch(s)
 	if m == nil {
 		return Ref{}, false
 	}
@@ -60,7 +67,7 @@ func stringRefs(s string) []Ref {
 		return nil
 	}
 	var refs []Ref
-	for _, m := range templateRe.FindAllStringSubmatch(s, -1) {
+	for _, m := range templateRe().FindAllStringSubmatch(s, -1) {
 		refs = append(refs, Ref{StepID: m[1], Output: m[2]})
 	}
 	return refs
@@ -190,7 +197,7 @@ func resolveString(s string, outputs map[string]map[string]any) (any, error) {
 	if r, ok := IsExactTemplate(s); ok {
 		return lookup(r, outputs)
 	}
-	idx := templateRe.FindAllStringSubmatchIndex(s, -1)
+	idx := templateRe().FindAllStringSubmatchIndex(s, -1)
 	if idx == nil {
 		return s, nil
 	}
