@@ -54,11 +54,9 @@ func newHandler(getenv func(string) string, worker string) (http.Handler, error)
 	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
 	var sb tools.Sandbox
 	if worker != "" {
-		pool, err := tools.NewSandbox(worker, logger)
-		if err != nil {
-			return nil, err
-		}
-		sb = pool
+		// The workers start with the first isolated tool call, not at
+		// the cold start.
+		sb = tools.NewLazySandbox(worker, logger)
 	}
 	routes, err := mcpfn.Mcp(context.Background(), cfg, sb)
 	if err != nil {
