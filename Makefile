@@ -99,9 +99,9 @@ CONFIRM ?= 1
 deploy:
 	sam build && sam deploy $(if $(filter 0,$(CONFIRM)),--no-confirm-changeset,)
 
-## bench: Go benchmarks, cold start per function, a 15 s load test; writes docs/benchmarks.md (~4 min).
+## bench: rewrite docs/benchmarks.md whole: Go benchmarks, cold start and first invoke per function, a 15 s load test (~10 min on 2 cores; BENCH_FLAGS="-only 'Cold start'" for some sections, -list names them).
 bench:
-	$(GO) run ./infra/bench -out docs/benchmarks.md
+	$(GO) run ./infra/bench -out docs/benchmarks.md $(BENCH_FLAGS)
 
 ## load: the load generator on a dev server of its own (LOAD_FLAGS="-c 16 -d 1m -json load.json").
 load:

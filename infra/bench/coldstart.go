@@ -291,8 +291,7 @@ func coldStartSection(doc *bytes.Buffer, runs int) error {
 			floor = r
 		}
 	}
-	fmt.Fprintf(doc, "\n## Cold start: binary size and init time per function\n\n"+
-		"Each `functions/<name>` built with the production flags (`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags lambda.norpc`). "+
+	fmt.Fprintf(doc, "Each `functions/<name>` built with the production flags (`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags lambda.norpc`). "+
 		"Size: the linux/arm64 binary that is deployed. Init: the same code built for this machine (%s/%s) and started with the environment "+
 		"a Lambda has (function name, table names, credentials; `DYNAMODB_ENDPOINT` an embedded engine, `MCP_URL` a stub) and "+
 		"`AWS_LAMBDA_RUNTIME_API` pointing at a fake Runtime API; init is process start to the first `GET /2018-06-01/runtime/invocation/next` "+
