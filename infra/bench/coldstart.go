@@ -188,6 +188,7 @@ func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_SESSION_TOKEN=bench",
 		"USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data", "RATE_LIMITS_TABLE=rate_limits",
 		"DYNAMODB_ENDPOINT=" + ddbURL, "MCP_URL=" + mcpURL, "MCP_SERVICE_KEY=bench-service-key-0123456789",
+		"RUNNER_FUNCTION=RunnerFunction",
 	}
 }
 
