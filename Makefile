@@ -53,7 +53,8 @@ FUZZ_TARGETS := \
 	./shared/workflow/proposal:FuzzApplyChanges \
 	./shared/toolserver:FuzzDispatch \
 	./shared/sse:FuzzEncode \
-	./shared/sse:FuzzEncodeStream
+	./shared/sse:FuzzEncodeStream \
+	./shared/schema:FuzzWalkAgrees
 FUZZTIME         ?= 60s
 FUZZTIME_SHORT   ?= 10000x
 # Minimizing each new interesting input may take go test's default 60s,
