@@ -15,16 +15,17 @@ const (
 	// The light clients that may stand in for the two SDKs above.
 	openaiClient    = "github.com/sashabaranov/go-openai"
 	anthropicClient = "github.com/liushuangls/go-anthropic"
-	jsonschema      = "github.com/santhosh-tekuri/jsonschema"
-	// googleJSONSchema checks workflow input schemas (package
-	// inputschema): only the functions that write definitions or start
-	// runs link it.
-	googleJSONSchema = "github.com/google/jsonschema-go"
-	goquery          = "github.com/PuerkitoBio/goquery"
-	gojq             = "github.com/itchyny/gojq"
-	expr             = "github.com/expr-lang/expr"
-	mcpSDK           = "github.com/modelcontextprotocol/go-sdk"
-	dynamodbSDK      = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	// jsonschema is the one JSON Schema library (package shared/schema
+	// wraps it); santhoshJSONSchema, dropped for it, compiled every
+	// draft's meta-schema in its package init, milliseconds of each cold
+	// start: no function may link it again.
+	jsonschema         = "github.com/google/jsonschema-go"
+	santhoshJSONSchema = "github.com/santhosh-tekuri/jsonschema"
+	goquery            = "github.com/PuerkitoBio/goquery"
+	gojq               = "github.com/itchyny/gojq"
+	expr               = "github.com/expr-lang/expr"
+	mcpSDK             = "github.com/modelcontextprotocol/go-sdk"
+	dynamodbSDK        = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	// lambdaSDK invokes the runner: only the functions that hand it runs
 	// (and the runner, whose builder package holds the invoker) link it.
 	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -36,7 +37,8 @@ var (
 	toolDeps     = []string{goquery, gojq, expr, mcpSDK, toolImpls}
 	// stepDeps are the tools' dependencies but expr, which the functions
 	// that check or evaluate a step's `if` (package condition) link.
-	stepDeps = []string{goquery, gojq, mcpSDK, toolImpls}
+	stepDeps   = []string{goquery, gojq, mcpSDK, toolImpls}
+	everywhere = []string{santhoshJSONSchema}
 )
 
 // TestFunctionsLinkOnlyWhatTheyUse lists each function's dependencies
@@ -44,9 +46,11 @@ var (
 // its builder has no use for: only the functions that call a model link a
 // provider SDK (models still lists the models through the providers), only
 // the tool server links the tools' implementations, only the workflow
-// function (proposals) links JSON Schema, only the workflow function and
-// the runner link expr (the language of a step's `if`), and health links
-// no DynamoDB.
+// function (proposals: JSON Schema validation and workflow input
+// schemas) and the tool server link JSON Schema, none links the JSON
+// Schema library whose init compiled meta-schemas, only the workflow
+// function and the runner link expr (the language of a step's `if`), and
+// health links no DynamoDB.
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -56,11 +60,11 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, dynamodbSDK, lambdaSDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
-		{"models", [][]string{toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
-		{"chats", [][]string{toolDeps, {jsonschema, googleJSONSchema, lambdaSDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
 		// The stream hands the runs it renders to the runner.
 		{"stream", [][]string{toolDeps, {jsonschema}}},
 		{"workflows", [][]string{stepDeps}},
@@ -74,7 +78,7 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		t.Run(tc.dir, func(t *testing.T) {
 			t.Parallel()
 			deps := depsOf(t, tc.dir)
-			for _, prefix := range slices.Concat(tc.forbidden...) {
+			for _, prefix := range slices.Concat(append(tc.forbidden, everywhere)...) {
 				if d := linked(deps, prefix); d != "" {
 					t.Errorf("functions/%s links %s", tc.dir, d)
 				}
@@ -93,7 +97,7 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
 		"chats":     {bedrockSDK, dynamodbSDK},
-		"workflows": {lambdaSDK, expr, googleJSONSchema},
+		"workflows": {lambdaSDK, expr, jsonschema},
 	} {
 		deps := depsOf(t, dir)
 		for _, w := range want {

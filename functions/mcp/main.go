@@ -54,11 +54,13 @@ func newHandler(getenv func(string) string, worker string) (http.Handler, error)
 	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
 	var sb tools.Sandbox
 	if worker != "" {
-		pool, err := mcpfn.NewSandbox(cfg, worker, logger)
+		// The workers start with the first isolated tool call, not at
+		// the cold start.
+		lazy, err := mcpfn.NewLazySandbox(cfg, worker, logger)
 		if err != nil {
 			return nil, err
 		}
-		sb = pool
+		sb = lazy
 	}
 	routes, err := mcpfn.Mcp(context.Background(), cfg, sb)
 	if err != nil {

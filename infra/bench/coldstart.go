@@ -188,6 +188,7 @@ func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_SESSION_TOKEN=bench",
 		"USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data", "RATE_LIMITS_TABLE=rate_limits",
 		"DYNAMODB_ENDPOINT=" + ddbURL, "MCP_URL=" + mcpURL, "MCP_SERVICE_KEY=bench-service-key-0123456789",
+		"RUNNER_FUNCTION=RunnerFunction",
 	}
 }
 
@@ -291,8 +292,7 @@ func coldStartSection(doc *bytes.Buffer, runs int) error {
 			floor = r
 		}
 	}
-	fmt.Fprintf(doc, "\n## Cold start: binary size and init time per function\n\n"+
-		"Each `functions/<name>` built with the production flags (`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags lambda.norpc`). "+
+	fmt.Fprintf(doc, "Each `functions/<name>` built with the production flags (`CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags lambda.norpc`). "+
 		"Size: the linux/arm64 binary that is deployed. Init: the same code built for this machine (%s/%s) and started with the environment "+
 		"a Lambda has (function name, table names, credentials; `DYNAMODB_ENDPOINT` an embedded engine, `MCP_URL` a stub) and "+
 		"`AWS_LAMBDA_RUNTIME_API` pointing at a fake Runtime API; init is process start to the first `GET /2018-06-01/runtime/invocation/next` "+

@@ -1,10 +1,19 @@
-// Command bench runs the project's Go benchmarks, measures each Lambda
-// function's cold start (binary size and init time), runs a short load test
-// against a spawned dev server (infra/load), and writes docs/benchmarks.md:
-// the machine, the date, and every figure, each timing also given as a
-// ratio against the floor measured in the same run (the bare handler with
-// no storage, the bare tool call, the storage-free function), so the
-// numbers mean something on a noisy shared machine.
+// Command bench measures the service and writes docs/benchmarks.md, all of
+// it: the Go benchmark suites, each Lambda function's cold start, the
+// first invocation of each under the Lambda Runtime Interface Emulator, and
+// a short load test against a spawned dev server (infra/load). Every
+// timing is also given as a ratio against a floor measured in the same run
+// (the bare handler with no storage, the bare tool call, the storage-free
+// function), so the numbers mean something on a noisy shared machine.
+//
+// The file is made of sections, one per entry of sections, each written by
+// one function. To add a benchmark, add an entry: a goSuite for Go
+// benchmarks with a floor, or a section whose run measures and writes its
+// body. `-only REGEXP` measures just the sections whose titles match and
+// rewrites them in place, keeping the others as the file has them: the
+// whole run takes minutes on two cores. Nothing in the file is kept by
+// hand: a figure that cannot be measured here is a section's handNote,
+// printed with its date and its command.
 package main
 
 import (
@@ -16,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -23,33 +33,79 @@ import (
 	"time"
 )
 
-// suites are the benchmark packages, each with the benchmark used as its floor.
-// A suite whose setup grows the data it measures pins its iteration count
-// (benchtime), since the embedded engine's Query reads its whole table.
-var suites = []struct {
-	pkg, pattern, floor, title, note string
-	benchtime                        string
-}{
-	{"./infra/local/", "BenchmarkEndpoints", "BenchmarkEndpoints/liveness_(no_storage)", "REST endpoints, in process, embedded DynamoDB over loopback HTTP",
-		"Floor: GET /api/liveness, the full middleware stack with no storage. `ddbcalls/op` counts DynamoDB API calls per request with an aws-sdk middleware: an authenticated read costs exactly one read for the session plus one for the endpoint; a write costs the session read plus one write (a transaction where several items change).", ""},
-	{"./infra/local/", "BenchmarkStreamFirstByte|BenchmarkListMessages1000|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Chat stream and long conversations",
-		"Stream: time to the first byte and to the `start` event over loopback HTTP with the built-in model (the user message is stored before `start`, so this includes the session read, the conversation Query and one transaction). ListMessages1000: GET messages of a chat with 1,000 messages; one Query of the chat's item collection (paged by DynamoDB's 1 MB limit). Floor: liveness.", ""},
-	{"./infra/local/", "BenchmarkResumeFirstEvent", "BenchmarkResumeFirstEvent/liveness_over_http", "Resumable replies: resume to the first event",
-		"ResumeFirstEvent: GET .../messages/stream with Last-Event-ID on a finished reply of 50 events, over loopback HTTP, to the first replayed event (session read, rate limit, chat read, one Query of the log). Floor: GET /api/liveness over the same loopback HTTP; compare the p50s.", ""},
-	{"./infra/local/", "BenchmarkReplyWrites|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Resumable replies: DynamoDB calls per streamed reply",
-		"ReplyWrites: whole streamed replies of the built-in model's `count to N slowly` (N content events, 100 ms apart), all DynamoDB calls of the request: 4 to start (session, rate limit, conversation, the start transaction), then the event log's writes (at most one per 100 ms or 20 events, one a second while silent) and the end. `ddbcalls/streamed-s` falls towards 10 a second as the reply grows: the cost follows the reply's duration, not its events.", "1x"},
-	{"./shared/store/", "BenchmarkLogWrites", "", "Resumable replies: log writes against the event rate",
-		"LogWrites: an eventlog.Writer over the real store fed 2 s of events at three rates. Writes stay near 10 a second (one per 100 ms) until events come faster than 200 a second, when the 20-event cap makes it one write per 20 events.", "1x"},
-	{"./shared/toolserver/", "BenchmarkRunToolOverhead|BenchmarkBareJSONQuery", "BenchmarkBareJSONQuery", "Tool server: runTool overhead for json_query",
-		"Floor: the json_query tool's bare function call. RunToolOverhead is the whole POST /mcp handler in process: middleware, constant-time key check, dispatch, decoding, schema validation, the run under the tool's timeout, encoding. RunToolOverheadSandboxed is the same with json_query run in a sandbox worker process, as McpFunction and the dev server run it: the difference is the price of the isolation.", ""},
-	{"./shared/tools/", "BenchmarkJSONQuery|BenchmarkRegistryRunJSONQuery", "BenchmarkJSONQuery", "Tool isolation: json_query in process and in a sandbox worker",
-		"Floor: the json_query tool's bare function call. RegistryRunJSONQuery adds schema validation and the timeout; Sandboxed runs the same call in one of the tool server's worker processes (memory and CPU bounded by the kernel), as the tool server and the dev server do: the difference is the price of the isolation.", ""},
-	{"./infra/local/", "BenchmarkApplyProposal|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "Workflows: applying a proposal",
-		"ApplyProposal: POST .../messages/apply in process; `ddbcalls/op` = the session read, one consistent read of the workflow and the proposal (TransactGetItems), one transaction writing both. Making each proposal is outside the timing. Floor: liveness.", "200x"},
-	{"./infra/local/", "BenchmarkListChatsAtStoreSize", "BenchmarkListChatsAtStoreSize/empty_store", "Embedded engine: a Query at store size",
-		"ListChatsAtStoreSize: GET /api/users/{id}/chats?limit=10 on the embedded engine holding only the user's chats (the floor) and holding 10,000 more items of other users (chats, counters, messages). The engine answers a Query from its ordered key index, so the cost follows the page, not the store; `p50-ns` is the figure to compare.", "300x"},
-	{"./shared/workflow/", "BenchmarkEngineStep|BenchmarkEngineBareTool", "BenchmarkEngineBareTool", "Workflows: engine overhead per step",
-		"EngineStep: a ten-step json_query workflow, each step reading the previous step's result through a template, every step's start and result written to the embedded DynamoDB (plus the run's create, start and finish); `ns/step` is the figure to set against the floor, the bare json_query call through the registry.", ""},
+// options are the run's settings, from the flags.
+type options struct {
+	benchtime string        // go test -benchtime of the suites that set none
+	runs      int           // cold start: runs per function
+	rounds    int           // first invoke under the emulator: rounds
+	loadDur   time.Duration // load test duration
+	loadC     int           // load test virtual users
+}
+
+// section is one "## title" part of the report. run measures and writes
+// its body (Markdown, after the title and the line saying when and where
+// it was measured); an error is reported and fails the run, and whatever
+// run wrote stays.
+type section struct {
+	title string
+	run   func(doc *bytes.Buffer, o options) error
+	// notes are figures measured by hand, printed after the body.
+	notes []handNote
+}
+
+// handNote is a figure measured by hand: when, with what command, and what
+// it showed.
+type handNote struct {
+	date, command, text string
+}
+
+// sections are the report, in order.
+var sections = []section{
+	goSuite("REST endpoints, in process, embedded DynamoDB over loopback HTTP", "./infra/local/", "BenchmarkEndpoints", "BenchmarkEndpoints/liveness_(no_storage)", "",
+		"Floor: GET /api/liveness, the full middleware stack with no storage. `ddbcalls/op` counts DynamoDB API calls per request with an aws-sdk middleware: an authenticated read costs exactly one read for the session plus one for the endpoint; a write costs the session read plus one write (a transaction where several items change). "+
+			"The calls per message are asserted exactly by `TestDynamoDBCallBudget` and `TestDynamoDBCallBudgetWithTokenBudget` (infra/local): POST .../messages and POST .../messages/stream with the built-in model make 5 calls, 6 with `USER_MONTHLY_TOKEN_BUDGET` (one `GetItem` before the model call; the usage write rides the transaction that stores the reply), GET /api/users/{userId}/usage 2."),
+	goSuite("Chat stream and long conversations", "./infra/local/", "BenchmarkStreamFirstByte|BenchmarkListMessages1000|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "",
+		"Stream: time to the first byte and to the `start` event over loopback HTTP with the built-in model (the user message is stored before `start`, so this includes the session read, the conversation Query and one transaction). ListMessages1000: GET messages of a chat with 1,000 messages; one Query of the chat's item collection (paged by DynamoDB's 1 MB limit). Floor: liveness.",
+		handNote{"2026-11-25", "go test -run '^$' -bench BenchmarkStreamFirstByte -benchtime 3s ./infra/local/ (main and the resumable-replies branch in one session)",
+			"the start transaction that also writes the assistant message and the log's head and first batch: p50 to the `start` event 4.86 ms before, 5.10 ms after (+5%; p99 26.3 and 22.6 ms, noise)."}),
+	goSuite("Resumable replies: resume to the first event", "./infra/local/", "BenchmarkResumeFirstEvent", "BenchmarkResumeFirstEvent/liveness_over_http", "",
+		"ResumeFirstEvent: GET .../messages/stream with Last-Event-ID on a finished reply of 50 events, over loopback HTTP, to the first replayed event (session read, rate limit, chat read, one Query of the log). Floor: GET /api/liveness over the same loopback HTTP; compare the p50s. A follower's events arrive within the batching delay (at most 100 ms) plus the follow's polling interval (25 ms after news, backing off to 250 ms)."),
+	goSuite("Resumable replies: DynamoDB calls per streamed reply", "./infra/local/", "BenchmarkReplyWrites|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "1x",
+		"ReplyWrites: whole streamed replies of the built-in model's `count to N slowly` (N content events, 100 ms apart), all DynamoDB calls of the request: 4 to start (session, rate limit, conversation, the start transaction), then the event log's writes (at most one per 100 ms or 20 events, one a second while silent) and the end. `ddbcalls/streamed-s` falls towards 10 a second as the reply grows: the cost follows the reply's duration, not its events."),
+	goSuite("Resumable replies: log writes against the event rate", "./shared/store/", "BenchmarkLogWrites", "", "1x",
+		"LogWrites: an eventlog.Writer over the real store fed 2 s of events at three rates. Writes stay near 10 a second (one per 100 ms) until events come faster than 200 a second, when the 20-event cap makes it one write per 20 events."),
+	goSuite("Tool server: runTool overhead for json_query", "./shared/toolserver/", "BenchmarkRunToolOverhead|BenchmarkBareJSONQuery", "BenchmarkBareJSONQuery", "",
+		"Floor: the json_query tool's bare function call. RunToolOverhead is the whole POST /mcp handler in process: middleware, constant-time key check, dispatch, decoding, schema validation, the run under the tool's timeout, encoding. RunToolOverheadSandboxed is the same with json_query run in a sandbox worker process, as McpFunction and the dev server run it: the difference is the price of the isolation. p50 is the steadier figure on a shared machine.",
+		handNote{"2026-11-25", "go test -run '^$' -bench 'RunToolOverhead|BareJSONQuery' -benchtime 3000x -count 3 ./shared/toolserver/ (before and after the isolation)",
+			"runTool's p50 was 6.2 times the floor's before the isolation and 14.6 times with it: the worker round trip adds about 0.1 ms."}),
+	goSuite("Tool isolation: json_query in process and in a sandbox worker", "./shared/tools/", "BenchmarkJSONQuery|BenchmarkRegistryRunJSONQuery", "BenchmarkJSONQuery", "",
+		"Floor: the json_query tool's bare function call. RegistryRunJSONQuery adds schema validation and the timeout; Sandboxed runs the same call in one of the tool server's worker processes (memory and CPU bounded by the kernel), as the tool server and the dev server do: the difference is the price of the isolation."),
+	goSuite("Workflows: applying a proposal", "./infra/local/", "BenchmarkApplyProposal|BenchmarkEndpoints/liveness", "BenchmarkEndpoints/liveness_(no_storage)", "200x",
+		"ApplyProposal: POST .../messages/apply in process; `ddbcalls/op` = the session read, one consistent read of the workflow and the proposal (TransactGetItems), one transaction writing both. Making each proposal is outside the timing. Floor: liveness."),
+	goSuite("Embedded engine: a Query at store size", "./infra/local/", "BenchmarkListChatsAtStoreSize", "BenchmarkListChatsAtStoreSize/empty_store", "300x",
+		"ListChatsAtStoreSize: GET /api/users/{id}/chats?limit=10 on the embedded engine holding only the user's chats (the floor) and holding 10,000 more items of other users (chats, counters, messages). The engine answers a Query from its ordered key index, so the cost follows the page, not the store; `p50-ns` is the figure to compare.",
+		handNote{"2026-11-25", "go run ./infra/load -spawn -c 50 (before the engine's key index)",
+			"a 3,240-item store made the same request's p50 8.1 s under 50 clients, against 935 ms on a fresh store."}),
+	goSuite("Workflows: engine overhead per step and durable runs", "./shared/workflow/runs/", "BenchmarkEngineStep|BenchmarkDurableRunStep|BenchmarkAcceptedToRunStarted|BenchmarkSweepWithActiveRuns|BenchmarkEngineBareTool", "BenchmarkEngineBareTool", "50x",
+		"EngineStep: a ten-step json_query workflow run inside a request, each step reading the previous step's result through a template, every step's start and result written to the embedded DynamoDB (plus the run's create, start and finish); `ns/step` is the figure to set against the floor, the bare json_query call through the registry. DurableRunStep: the same workflow as a durable run (each checkpoint also writes the step's events and renews the lease in the same transaction). AcceptedToRunStarted: from the run being stored and handed to the in-process runner (what precedes the 202) to its `run_started` being readable in its log, against one strongly consistent read (`ns-floor-read`). SweepWithActiveRuns: one sweep of the expired leases with 0 and 100 active runs (none expired): its cost is the Queries of the sparse index of active leases, whatever the number of active runs."),
+	{title: "Cold start: binary size and init time per function", run: func(doc *bytes.Buffer, o options) error { return coldStartSection(doc, o.runs) }},
+	{title: "Lambda runtime: size, zip and first invocation under the Runtime Interface Emulator", run: lambdaRuntimeSection},
+	{title: "Load test: the dev server under a realistic mix", run: func(doc *bytes.Buffer, o options) error { return loadSection(doc, o.loadC, o.loadDur) }},
+}
+
+// goSuite is a section of Go benchmarks: the benchmarks of pkg matching
+// pattern, each also as a ratio to the floor benchmark (none: ""), run
+// with benchtime (the run's -benchtime when ""; a suite whose setup grows
+// the data it measures pins its iteration count, since the embedded
+// engine's Query reads its whole table).
+func goSuite(title, pkg, pattern, floor, benchtime, note string, notes ...handNote) section {
+	return section{title: title, notes: notes, run: func(doc *bytes.Buffer, o options) error {
+		bt := benchtime
+		if bt == "" {
+			bt = o.benchtime
+		}
+		return goBench(doc, pkg, pattern, floor, note, bt)
+	}}
 }
 
 type result struct {
@@ -60,44 +116,60 @@ type result struct {
 
 func main() {
 	out := flag.String("out", "docs/benchmarks.md", "report to write")
-	benchtime := flag.String("benchtime", "2s", "go test -benchtime")
-	runs := flag.Int("runs", 5, "cold start: runs per function (the median is reported)")
-	loadDur := flag.Duration("load", 15*time.Second, "load test duration (0 skips it)")
-	loadC := flag.Int("load-c", 4, "load test virtual users")
-	skipGo := flag.Bool("skip-go", false, "skip the Go benchmark suites")
-	skipCold := flag.Bool("skip-cold", false, "skip the cold start measurement")
+	only := flag.String("only", "", "measure only the sections whose titles match this regular expression, keeping the others as -out has them")
+	list := flag.Bool("list", false, "list the sections' titles and exit")
+	var o options
+	flag.StringVar(&o.benchtime, "benchtime", "2s", "go test -benchtime of the suites that pin none")
+	flag.IntVar(&o.runs, "runs", 5, "cold start: runs per function (the median is reported)")
+	flag.IntVar(&o.rounds, "rounds", 11, "first invoke under the emulator: rounds (medians are reported)")
+	flag.DurationVar(&o.loadDur, "load", 15*time.Second, "load test duration")
+	flag.IntVar(&o.loadC, "load-c", 4, "load test virtual users")
 	flag.Parse()
-	failed := false
+	if *list {
+		for _, s := range sections {
+			fmt.Println(s.title)
+		}
+		return
+	}
+	var match *regexp.Regexp
+	if *only != "" {
+		var err error
+		if match, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -only:", err)
+			os.Exit(2)
+		}
+	}
+	var old map[string]string
+	if match != nil {
+		b, err := os.ReadFile(*out)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		old = splitSections(string(b))
+	}
 	var doc bytes.Buffer
-	fmt.Fprintf(&doc, "# Benchmarks\n\nGenerated by `make bench` (`go run ./infra/bench`) on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&doc, "Machine: %s, %d logical CPUs, %s memory, %s/%s, %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	doc.WriteString("Timings vary with the machine and its load (this one is shared and noisy); ratios against a floor measured in the same run are the figures to compare.\n")
-	if !*skipGo {
-		for _, s := range suites {
-			fmt.Fprintf(os.Stderr, "bench: go test -bench %s %s\n", s.pattern, s.pkg)
-			bt := *benchtime
-			if s.benchtime != "" {
-				bt = s.benchtime
+	doc.WriteString(preamble)
+	failed, measured := false, 0
+	for _, s := range sections {
+		if match != nil && !match.MatchString(s.title) {
+			if body, ok := old[s.title]; ok {
+				doc.WriteString("\n## " + s.title + "\n" + body)
+			} else {
+				fmt.Fprintf(&doc, "\n## %s\n\nNot measured yet: `go run ./infra/bench -only '%s'`.\n", s.title, regexp.QuoteMeta(s.title))
 			}
-			if err := goBench(&doc, s.pkg, s.pattern, s.floor, s.title, s.note, bt); err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				failed = true
-			}
+			continue
 		}
-	}
-	if !*skipCold {
-		fmt.Fprintln(os.Stderr, "bench: cold start")
-		if err := coldStartSection(&doc, *runs); err != nil {
-			fmt.Fprintln(os.Stderr, "bench: cold start:", err)
+		measured++
+		fmt.Fprintf(os.Stderr, "bench: %s\n", s.title)
+		if err := writeSection(&doc, s, o); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", s.title, err)
 			failed = true
 		}
 	}
-	if *loadDur > 0 {
-		fmt.Fprintf(os.Stderr, "bench: load test, %d users for %v\n", *loadC, *loadDur)
-		if err := loadSection(&doc, *loadC, *loadDur); err != nil {
-			fmt.Fprintln(os.Stderr, "bench: load test:", err)
-			failed = true
-		}
+	if match != nil && measured == 0 {
+		fmt.Fprintf(os.Stderr, "bench: no section matches %q (-list shows them)\n", *only)
+		os.Exit(2)
 	}
 	if err := os.WriteFile(*out, doc.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -109,8 +181,65 @@ func main() {
 	}
 }
 
-// goBench runs one suite of Go benchmarks and writes its section.
-func goBench(doc *bytes.Buffer, pkg, pattern, floorName, title, note, benchtime string) error {
+// preamble opens the report.
+const preamble = "# Benchmarks\n\n" +
+	"Generated by `make bench` (`go run ./infra/bench`); every section is measured by infra/bench, and says when and on what machine. " +
+	"`go run ./infra/bench -only REGEXP` measures again only the sections whose titles match. " +
+	"Timings vary with the machine and its load (the development machine is shared and noisy); " +
+	"ratios against a floor measured in the same run are the figures to compare. " +
+	"A figure measured by hand says so, with its date and command.\n"
+
+// writeSection measures s and writes it: its title, when and where it was
+// measured, its body and its hand notes.
+func writeSection(doc *bytes.Buffer, s section, o options) error {
+	fmt.Fprintf(doc, "\n## %s\n\n*Measured %s on %s, %d logical CPUs, %s memory, %s/%s, %s; load average %s at the start.*\n\n",
+		s.title, time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAverage())
+	err := s.run(doc, o)
+	for _, n := range s.notes {
+		fmt.Fprintf(doc, "\nBy hand on %s (`%s`): %s\n", n.date, n.command, n.text)
+	}
+	return err
+}
+
+// splitSections returns the body of each "## title" section of a report
+// (everything after its title line up to the next section).
+func splitSections(doc string) map[string]string {
+	out := map[string]string{}
+	title, body := "", []string(nil)
+	flush := func() {
+		if title != "" {
+			out[title] = strings.Join(body, "")
+		}
+	}
+	for _, line := range strings.SplitAfter(doc, "\n") {
+		if t, ok := strings.CutPrefix(line, "## "); ok {
+			flush()
+			title, body = strings.TrimSpace(t), nil
+			continue
+		}
+		if title != "" {
+			body = append(body, line)
+		}
+	}
+	flush()
+	// The blank line before the next title belongs to the layout, not the body.
+	for t, b := range out {
+		out[t] = strings.TrimRight(b, "\n") + "\n"
+	}
+	return out
+}
+
+// loadAverage is the one-minute load average, "unknown" off Linux.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
+
+// goBench runs one suite of Go benchmarks and writes its note and table.
+func goBench(doc *bytes.Buffer, pkg, pattern, floorName, note, benchtime string) error {
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", benchtime, "-count", "1", pkg)
 	cmd.Stderr = os.Stderr
 	raw, runErr := cmd.Output()
@@ -124,7 +253,7 @@ func goBench(doc *bytes.Buffer, pkg, pattern, floorName, title, note, benchtime 
 			floor = r.nsPerOp
 		}
 	}
-	fmt.Fprintf(doc, "\n## %s\n\n%s\n\n| benchmark | ns/op | x floor | other metrics |\n|---|---:|---:|---|\n", title, note)
+	fmt.Fprintf(doc, "`go test -run '^$' -bench '%s' -benchmem -benchtime %s %s`. %s\n\n| benchmark | ns/op | x floor | other metrics |\n|---|---:|---:|---|\n", pattern, benchtime, pkg, note)
 	for _, r := range results {
 		ratio := "-"
 		if floor > 0 {
@@ -141,8 +270,11 @@ func goBench(doc *bytes.Buffer, pkg, pattern, floorName, title, note, benchtime 
 		}
 		fmt.Fprintf(doc, "| %s | %.0f | %s | %s |\n", strings.TrimPrefix(r.name, "Benchmark"), r.nsPerOp, ratio, strings.Join(m, ", "))
 	}
+	if runErr == nil && len(results) == 0 {
+		runErr = fmt.Errorf("%s: no benchmark matches %q", pkg, pattern)
+	}
 	if runErr != nil {
-		fmt.Fprintf(doc, "\n**This suite failed** (`go test -bench '%s' %s`); the rows above are the benchmarks that completed.\n", pattern, pkg)
+		fmt.Fprintf(doc, "\n**This suite failed**; the rows above are the benchmarks that completed.\n")
 	}
 	return runErr
 }
@@ -164,8 +296,7 @@ func loadSection(doc *bytes.Buffer, c int, d time.Duration) error {
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
-	fmt.Fprintf(doc, "\n## Load test: the dev server under a realistic mix\n\n"+
-		"`go run ./infra/load -spawn -c %d -d %v` (also `make load`): each virtual user signs up, then loops over a weighted mix "+
+	fmt.Fprintf(doc, "`go run ./infra/load -spawn -c %d -d %v` (also `make load`): each virtual user signs up, then loops over a weighted mix "+
 		"(session, list chats, create and delete chats, messages to the built-in model, one in four running json_query, streamed replies "+
 		"checked event by event and read back, message lists, the tool catalog, liveness, sign-out and sign-in) over real HTTP on loopback, "+
 		"with the embedded store in the same process. Every response is checked. Latency is the whole exchange, the body read to its end "+

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,5 +23,35 @@ func TestParse(t *testing.T) {
 	rs := parse([]byte("goos: linux\nBenchmarkX/y-2  1000  1234 ns/op  3.00 ddbcalls/op  456 B/op  7 allocs/op\nPASS\n"))
 	if len(rs) != 1 || rs[0].name != "BenchmarkX/y" || rs[0].nsPerOp != 1234 || rs[0].metrics["ddbcalls/op"] != "3.00" {
 		t.Errorf("got %+v", rs)
+	}
+}
+
+func TestSplitSections(t *testing.T) {
+	t.Parallel()
+	doc := "# Benchmarks\n\nintro\n\n## A\n\n*Measured x.*\n\n| t |\n\n## B: with, punctuation\n\nbody b\n"
+	got := splitSections(doc)
+	if len(got) != 2 || got["A"] != "\n*Measured x.*\n\n| t |\n" || got["B: with, punctuation"] != "\nbody b\n" {
+		t.Fatalf("got %q", got)
+	}
+	// A section kept by -only is written back as it was.
+	if re := "\n## A\n" + got["A"]; !strings.Contains(doc, re) {
+		t.Errorf("section A does not round-trip: %q", re)
+	}
+}
+
+// TestSections: every section has a title of its own and something to run.
+func TestSections(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, s := range sections {
+		if s.title == "" || s.run == nil || seen[s.title] || strings.Contains(s.title, "\n") {
+			t.Errorf("section %q: empty, duplicate or without run", s.title)
+		}
+		seen[s.title] = true
+		for _, n := range s.notes {
+			if n.date == "" || n.command == "" || n.text == "" {
+				t.Errorf("section %q: a hand note without its date, command or text: %+v", s.title, n)
+			}
+		}
 	}
 }

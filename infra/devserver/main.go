@@ -33,6 +33,7 @@ import (
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
 )
@@ -97,6 +98,7 @@ func run() error {
 		fmt.Printf("Service key  from MCP_SERVICE_KEY\n")
 	}
 	fmt.Printf("Storage      %s\n", storage)
+	fmt.Printf("Auth limits  %s\n", authLimitsLine(cfg))
 	if cfg.DataFile != "" && cfg.DynamoDBEndpoint != "" {
 		fmt.Printf("Note         DATA_FILE is ignored: DYNAMODB_ENDPOINT is set, and that store keeps its own data\n")
 	}
@@ -177,6 +179,23 @@ func storageLine(cfg config.Config, stack *local.Stack) string {
 	}
 	return fmt.Sprintf("embedded DynamoDB, kept in %s (%s; every write journaled to %s before it is answered, snapshot %s)",
 		absPath(cfg.DataFile), from, filepath.Base(cfg.DataFile)+".journal", when)
+}
+
+// authLimitsLine describes the sign-up and sign-in limits, and says so
+// plainly when a per-address one is off (as `make run` sets them).
+func authLimitsLine(cfg config.Config) string {
+	show := func(r ratelimit.Rule) string {
+		if !r.Enabled() {
+			return "OFF"
+		}
+		return r.String()
+	}
+	line := fmt.Sprintf("sign-ups per address %s, sign-ins per address %s, sign-ins per email %s",
+		show(cfg.RateLimitSignUpAddress), show(cfg.RateLimitSignInAddress), show(cfg.RateLimitSignInEmail))
+	if !cfg.RateLimitSignUpAddress.Enabled() || !cfg.RateLimitSignInAddress.Enabled() {
+		line += " (per-address limits off, as make run sets them: any number of users from this machine; Lambda keeps them)"
+	}
+	return line
 }
 
 func absPath(p string) string {

@@ -148,6 +148,8 @@ type function struct {
 	t    *testing.T
 	url  string
 	logs *logBuffer
+	stop func() // ends the emulator (and the bootstrap); also at the test's end
+	pid  int    // the emulator's process
 }
 
 // logBuffer collects the emulator's output, written by the process's
@@ -186,8 +188,9 @@ func start(t *testing.T, name string, env []string) *function {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	f := &function{t: t, url: "http://" + addr + "/2015-03-31/functions/function/invocations", logs: logs}
+	stop := sync.OnceFunc(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(stop)
+	f := &function{t: t, url: "http://" + addr + "/2015-03-31/functions/function/invocations", logs: logs, stop: stop, pid: cmd.Process.Pid}
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,7 +60,9 @@ func SecurityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:=-]{1,128}$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var requestIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:=-]{1,128}$`) })
 
 // RequestIDHeader carries the request id in requests and responses.
 const RequestIDHeader = "X-Request-Id"
@@ -71,7 +74,7 @@ func RequestID(base *slog.Logger) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := r.Header.Get(RequestIDHeader)
-			if !requestIDPattern.MatchString(id) {
+			if !requestIDPattern().MatchString(id) {
 				id = uuid.NewString()
 			}
 			w.Header().Set(RequestIDHeader, id)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
@@ -98,7 +99,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 
 // countPattern is the built-in model's slow reply, for trying resume and
 // stop: "count to N slowly".
-var countPattern = regexp.MustCompile(`(?i)^\s*count to (\d{1,3}) slowly\W*$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var countPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)^\s*count to (\d{1,3}) slowly\W*$`) })
 
 // CountInterval is the pause between the numbers of "count to N slowly".
 const CountInterval = 100 * time.Millisecond
@@ -112,7 +115,7 @@ func countRequest(m Message) (int, bool) {
 	if m.Role != RoleUser {
 		return 0, false
 	}
-	sub := countPattern.FindStringSubmatch(m.Content)
+	sub := countPattern().FindStringSubmatch(m.Content)
 	if sub == nil {
 		return 0, false
 	}
@@ -148,7 +151,9 @@ func lastMessage(ms []Message) Message {
 	return ms[len(ms)-1]
 }
 
-var wordRE = regexp.MustCompile(`[a-z][a-z0-9_]*`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var wordRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[a-z][a-z0-9_]*`) })
 
 // findToolCall looks for the first offered tool id named in text and a JSON
 // object after it.
@@ -157,7 +162,7 @@ func findToolCall(text string, tools []ToolSpec, n int) (ToolCall, bool) {
 	for _, t := range tools {
 		offered[t.Name] = true
 	}
-	for _, loc := range wordRE.FindAllStringIndex(text, -1) {
+	for _, loc := range wordRE().FindAllStringIndex(text, -1) {
 		name := text[loc[0]:loc[1]]
 		if !offered[name] {
 			continue

@@ -29,7 +29,9 @@ type Source interface {
 
 // toolIDPattern is the shape of a tool id; the catalog refuses others
 // without asking the tool server.
-var toolIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var toolIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // staleRetry bounds how long a stale copy is served without asking the
 // tool server again after a failed reload, so that an outage does not make
@@ -141,7 +143,7 @@ func (c *Catalog) backOff(expires *time.Time) {
 // there is one, else TOOLS_UNAVAILABLE.
 func (c *Catalog) Get(ctx context.Context, id string) (ToolDetail, error) {
 	const op = "toolclient.Catalog.Get"
-	if !toolIDPattern.MatchString(id) {
+	if !toolIDPattern().MatchString(id) {
 		return ToolDetail{}, errs.NotFoundf(op, CodeToolNotFound, "tool %q not found", id)
 	}
 	c.mu.Lock()

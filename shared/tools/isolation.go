@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -81,6 +82,31 @@ func NewSandbox(path string, size SandboxSize, logger *slog.Logger) (*sandbox.Po
 		MaxResponse: SandboxMaxOutput + 1024, // the output plus its envelope
 		Logger:      logger,
 	})
+}
+
+// LazySandbox is a Sandbox whose pool (NewSandbox(path, logger)) starts
+// at its first Do, so that a cold start spends nothing on worker processes
+// until an isolated tool runs: McpFunction answers its first request
+// without two workers starting beside it, and the first isolated tool call
+// waits for a worker's start instead. Do fails as the pool's Do does, or
+// with NewSandbox's error. It is safe for concurrent use.
+type LazySandbox struct {
+	pool func() (*sandbox.Pool, error)
+}
+
+// NewLazySandbox returns a LazySandbox of the program at path.
+func NewLazySandbox(path string, size SandboxSize, logger *slog.Logger) *LazySandbox {
+	return &LazySandbox{pool: sync.OnceValues(func() (*sandbox.Pool, error) { return NewSandbox(path, size, logger) })}
+}
+
+// Do runs request for caller key in a worker of the pool, started by the
+// first call.
+func (l *LazySandbox) Do(ctx context.Context, key string, request []byte) ([]byte, error) {
+	p, err := l.pool()
+	if err != nil {
+		return nil, err
+	}
+	return p.Do(ctx, key, request)
 }
 
 // ServeWorker runs this process as a worker of a NewSandbox pool and never

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -302,5 +303,37 @@ func TestSandboxSizing(t *testing.T) {
 		if tool.Isolated && tools.SandboxCPUBudget+2*timeout > tools.SandboxCPULimit {
 			t.Errorf("%s: budget %s + 2 x timeout %s exceeds the CPU limit %s", tool.ID, tools.SandboxCPUBudget, timeout, tools.SandboxCPULimit)
 		}
+	}
+}
+
+// TestLazySandboxStartsWorkersOnFirstUse: NewLazySandbox starts no worker
+// process; the first isolated tool call starts them and runs in one.
+func TestLazySandboxStartsWorkersOnFirstUse(t *testing.T) {
+	t.Parallel()
+	testSandbox(t) // builds the worker binary
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	script := filepath.Join(dir, "worker.sh")
+	body := "#!/bin/sh\ntouch '" + marker + "'\nexec '" + filepath.Join(workerDir, "toolworker") + "' \"$@\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lazy := tools.NewLazySandbox(script, tools.SandboxSize{Workers: 3, PerUser: 2}, slog.New(slog.DiscardHandler))
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a worker started before any call")
+	}
+	r, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.WithSandbox(lazy).Run(t.Context(), "json_query", map[string]any{"input": map[string]any{"a": []any{1.0, 2.0}}, "query": ".a | add"})
+	if err != nil {
+		t.Fatalf("isolated run through the lazy sandbox: %v", err)
+	}
+	if got, _ := json.Marshal(out); string(got) != `{"result":3}` {
+		t.Errorf("output %s, want {\"result\":3}", got)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the call did not run in a worker started for it: %v", err)
 	}
 }

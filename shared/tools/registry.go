@@ -7,16 +7,18 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/schema"
 )
 
 // idPattern is the syntax of a tool id: valid as a function name for every
 // model provider and MCP client.
-var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // Registry is an immutable set of tools with compiled schemas. It is safe
 // for concurrent use.
@@ -43,21 +45,50 @@ func (r *Registry) WithSandbox(s Sandbox) *Registry {
 	return &c
 }
 
-// entry is one registered tool with its compiled schemas.
+// entry is one registered tool; its schemas compile on first use.
 type entry struct {
-	tool          *Tool
-	input, output *jsonschema.Schema
+	tool    *Tool
+	schemas func() (schemas, error) // sync.OnceValues
 }
 
-// NewRegistry checks the tool definitions, compiles every schema once and
-// returns a registry of copies of them. It fails, naming every problem, on
-// a nil tool, an id not matching ^[a-z][a-z0-9_]{0,63}$, a duplicate id, an
-// empty name or description, an unknown category, a nil Run, a negative
-// timeout, and schemas that are not JSON objects with "type": "object" at
-// the top, refer to external documents, or do not compile.
+// schemas are a tool's compiled input and output schemas.
+type schemas struct {
+	input, output *schema.Schema
+}
+
+func newEntry(t *Tool) *entry {
+	return &entry{tool: t, schemas: sync.OnceValues(func() (schemas, error) {
+		in, err := schema.Compile(t.InputSchema)
+		if err != nil {
+			return schemas{}, fmt.Errorf("tool %q: input schema: %w", t.ID, err)
+		}
+		out, err := schema.Compile(t.OutputSchema)
+		if err != nil {
+			return schemas{}, fmt.Errorf("tool %q: output schema: %w", t.ID, err)
+		}
+		return schemas{in, out}, nil
+	})}
+}
+
+// compiled returns e's schemas, or an Internal error when they do not
+// compile (CompileSchemas finds that before any request does).
+func (e *entry) compiled(op string) (schemas, error) {
+	sc, err := e.schemas()
+	if err != nil {
+		return sc, errs.E(op, errs.Internal, "", "tool "+e.tool.ID+" has a schema that does not compile").WithCause(err)
+	}
+	return sc, nil
+}
+
+// NewRegistry checks the tool definitions and returns a registry of copies
+// of them. It fails, naming every problem, on a nil tool, an id not
+// matching ^[a-z][a-z0-9_]{0,63}$, a duplicate id, an empty name or
+// description, an unknown category, a nil Run, a negative timeout, and
+// schemas that are not JSON objects with "type": "object" at the top.
+// It compiles no schema: each tool's compile on its first use, so that a
+// cold start pays for none (CompileSchemas compiles them all now).
 func NewRegistry(ts ...*Tool) (*Registry, error) {
 	r := &Registry{byID: make(map[string]*entry, len(ts))}
-	c := newCompiler()
 	var problems []error
 	for i, t := range ts {
 		if t == nil {
@@ -72,20 +103,18 @@ func NewRegistry(ts ...*Tool) (*Registry, error) {
 			problems = append(problems, fmt.Errorf("tool %q: duplicate id", t.ID))
 			continue
 		}
-		cp := *t
-		cp.InputSchema = slices.Clone(t.InputSchema)
-		cp.OutputSchema = slices.Clone(t.OutputSchema)
-		in, err := compileObjectSchema(c, "mem:///tools/"+t.ID+"/input.json", cp.InputSchema)
-		if err != nil {
+		if err := checkObjectSchema(t.InputSchema); err != nil {
 			problems = append(problems, fmt.Errorf("tool %q: input schema: %w", t.ID, err))
 			continue
 		}
-		out, err := compileObjectSchema(c, "mem:///tools/"+t.ID+"/output.json", cp.OutputSchema)
-		if err != nil {
+		if err := checkObjectSchema(t.OutputSchema); err != nil {
 			problems = append(problems, fmt.Errorf("tool %q: output schema: %w", t.ID, err))
 			continue
 		}
-		r.byID[t.ID] = &entry{tool: &cp, input: in, output: out}
+		cp := *t
+		cp.InputSchema = slices.Clone(t.InputSchema)
+		cp.OutputSchema = slices.Clone(t.OutputSchema)
+		r.byID[t.ID] = newEntry(&cp)
 		r.tools = append(r.tools, &cp)
 	}
 	if len(problems) > 0 {
@@ -95,10 +124,28 @@ func NewRegistry(ts ...*Tool) (*Registry, error) {
 	return r, nil
 }
 
+// CompileSchemas compiles every tool's schemas now (they otherwise compile
+// on each tool's first use) and fails, naming every one, when some do not
+// compile or refer to another document (schema.ErrExternalRef). Hosts that
+// start once and run long (the dev server) and tests call it; a Lambda
+// cold start does not.
+func (r *Registry) CompileSchemas() error {
+	var problems []error
+	for _, t := range r.tools {
+		if _, err := r.byID[t.ID].schemas(); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("tools: schemas that do not compile: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
 // checkTool checks a tool's fields other than its schemas.
 func checkTool(t *Tool) error {
 	switch {
-	case !idPattern.MatchString(t.ID):
+	case !idPattern().MatchString(t.ID):
 		return errors.New("id must match ^[a-z][a-z0-9_]{0,63}$")
 	case strings.TrimSpace(t.Name) == "":
 		return errors.New("name is empty")
@@ -186,12 +233,16 @@ func (r *Registry) Validate(id string, input map[string]any) error {
 // validateInput normalizes input to plain JSON and validates it, returning
 // the normalized input.
 func validateInput(op string, e *entry, input map[string]any) (map[string]any, error) {
+	sc, err := e.compiled(op)
+	if err != nil {
+		return nil, err
+	}
 	in, err := normalizeInput(input)
 	if err != nil {
 		return nil, invalidParams(op, e.tool.ID, []errs.FieldError{{Field: "", Message: err.Error()}})
 	}
-	if err := e.input.Validate(in); err != nil {
-		return nil, invalidParams(op, e.tool.ID, fieldErrors(err))
+	if probs := sc.input.Validate(in); len(probs) > 0 {
+		return nil, invalidParams(op, e.tool.ID, fieldErrors(probs))
 	}
 	return in, nil
 }
@@ -207,14 +258,20 @@ func (r *Registry) ValidateOutput(id string, output map[string]any) error {
 	if err != nil {
 		return err
 	}
-	out, err := normalizeInput(output)
-	if err == nil {
-		err = e.output.Validate(out)
-	}
+	sc, err := e.compiled(op)
 	if err != nil {
-		details := fieldErrors(err)
+		return err
+	}
+	var details []errs.FieldError
+	out, err := normalizeInput(output)
+	if err != nil {
+		details = []errs.FieldError{{Message: err.Error()}}
+	} else {
+		details = fieldErrors(sc.output.Validate(out))
+	}
+	if len(details) > 0 {
 		return &errs.Error{Op: op, Kind: errs.Internal, Code: "INVALID_TOOL_OUTPUT",
-			Message: fmt.Sprintf("tool %s produced output that does not match its schema", id), Details: details, Err: err}
+			Message: fmt.Sprintf("tool %s produced output that does not match its schema", id), Details: details}
 	}
 	return nil
 }

@@ -145,18 +145,6 @@ func TestNewRegistryRejects(t *testing.T) {
 		{"input without type", []*tools.Tool{with("nt", func(t *tools.Tool) { t.InputSchema = json.RawMessage(`{"properties": {}}`) })}, `input schema: schema must have "type": "object"`},
 		{"input boolean schema", []*tools.Tool{with("b", func(t *tools.Tool) { t.InputSchema = json.RawMessage(`true`) })}, "input schema: schema is not a JSON object"},
 		{"output array type", []*tools.Tool{with("o", func(t *tools.Tool) { t.OutputSchema = json.RawMessage(`{"type": "string"}`) })}, `output schema: schema must have "type": "object"`},
-		{"schema does not compile", []*tools.Tool{with("sc", func(t *tools.Tool) {
-			t.InputSchema = json.RawMessage(`{"type": "object", "properties": {"x": {"type": "strin"}}}`)
-		})}, "input schema"},
-		{"bad regex in schema", []*tools.Tool{with("rx", func(t *tools.Tool) {
-			t.InputSchema = json.RawMessage(`{"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}`)
-		})}, "input schema"},
-		{"external ref refused", []*tools.Tool{with("ext", func(t *tools.Tool) {
-			t.InputSchema = json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "file:///etc/passwd"}}}`)
-		})}, "not allowed"},
-		{"remote ref refused", []*tools.Tool{with("rem", func(t *tools.Tool) {
-			t.InputSchema = json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}`)
-		})}, "not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +157,59 @@ func TestNewRegistryRejects(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSchemasCompileOnFirstUse: NewRegistry accepts a schema that is an
+// object of type "object" without compiling it; CompileSchemas, and the
+// tool's first use, find that it does not compile or refers to another
+// document.
+func TestSchemasCompileOnFirstUse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, input, want string
+	}{
+		{"unknown type", `{"type": "object", "properties": {"x": {"type": "strin"}}}`, `unknown type "strin"`},
+		{"bad regex", `{"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}`, "pattern"},
+		{"file ref refused", `{"type": "object", "properties": {"x": {"$ref": "file:///etc/passwd"}}}`, "not allowed"},
+		{"remote ref refused", `{"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}`, "not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tool := okTool("bad")
+			tool.InputSchema = json.RawMessage(tt.input)
+			r, err := tools.NewRegistry(okTool("fine"), tool)
+			if err != nil {
+				t.Fatalf("NewRegistry: %v", err)
+			}
+			if err := r.Validate("fine", map[string]any{"x": "a"}); err != nil {
+				t.Fatalf("the other tool: %v", err)
+			}
+			err = r.CompileSchemas()
+			if err == nil || !strings.Contains(err.Error(), `tool "bad": input schema`) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("CompileSchemas = %v, want it to name the tool, its input schema and %q", err, tt.want)
+			}
+			_, runErr := r.Run(t.Context(), "bad", map[string]any{"x": "a"})
+			for _, err := range []error{r.Validate("bad", map[string]any{"x": "a"}), runErr} {
+				var e *errs.Error
+				if !errors.As(err, &e) || e.Kind != errs.Internal || !strings.Contains(e.Message, "tool bad has a schema that does not compile") {
+					t.Fatalf("use of the tool = %v, want an Internal error naming it", err)
+				}
+			}
+		})
+	}
+}
+
+// TestShippedSchemasCompile: every built-in and test tool's schemas compile.
+func TestShippedSchemasCompile(t *testing.T) {
+	t.Parallel()
+	r, err := tools.NewRegistry(append(tools.Builtin(tools.Config{}), tools.TestTools()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CompileSchemas(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -292,7 +333,7 @@ func TestValidate(t *testing.T) {
 		{"unknown property", "hash", map[string]any{"text": "a", "algorithm": "sha256", "salt": "x"}, []detail{{Field: "salt", Message: "additional properties 'salt' not allowed"}}},
 		{"enum", "hash", map[string]any{"text": "a", "algorithm": "crc32"}, []detail{{Field: "algorithm", Message: "value must be one of 'sha256', 'sha1', 'md5'"}}},
 		{"nested header value", "http_request", map[string]any{"url": "https://example.com", "headers": map[string]any{"x-a": 1.0}}, []detail{{Field: "headers/x-a", Message: "got number, want string"}}},
-		{"header name with slash is escaped", "http_request", map[string]any{"url": "https://example.com", "headers": map[string]any{"a/b": "v"}}, []detail{{Field: "headers/a~1b", Message: "'a/b' does not match pattern '^[!#$%&\\'*+.^_`|~0-9A-Za-z-]+$'"}}},
+		{"header name with slash is escaped", "http_request", map[string]any{"url": "https://example.com", "headers": map[string]any{"a/b": "v"}}, []detail{{Field: "headers/a~1b", Message: "'a/b' does not match pattern '^[!#$%&'*+.^_`|~0-9A-Za-z-]+$'"}}},
 		{"url scheme", "http_request", map[string]any{"url": "ftp://example.com"}, []detail{{Field: "url", Message: "'ftp://example.com' does not match pattern '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]'"}}},
 		{"delimiter length", "csv_parse", map[string]any{"text": "a", "delimiter": ";;"}, []detail{{Field: "delimiter", Message: "maxLength: got 2, want 1"}}},
 		{"variable not a number", "math_evaluate", map[string]any{"expression": "a", "variables": map[string]any{"a": "1"}}, []detail{{Field: "variables/a", Message: "got string, want number"}}},

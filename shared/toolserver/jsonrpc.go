@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
@@ -202,7 +203,9 @@ func parseRPC(body []byte, version string) (canonical []byte, calls map[string]s
 }
 
 // integerID matches a JSON integer without fraction or exponent.
-var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var integerID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`) })
 
 // parseRPCMessage validates one message: jsonrpc "2.0"; an id, when
 // present, a string or an integer within ±(2^53-1) (never null, as MCP
@@ -306,7 +309,7 @@ func validID(raw json.RawMessage) (json.RawMessage, bool) {
 		canonical, err := json.Marshal(s)
 		return canonical, err == nil
 	}
-	if !integerID.Match(raw) {
+	if !integerID().Match(raw) {
 		return nil, false
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -52,8 +53,10 @@ func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
 		keySet: serviceKey != "",
 		key:    sha256.Sum256([]byte(serviceKey)),
 		idKey:  toolclient.NewIdentityKey(serviceKey),
-		mcp:    newMCPHandler(reg),
-		now:    time.Now,
+		// The MCP server (every tool's schemas marshalled into it) is
+		// built on the first JSON-RPC request, not at a cold start.
+		mcp: sync.OnceValue(func() http.Handler { return newMCPHandler(reg) }),
+		now: time.Now,
 	}
 	rt := httpapi.NewRouter()
 	rt.Handle("POST "+Path, s)
@@ -66,7 +69,7 @@ type server struct {
 	keySet bool
 	key    [sha256.Size]byte // SHA-256 of the service key
 	idKey  toolclient.IdentityKey
-	mcp    http.Handler
+	mcp    func() http.Handler
 	now    func() time.Time
 }
 
@@ -136,7 +139,7 @@ func (s *server) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
 		r.Header.Set("Content-Type", "application/json")
 	}
 	answer := &rpcAnswer{header: w.Header()}
-	s.mcp.ServeHTTP(answer, r)
+	s.mcp().ServeHTTP(answer, r)
 	answer.send(w, r, calls)
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/workflowchat/service/shared/auth"
@@ -311,7 +312,9 @@ type Report struct {
 	Budget Budget       `json:"budget"`
 }
 
-var monthPattern = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])$`)
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
+var monthPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])$`) })
 
 // Report returns userID's usage of month (YYYY-MM; empty: this UTC month),
 // models sorted by id. Errors: Invalid INVALID_MONTH, Forbidden unless
@@ -321,7 +324,7 @@ func (m *Meter) Report(ctx context.Context, userID, month string) (Report, error
 	if month == "" {
 		month = Month(m.now())
 	}
-	if !monthPattern.MatchString(month) {
+	if !monthPattern().MatchString(month) {
 		e := errs.E(op, errs.Invalid, "INVALID_MONTH", "month must be YYYY-MM")
 		e.Details = []errs.FieldError{{Field: "month", Message: "must be a month like 2026-01"}}
 		return Report{}, e

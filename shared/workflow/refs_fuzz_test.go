@@ -63,7 +63,7 @@ func FuzzRefs(f *testing.F) {
 				t.Fatalf("IsExactTemplate accepted %q, which is not wrapped in braces", s)
 			}
 		}
-		if spans := templateRe.FindAllStringIndex(s, -1); len(spans) == 1 && spans[0][0] == 0 && spans[0][1] == len(s) && !ok {
+		if spans := templateRe().FindAllStringIndex(s, -1); len(spans) == 1 && spans[0][0] == 0 && spans[0][1] == len(s) && !ok {
 			t.Fatalf("%q is one whole reference %+v, but IsExactTemplate rejects it", s, refs)
 		}
 
@@ -119,7 +119,7 @@ func FuzzRefs(f *testing.F) {
 				t.Fatalf("Resolve(%q) = %#v, want %#v", s, got, valueOf(exact))
 			}
 		default:
-			w := templateRe.ReplaceAllStringFunc(s, func(m string) string { return textOf(valueOf(Refs(m)[0])) })
+			w := templateRe().ReplaceAllStringFunc(s, func(m string) string { return textOf(valueOf(Refs(m)[0])) })
 			if got != w {
 				t.Fatalf("Resolve(%q) = %#v, want %q", s, got, w)
 			}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Template references in step inputs (docs/decisions.md, Workflows and
@@ -33,14 +34,17 @@ const (
 	refExpr   = `\{\{[ \t]*(?:(` + identExpr + `)\.(` + identExpr + `)|(` + ItemRef + `))[ \t]*\}\}`
 )
 
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
 var (
-	identRe    = regexp.MustCompile(IdentPattern)
-	templateRe = regexp.MustCompile(refExpr)
-	exactRe    = regexp.MustCompile(`^` + refExpr + `$`)
+	// Compiled on first use, not at a cold start.
+	identRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(IdentPattern) })
+	templateRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(refExpr) })
+	exactRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^` + refExpr + `$`) })
 )
 
 // ValidIdent reports whether s is a valid step id or output name.
-func ValidIdent(s string) bool { return identRe.MatchString(s) }
+func ValidIdent(s string) bool { return identRe().MatchString(s) }
 
 // Ref is a reference: to output Output of step StepID, or, when StepID is
 // InputRef, to the input property Output, or, when StepID is ItemRef, to
@@ -81,7 +85,7 @@ func IsExactTemplate(s string) (Ref, bool) {
 	if !strings.HasPrefix(s, "{{") {
 		return Ref{}, false
 	}
-	m := exactRe.FindStringSubmatchIndex(s)
+	m := exactRe().FindStringSubmatchIndex(s)
 	if m == nil {
 		return Ref{}, false
 	}
@@ -94,7 +98,7 @@ func stringRefs(s string) []Ref {
 		return nil
 	}
 	var refs []Ref
-	for _, m := range templateRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range templateRe().FindAllStringSubmatchIndex(s, -1) {
 		refs = append(refs, refOf(s, m))
 	}
 	return refs
@@ -367,7 +371,7 @@ func (s Scope) resolveString(str string) (any, error) {
 		}
 		return v, err
 	}
-	idx := templateRe.FindAllStringSubmatchIndex(str, -1)
+	idx := templateRe().FindAllStringSubmatchIndex(str, -1)
 	if idx == nil {
 		return str, nil
 	}

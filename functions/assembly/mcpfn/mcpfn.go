@@ -97,6 +97,18 @@ func SandboxSize(cfg config.Config) (tools.SandboxSize, error) {
 	return tools.SandboxSize{Workers: int(min(workers, MaxSandboxWorkers)), PerUser: perUser}, nil
 }
 
+// NewLazySandbox returns the tool server's sandbox of the worker program
+// at path, sized by SandboxSize(cfg), whose workers start with the first
+// isolated tool call rather than at a cold start. It fails as SandboxSize
+// does, at once, so that a function too small for its pool fails its init.
+func NewLazySandbox(cfg config.Config, path string, logger *slog.Logger) (*tools.LazySandbox, error) {
+	size, err := SandboxSize(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return tools.NewLazySandbox(path, size, logger), nil
+}
+
 // NewSandbox starts the tool server's sandbox (tools.NewSandbox) of the
 // worker program at path, sized by SandboxSize(cfg). It fails as
 // SandboxSize does, or when the pool cannot be made.

@@ -7,6 +7,8 @@ package sweeperfn
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -54,9 +56,51 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
+	fn := getenv("AWS_LAMBDA_FUNCTION_NAME")
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
 	return func(ctx context.Context, ev events.EventBridgeEvent) error {
 		n, err := sw.Sweep(ctx)
-		d.Logger.InfoContext(ctx, "sweep", "event", ev.ID, "ended", n)
+		d.Logger.InfoContext(ctx, "sweep", append([]any{"event", ev.ID, "ended", n}, InterruptedJobs(fn, n, now())...)...)
 		return err
 	}, nil
+}
+
+// MetricNamespace and InterruptedJobsMetric name the CloudWatch metric of
+// the interrupted jobs (the streamed replies and durable runs a sweep
+// ended or resumed because their process died), with the dimension
+// FunctionName; template.yaml's InterruptedJobsAlarm reads it.
+const (
+	MetricNamespace       = "WorkflowChat"
+	InterruptedJobsMetric = "InterruptedJobs"
+)
+
+// InterruptedJobs returns the attributes that make a JSON log line (the
+// Lambda log format) a record of CloudWatch's embedded metric format: n
+// interrupted jobs of function fn at t, which CloudWatch Logs turns into
+// the metric InterruptedJobsMetric in MetricNamespace. Without a function
+// name (not on Lambda) it returns none.
+func InterruptedJobs(fn string, n int, t time.Time) []any {
+	if fn == "" {
+		return nil
+	}
+	type metric struct {
+		Name string `json:"Name"`
+		Unit string `json:"Unit"`
+	}
+	type directive struct {
+		Namespace  string     `json:"Namespace"`
+		Dimensions [][]string `json:"Dimensions"`
+		Metrics    []metric   `json:"Metrics"`
+	}
+	return []any{
+		slog.Group("_aws",
+			slog.Int64("Timestamp", t.UnixMilli()),
+			slog.Any("CloudWatchMetrics", []directive{{Namespace: MetricNamespace, Dimensions: [][]string{{"FunctionName"}},
+				Metrics: []metric{{Name: InterruptedJobsMetric, Unit: "Count"}}}})),
+		slog.String("FunctionName", fn),
+		slog.Int(InterruptedJobsMetric, n),
+	}
 }

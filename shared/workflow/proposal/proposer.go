@@ -5,16 +5,23 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
 // The built-in model's workflow rules (docs/decisions.md, Models).
+// Compiled on first use, not in package init: init runs at every cold
+// start of each function that links this package.
 var (
-	addStepRE    = regexp.MustCompile("(?i)\\badd\\s+(?:a\\s+|another\\s+|one\\s+more\\s+)?step\\s+(?:using|with|that\\s+uses|running|calling)\\s+(?:the\\s+)?[`\"']?([a-z][a-z0-9_]{0,63})")
-	removeStepRE = regexp.MustCompile("(?i)\\b(?:remove|delete)\\s+(?:the\\s+)?step\\s+[`\"']?([A-Za-z][A-Za-z0-9_]{0,63})")
-	renameRE     = regexp.MustCompile(`(?is)\brename\s+(?:the\s+)?workflow\s+to\s+(.+)$`)
+	addStepRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("(?i)\\badd\\s+(?:a\\s+|another\\s+|one\\s+more\\s+)?step\\s+(?:using|with|that\\s+uses|running|calling)\\s+(?:the\\s+)?[`\"']?([a-z][a-z0-9_]{0,63})")
+	})
+	removeStepRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("(?i)\\b(?:remove|delete)\\s+(?:the\\s+)?step\\s+[`\"']?([A-Za-z][A-Za-z0-9_]{0,63})")
+	})
+	renameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)\brename\s+(?:the\s+)?workflow\s+to\s+(.+)$`) })
 )
 
 // builtinPropose applies the rules to text: "add a step using <tool> with
@@ -23,7 +30,7 @@ var (
 // "rename workflow to <name>". It returns the reply, the changes and
 // whether a proposal was made.
 func builtinPropose(w workflow.Workflow, history []workflow.Message, text string, tools []toolclient.ToolDetail) (string, []workflow.Change, bool) {
-	if m := addStepRE.FindStringSubmatchIndex(text); m != nil {
+	if m := addStepRE().FindStringSubmatchIndex(text); m != nil {
 		toolID := strings.ToLower(text[m[2]:m[3]])
 		rest := text[m[1]:]
 		var inputs map[string]any
@@ -48,11 +55,11 @@ func builtinPropose(w workflow.Workflow, history []workflow.Message, text string
 		reply := fmt.Sprintf("I propose adding step %s, which runs %s %s: %s. Apply the proposal to change the workflow, or reject it.", id, toolID, how, b)
 		return reply, []workflow.Change{{Type: workflow.ChangeAddStep, Step: &workflow.StepSpec{ID: id, ToolID: toolID, Inputs: inputs}}}, true
 	}
-	if m := removeStepRE.FindStringSubmatch(text); m != nil {
+	if m := removeStepRE().FindStringSubmatch(text); m != nil {
 		return fmt.Sprintf("I propose removing step %s. Apply the proposal to change the workflow, or reject it.", m[1]),
 			[]workflow.Change{{Type: workflow.ChangeRemoveStep, StepID: m[1]}}, true
 	}
-	if m := renameRE.FindStringSubmatch(text); m != nil {
+	if m := renameRE().FindStringSubmatch(text); m != nil {
 		name := strings.TrimSpace(m[1])
 		name = strings.TrimRight(name, ".!")
 		name = strings.Trim(strings.TrimSpace(name), "\"'`“”")

@@ -8,18 +8,13 @@ package proposal
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
-
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/schema"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -35,7 +30,7 @@ import (
 //     IdentPattern and are unique; positions are in range; at most
 //     MaxSteps steps; name and description within their limits;
 //   - every added or updated step names a tool of the catalog and its
-//     inputs match the tool's input schema (JSON Schema, jsonschema/v6),
+//     inputs match the tool's input schema (JSON Schema, package schema),
 //     where a template stands in for a value that is only known at run
 //     time: an input that is exactly one template ({{s.o}}) may be of any
 //     type, so every schema error at or below its location is ignored; a
@@ -391,17 +386,13 @@ func cloneInputs(m map[string]any) map[string]any {
 var compiled sync.Map // string -> compiledSchema
 
 type compiledSchema struct {
-	schema *jsonschema.Schema
+	schema *schema.Schema
 	err    error
 }
 
-type refusingLoader struct{}
-
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema reference %q is not allowed", url)
-}
-
-func inputSchema(t *toolclient.ToolDetail) (*jsonschema.Schema, error) {
+// inputSchema compiles t's input schema once per schema text; nil when
+// the tool declares none.
+func inputSchema(t *toolclient.ToolDetail) (*schema.Schema, error) {
 	raw := bytes.TrimSpace(t.InputSchema)
 	if len(raw) == 0 {
 		return nil, nil
@@ -411,17 +402,7 @@ func inputSchema(t *toolclient.ToolDetail) (*jsonschema.Schema, error) {
 		return c.schema, c.err
 	}
 	var c compiledSchema
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err == nil {
-		comp := jsonschema.NewCompiler()
-		comp.DefaultDraft(jsonschema.Draft2020)
-		comp.UseLoader(refusingLoader{})
-		loc := "tool:" + t.ID + ".input.json"
-		if err = comp.AddResource(loc, doc); err == nil {
-			c.schema, err = comp.Compile(loc)
-		}
-	}
-	c.err = err
+	c.schema, c.err = schema.Compile(raw)
 	compiled.Store(string(raw), c)
 	return c.schema, c.err
 }
@@ -430,83 +411,50 @@ func inputSchema(t *toolclient.ToolDetail) (*jsonschema.Schema, error) {
 // templates stand (see the package rules above). Fields are JSON-pointer
 // paths without the leading slash.
 func validateInputs(t *toolclient.ToolDetail, inputs map[string]any) []errs.FieldError {
-	schema, err := inputSchema(t)
+	sch, err := inputSchema(t)
 	if err != nil {
 		return []errs.FieldError{{Message: "the tool's input schema does not compile: " + err.Error()}}
 	}
-	if schema == nil {
+	if sch == nil {
 		return nil
 	}
 	b, err := json.Marshal(inputs)
 	if err != nil {
 		return []errs.FieldError{{Message: "inputs are not JSON"}}
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
+	var inst any
+	if err := json.Unmarshal(b, &inst); err != nil {
 		return []errs.FieldError{{Message: "inputs are not JSON"}}
 	}
-	exact, interp := map[string]bool{}, map[string]bool{}
-	var walk func(v any, path []string)
-	walk = func(v any, path []string) {
-		switch x := v.(type) {
-		case string:
-			if _, ok := workflow.IsExactTemplate(x); ok {
-				exact[strings.Join(path, "/")] = true
-			} else if len(workflow.Refs(x)) > 0 {
-				interp[strings.Join(path, "/")] = true
-			}
-		case map[string]any:
-			for k, e := range x {
-				walk(e, append(slices.Clip(path), k))
-			}
-		case []any:
-			for i, e := range x {
-				walk(e, append(slices.Clip(path), fmt.Sprint(i)))
-			}
-		}
-	}
-	walk(inst, nil)
-	err = schema.Validate(inst)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []errs.FieldError{{Message: err.Error()}}
-	}
-	p := message.NewPrinter(language.English)
 	var out []errs.FieldError
-	var leaves func(e *jsonschema.ValidationError)
-	leaves = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				leaves(c)
-			}
-			return
-		}
-		loc := e.InstanceLocation
-		for i := 0; i <= len(loc); i++ {
-			if exact[strings.Join(loc[:i], "/")] {
-				return
-			}
-		}
-		if _, isType := e.ErrorKind.(*kind.Type); interp[strings.Join(loc, "/")] && !isType {
-			return
-		}
-		switch k := e.ErrorKind.(type) {
-		case *kind.Required:
-			for _, m := range k.Missing {
-				out = append(out, errs.FieldError{Field: strings.Join(append(slices.Clip(loc), m), "/"), Message: "is required"})
-			}
-		case *kind.AdditionalProperties:
-			for _, m := range k.Properties {
-				out = append(out, errs.FieldError{Field: strings.Join(append(slices.Clip(loc), m), "/"), Message: "is not an input of this tool"})
-			}
+	for _, p := range sch.ValidatePartial(inst, templateMode) {
+		field := strings.Join(p.Path, "/")
+		switch p.Keyword {
+		case "required":
+			out = append(out, errs.FieldError{Field: field, Message: "is required"})
+		case "additionalProperties":
+			out = append(out, errs.FieldError{Field: field, Message: "is not an input of this tool"})
 		default:
-			out = append(out, errs.FieldError{Field: strings.Join(loc, "/"), Message: e.ErrorKind.LocalizedString(p)})
+			out = append(out, errs.FieldError{Field: field, Message: p.Message})
 		}
 	}
-	leaves(ve)
 	slices.SortFunc(out, func(a, b errs.FieldError) int { return strings.Compare(a.Field+a.Message, b.Field+b.Message) })
 	return slices.Compact(out)
+}
+
+// templateMode is how much of an input value is known before the run: an
+// exact template ({{s.o}}) stands for any value; a string with templates
+// inside is a string of unknown content.
+func templateMode(_ []string, v any) schema.Mode {
+	s, ok := v.(string)
+	if !ok {
+		return schema.Known
+	}
+	if _, exact := workflow.IsExactTemplate(s); exact {
+		return schema.Unknown
+	}
+	if len(workflow.Refs(s)) > 0 {
+		return schema.TypeOnly
+	}
+	return schema.Known
 }
