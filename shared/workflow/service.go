@@ -72,21 +72,30 @@ type RunDeleter interface {
 	DeleteWorkflowRuns(ctx context.Context, workflowID string) error
 }
 
-// Options are the dependencies of NewService. Runs nil skips deleting
-// runs; Now nil means time.Now.
+// TriggerDeleter deletes the triggers of a workflow, with their
+// schedules (implemented by package trigger); Delete calls it before
+// removing the workflow.
+type TriggerDeleter interface {
+	DeleteWorkflowTriggers(ctx context.Context, workflowID string) error
+}
+
+// Options are the dependencies of NewService. Runs (Triggers) nil skips
+// deleting runs (triggers); Now nil means time.Now.
 type Options struct {
-	Store Store
-	Runs  RunDeleter
-	Now   func() time.Time
+	Store    Store
+	Runs     RunDeleter
+	Triggers TriggerDeleter
+	Now      func() time.Time
 }
 
 // Service implements the workflow operations: create, read, update,
 // delete, list, and read the workflow chat. Posting to the chat and the
 // proposals it makes are package proposal's; runs are package run's.
 type Service struct {
-	store Store
-	runs  RunDeleter
-	now   func() time.Time
+	store    Store
+	runs     RunDeleter
+	triggers TriggerDeleter
+	now      func() time.Time
 }
 
 // NewService returns a Service.
@@ -94,7 +103,7 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, runs: o.Runs, now: o.Now}
+	return &Service{store: o.Store, runs: o.Runs, triggers: o.Triggers, now: o.Now}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -135,15 +144,23 @@ func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Wor
 	return w, errs.Wrap("workflow.Update", err)
 }
 
-// Delete removes workflow id with its runs, messages and proposals. The
-// store checks the owner with its first write (no read); the runs are
-// deleted once it has. NotFound, Forbidden.
+// Delete removes workflow id with its triggers, runs, messages and
+// proposals. The store checks the owner with its first write (no read)
+// and marks the workflow deleting (no trigger can be added then); the
+// triggers, then the runs, are deleted once it has. NotFound, Forbidden.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	var deleteRuns func(context.Context) error
-	if s.runs != nil {
-		deleteRuns = func(ctx context.Context) error { return s.runs.DeleteWorkflowRuns(ctx, id) }
+	deleteDependents := func(ctx context.Context) error {
+		if s.triggers != nil {
+			if err := s.triggers.DeleteWorkflowTriggers(ctx, id); err != nil {
+				return err
+			}
+		}
+		if s.runs != nil {
+			return s.runs.DeleteWorkflowRuns(ctx, id)
+		}
+		return nil
 	}
-	return errs.Wrap("workflow.Delete", s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx), deleteRuns))
+	return errs.Wrap("workflow.Delete", s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx), deleteDependents))
 }
 
 // List returns a page of userID's workflows and their total. Forbidden
