@@ -216,8 +216,10 @@ func handleHook(s *Service) http.Handler {
 			httpapi.WriteError(w, r, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 			return
 		}
-		out, err := s.Hook(r.Context(), HookRequest{TriggerID: id, Signature: r.Header.Get(webhook.Header),
-			IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body})
+		// The Lambda HTTP adapter splits header values at commas (API
+		// Gateway joins repeated headers with them): join them back.
+		out, err := s.Hook(r.Context(), HookRequest{TriggerID: id, Signature: strings.Join(r.Header.Values(webhook.Header), ","),
+			IdempotencyKey: strings.Join(r.Header.Values("Idempotency-Key"), ","), Body: body})
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return

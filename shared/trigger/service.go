@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"maps"
 	"time"
@@ -22,7 +23,10 @@ import (
 const MaxUpdateAttempts = 3
 
 // Options are the dependencies of NewService. Now nil means time.Now;
-// Logger nil means slog.Default().
+// Logger nil means slog.Default(). Secrets nil leaves the webhook
+// operations (creating a webhook trigger, rotating its secret, a call)
+// unavailable: a function that only fires schedules or deletes triggers
+// needs no signing key.
 type Options struct {
 	Store     Store
 	Scheduler Scheduler
@@ -54,6 +58,14 @@ func NewService(o Options) *Service {
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
+
+// needSecrets fails Internal when the service has no webhook secrets.
+func (s *Service) needSecrets(op string) error {
+	if s.secrets == nil {
+		return errs.E(op, errs.Internal, "", "internal error").WithCause(errors.New("trigger: no webhook signing key in this function"))
+	}
+	return nil
+}
 
 // Created is a created trigger, or one whose secret was rotated: Secret is
 // a webhook trigger's secret, shown this once.
@@ -94,6 +106,9 @@ func (s *Service) Create(ctx context.Context, workflowID string, req CreateReque
 			return Created{}, errs.Wrap(op, err)
 		}
 	case TypeWebhook:
+		if err := s.needSecrets(op); err != nil {
+			return Created{}, err
+		}
 		nonce, err := webhook.NewNonce()
 		if err != nil {
 			return Created{}, errs.Wrap(op, err)
@@ -255,6 +270,9 @@ func (s *Service) update(ctx context.Context, op, workflowID, triggerID string, 
 // Forbidden, Invalid NOT_A_WEBHOOK_TRIGGER.
 func (s *Service) RotateSecret(ctx context.Context, workflowID, triggerID string, req RotateRequest) (Created, error) {
 	const op = "trigger.RotateSecret"
+	if err := s.needSecrets(op); err != nil {
+		return Created{}, err
+	}
 	nonce, err := webhook.NewNonce()
 	if err != nil {
 		return Created{}, errs.Wrap(op, err)
@@ -520,6 +538,9 @@ type Hooked struct {
 // trigger's last fire.
 func (s *Service) Hook(ctx context.Context, req HookRequest) (Hooked, error) {
 	const op = "trigger.Hook"
+	if err := s.needSecrets(op); err != nil {
+		return Hooked{}, err
+	}
 	now := s.clock()
 	t, err := s.store.Trigger(ctx, req.TriggerID)
 	if err != nil || t.Type != TypeWebhook || !t.Enabled {
