@@ -194,13 +194,33 @@ var wantGrants = map[string]map[string][]string{
 		// store.Runs: ChatOwner (GetItem), ChatRuns (Query), CreateRun
 		// (tx: Put run + ConditionCheck on the chat), SaveRun / CancelRun
 		// (UpdateItem), DeleteWorkflowRuns' batches (BatchWriteItem).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+		// store.Triggers when a workflow is deleted: WorkflowTriggers
+		// (Query of the references, BatchGetItem), DeleteTrigger (tx:
+		// Delete trigger and reference, Update counter).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListWorkflows and DeleteWorkflowRuns: Queries of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// the rate limits of the workflow chat and of runs:
 		// store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
+	"TriggersFunction": {
+		// the auth middleware.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.Triggers: Trigger, WorkflowOwner, a held delivery
+		// (GetItem); CreateTrigger (tx: ConditionCheck on the workflow,
+		// Put trigger and reference, Update counter); DeleteTrigger (tx:
+		// Delete trigger and reference, Update counter); UpdateTrigger and
+		// RecordFire (UpdateItem); WorkflowTriggers (Query of the
+		// references, BatchGetItem); ClaimDelivery (conditional PutItem).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+			"dynamodb:ConditionCheckItem", "dynamodb:Query"},
+	},
+	// The schedules' target: trigger.Service.Fire over store.Triggers
+	// (GetItem; the overlap markers and the last fire by UpdateItem).
+	"TriggerFireFunction": {
+		"DataTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 }
 
@@ -729,6 +749,7 @@ var checks = []struct {
 	{"k_model_providers", checkModelProviders},
 	{"l_sweeper_schedule", checkSweeper},
 	{"m_runner_invokes", checkRunnerInvokes},
+	{"n_trigger_schedules", checkTriggerSchedules},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1087,6 +1108,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			if isInvokeStatement(stmt) {
 				continue // check (m)'s
 			}
+			if isSchedulerStatement(stmt) {
+				continue // check (n)'s
+			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
 				// under the BedrockEnabled condition.
@@ -1405,7 +1429,7 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID {
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID && id != fireID {
 			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {
@@ -1683,6 +1707,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"WorkflowsFunction: in wantBedrock but has no Bedrock permission"},
 	}
 	cases = append(cases, edgeCases...)
+	cases = append(cases, triggerCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
