@@ -17,7 +17,10 @@
 //     by the chat and workflow features, with the event logs of streamed
 //     replies (eventlog.go); expiresAt (epoch seconds) is the TTL attribute
 //     of the logs. GSI1 also holds, sparsely, the heads of active work
-//     (ACTIVE#<shard>), which the sweeper queries.
+//     (ACTIVE#<shard>), which the sweeper queries. Workflow triggers live
+//     there too (triggers.go): TRIGGER#<id> holds the trigger, its webhook
+//     deliveries and, locally, its due schedule (sparse in GSI1 under
+//     TRIGGERS#DUE, which the dev server's poller queries).
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
 //     one request counter per user, rule and fixed window (ratelimits.go);
 //     expiresAt (epoch seconds) is the TTL attribute.
