@@ -3,6 +3,7 @@ package trigger_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,4 +304,75 @@ func TestAtScheduleFiresOnce(t *testing.T) {
 	if got := e.get(t, "a", wf, tr.ID); got.NextFireAt != nil {
 		t.Errorf("nextFireAt after the fire: %v", got.NextFireAt)
 	}
+}
+
+// TestConcurrentFires: fires of a skip trigger racing each other start
+// one run: the marker is taken by one conditional write.
+func TestConcurrentFires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := e.workflow(t, "a")
+	tr := e.create(t, "a", wf, `{"type":"schedule","schedule":"rate(1 minute)"}`)
+	var wg sync.WaitGroup
+	outcomes := make([]string, 8)
+	for i := range outcomes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := e.svc.Fire(context.Background(), trigger.FireEvent{TriggerID: tr.ID, Version: 1, ScheduledTime: t0.Add(time.Duration(i+1) * time.Minute)})
+			if err != nil {
+				t.Error(err)
+			}
+			outcomes[i] = out
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for _, o := range outcomes {
+		if o == trigger.OutcomeStarted {
+			started++
+		} else if o != trigger.OutcomeSkipped {
+			t.Errorf("outcome %q", o)
+		}
+	}
+	if started != 1 || len(e.engine.started()) != 1 {
+		t.Errorf("%d fires started, %d runs; want 1", started, len(e.engine.started()))
+	}
+}
+
+// TestConcurrentCreatesKeepTheLimit: creations racing at the limit stop
+// at exactly 20.
+func TestConcurrentCreatesKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := e.workflow(t, "a")
+	var wg sync.WaitGroup
+	codes := make([]int, trigger.MaxPerUser+6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = e.as(t, "a", "POST", "/api/workflows/"+wf+"/triggers", `{"type":"webhook"}`).Code
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, c := range codes {
+		switch c {
+		case 201:
+			created++
+		case 409, 503: // the limit, or a transaction conflict under the race
+		default:
+			t.Errorf("status %d", c)
+		}
+	}
+	ts, err := e.triggers.WorkflowTriggers(context.Background(), wf)
+	if err != nil || len(ts) != created || created > trigger.MaxPerUser {
+		t.Fatalf("%d created, %d stored (%v); at most %d", created, len(ts), err, trigger.MaxPerUser)
+	}
+	// The counter agrees with what is stored: exactly the rest fit.
+	for range trigger.MaxPerUser - created {
+		e.create(t, "a", wf, `{"type":"webhook"}`)
+	}
+	errorOf(t, e.as(t, "a", "POST", "/api/workflows/"+wf+"/triggers", `{"type":"webhook"}`), 409)
 }
