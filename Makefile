@@ -54,7 +54,9 @@ FUZZ_TARGETS := \
 	./shared/toolserver:FuzzDispatch \
 	./shared/sse:FuzzEncode \
 	./shared/sse:FuzzEncodeStream \
-	./shared/schema:FuzzWalkAgrees
+	./shared/schema:FuzzWalkAgrees \
+	./shared/schedule:FuzzParse \
+	./shared/webhook:FuzzVerify
 FUZZTIME         ?= 60s
 FUZZTIME_SHORT   ?= 10000x
 # Minimizing each new interesting input may take go test's default 60s,

@@ -9,7 +9,7 @@
 // mounts for its function.
 //
 // The builders live in one small package per function (authfn, chatsfn,
-// healthfn, mcpfn, modelsfn, toolsfn, workflowsfn) so that a function links
+// healthfn, mcpfn, modelsfn, toolsfn, triggersfn, workflowsfn) so that a function links
 // only what its own builder imports: importing healthfn does not link
 // DynamoDB, importing authfn does not link a model provider. This package
 // imports nothing heavier than the DynamoDB client.
@@ -54,6 +54,7 @@ import (
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -85,6 +86,11 @@ type Deps struct {
 	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
+	// Triggered starts the runs of triggers (schedules, webhooks): the run
+	// engine's trigger.RunStarter. nil: triggersfn.Starter's stand-in,
+	// which refuses every run (503 RUNS_UNAVAILABLE) until the engine
+	// provides one.
+	Triggered trigger.RunStarter
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

@@ -73,6 +73,11 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// evaluates steps' `if` (expr).
 		{"runner", [][]string{providerSDKs, stepDeps, {jsonschema}}},
 		{"sweeper", [][]string{providerSDKs, toolDeps, {jsonschema}}},
+		// The triggers' functions call no model and no tool; the run
+		// engine's starter (JSON Schema for run inputs, the runner's
+		// invoke) is theirs to link.
+		{"triggers", [][]string{providerSDKs, toolDeps}},
+		{"triggerfire", [][]string{providerSDKs, toolDeps}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {

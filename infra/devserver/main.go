@@ -83,6 +83,7 @@ func run() error {
 	}
 	defer stack.Close()
 	go stack.Sweeper.Run(ctx, cfg.SweepInterval)
+	go stack.Poller.Run(ctx, cfg.SchedulePollInterval)
 
 	storage := storageLine(cfg, stack)
 	servers := []*http.Server{newServer(stack.API, serverTimeouts), newServer(stack.Tools, serverTimeouts)}
@@ -97,6 +98,15 @@ func run() error {
 	} else {
 		fmt.Printf("Service key  from MCP_SERVICE_KEY\n")
 	}
+	switch {
+	case cfg.WebhookSigningKey != "":
+		fmt.Printf("Webhooks     secrets derived from WEBHOOK_SIGNING_KEY\n")
+	case cfg.MCPServiceKey != "":
+		fmt.Printf("Webhooks     secrets derived from MCP_SERVICE_KEY (set WEBHOOK_SIGNING_KEY to choose a key of their own)\n")
+	default:
+		fmt.Printf("Webhooks     secrets derived from the generated service key: they change at restart (set WEBHOOK_SIGNING_KEY to keep them)\n")
+	}
+	fmt.Printf("Schedules    due schedule triggers fire every %s\n", cfg.SchedulePollInterval)
 	fmt.Printf("Storage      %s\n", storage)
 	fmt.Printf("Auth limits  %s\n", authLimitsLine(cfg))
 	if cfg.DataFile != "" && cfg.DynamoDBEndpoint != "" {

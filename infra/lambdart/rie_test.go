@@ -260,7 +260,8 @@ func cookieOf(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 // cookie that ChatsFunction accepts, a message runs a tool through the
 // tool server, StreamFunction answers a function URL event with the
 // streaming prelude and the reply's events, ModelsFunction,
-// ToolsFunction and WorkflowsFunction answer with that cookie, McpFunction
+// ToolsFunction, WorkflowsFunction and TriggersFunction answer with that
+// cookie, McpFunction
 // checks its key, and HealthFunction answers.
 func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	b := newBackend(t)
@@ -325,8 +326,19 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 		t.Errorf("tools: %d %.300s\n%s", r.StatusCode, r.Body, toolsFn.logs)
 	}
 	workflows := start(t, "workflows", b.env("RUNNER_FUNCTION=RunnerFunction"))
-	if r := workflows.http(request("POST", "/api/workflows", `{"userId":"`+signedUp.Data.User.ID+`","name":"under RIE"}`, cookie)); r.StatusCode != 201 || !strings.Contains(r.Body, `"under RIE"`) {
-		t.Errorf("create workflow: %d %.300s\n%s", r.StatusCode, r.Body, workflows.logs)
+	wfResp := workflows.http(request("POST", "/api/workflows", `{"userId":"`+signedUp.Data.User.ID+`","name":"under RIE"}`, cookie))
+	if wfResp.StatusCode != 201 || !strings.Contains(wfResp.Body, `"under RIE"`) {
+		t.Errorf("create workflow: %d %.300s\n%s", wfResp.StatusCode, wfResp.Body, workflows.logs)
+	}
+	var wf struct{ Data struct{ ID string } }
+	_ = json.Unmarshal([]byte(wfResp.Body), &wf)
+	// A webhook trigger needs no scheduler call: the function's init
+	// (its SCHEDULE_* and WEBHOOK_SIGNING_KEY) and routes.
+	triggers := start(t, "triggers", b.env("WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
+		"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
+		"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq"))
+	if r := triggers.http(request("POST", "/api/workflows/"+wf.Data.ID+"/triggers", `{"type":"webhook"}`, cookie)); r.StatusCode != 201 || !strings.Contains(r.Body, `"secret":"whsec_`) {
+		t.Errorf("create webhook trigger: %d %.300s\n%s", r.StatusCode, r.Body, triggers.logs)
 	}
 
 	mcp := start(t, "mcp", b.env())

@@ -34,6 +34,8 @@ import (
 	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 	"github.com/workflowchat/service/functions/assembly/toolsfn"
+	"github.com/workflowchat/service/functions/assembly/triggerfirefn"
+	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
@@ -43,6 +45,7 @@ import (
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -75,6 +78,7 @@ var functions = []struct {
 	{chatsfn.Chats, builderPkg + "chatsfn.Chats"},
 	{streamfn.Stream, builderPkg + "streamfn.Stream"},
 	{workflowsfn.Workflows, builderPkg + "workflowsfn.Workflows"},
+	{triggersfn.Triggers, builderPkg + "triggersfn.Triggers"},
 }
 
 // builderPkg is the import path under which the builders live.
@@ -103,6 +107,10 @@ type Stack struct {
 	// Runner executes durable workflow runs in process (RunnerFunction in
 	// AWS); Runner.Wait waits for the runs in progress.
 	Runner *runs.InProcess
+	// Poller fires the schedule triggers that are due (EventBridge
+	// Scheduler and TriggerFireFunction in AWS) with TriggerFireFunction's
+	// handler; the dev server runs it on a ticker (SCHEDULE_POLL_INTERVAL).
+	Poller *trigger.Poller
 }
 
 // Options are the process-level dependencies of New.
@@ -203,6 +211,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
+	// Without SCHEDULE_GROUP the schedules are the Data table's due index
+	// (triggersfn.Scheduler), which the poller reads.
+	fire := triggerfirefn.Service(cfg, d)
+	s.Poller = &trigger.Poller{Due: store.NewDueSchedules(db, cfg.DataTable, o.Now), Fire: fire.Fire, Now: o.Now, Logger: o.Logger}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {
 		api.Mount(f.Router, f.Router.Patterns()...)

@@ -46,27 +46,31 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // one, so that body validation (400) cannot preempt the 401/403 checks. A
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
-	"POST /api/auth/sign-out":                                  "",
-	"POST /api/auth/sign-out-all":                              "",
-	"POST /api/users/{userId}/model-preference":                `{"modelId":"builtin"}`,
-	"POST /api/chats":                                          `{"title":"t"}`,
-	"PATCH /api/chats/{chatId}":                                `{"title":"t2"}`,
-	"POST /api/chats/{chatId}/messages":                        `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/chats/{chatId}/messages/stream":                 `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
-	"POST /api/workflows":                                      `{"userId":"{me}","name":"w"}`,
-	"PATCH /api/workflows/{workflowId}":                        `{"name":"w2"}`,
-	"POST /api/workflows/{workflowId}/messages":                `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/workflows/{workflowId}/messages/apply":          `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/workflows/{workflowId}/messages/reject":         `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/chats/{chatId}/workflow-runs":                   `{"workflowId":"{workflow}"}`,
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":    "",
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":     "",
-	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":     "",
-	"POST /api/workflows/{workflowId}/runs/{runId}/retry":      "",
-	"POST /api/chats/{chatId}/messages/{messageId}/stop":       "",
-	"PUT /api/users/{userId}/tool-permissions/{toolId}":        `{"policy":"allow"}`,
-	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve": `{"remember":true}`,
-	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":    "",
+	"POST /api/auth/sign-out":                                             "",
+	"POST /api/auth/sign-out-all":                                         "",
+	"POST /api/users/{userId}/model-preference":                           `{"modelId":"builtin"}`,
+	"POST /api/chats":                                                     `{"title":"t"}`,
+	"PATCH /api/chats/{chatId}":                                           `{"title":"t2"}`,
+	"POST /api/chats/{chatId}/messages":                                   `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/chats/{chatId}/messages/stream":                            `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
+	"POST /api/workflows":                                                 `{"userId":"{me}","name":"w"}`,
+	"PATCH /api/workflows/{workflowId}":                                   `{"name":"w2"}`,
+	"POST /api/workflows/{workflowId}/messages":                           `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/workflows/{workflowId}/messages/apply":                     `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/workflows/{workflowId}/messages/reject":                    `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/chats/{chatId}/workflow-runs":                              `{"workflowId":"{workflow}"}`,
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":               "",
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":                "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":                "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/retry":                 "",
+	"POST /api/chats/{chatId}/messages/{messageId}/stop":                  "",
+	"PUT /api/users/{userId}/tool-permissions/{toolId}":                   `{"policy":"allow"}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve":            `{"remember":true}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":               "",
+	"POST /api/workflows/{workflowId}/triggers":                           `{"type":"webhook"}`,
+	"PATCH /api/workflows/{workflowId}/triggers/{triggerId}":              `{"enabled":false}`,
+	"POST /api/workflows/{workflowId}/triggers/{triggerId}/rotate-secret": "",
+	"POST /hooks/{triggerId}":                                             `{}`,
 }
 
 // securityHeaders must be on every response.
@@ -78,11 +82,13 @@ var securityHeaders = map[string]string{
 	"X-Request-Id":           "", // present
 }
 
-// publicRoutes need no session.
+// publicRoutes need no session. A webhook call is authorized by its
+// signature instead (shared/trigger's tests).
 var publicRoutes = map[string]bool{
 	"GET /api/liveness":            true,
 	"POST /api/auth/sign-up/email": true,
 	"POST /api/auth/sign-in/email": true,
+	"POST /hooks/{triggerId}":      true,
 }
 
 type user struct {
@@ -161,6 +167,10 @@ func TestSecurityMatrix(t *testing.T) {
 		_, body = do("POST", "/api/workflows", `{"userId":"`+a.id+`","name":"a's workflow"}`, a.cookie)
 		params["{workflowId}"] = jsonField(t, body, "id")
 		params["{workflow}"] = params["{workflowId}"]
+	}
+	if hasRoute(s, "POST /api/workflows/{workflowId}/triggers") {
+		_, body = do("POST", "/api/workflows/"+params["{workflowId}"]+"/triggers", `{"type":"webhook"}`, a.cookie)
+		params["{triggerId}"] = jsonField(t, body, "id")
 	}
 	if hasRoute(s, "POST /api/chats/{chatId}/workflow-runs") {
 		_, body = do("POST", "/api/chats/"+params["{chatId}"]+"/workflow-runs", `{"workflowId":"`+params["{workflowId}"]+`"}`, a.cookie)
@@ -338,7 +348,8 @@ func isWrite(method string) bool {
 func TestCrossSiteMatrix(t *testing.T) {
 	s, api, tools := newCrossSiteStack(t)
 	anyID := "00000000-0000-4000-8000-00000000000a"
-	fill := strings.NewReplacer("{userId}", anyID, "{chatId}", anyID, "{workflowId}", anyID, "{runId}", anyID, "{toolId}", "hash", "{me}", anyID, "{workflow}", anyID)
+	fill := strings.NewReplacer("{userId}", anyID, "{chatId}", anyID, "{workflowId}", anyID, "{runId}", anyID, "{toolId}", "hash", "{me}", anyID, "{workflow}", anyID,
+		"{triggerId}", anyID)
 
 	do := func(method, url, body string, header map[string]string) (int, errorBody) {
 		t.Helper()
@@ -368,6 +379,8 @@ func TestCrossSiteMatrix(t *testing.T) {
 			return status == 401 && e.Code == "UNAUTHORIZED"
 		case r.pattern == "GET /api/liveness":
 			return status == 200
+		case r.pattern == "POST /hooks/{triggerId}": // no such trigger
+			return status == 404 && e.Code == "TRIGGER_NOT_FOUND"
 		default: // sign-up and sign-in with an empty object (or rate limited)
 			return status == 400 && e.Code == "VALIDATION_FAILED" || status == 429
 		}

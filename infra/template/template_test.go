@@ -207,7 +207,10 @@ var wantGrants = map[string]map[string][]string{
 		// (UpdateItem), the run's log (Query: a run started without Prefer
 		// is waited for, GET .../events), DeleteWorkflowRuns (each run's
 		// collection: Query, BatchWriteItem, DeleteItem).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+		// store.Triggers when a workflow is deleted: WorkflowTriggers
+		// (Query of the references, BatchGetItem), DeleteTrigger (tx:
+		// Delete trigger and reference, Update counter).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListWorkflows and DeleteWorkflowRuns: Queries of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
@@ -216,6 +219,23 @@ var wantGrants = map[string]map[string][]string{
 		// the rate limits of the workflow chat and of runs:
 		// store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
+	"TriggersFunction": {
+		// the auth middleware.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.Triggers: Trigger, WorkflowOwner, a held delivery
+		// (GetItem); CreateTrigger (tx: ConditionCheck on the workflow,
+		// Put trigger and reference, Update counter); DeleteTrigger (tx:
+		// Delete trigger and reference, Update counter); UpdateTrigger and
+		// RecordFire (UpdateItem); WorkflowTriggers (Query of the
+		// references, BatchGetItem); ClaimDelivery (conditional PutItem).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+			"dynamodb:ConditionCheckItem", "dynamodb:Query"},
+	},
+	// The schedules' target: trigger.Service.Fire over store.Triggers
+	// (GetItem; the overlap markers and the last fire by UpdateItem).
+	"TriggerFireFunction": {
+		"DataTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 	},
 }
 
@@ -745,6 +765,7 @@ var checks = []struct {
 	{"l_sweeper_schedule", checkSweeper},
 	{"m_runner_invokes", checkRunnerInvokes},
 	{"n_alarms", checkAlarms},
+	{"n_trigger_schedules", checkTriggerSchedules},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1103,6 +1124,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			if isInvokeStatement(stmt) {
 				continue // check (m)'s
 			}
+			if isSchedulerStatement(stmt) {
+				continue // check (n)'s
+			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
 				// under the BedrockEnabled condition.
@@ -1421,7 +1445,7 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID {
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID && id != fireID {
 			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {
@@ -1744,6 +1768,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"WorkflowsFunction: in wantBedrock but has no Bedrock permission"},
 	}
 	cases = append(cases, edgeCases...)
+	cases = append(cases, triggerCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -69,6 +69,26 @@ type Config struct {
 	RunnerFunction string
 	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
+	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
+	// `openssl rand -hex 32`) is the server key the webhook triggers'
+	// secrets are derived from; the database never holds it. Locally, when
+	// unset, it is derived from MCP_SERVICE_KEY.
+	WebhookSigningKey string
+	// Schedules of schedule triggers in EventBridge Scheduler: the group
+	// (SCHEDULE_GROUP), the target TriggerFireFunction
+	// (SCHEDULE_TARGET_ARN), the role Scheduler invokes it with
+	// (SCHEDULE_ROLE_ARN) and the dead-letter queue (SCHEDULE_DLQ_ARN);
+	// SCHEDULER_ENDPOINT overrides the Scheduler endpoint (tests). Without
+	// SCHEDULE_GROUP the schedules are kept in the Data table's due index,
+	// which the dev server polls every SCHEDULE_POLL_INTERVAL (a Go
+	// duration from 100ms to 10s; default 10s).
+	ScheduleGroup        string
+	ScheduleTargetARN    string
+	ScheduleRoleARN      string
+	ScheduleDLQARN       string
+	SchedulerEndpoint    string
+	SchedulePollInterval time.Duration
+
 	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
 	// true/false, 1/0; default false) lets http_request reach loopback,
 	// private and link-local addresses. Local development and tests only.
@@ -267,6 +287,28 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("MCP_URL", "must be an http(s) URL, got %q", c.MCPURL)
 		}
 	}
+	c.WebhookSigningKey = get("WEBHOOK_SIGNING_KEY")
+	if c.WebhookSigningKey != "" && len(c.WebhookSigningKey) < 32 {
+		bad("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	c.ScheduleGroup = get("SCHEDULE_GROUP")
+	c.ScheduleTargetARN = get("SCHEDULE_TARGET_ARN")
+	c.ScheduleRoleARN = get("SCHEDULE_ROLE_ARN")
+	c.ScheduleDLQARN = get("SCHEDULE_DLQ_ARN")
+	for _, v := range []struct{ name, value, service string }{
+		{"SCHEDULE_TARGET_ARN", c.ScheduleTargetARN, ":lambda:"}, {"SCHEDULE_ROLE_ARN", c.ScheduleRoleARN, ":iam:"}, {"SCHEDULE_DLQ_ARN", c.ScheduleDLQARN, ":sqs:"},
+	} {
+		if v.value != "" && (!strings.HasPrefix(v.value, "arn:") || !strings.Contains(v.value, v.service)) {
+			bad(v.name, "must be an ARN (arn:aws%s...), got %q", v.service, v.value)
+		}
+	}
+	c.SchedulerEndpoint = strings.TrimRight(get("SCHEDULER_ENDPOINT"), "/")
+	if c.SchedulerEndpoint != "" {
+		if u, err := url.Parse(c.SchedulerEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("SCHEDULER_ENDPOINT", "must be an http(s) URL, got %q", c.SchedulerEndpoint)
+		}
+	}
+	c.SchedulePollInterval = durationIn(get("SCHEDULE_POLL_INTERVAL"), 10*time.Second, 100*time.Millisecond, 10*time.Second, "SCHEDULE_POLL_INTERVAL", bad)
 	c.GenerationLease = durationIn(get("GENERATION_LEASE"), 30*time.Second, time.Second, 10*time.Minute, "GENERATION_LEASE", bad)
 	c.SweepInterval = durationIn(get("SWEEP_INTERVAL"), time.Minute, 100*time.Millisecond, 10*time.Minute, "SWEEP_INTERVAL", bad)
 	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {

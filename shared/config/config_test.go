@@ -101,3 +101,36 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		t.Errorf("anthropic models without key: %v", err)
 	}
 }
+
+func TestLoadTriggerVariables(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SchedulePollInterval != 10*time.Second || c.ScheduleGroup != "" || c.WebhookSigningKey != "" {
+		t.Errorf("defaults: %+v", c)
+	}
+	c, err = config.Load(env(map[string]string{
+		"WEBHOOK_SIGNING_KEY": strings.Repeat("k", 32), "SCHEDULE_GROUP": "stack-triggers",
+		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+		"SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:q", "SCHEDULER_ENDPOINT": "http://127.0.0.1:9/", "SCHEDULE_POLL_INTERVAL": "250ms",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ScheduleGroup != "stack-triggers" || c.SchedulerEndpoint != "http://127.0.0.1:9" || c.SchedulePollInterval != 250*time.Millisecond {
+		t.Errorf("values: %+v", c)
+	}
+	if err := c.Require("WEBHOOK_SIGNING_KEY", "SCHEDULE_GROUP", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN"); err != nil {
+		t.Error(err)
+	}
+	for name, v := range map[string]string{
+		"WEBHOOK_SIGNING_KEY": "short", "SCHEDULE_TARGET_ARN": "fire-function", "SCHEDULE_ROLE_ARN": "arn:aws:lambda:x",
+		"SCHEDULE_DLQ_ARN": "https://sqs/q", "SCHEDULER_ENDPOINT": "localhost", "SCHEDULE_POLL_INTERVAL": "1m",
+	} {
+		if _, err := config.Load(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, v, err)
+		}
+	}
+}

@@ -19,7 +19,10 @@
 //     expiresAt (epoch seconds) is the TTL attribute of the logs. GSI1
 //     lists a user's chats and workflows and a workflow's runs, and holds,
 //     sparsely, the heads of active jobs (ACTIVE#<shard>), which the
-//     sweeper queries; GSI2 lists a chat's runs.
+//     sweeper queries; GSI2 lists a chat's runs. Workflow triggers live there too
+//     (triggers.go): TRIGGER#<id> holds the trigger, its webhook deliveries
+//     and, locally, its due schedule (sparse in GSI1 under TRIGGERS#DUE,
+//     which the dev server's poller queries).
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
 //     one request counter per user, rule and fixed window (ratelimits.go);
 //     expiresAt (epoch seconds) is the TTL attribute.

@@ -103,12 +103,20 @@ type RunDeleter interface {
 	DeleteWorkflowRuns(ctx context.Context, workflowID string) error
 }
 
-// Options are the dependencies of NewService. Runs nil skips deleting
-// runs; Definitions nil refuses steps and inputSchema in creates and
-// updates; Now nil means time.Now.
+// TriggerDeleter deletes the triggers of a workflow, with their
+// schedules (implemented by package trigger); Delete calls it before
+// removing the workflow.
+type TriggerDeleter interface {
+	DeleteWorkflowTriggers(ctx context.Context, workflowID string) error
+}
+
+// Options are the dependencies of NewService. Runs (Triggers) nil skips
+// deleting runs (triggers); Definitions nil refuses steps and inputSchema
+// in creates and updates; Now nil means time.Now.
 type Options struct {
 	Store       Store
 	Runs        RunDeleter
+	Triggers    TriggerDeleter
 	Definitions Definitions
 	Now         func() time.Time
 }
@@ -117,10 +125,11 @@ type Options struct {
 // delete, list, and read the workflow chat. Posting to the chat and the
 // proposals it makes are package proposal's; runs are package run's.
 type Service struct {
-	store Store
-	runs  RunDeleter
-	defs  Definitions
-	now   func() time.Time
+	store    Store
+	runs     RunDeleter
+	triggers TriggerDeleter
+	defs     Definitions
+	now      func() time.Time
 }
 
 // NewService returns a Service.
@@ -128,7 +137,7 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{store: o.Store, runs: o.Runs, defs: o.Definitions, now: o.Now}
+	return &Service{store: o.Store, runs: o.Runs, triggers: o.Triggers, defs: o.Definitions, now: o.Now}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -284,15 +293,23 @@ func definitionError(op string, probs []errs.FieldError) error {
 	return e
 }
 
-// Delete removes workflow id with its runs, messages and proposals. The
-// store checks the owner with its first write (no read); the runs are
-// deleted once it has. NotFound, Forbidden.
+// Delete removes workflow id with its triggers, runs, messages and
+// proposals. The store checks the owner with its first write (no read)
+// and marks the workflow deleting (no trigger can be added then); the
+// triggers, then the runs, are deleted once it has. NotFound, Forbidden.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	var deleteRuns func(context.Context) error
-	if s.runs != nil {
-		deleteRuns = func(ctx context.Context) error { return s.runs.DeleteWorkflowRuns(ctx, id) }
+	deleteDependents := func(ctx context.Context) error {
+		if s.triggers != nil {
+			if err := s.triggers.DeleteWorkflowTriggers(ctx, id); err != nil {
+				return err
+			}
+		}
+		if s.runs != nil {
+			return s.runs.DeleteWorkflowRuns(ctx, id)
+		}
+		return nil
 	}
-	return errs.Wrap("workflow.Delete", s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx), deleteRuns))
+	return errs.Wrap("workflow.Delete", s.store.DeleteWorkflow(ctx, id, auth.UserID(ctx), deleteDependents))
 }
 
 // List returns a page of userID's workflows and their total. Forbidden

@@ -1,6 +1,7 @@
 // Package workflowsfn builds WorkflowsFunction: workflows, their chat and
 // proposals, and workflow runs in chats (durable runs handed to
-// RunnerFunction through runnerfn.Invoker).
+// RunnerFunction through runnerfn.Invoker). Deleting a workflow deletes
+// its triggers with their schedules (triggersfn.Deleter).
 package workflowsfn
 
 import (
@@ -8,6 +9,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -36,7 +38,12 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	client := d.ToolClient(cfg, 0)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
-	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
+	// Deleting a workflow deletes its triggers and their schedules.
+	triggers, err := triggersfn.Deleter(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	invoker, err := runnerfn.Invoker(ctx, cfg, d)
 	if err != nil {

@@ -17,6 +17,16 @@ def strip(o):
         return [strip(v) for v in o]
     return o
 
+def go_patterns(o):
+    # ECMA-262 escapes \uXXXX in patterns (AWS::IAM::Role's) are \x{XXXX}
+    # in Go's regexp syntax.
+    import re
+    if isinstance(o, dict):
+        return {k: (re.sub(r"\\u([0-9A-Fa-f]{4})", r"\\x{\1}", v) if k == "pattern" and isinstance(v, str) else go_patterns(v)) for k, v in o.items()}
+    if isinstance(o, list):
+        return [go_patterns(v) for v in o]
+    return o
+
 def write(name, obj):
     with open(name, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=True)
@@ -39,7 +49,11 @@ for section in ("parameters", "outputs", "resources"):
     with open(os.path.join(base, "other", section, "configuration.json")) as f:
         write("cfn-%s.json" % section, json.load(f))
 from cfnlint.data.schemas.providers import us_east_1
-for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm"):
+for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm", "AWS::Scheduler::ScheduleGroup", "AWS::IAM::Role"):
     with open(os.path.join(base, "resources", us_east_1.types[typ] + ".json")) as f:
-        write(typ.replace("::", "-") + ".json", strip(json.load(f)))
+        schema = strip(json.load(f))
+        # The meta-schema some name is on the network; it validates the
+        # schema, not the template.
+        schema.pop("$schema", None)
+        write(typ.replace("::", "-") + ".json", go_patterns(schema))
 PY

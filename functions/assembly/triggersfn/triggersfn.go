@@ -1,0 +1,118 @@
+// Package triggersfn builds TriggersFunction: the triggers of workflows
+// (CRUD under /api/workflows/{workflowId}/triggers) and the webhook route
+// POST /hooks/{triggerId}. It also holds what the other functions that
+// touch triggers share: the scheduler of the configuration (Scheduler),
+// the webhook secrets (Secrets) and the run starter (Starter).
+package triggersfn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/trigger"
+	"github.com/workflowchat/service/shared/trigger/eventbridge"
+	"github.com/workflowchat/service/shared/webhook"
+)
+
+// Triggers is TriggersFunction. In AWS its schedules are EventBridge
+// Scheduler's, so it requires the SCHEDULE_* variables, and the webhook
+// secrets' key.
+var Triggers = assembly.Function{
+	LogicalID: "TriggersFunction",
+	Required: []string{"SESSIONS_TABLE", "DATA_TABLE", "WEBHOOK_SIGNING_KEY",
+		"SCHEDULE_GROUP", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN"},
+	Build: build,
+}
+
+func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+	svc, err := Service(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.Routes(svc, d.Auth(cfg)), nil
+}
+
+// Service returns the whole trigger service of the configuration: the
+// Data table's triggers, Scheduler, Secrets and Starter. It fails when the
+// scheduler or the secrets cannot be built.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
+	sched, err := Scheduler(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := Secrets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: Starter(d),
+		Secrets: secrets, Now: d.Now, Logger: d.Logger}), nil
+}
+
+// Deleter returns the trigger service that only deletes triggers with
+// their schedules: what WorkflowsFunction needs to delete a workflow's
+// triggers. It fails when the scheduler cannot be built.
+func Deleter(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
+	sched, err := Scheduler(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Now: d.Now, Logger: d.Logger}), nil
+}
+
+// Scheduler returns the schedules' keeper: EventBridge Scheduler when
+// SCHEDULE_GROUP is set (AWS; SCHEDULER_ENDPOINT in tests), else the Data
+// table's due index (store.DueSchedules), which the dev server polls. It
+// fails when the AWS configuration cannot be loaded.
+func Scheduler(ctx context.Context, cfg config.Config, d assembly.Deps) (trigger.Scheduler, error) {
+	if cfg.ScheduleGroup == "" {
+		return store.NewDueSchedules(d.DB, cfg.DataTable, d.Now), nil
+	}
+	client, err := eventbridge.Client(ctx, cfg.Region, cfg.SchedulerEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	return eventbridge.New(client, eventbridge.Config{Group: cfg.ScheduleGroup, TargetARN: cfg.ScheduleTargetARN,
+		RoleARN: cfg.ScheduleRoleARN, DeadLetterARN: cfg.ScheduleDLQARN}, d.Now), nil
+}
+
+// Secrets returns the webhook secrets of WEBHOOK_SIGNING_KEY or, outside
+// Lambda when it is unset, of a key derived from MCP_SERVICE_KEY. It
+// fails when there is neither.
+func Secrets(cfg config.Config) (*webhook.Secrets, error) {
+	key := []byte(cfg.WebhookSigningKey)
+	if len(key) == 0 && !cfg.InLambda && cfg.MCPServiceKey != "" {
+		key = webhook.DeriveKey(cfg.MCPServiceKey)
+	}
+	if len(key) == 0 {
+		return nil, errors.New("config: required but not set: WEBHOOK_SIGNING_KEY")
+	}
+	s, err := webhook.NewSecrets(key)
+	if err != nil {
+		return nil, fmt.Errorf("config: WEBHOOK_SIGNING_KEY: %w", err)
+	}
+	return s, nil
+}
+
+// Starter returns the run engine's trigger.RunStarter (d.Triggered) or,
+// until the engine provides one, a stand-in that refuses every run with
+// 503 RUNS_UNAVAILABLE: triggers can be managed, webhook calls are
+// verified and deduplicated, and refused runs are recorded on the
+// trigger, but nothing runs.
+func Starter(d assembly.Deps) trigger.RunStarter {
+	if d.Triggered != nil {
+		return d.Triggered
+	}
+	return notWired{}
+}
+
+type notWired struct{}
+
+func (notWired) StartTriggered(context.Context, trigger.TriggeredRun) (string, error) {
+	return "", errs.E("triggersfn.notWired", errs.Unavailable, "RUNS_UNAVAILABLE", "triggered runs are not available in this deployment yet")
+}

@@ -1,0 +1,46 @@
+package webhook_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/webhook"
+)
+
+// FuzzVerify checks that any header is refused or accepted without a
+// panic, always with a 401 code when refused, that a header signed by Sign
+// verifies against the same body and secret and not against another body,
+// and that nothing but a signature made with the secret verifies.
+func FuzzVerify(f *testing.F) {
+	f.Add("t=1800000000,v1=00", []byte(`{}`), "whsec_x", int64(0))
+	f.Add("t=1800000000,v1=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef,v1=zz", []byte(`{"a":1}`), "s", int64(299))
+	f.Add("", []byte(nil), "", int64(-301))
+	f.Add("t=,v1=,t=", []byte("x"), "whsec_0", int64(301))
+	f.Fuzz(func(t *testing.T, header string, body []byte, secret string, skew int64) {
+		now := time.Unix(1_800_000_000, 0)
+		if err := webhook.Verify(header, body, now, secret); err != nil {
+			if !errs.Is(err, errs.Unauthenticated) {
+				t.Fatalf("Verify(%q) = %v, want a 401", header, err)
+			}
+		} else if secret == "" {
+			t.Fatalf("Verify(%q) accepted with no secret", header)
+		}
+		if secret == "" {
+			return
+		}
+		skew %= 1000
+		signed := webhook.Sign(secret, now.Add(time.Duration(skew)*time.Second), body)
+		err := webhook.Verify(signed, body, now, secret)
+		inWindow := skew >= -300 && skew <= 300
+		switch {
+		case inWindow && err != nil:
+			t.Fatalf("a signature made %ds away is refused: %v", skew, err)
+		case !inWindow && errs.CodeOf(err) != webhook.CodeSignatureExpired:
+			t.Fatalf("a signature made %ds away: %v, want SIGNATURE_EXPIRED", skew, err)
+		}
+		if err := webhook.Verify(signed, append(append([]byte(nil), body...), 'x'), now, secret); errs.CodeOf(err) != webhook.CodeInvalidSignature {
+			t.Fatalf("a changed body: %v, want INVALID_SIGNATURE", err)
+		}
+	})
+}
