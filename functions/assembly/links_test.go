@@ -46,9 +46,10 @@ var (
 // its builder has no use for: only the functions that call a model link a
 // provider SDK (models still lists the models through the providers), only
 // the tool server links the tools' implementations, only the workflow
-// function (proposals: JSON Schema validation and workflow input
-// schemas) and the tool server link JSON Schema, none links the JSON
-// Schema library whose init compiled meta-schemas, only the workflow
+// function (proposals), the functions that start runs (a run's input is
+// checked against the workflow's inputSchema) and the tool server link
+// JSON Schema, none links the JSON Schema library whose init compiled
+// meta-schemas, only the workflow
 // function and the runner link expr (the language of a step's `if`), and
 // health links no DynamoDB.
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
@@ -64,15 +65,18 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
 		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
 		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
-		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
-		// The stream hands the runs it renders to the runner.
-		{"stream", [][]string{toolDeps, {jsonschema}}},
+		// The chat service links the run service (package runs), which
+		// checks a run's input against the workflow's inputSchema (JSON
+		// Schema); the stream also hands the runs it renders to the runner.
+		{"chats", [][]string{toolDeps, {lambdaSDK}}},
+		{"stream", [][]string{toolDeps}},
 		{"workflows", [][]string{stepDeps}},
 		{"mcp", [][]string{{dynamodbSDK, lambdaSDK}}},
 		// The runner calls tools through the tool server and no model; it
 		// evaluates steps' `if` (expr).
-		{"runner", [][]string{providerSDKs, stepDeps, {jsonschema}}},
-		{"sweeper", [][]string{providerSDKs, toolDeps, {jsonschema}}},
+		// Both may start a schedule's buffered fire (input checked).
+		{"runner", [][]string{providerSDKs, stepDeps}},
+		{"sweeper", [][]string{providerSDKs, toolDeps}},
 		// The triggers' functions call no model and no tool; the run
 		// engine's starter (JSON Schema for run inputs, the runner's
 		// invoke) is theirs to link.

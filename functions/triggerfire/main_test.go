@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/trigger"
@@ -19,11 +18,13 @@ import (
 
 // TestTriggerFireFunctionEvent feeds the handler the input EventBridge
 // Scheduler sends (testdata/fire.json, the schedule's input with the
-// scheduled time filled in) over the real store. Until the run engine
-// provides its RunStarter the run is refused as unavailable: the handler
-// returns the error (Lambda retries the event, then the dead-letter queue
-// takes it) and the trigger records the failed fire. A fire of an older
-// version of the trigger, or of a deleted one, does nothing and succeeds.
+// scheduled time filled in) over the real store: the fire starts a durable
+// run of the workflow with the fire's run id and the schedule's trigger
+// (handed to the runner; here the runner's endpoint is closed, so the run
+// waits for the sweeper, as after any failed invoke), the trigger records
+// it and holds it as its active run (overlap skip). A second delivery of
+// the same fire starts nothing new. A fire of an older version of the
+// trigger, or of a deleted one, does nothing and succeeds.
 func TestTriggerFireFunctionEvent(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -39,7 +40,8 @@ func TestTriggerFireFunctionEvent(t *testing.T) {
 	if err := triggers.CreateTrigger(ctx, tr, trigger.MaxPerUser); err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "TriggerFireFunction", "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "TriggerFireFunction", "LOG_LEVEL": "error",
+		"RUNNER_FUNCTION": "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +53,23 @@ func TestTriggerFireFunctionEvent(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "TRIGGER_ID", tr.ID)), &ev); err != nil {
 		t.Fatal(err)
 	}
-	if err := h(ctx, ev); errs.CodeOf(err) != "RUNS_UNAVAILABLE" {
-		t.Fatalf("fire: %v, want the run refused as unavailable (retried by Lambda)", err)
+	runID := trigger.FireRunID(tr.ID, time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
+	for range 2 { // Lambda may deliver an event twice
+		if err := h(ctx, ev); err != nil {
+			t.Fatalf("fire: %v", err)
+		}
 	}
 	got, err := triggers.Trigger(ctx, tr.ID)
-	if err != nil || got.LastFire == nil || got.LastFire.Outcome != trigger.OutcomeFailed || got.LastFire.Error.Code != "RUNS_UNAVAILABLE" ||
-		got.LastFire.RunID != trigger.FireRunID(tr.ID, time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)) || got.ActiveRunID != "" {
+	if err != nil || got.LastFire == nil || got.LastFire.RunID != runID || got.ActiveRunID != runID {
 		t.Errorf("trigger after the fire: %+v (last %+v), %v", got, got.LastFire, err)
+	}
+	run, err := store.NewRuns(db.DB, db.Data()).Run(ctx, runID)
+	if err != nil || run.Trigger == nil || run.Trigger.Type != workflow.TriggerSchedule || run.Trigger.TriggerID != tr.ID || run.ChatID != "" ||
+		run.UserID != "u1" || run.WorkflowID != wf.ID || run.Status != workflow.RunPending {
+		t.Errorf("the fire's run: %+v, %v", run, err)
+	}
+	if page, _, err := store.NewRuns(db.DB, db.Data()).WorkflowRunsPage(ctx, wf.ID, 10, ""); err != nil || len(page) != 1 {
+		t.Errorf("the workflow's runs after two deliveries: %d, %v", len(page), err)
 	}
 
 	stale := ev

@@ -59,9 +59,10 @@ func (s *schedulerEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // recorded API Gateway v2 events over the real store and the real
 // EventBridge Scheduler client (against a fake endpoint): a schedule
 // trigger (its schedule created in the stack's group), a webhook trigger
-// and a signed call to it, which the function verifies and deduplicates;
-// the run is refused with 503 RUNS_UNAVAILABLE until the run engine
-// provides its RunStarter, and the refusal is recorded on the trigger.
+// and a signed call to it, which the function verifies and deduplicates:
+// it starts one durable run (202 {runId}; the runner's endpoint is closed
+// here, so the run waits for the sweeper), and a repeat of the call
+// answers 200 with the same run.
 func TestTriggersFunctionEvents(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
@@ -80,6 +81,7 @@ func TestTriggersFunctionEvents(t *testing.T) {
 		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/scheduler",
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:fire-dlq",
 		"SCHEDULER_ENDPOINT":  srv.URL,
+		"RUNNER_FUNCTION": "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +157,17 @@ func TestTriggersFunctionEvents(t *testing.T) {
 		(*headers)["x-signature"] = webhook.Sign(created.Data.Secret, time.Now(), []byte(*body))
 	}
 	send("webhook-call", 401, nil, nil) // the recorded placeholder is no signature
-	if body := send("webhook-call", 503, nil, sign); !strings.Contains(body, "RUNS_UNAVAILABLE") {
-		t.Errorf("signed call: %s", body)
+	var hooked, keyed, again struct{ Data struct{ RunID string } }
+	send("webhook-call", 202, &hooked, sign)
+	withKey := func(h *map[string]string, b *string) { (*h)["idempotency-key"] = "k1"; sign(h, b) }
+	send("webhook-call", 202, &keyed, withKey)
+	send("webhook-call", 200, &again, withKey)
+	if keyed.Data.RunID == hooked.Data.RunID || again.Data.RunID != keyed.Data.RunID {
+		t.Errorf("runs %s, %s then the repeat's %s: want a new run, then the same", hooked.Data.RunID, keyed.Data.RunID, again.Data.RunID)
 	}
-	tr, err := store.NewTriggers(db.DB, db.Data()).Trigger(ctx, created.Data.ID)
-	if err != nil || tr.LastFire == nil || tr.LastFire.Outcome != "failed" || tr.LastFire.Error.Code != "RUNS_UNAVAILABLE" {
-		t.Errorf("the refused call is not recorded: %+v %v", tr.LastFire, err)
+	run, err := store.NewRuns(db.DB, db.Data()).Run(ctx, hooked.Data.RunID)
+	if err != nil || run.Trigger == nil || run.Trigger.Type != "webhook" || run.Trigger.TriggerID != created.Data.ID || run.ChatID != "" {
+		t.Errorf("the webhook's run: %+v %v", run, err)
 	}
 
 	sched.calls = nil

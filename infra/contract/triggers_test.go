@@ -15,9 +15,9 @@ import (
 
 // TestTriggersConformToDocument drives the trigger routes and the webhook
 // route of the real service through the checking Transport: every answer,
-// success and error alike, must match docs/openapi.yaml. The dev stack has
-// no run engine wired to triggers yet, so a signed webhook call is refused
-// with 503 RUNS_UNAVAILABLE, itself a documented answer.
+// success and error alike, must match docs/openapi.yaml: a signed webhook
+// call starts a run (202 {runId}), its repeat answers 200 with the same
+// run, and the same key with another body is 409.
 func TestTriggersConformToDocument(t *testing.T) {
 	spec := loadSpec(t)
 	stack := startStack(t)
@@ -88,7 +88,10 @@ func TestTriggersConformToDocument(t *testing.T) {
 	call(anon, "POST", "/hooks/00000000-0000-4000-8000-000000000009", body, nil, 404)
 	call(anon, "POST", "/hooks/"+hook, `{"x":"`+strings.Repeat("a", 300<<10)+`"}`, nil, 413)
 	call(anon, "POST", "/hooks/"+hook, "[1]", map[string]string{webhook.Header: webhook.Sign(secret, time.Now(), []byte("[1]"))}, 400)
-	call(anon, "POST", "/hooks/"+hook, body, map[string]string{webhook.Header: webhook.Sign(secret, time.Now(), []byte(body)), "Idempotency-Key": "k-1"}, 503)
+	first := field(call(anon, "POST", "/hooks/"+hook, body, map[string]string{webhook.Header: webhook.Sign(secret, time.Now(), []byte(body)), "Idempotency-Key": "k-1"}, 202), "runId")
+	if again := field(call(anon, "POST", "/hooks/"+hook, body, map[string]string{webhook.Header: webhook.Sign(secret, time.Now(), []byte(body)), "Idempotency-Key": "k-1"}, 200), "runId"); again != first || first == "" {
+		t.Errorf("a repeated call's run %q, the first's %q", again, first)
+	}
 	call(anon, "POST", "/hooks/"+hook, `{"order":43}`, map[string]string{webhook.Header: webhook.Sign(secret, time.Now(), []byte(`{"order":43}`)), "Idempotency-Key": "k-1"}, 409)
 	call(anon, "POST", "/hooks/"+hook, body, map[string]string{"Content-Type": "text/plain"}, 415)
 	call(client, "DELETE", base+"/"+sched, "", nil, 204)

@@ -404,9 +404,14 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 		PingInterval: time.Minute, StepTimeout: o.stepTimeout}
 	// The runs these functions start execute on a runner of the same
 	// options (as RunnerFunction has its own tool client and step limit).
-	inproc := &runs.InProcess{Runner: runnerfn.Runner(cfg, d)}
-	t.Cleanup(inproc.Wait)
+	inproc := &runs.InProcess{}
 	d.Runs = inproc
+	runner, err := runnerfn.Runner(context.Background(), cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inproc.Runner = runner
+	t.Cleanup(inproc.Wait)
 	api := httpapi.NewRouter()
 	for _, f := range []assembly.Function{workflowsfn.Workflows, streamfn.Stream} {
 		r, err := f.Build(context.Background(), cfg, d)

@@ -194,9 +194,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		d.ToolHTTP = &http.Client{Transport: handlerTransport{s.Tools}, Timeout: toolclient.DefaultClientTimeout}
 	}
 	// Durable workflow runs execute in process, on the runner the runner
-	// function's bootstrap builds, behind the same Invoker.
-	s.Runner = &runs.InProcess{Runner: runnerfn.Runner(cfg, d)}
+	// function's bootstrap builds, behind the same Invoker (which the
+	// runner itself uses for the runs it starts: a trigger's buffered
+	// fire).
+	s.Runner = &runs.InProcess{}
 	d.Runs = s.Runner
+	if s.Runner.Runner, err = runnerfn.Runner(ctx, cfg, d); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.Functions = []Function{{LogicalID: healthfn.LogicalID, Dir: "health", Router: healthfn.Health(o.Now), Builder: builderPkg + "healthfn.Health"}}
 	for _, f := range functions {
 		r, err := f.fn.Build(ctx, cfg, d)
@@ -213,7 +219,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	}
 	// Without SCHEDULE_GROUP the schedules are the Data table's due index
 	// (triggersfn.Scheduler), which the poller reads.
-	fire := triggerfirefn.Service(cfg, d)
+	fire, err := triggerfirefn.Service(ctx, cfg, d)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.Poller = &trigger.Poller{Due: store.NewDueSchedules(db, cfg.DataTable, o.Now), Fire: fire.Fire, Now: o.Now, Logger: o.Logger}
 	api := httpapi.NewRouter()
 	for _, f := range s.Functions {

@@ -176,16 +176,25 @@ var wantGrants = map[string]map[string][]string{
 	"SweeperFunction": {
 		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// The end of an interrupted schedule run may start its trigger's
+		// buffered fire, counted against the run rate limit.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	// The runner: store.Runs.LoggedRun (TransactGetItems of the run and
 	// its log head: GetItem per item), SaveCheckpoint (tx: Update run, Put
 	// log batch, Update head), a long step's lease renewal
 	// (store.Jobs.Append: UpdateItem).
 	"RunnerFunction": {
+		// ... and the end of a schedule's run: trigger.Service.RunEnded
+		// (the overlap markers, UpdateItem; the trigger, GetItem) and its
+		// buffered fire's run (the workflow, GetItem; CreateRun, a tx of
+		// Puts).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 		// The tool gate of the steps: the run's user's tool policies
 		// (GetItem), a metered tool's reservation and settle (UpdateItem).
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// That buffered fire's run counts against the run rate limit.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"WorkflowsFunction": {
 		// the tool gate's policies (GetItem); a proposal's or a metered
@@ -229,13 +238,21 @@ var wantGrants = map[string]map[string][]string{
 		// Delete trigger and reference, Update counter); UpdateTrigger and
 		// RecordFire (UpdateItem); WorkflowTriggers (Query of the
 		// references, BatchGetItem); ClaimDelivery (conditional PutItem).
+		// A webhook call's run: the workflow and the run (GetItem),
+		// store.Runs.CreateRun (tx of Puts).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 			"dynamodb:ConditionCheckItem", "dynamodb:Query"},
+		// ... counted against the run rate limit.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	// The schedules' target: trigger.Service.Fire over store.Triggers
 	// (GetItem; the overlap markers and the last fire by UpdateItem).
 	"TriggerFireFunction": {
-		"DataTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// ... and the run a fire starts: the workflow and the run
+		// (GetItem), store.Runs.CreateRun (tx of Puts).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// ... counted against the run rate limit.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 }
 
@@ -470,7 +487,17 @@ func checkSweeper(s *stack, _ *codeFacts) []string {
 // (functions/runner); runnerInvokers are the functions that hand it runs.
 const runnerID = "RunnerFunction"
 
-var runnerInvokers = []string{"StreamFunction", "SweeperFunction", "WorkflowsFunction"}
+var runnerInvokers = []string{"StreamFunction", "SweeperFunction", "TriggerFireFunction", "TriggersFunction", "WorkflowsFunction"}
+
+// runnerName is RunnerFunction's explicit name, and runnerSelfARN the
+// resource of its one invoke statement: the runs it starts itself (a
+// schedule's buffered fire when a run ends) go to itself, named by its
+// name, as a policy naming it by !GetAtt would depend on the function
+// that depends on it.
+const (
+	runnerName    = subMark + "${AWS::StackName}-runner"
+	runnerSelfARN = subMark + "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-runner"
+)
 
 // isInvokeStatement reports whether a policy statement grants
 // lambda:InvokeFunction.
@@ -513,12 +540,25 @@ func checkRunnerInvokes(s *stack, _ *codeFacts) []string {
 					continue
 				}
 				invokes++
-				if a, r := strs(stmt["Action"]), strs(stmt["Resource"]); len(a) != 1 || len(r) != 1 || r[0] != getAttMark+runnerID+".Arn" || stmt["Effect"] != "Allow" {
-					probs = append(probs, fmt.Sprintf("%s: invoke statement %v, want lambda:InvokeFunction alone on !GetAtt %s.Arn", id, stmt, runnerID))
+				target := getAttMark + runnerID + ".Arn"
+				if id == runnerID {
+					target = runnerSelfARN
+				}
+				if a, r := strs(stmt["Action"]), strs(stmt["Resource"]); len(a) != 1 || len(r) != 1 || r[0] != target || stmt["Effect"] != "Allow" {
+					probs = append(probs, fmt.Sprintf("%s: invoke statement %v, want lambda:InvokeFunction alone on %s", id, stmt, target))
 				}
 			}
 		}
 		env := asMap(asMap(asMap(props["Environment"])["Variables"]))
+		if id == runnerID {
+			if name, _ := props["FunctionName"].(string); name != runnerName || invokes != 1 {
+				probs = append(probs, fmt.Sprintf("%s: FunctionName %q and %d invoke statements, want %q and one on itself", id, name, invokes, runnerName))
+			}
+			if _, has := env["RUNNER_FUNCTION"]; has {
+				probs = append(probs, runnerID+": RUNNER_FUNCTION set; it hands its own runs to itself by name")
+			}
+			continue
+		}
 		want := slices.Contains(runnerInvokers, id)
 		switch {
 		case want && invokes != 1:
@@ -1700,8 +1740,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"runner failures dropped", "m_runner_invokes",
 			"            Type: SQS\n", "            Type: SNS\n", "want Type SQS"},
 		{"runner named in the wrong function", "m_runner_invokes",
-			"          USERS_TABLE: !Ref UsersTable\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
-			"          USERS_TABLE: !Ref UsersTable\n          RUNNER_FUNCTION: !Ref RunnerFunction\n          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n      EventInvokeConfig:",
+			"          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          RUNNER_FUNCTION: !Ref RunnerFunction\n      EventInvokeConfig:",
 			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
 			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},

@@ -23,6 +23,10 @@ import (
 type Config struct {
 	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
 	InLambda bool
+	// FunctionName (AWS_LAMBDA_FUNCTION_NAME, set by Lambda) is the
+	// running function's name: the runner hands the runs it starts (a
+	// trigger's buffered fire) to itself.
+	FunctionName string
 
 	Region           string // AWS_REGION; default us-east-1
 	DynamoDBEndpoint string // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
@@ -178,7 +182,8 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.InLambda = get("AWS_LAMBDA_FUNCTION_NAME") != ""
+	c.FunctionName = get("AWS_LAMBDA_FUNCTION_NAME")
+	c.InLambda = c.FunctionName != ""
 	c.Region = or(get("AWS_REGION"), "us-east-1")
 	c.DynamoDBEndpoint = get("DYNAMODB_ENDPOINT")
 	if c.DynamoDBEndpoint != "" {

@@ -16,9 +16,13 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
@@ -27,7 +31,7 @@ import (
 const LogicalID = "RunnerFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "USERS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+var Required = []string{"DATA_TABLE", "USERS_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
 
 // Runner builds the runner over the Data table and the tool server's
 // catalog (whose annotations say which tools are idempotent). Its steps
@@ -35,16 +39,106 @@ var Required = []string{"DATA_TABLE", "USERS_TABLE", "MCP_URL", "MCP_SERVICE_KEY
 // run's user: a tool the user denies fails TOOL_DENIED, a metered tool
 // reserves the user's budget and fails BUDGET_EXCEEDED when it has no
 // room (both in the Users table).
-func Runner(cfg config.Config, d assembly.Deps) *runs.Runner {
+//
+// The end of a run started by a schedule goes to its trigger (TriggerEnds):
+// the overlap marker is released and a buffered fire starts, handed to
+// the runner (d.Runs locally; in Lambda this very function). It fails when
+// that Invoker cannot be built.
+func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runner, error) {
+	ended, err := TriggerEnds(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
 		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
-		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now,
+		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err
 		},
-	})
+	}), nil
+}
+
+// TriggerEnds returns the hook that tells a schedule trigger that a run
+// it started has ended (trigger.Service.RunEnded: the overlap marker is
+// released, a buffered fire starts through Starter). Other runs are left
+// alone. It fails when Starter does.
+func TriggerEnds(ctx context.Context, cfg config.Config, d assembly.Deps) (func(context.Context, workflow.Run) error, error) {
+	starter, err := Starter(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	triggers := trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: starter, Now: d.Now, Logger: d.Logger})
+	return func(ctx context.Context, run workflow.Run) error {
+		if run.Trigger == nil || run.Trigger.Type != workflow.TriggerSchedule || run.Trigger.TriggerID == "" {
+			return nil
+		}
+		return triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID)
+	}, nil
+}
+
+// Starter returns the run engine's trigger.RunStarter: d.Triggered when
+// set, else durable runs handed to the runner through Invoker (in the
+// runner function itself, to this very function), counted against
+// RATE_LIMIT_RUNS. It fails when the Invoker cannot be built.
+func Starter(ctx context.Context, cfg config.Config, d assembly.Deps) (trigger.RunStarter, error) {
+	if d.Triggered != nil {
+		return d.Triggered, nil
+	}
+	invoker, err := Invoker(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
+		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
+	return TriggeredRuns{Runs: svc, Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns}, nil
+}
+
+// TriggeredRuns is the trigger.RunStarter of the run engine: a trigger's
+// run is a durable run with the trigger's run id, its input checked
+// against the workflow's inputSchema, counted against the user's run rate
+// limit unless it exists already.
+type TriggeredRuns struct {
+	Runs    *runs.Service
+	Limiter *ratelimit.Limiter
+	Rule    ratelimit.Rule
+}
+
+// StartTriggered starts req's run for req.UserID (ctx acts for them), or
+// answers for the run of that id if it exists: its id while it is
+// active, Conflict RUN_ENDED once it has ended. Errors: NotFound
+// WORKFLOW_NOT_FOUND, Forbidden, Invalid INVALID_INPUT, RateLimited.
+func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.TriggeredRun) (string, error) {
+	const op = "runs.StartTriggered"
+	ctx = auth.ActingFor(ctx, req.UserID)
+	existing := func(err error) (string, error) {
+		r, rerr := t.Runs.Run(ctx, req.RunID)
+		if rerr != nil {
+			return "", errs.Wrap(op, err)
+		}
+		if workflow.Active(r.Status) {
+			return r.ID, nil
+		}
+		return "", errs.E(op, errs.Conflict, trigger.CodeRunEnded, "the trigger's run has ended")
+	}
+	if req.RunID != "" {
+		if _, err := t.Runs.Run(ctx, req.RunID); err == nil {
+			return existing(nil)
+		}
+	}
+	if err := t.Limiter.Allow(ctx, req.UserID, t.Rule); err != nil {
+		return "", errs.Wrap(op, err)
+	}
+	run, err := t.Runs.Start(ctx, runs.StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
+		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
+	if errs.CodeOf(err) == "RUN_EXISTS" {
+		return existing(err) // a concurrent start of the same id won
+	}
+	if err != nil {
+		return "", errs.Wrap(op, err)
+	}
+	return run.ID, nil
 }
 
 // LambdaAPI is the part of the Lambda client the Invoker uses.
@@ -84,14 +178,15 @@ func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.
 	if d.Runs != nil {
 		return d.Runs, nil
 	}
-	if err := cfg.Require("RUNNER_FUNCTION"); err != nil {
+	function := cfg.RunnerFunction
+	if err := cfg.Require("RUNNER_FUNCTION"); function == "" && err != nil {
 		return nil, err
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration for the Lambda client: %w", err)
 	}
-	return LambdaInvoker{Client: lambda.NewFromConfig(awsCfg), Function: cfg.RunnerFunction}, nil
+	return LambdaInvoker{Client: lambda.NewFromConfig(awsCfg), Function: function}, nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one attempt of a run
@@ -105,7 +200,15 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	r := Runner(cfg, d)
+	if cfg.RunnerFunction == "" {
+		// The runs this function starts (a trigger's buffered fire) go to
+		// itself: a function cannot name itself in its own template.
+		cfg.RunnerFunction = cfg.FunctionName
+	}
+	r, err := Runner(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, ref workflow.RunRef) error {
 		d.Logger.InfoContext(ctx, "run attempt", "runId", ref.RunID, "attempt", ref.Attempt)
 		return r.Run(ctx, ref)

@@ -26,7 +26,7 @@ import (
 const LogicalID = "SweeperFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "RUNNER_FUNCTION"}
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
 
 // Sweeper builds the sweeper over the Data table: the jobs whose lease
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's
@@ -40,7 +40,11 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
+	ended, err := runnerfn.TriggerEnds(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
 }
 

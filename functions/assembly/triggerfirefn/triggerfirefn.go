@@ -10,7 +10,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
@@ -20,13 +20,18 @@ import (
 const LogicalID = "TriggerFireFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE"}
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
 
 // Service returns the trigger service that fires schedules and releases
 // the overlap markers (RunEnded): the Data table's triggers and the run
 // starter, no scheduler calls and no webhook secrets.
-func Service(cfg config.Config, d assembly.Deps) *trigger.Service {
-	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: triggersfn.Starter(d), Now: d.Now, Logger: d.Logger})
+// It fails when the run starter cannot be built.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
+	starter, err := runnerfn.Starter(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: starter, Now: d.Now, Logger: d.Logger}), nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one fire per event.
@@ -40,7 +45,10 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	svc := Service(cfg, d)
+	svc, err := Service(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, ev trigger.FireEvent) error {
 		outcome, err := svc.Fire(ctx, ev)
 		d.Logger.InfoContext(ctx, "fire", "triggerId", ev.TriggerID, "scheduledTime", ev.ScheduledTime, "outcome", outcome)

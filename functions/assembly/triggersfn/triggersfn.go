@@ -2,7 +2,8 @@
 // (CRUD under /api/workflows/{workflowId}/triggers) and the webhook route
 // POST /hooks/{triggerId}. It also holds what the other functions that
 // touch triggers share: the scheduler of the configuration (Scheduler),
-// the webhook secrets (Secrets) and the run starter (Starter).
+// the webhook secrets (Secrets); the runs triggers start are the run
+// engine's (runnerfn.Starter).
 package triggersfn
 
 import (
@@ -11,8 +12,8 @@ import (
 	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
@@ -25,7 +26,7 @@ import (
 // secrets' key.
 var Triggers = assembly.Function{
 	LogicalID: "TriggersFunction",
-	Required: []string{"SESSIONS_TABLE", "DATA_TABLE", "WEBHOOK_SIGNING_KEY",
+	Required: []string{"SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "WEBHOOK_SIGNING_KEY",
 		"SCHEDULE_GROUP", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN"},
 	Build: build,
 }
@@ -50,7 +51,11 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.
 	if err != nil {
 		return nil, err
 	}
-	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: Starter(d),
+	starter, err := runnerfn.Starter(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: starter,
 		Secrets: secrets, Now: d.Now, Logger: d.Logger}), nil
 }
 
@@ -97,22 +102,4 @@ func Secrets(cfg config.Config) (*webhook.Secrets, error) {
 		return nil, fmt.Errorf("config: WEBHOOK_SIGNING_KEY: %w", err)
 	}
 	return s, nil
-}
-
-// Starter returns the run engine's trigger.RunStarter (d.Triggered) or,
-// until the engine provides one, a stand-in that refuses every run with
-// 503 RUNS_UNAVAILABLE: triggers can be managed, webhook calls are
-// verified and deduplicated, and refused runs are recorded on the
-// trigger, but nothing runs.
-func Starter(d assembly.Deps) trigger.RunStarter {
-	if d.Triggered != nil {
-		return d.Triggered
-	}
-	return notWired{}
-}
-
-type notWired struct{}
-
-func (notWired) StartTriggered(context.Context, trigger.TriggeredRun) (string, error) {
-	return "", errs.E("triggersfn.notWired", errs.Unavailable, "RUNS_UNAVAILABLE", "triggered runs are not available in this deployment yet")
 }

@@ -160,18 +160,18 @@ func walk(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
 // ValidateInput validates a run's input against a workflow's input schema
 // and returns the input to run with: plain JSON values, with the schema's
 // defaults for the top-level properties the input leaves out. Without a
-// schema a run takes no input: nil or {} gives {}. Errors: Invalid
-// INVALID_INPUT with details naming each field ("input.<name>") and what
-// is wrong with it, including input given to a workflow without a schema;
-// Invalid INVALID_INPUT_SCHEMA when the stored schema itself does not
+// schema any object is taken as it is (a webhook's payload, say): no step
+// can read it, since a template may name only a declared input. Errors:
+// Invalid INVALID_INPUT with details naming each field ("input.<name>")
+// and what is wrong with it; Invalid INVALID_INPUT_SCHEMA when the stored schema itself does not
 // check (it was checked when written, so only after a change of rules).
 func ValidateInput(schema json.RawMessage, input map[string]any) (map[string]any, error) {
 	const op = "inputschema.ValidateInput"
 	if len(bytes.TrimSpace(schema)) == 0 || string(bytes.TrimSpace(schema)) == "null" {
-		if len(input) > 0 {
-			return nil, invalidInput(op, "input", []errs.FieldError{{Field: "input", Message: "this workflow takes no input (it has no inputSchema)"}})
+		if input == nil {
+			input = map[string]any{}
 		}
-		return map[string]any{}, nil
+		return input, nil
 	}
 	s, err := Check(schema)
 	if err != nil {

@@ -76,6 +76,10 @@ type RunnerOptions struct {
 	Now        func() time.Time
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
+	// Ended, when set, is told of every run whose log this Runner ends
+	// (whatever the outcome), after the write: the release of a
+	// schedule trigger's overlap marker. Its failure is logged.
+	Ended func(ctx context.Context, run workflow.Run) error
 }
 
 // Runner executes durable runs: one attempt per Run call.
@@ -86,6 +90,7 @@ type Runner struct {
 	idempotent func(ctx context.Context, toolID string) (bool, error)
 	lease      time.Duration
 	now        func() time.Time
+	ended      func(ctx context.Context, run workflow.Run) error
 }
 
 // NewRunner returns a Runner.
@@ -103,7 +108,7 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.RunTimeout = RunnerRunTimeout
 	}
 	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
-	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now}
+	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
 }
 
 // Run executes attempt ref.Attempt of a durable run from its first
@@ -130,6 +135,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	// started it (their tool policies and budget), on any host.
 	ctx = auth.ActingFor(ctx, run.UserID)
 	l := newRunLog(r.store, run, head.LastSeq, r.lease, r.now)
+	l.ended = r.ended
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -207,6 +213,9 @@ type ResumeOptions struct {
 	Invoker workflow.Invoker
 	Lease   time.Duration
 	Now     func() time.Time
+	// Ended is told of every run whose log the sweeper ends (see
+	// RunnerOptions.Ended).
+	Ended func(ctx context.Context, run workflow.Run) error
 }
 
 // ResumeExpired is the sweeper's handler of workflow.RunKind: a run whose
@@ -236,7 +245,7 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 			return nil
 		}
 		l := newRunLog(o.Store, run, head.LastSeq, o.Lease, o.Now)
-		l.expiredBefore = now
+		l.expiredBefore, l.ended = now, o.Ended
 		switch {
 		case !workflow.Active(run.Status):
 			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -288,6 +297,8 @@ type runLog struct {
 	lease         time.Duration
 	now           func() time.Time
 	expiredBefore time.Time
+	// ended, when set, is told of the run once a checkpoint ended its log.
+	ended func(ctx context.Context, run workflow.Run) error
 }
 
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
@@ -303,13 +314,20 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 		data[i] = b
 	}
 	recs := job.Chain(l.seq, l.seq+1, data...)
+	end := !workflow.Active(run.Status)
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
-		End: !workflow.Active(run.Status), LeaseUntil: l.now().Add(l.lease), ExpiredBefore: l.expiredBefore})
-	if err == nil {
-		l.seq += int64(len(recs))
-		l.prev = snapshot(run)
+		End: end, LeaseUntil: l.now().Add(l.lease), ExpiredBefore: l.expiredBefore})
+	if err != nil {
+		return err
 	}
-	return err
+	l.seq += int64(len(recs))
+	l.prev = snapshot(run)
+	if end && l.ended != nil {
+		if err := l.ended(ctx, run); err != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "the end of a run could not be passed on", "runId", run.ID, "err", err.Error())
+		}
+	}
+	return nil
 }
 
 // snapshot copies what runEvents compares.

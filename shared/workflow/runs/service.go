@@ -13,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/inputschema"
 )
 
 // WorkflowReader reads a workflow by id: NotFound WORKFLOW_NOT_FOUND. The
@@ -75,18 +76,22 @@ func (s *Service) CheckWorkflow(ctx context.Context, workflowID string) (workflo
 
 // StartRequest names the run to start: the caller's workflow, in the
 // caller's chat ChatID or none, with Input, recording Trigger (nil:
-// manual).
+// manual). RunID, when set, is the id the run must have (a trigger's, so
+// that a repeated fire or webhook call starts nothing new).
 type StartRequest struct {
 	ChatID     string
 	WorkflowID string
 	Input      map[string]any
 	Trigger    *workflow.Trigger
+	RunID      string
 }
 
 // Start stores a pending durable run of the caller's workflow, hands it
-// to the runner and returns it without waiting. Errors: NotFound
+// to the runner and returns it without waiting. The input is checked
+// against the workflow's inputSchema (defaults applied). Errors: NotFound
 // (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND), Forbidden, in that order (the chat
-// first); storage errors. A runner that cannot be reached is not an error:
+// first); Invalid INVALID_INPUT; Conflict RUN_EXISTS when req.RunID is
+// taken; storage errors. A runner that cannot be reached is not an error:
 // the sweeper hands the run over once its first lease expires.
 func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, error) {
 	const op = "workflow.StartRun"
@@ -94,8 +99,18 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 	if err != nil {
 		return workflow.Run{}, err
 	}
+	input, err := inputschema.ValidateInput(wf.InputSchema, req.Input)
+	if err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
 	run := NewRun(wf, req.ChatID, auth.UserID(ctx), s.now())
-	run.Input, run.Trigger = req.Input, req.Trigger
+	if req.RunID != "" {
+		run.ID = req.RunID
+	}
+	if len(input) > 0 {
+		run.Input = input
+	}
+	run.Trigger = req.Trigger
 	if run.Trigger == nil {
 		run.Trigger = &workflow.Trigger{Type: workflow.TriggerManual}
 	}
