@@ -81,7 +81,7 @@ func TestTriggersFunctionEvents(t *testing.T) {
 		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/scheduler",
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:fire-dlq",
 		"SCHEDULER_ENDPOINT":  srv.URL,
-		"RUNNER_FUNCTION": "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1",
+		"RUNNER_FUNCTION":     "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1",
 	}))
 	if err != nil {
 		t.Fatal(err)
