@@ -46,6 +46,7 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
@@ -84,6 +85,10 @@ type Deps struct {
 	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
+	// Blobs is the blob store; nil means the S3 bucket BLOB_BUCKET
+	// (blobstore.Open). The dev server gives its folder or memory store,
+	// whose signed URLs it serves itself.
+	Blobs blob.Store
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

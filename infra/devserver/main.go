@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/infra/local"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sandbox"
@@ -75,7 +76,8 @@ func run() error {
 		return fmt.Errorf("tool workers: %w", err)
 	}
 	defer workers.Close()
-	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers})
+	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers,
+		PublicURL: "http://" + apiLn.Addr().String()})
 	if err != nil {
 		return err
 	}
@@ -96,6 +98,10 @@ func run() error {
 		fmt.Printf("Service key  from MCP_SERVICE_KEY\n")
 	}
 	fmt.Printf("Storage      %s\n", storage)
+	fmt.Printf("Blobs        %s\n", blobsLine(cfg))
+	if cfg.BlobBucket != "" {
+		fmt.Printf("Note         BLOB_BUCKET is ignored: the dev server keeps blobs itself and serves their signed URLs\n")
+	}
 	if cfg.DataFile != "" && cfg.DynamoDBEndpoint != "" {
 		fmt.Printf("Note         DATA_FILE is ignored: DYNAMODB_ENDPOINT is set, and that store keeps its own data\n")
 	}
@@ -176,6 +182,14 @@ func storageLine(cfg config.Config, stack *local.Stack) string {
 	}
 	return fmt.Sprintf("embedded DynamoDB, kept in %s (%s; every write journaled to %s before it is answered, snapshot %s)",
 		absPath(cfg.DataFile), from, filepath.Base(cfg.DataFile)+".journal", when)
+}
+
+// blobsLine says where the blobs (attachments, large values) are kept.
+func blobsLine(cfg config.Config) string {
+	if cfg.DataFile == "" {
+		return "in memory (set DATA_FILE to keep them in DATA_FILE.blobs); signed URLs served at " + blob.PathPrefix
+	}
+	return "kept in " + absPath(local.BlobsDir(cfg.DataFile)) + "; signed URLs served at " + blob.PathPrefix
 }
 
 func absPath(p string) string {

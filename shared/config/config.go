@@ -51,6 +51,10 @@ type Config struct {
 	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
 	// without DATA_FILE.
 	BlobBucket string
+	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
+	// BLOB_BUCKET with an S3-compatible server reached path-style with
+	// static dummy credentials: tests (a fake S3) only.
+	BlobEndpoint string
 	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
 	// default 1 GiB) bounds the bytes of each user's attachments.
 	UserStorageQuota int64
@@ -205,6 +209,12 @@ func Load(getenv func(string) string) (Config, error) {
 	c.BlobBucket = get("BLOB_BUCKET")
 	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
 		bad("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", c.BlobBucket)
+	}
+	c.BlobEndpoint = strings.TrimRight(get("BLOB_ENDPOINT"), "/")
+	if c.BlobEndpoint != "" {
+		if u, err := url.Parse(c.BlobEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("BLOB_ENDPOINT", "must be an http(s) URL, got %q", c.BlobEndpoint)
+		}
 	}
 	c.UserStorageQuota = DefaultUserStorageQuota
 	if v := get("USER_STORAGE_QUOTA"); v != "" {

@@ -79,6 +79,7 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"MODEL_PRICES", "gpt-4o=2.5"},
 		{"BLOB_BUCKET", "My_Bucket"},
 		{"BLOB_BUCKET", "s3://bucket"},
+		{"BLOB_ENDPOINT", "localhost:9000"},
 		{"USER_STORAGE_QUOTA", "0"},
 		{"USER_STORAGE_QUOTA", "1GiB"},
 		{"RATE_LIMIT_ATTACHMENTS", "lots"},
