@@ -138,11 +138,13 @@ const (
 	MaxKeyLen = 512
 	// MaxSize bounds one blob: 5 GiB, S3's limit for a single PUT.
 	MaxSize = 5 << 30
-	// MinTTL and MaxTTL bound a presigned URL's lifetime (S3 allows up
-	// to 7 days, and less with temporary credentials: a Lambda role's
-	// session lasts hours).
+	// MinTTL and MaxTTL bound a presigned URL's lifetime. S3 allows up
+	// to 7 days, but the bucket's policy refuses signatures older than
+	// an hour (template.yaml), so a leaked URL is short-lived whatever
+	// the code asks; and a URL signed with a Lambda role's temporary
+	// credentials dies with them anyway.
 	MinTTL = time.Second
-	MaxTTL = 7 * 24 * time.Hour
+	MaxTTL = time.Hour
 )
 
 // DefaultContentType is the content type of a blob stored without one.
