@@ -35,11 +35,11 @@ var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:
 var wantBlobGrants = map[string]map[string][]string{
 	// Attachments: the presigned upload into uploads/ (signed with this
 	// role), the check (Get, Head), the copy to attachments/ (Get on the
-	// source, Put on the copy), the deletes; the presigned download of
-	// attachments/. The chat's own values (chats/), its runs' (runs/, read
+	// source, Put on the copy), the upload's tombstone (Put); the
+	// presigned download of attachments/; the copy's delete. The chat's own values (chats/), its runs' (runs/, read
 	// and deleted with it), its replies' event-log values (logs/).
 	"ChatsFunction": {
-		"uploads/":     {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
@@ -47,11 +47,12 @@ var wantBlobGrants = map[string]map[string][]string{
 		"list":         {"chats/", "runs/"},
 	},
 	// Streamed replies' and in-stream runs' values; a message's
-	// attachments, checked first when pending (Get and Delete of the
-	// upload, Put of the checked copy).
+	// attachments, checked first when pending (Get of the upload, Put of
+	// its tombstone and of the checked copy, Delete of a copy made while
+	// the attachment was being deleted).
 	"StreamFunction": {
-		"uploads/":     {"s3:GetObject", "s3:DeleteObject"},
-		"attachments/": {"s3:GetObject", "s3:PutObject"},
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:GetObject", "s3:PutObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
@@ -59,15 +60,15 @@ var wantBlobGrants = map[string]map[string][]string{
 	// Runs' values, deleted with their workflow; run inputs naming an
 	// attachment.
 	"WorkflowsFunction": {
-		"uploads/":     {"s3:GetObject", "s3:DeleteObject"},
-		"attachments/": {"s3:GetObject", "s3:PutObject"},
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"list":         {"runs/"},
 	},
 	"RunnerFunction": {
-		"uploads/":     {"s3:GetObject", "s3:DeleteObject"},
-		"attachments/": {"s3:GetObject", "s3:PutObject"},
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
 	},
@@ -326,12 +327,13 @@ func checkBlobBucket(s *stack, _ *codeFacts) []string {
 		methods, headers := strs(rule["AllowedMethods"]), strings.ToLower(strings.Join(strs(rule["AllowedHeaders"]), ","))
 		if slices.Equal(strs(rule["AllowedOrigins"]), []string{refMark + "AllowedOrigins"}) &&
 			slices.Contains(methods, "PUT") && slices.Contains(methods, "GET") && strings.Contains(headers, "content-type") &&
+			strings.Contains(headers, "if-none-match") &&
 			!slices.Contains(strs(rule["AllowedOrigins"]), "*") {
 			corsOK = true
 		}
 	}
 	if !corsOK {
-		add("CorsConfiguration: want a rule for !Split [\",\", !Ref AllowedOrigins] allowing PUT and GET with the content-type header")
+		add("CorsConfiguration: want a rule for !Split [\",\", !Ref AllowedOrigins] allowing PUT and GET with the headers of a presigned upload (content-type, if-none-match)")
 	}
 
 	// The bucket policy.
@@ -389,9 +391,10 @@ var blobCases = []brokenCase{
 	{"day-long URLs", "n_blob_bucket", "                s3:signatureAge: 3600000", "                s3:signatureAge: 86400000", "s3:signatureAge over blob.MaxTTL"},
 	{"CORS for every origin", "n_blob_bucket", "            - AllowedOrigins: !Split [\",\", !Ref AllowedOrigins]\n              AllowedMethods: [GET, PUT, HEAD]",
 		"            - AllowedOrigins: [\"*\"]\n              AllowedMethods: [GET, PUT, HEAD]", "CorsConfiguration"},
+	{"CORS without the create-only header", "n_blob_bucket", "AllowedHeaders: [content-type, if-none-match]", "AllowedHeaders: [content-type]", "CorsConfiguration"},
 	{"bucket name not an output", "n_blob_bucket", "  BlobBucketName:\n", "  BlobName:\n", "no BlobBucketName"},
-	{"the whole bucket granted", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/runs/*"` + "\n            - Sid: BlobsLogs",
-		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            - Sid: BlobsLogs", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
+	{"the whole bucket granted", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/runs/*"` + "\n            - Sid: BlobsList",
+		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            - Sid: BlobsList", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
 	{"a wildcard action", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [\"s3:*\"]", `"s3:*" is not in the S3 allow-list`},
 	{"listing the whole bucket", "o_blob_grants", "              Condition:\n                StringLike:\n                  s3:prefix: [chats/*, runs/*]\n", "", "lists the whole bucket"},
 	{"another bucket", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/logs/*"`, `                - "arn:aws:s3:::other-bucket/*"`, "resource \"arn:aws:s3:::other-bucket/*\""},

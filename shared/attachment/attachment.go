@@ -20,10 +20,14 @@
 //     before the upload URL expired (plus UploadGrace for an upload in
 //     flight). A failed attachment holds no quota.
 //
-// Blobs: the upload goes to uploads/<userId>/<id> (expired by the
-// bucket's lifecycle after a day, so an upload nobody checks goes away);
-// the checked copy lives at attachments/<userId>/<id> until the
-// attachment or its chat is deleted.
+// Blobs: the upload goes to uploads/<userId>/<id> through a create-only
+// URL (If-None-Match: *); the checked copy lives at
+// attachments/<userId>/<id> until the attachment or its chat is deleted.
+// Once the attachment is settled or deleted its upload key holds a
+// tombstone, an empty blob, so the upload URL answers 412 for the rest of
+// its life: nothing lands after a settle or a delete. Everything under
+// uploads/ expires after a day (the bucket's lifecycle), so an upload
+// nobody reads and the tombstones go away by themselves.
 package attachment
 
 import (
@@ -128,9 +132,6 @@ func UploadKey(userID, id string) string { return blob.PrefixUploads + userID + 
 
 // Key is the blob key of the checked bytes.
 func Key(userID, id string) string { return blob.PrefixAttachments + userID + "/" + id }
-
-// Keys are every blob key an attachment may have.
-func (a Attachment) Keys() []string { return []string{UploadKey(a.UserID, a.ID), Key(a.UserID, a.ID)} }
 
 // CreateRequest is the body of POST /api/chats/{chatId}/attachments.
 type CreateRequest struct {

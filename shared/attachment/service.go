@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/blob"
@@ -114,7 +115,7 @@ func (s *Service) Create(ctx context.Context, chatID string, in CreateRequest) (
 	now := s.clock()
 	a := Attachment{ID: uuid.NewString(), ChatID: chatID, UserID: auth.UserID(ctx), Name: v.name, ContentType: v.contentType,
 		Size: v.size, Status: StatusPending, CreatedAt: now, Charged: v.size}
-	up, err := s.blobs.PresignPut(ctx, UploadKey(a.UserID, a.ID), blob.PutOptions{ContentType: a.ContentType, Size: a.Size}, UploadTTL)
+	up, err := s.blobs.PresignPut(ctx, UploadKey(a.UserID, a.ID), blob.PutOptions{ContentType: a.ContentType, Size: a.Size, CreateOnly: true}, UploadTTL)
 	if err != nil {
 		return Attachment{}, errs.Wrap(op, err)
 	}
@@ -158,9 +159,9 @@ func (a Attachment) view() Attachment {
 	return a
 }
 
-// Delete deletes attachment id of chat chatID: its blobs go before its
-// item, so its URLs stop working before the answer, and its bytes go back
-// to the quota with the item. NotFound CHAT_NOT_FOUND, Forbidden, NotFound
+// Delete deletes attachment id of chat chatID: its bytes are retired
+// before its item goes (see retire), so its URLs stop working before the
+// answer, and its size goes back to the quota with the item. NotFound CHAT_NOT_FOUND, Forbidden, NotFound
 // ATTACHMENT_NOT_FOUND.
 func (s *Service) Delete(ctx context.Context, chatID, id string) error {
 	const op = "attachment.Delete"
@@ -171,7 +172,7 @@ func (s *Service) Delete(ctx context.Context, chatID, id string) error {
 	if a, err = s.store.BeginDelete(ctx, a); err != nil {
 		return errs.Wrap(op, err)
 	}
-	if err := s.blobs.Delete(ctx, a.Keys()...); err != nil {
+	if err := s.retire(ctx, []Attachment{a}); err != nil {
 		return errs.Wrap(op, err)
 	}
 	err = s.store.DeleteAttachments(ctx, []Attachment{a})
@@ -183,8 +184,8 @@ func (s *Service) Delete(ctx context.Context, chatID, id string) error {
 	return errs.Wrap(op, err)
 }
 
-// DeleteChat deletes every attachment of chat chatID, blobs first, then
-// the items with the quota they hold. It is the chat delete's cleanup
+// DeleteChat deletes every attachment of chat chatID, retiring their bytes
+// first (see retire), then the items with the quota they hold. It is the chat delete's cleanup
 // (store.Chats.WithCleanup): it runs once the chat is marked deleted, so
 // no attachment can be added meanwhile, and before the chat's items go,
 // so a failure leaves the chat in place and a retried delete finishes
@@ -196,11 +197,7 @@ func (s *Service) DeleteChat(ctx context.Context, chatID, userID string) error {
 		if err != nil || len(atts) == 0 {
 			return errs.Wrap(op, err)
 		}
-		keys := make([]string, 0, 2*len(atts))
-		for _, a := range atts {
-			keys = append(keys, a.Keys()...)
-		}
-		if err := s.blobs.Delete(ctx, keys...); err != nil {
+		if err := s.retire(ctx, atts); err != nil {
 			return errs.Wrap(op, err)
 		}
 		err = s.store.DeleteAttachments(ctx, atts)
@@ -260,7 +257,7 @@ func (s *Service) settle(ctx context.Context, a Attachment) (Attachment, error) 
 		}
 		return s.afterRace(ctx, a)
 	}
-	s.deleteQuietly(ctx, upload)
+	s.closeQuietly(ctx, a)
 	a.Status, a.ETag = StatusReady, obj.ETag
 	return a, nil
 }
@@ -273,7 +270,7 @@ func (s *Service) fail(ctx context.Context, a Attachment, reason string) (Attach
 		}
 		return s.afterRace(ctx, a)
 	}
-	s.deleteQuietly(ctx, UploadKey(a.UserID, a.ID))
+	s.closeQuietly(ctx, a)
 	a.Status, a.Reason, a.Charged = StatusFailed, reason, 0
 	return a, nil
 }
@@ -292,12 +289,55 @@ func (s *Service) afterRace(ctx context.Context, a Attachment) (Attachment, erro
 	return cur, nil
 }
 
-// deleteQuietly deletes blobs whose deletion is housekeeping (the bucket's
-// lifecycle removes uploads anyway): a failure is logged, not returned.
+// deleteQuietly deletes blobs whose deletion is housekeeping: a failure
+// is logged, not returned.
 func (s *Service) deleteQuietly(ctx context.Context, keys ...string) {
 	if err := s.blobs.Delete(ctx, keys...); err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "could not delete blobs", "keys", keys, "err", err.Error())
 	}
+}
+
+// closeUpload puts a tombstone (an empty blob) at a's upload key: the
+// upload URL, create-only, then answers 412 for the rest of its life, so
+// no upload lands after the attachment was settled or deleted. The
+// tombstone goes with the uploads/ prefix's lifecycle (a day).
+func (s *Service) closeUpload(ctx context.Context, a Attachment) error {
+	_, err := blob.PutBytes(ctx, s.blobs, UploadKey(a.UserID, a.ID), nil, tombstoneType)
+	return err
+}
+
+// tombstoneType is the content type of a closed upload's tombstone.
+const tombstoneType = "application/x-closed-upload"
+
+// closeQuietly is closeUpload after a settle: a failure is logged (the
+// attachment is settled; a late upload would only sit in uploads/ until
+// the lifecycle removes it).
+func (s *Service) closeQuietly(ctx context.Context, a Attachment) {
+	if err := s.closeUpload(ctx, a); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "could not close an upload", "attachment", a.ID, "err", err.Error())
+	}
+}
+
+// retireParallelism bounds the tombstone writes of one retire.
+const retireParallelism = 8
+
+// retire makes atts' bytes unreachable before their items go: their
+// checked copies are deleted (download URLs answer 404) and their uploads
+// closed (upload URLs answer 412).
+func (s *Service) retire(ctx context.Context, atts []Attachment) error {
+	keys := make([]string, 0, len(atts))
+	for _, a := range atts {
+		keys = append(keys, Key(a.UserID, a.ID))
+	}
+	if err := s.blobs.Delete(ctx, keys...); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retireParallelism)
+	for _, a := range atts {
+		g.Go(func() error { return s.closeUpload(gctx, a) })
+	}
+	return g.Wait()
 }
 
 // Ready returns userID's attachment id of chat chatID once it is ready,

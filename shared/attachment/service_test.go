@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,15 +159,14 @@ func TestUploadBecomesReady(t *testing.T) {
 	if status, b := get(t, got.DownloadURL); status != 200 || !bytes.Equal(b, png) {
 		t.Fatalf("download: %d %q", status, b)
 	}
-	// The checked bytes moved where no upload URL reaches; the upload is gone.
-	if keys := strings.Join(e.mem.Keys(), ","); keys != attachment.Key("ada", a.ID) {
-		t.Fatalf("blobs %s, want only the checked copy", keys)
-	}
-	// Uploading again through the same URL does not change the ready bytes.
+	// The checked bytes moved where no upload URL reaches; the upload is
+	// closed by a tombstone.
+	e.wantTombstones(t, attachment.Key("ada", a.ID))
+	// Uploading again through the same URL changes nothing.
 	other := append([]byte{}, png...)
 	other[len(other)-1] = 'X'
-	if status := put(t, a.UploadURL, a.UploadHeaders, other); status != 200 {
-		t.Fatalf("second upload: %d", status)
+	if status := put(t, a.UploadURL, a.UploadHeaders, other); status != 412 {
+		t.Fatalf("second upload: %d, want 412", status)
 	}
 	r, err := e.svc.Ready(context.Background(), "ada", c.ID, a.ID)
 	if err != nil {
@@ -214,10 +214,14 @@ func TestMismatchedUploadsFail(t *testing.T) {
 	if got, _ := e.svc.Get(as("ada"), c.ID, j.ID); got.Status != attachment.StatusFailed || !strings.Contains(got.Reason, "JSON") {
 		t.Fatalf("bad JSON: %+v", got)
 	}
-	// Failed attachments hold no quota and leave no blobs; reading them
-	// says why.
-	if e.used(t, "ada") != 0 || len(e.mem.Keys()) != 0 {
-		t.Fatalf("after failures: used %d, blobs %v", e.used(t, "ada"), e.mem.Keys())
+	// Failed attachments hold no quota and leave no bytes (their uploads
+	// closed); reading them says why.
+	if e.used(t, "ada") != 0 {
+		t.Fatalf("after failures: used %d", e.used(t, "ada"))
+	}
+	e.wantTombstones(t)
+	if status := put(t, a.UploadURL, a.UploadHeaders, jpeg); status != 412 {
+		t.Fatalf("uploading to a failed attachment: %d, want 412", status)
 	}
 	_, err = e.svc.Ready(context.Background(), "ada", c.ID, a.ID)
 	wantCode(t, "ready of a failed attachment", err, errs.Conflict, attachment.CodeFailed)
@@ -364,8 +368,38 @@ func TestDeleteStopsURLs(t *testing.T) {
 	_, err = e.svc.Get(as("ada"), c.ID, a.ID)
 	wantCode(t, "get after delete", err, errs.NotFound, attachment.CodeNotFound)
 	wantCode(t, "delete again", e.svc.Delete(as("ada"), c.ID, a.ID), errs.NotFound, attachment.CodeNotFound)
-	if e.used(t, "ada") != 0 || len(e.mem.Keys()) != 0 {
-		t.Fatalf("after delete: used %d, blobs %v", e.used(t, "ada"), e.mem.Keys())
+	if e.used(t, "ada") != 0 {
+		t.Fatalf("after delete: used %d", e.used(t, "ada"))
+	}
+	e.wantTombstones(t)
+	// A pending attachment's upload URL stops working too.
+	p := e.create(t, "ada", c.ID, "later.txt", "text/plain", 5)
+	if err := e.svc.Delete(as("ada"), c.ID, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if status := put(t, p.UploadURL, p.UploadHeaders, []byte("hello")); status != 412 {
+		t.Fatalf("upload URL after delete: %d, want 412", status)
+	}
+	e.wantTombstones(t)
+}
+
+// wantTombstones fails unless the blob store holds exactly keep and
+// tombstones (empty blobs under uploads/).
+func (e *env) wantTombstones(t *testing.T, keep ...string) {
+	t.Helper()
+	for _, k := range e.mem.Keys() {
+		if slices.Contains(keep, k) {
+			continue
+		}
+		info, err := e.mem.Stat(context.Background(), k)
+		if err != nil || info.Size != 0 || !strings.HasPrefix(k, "uploads/") {
+			t.Fatalf("blob %s (%+v) is neither a tombstone nor expected", k, info)
+		}
+	}
+	for _, k := range keep {
+		if !slices.Contains(e.mem.Keys(), k) {
+			t.Fatalf("blob %s missing", k)
+		}
 	}
 }
 
@@ -381,7 +415,7 @@ func TestChatDeleteRemovesAttachments(t *testing.T) {
 	}
 	uploaded := e.create(t, "ada", c.ID, "b.txt", "text/plain", 2) // uploaded, never checked
 	put(t, uploaded.UploadURL, uploaded.UploadHeaders, []byte("hi"))
-	e.create(t, "ada", c.ID, "c.txt", "text/plain", 3) // never uploaded
+	pending := e.create(t, "ada", c.ID, "c.txt", "text/plain", 3) // never uploaded
 	other := e.create(t, "ada", keep.ID, "d.txt", "text/plain", 4)
 	if e.used(t, "ada") != int64(len(png))+9 {
 		t.Fatalf("used %d", e.used(t, "ada"))
@@ -393,9 +427,10 @@ func TestChatDeleteRemovesAttachments(t *testing.T) {
 	if status, _ := get(t, got.DownloadURL); status != 404 {
 		t.Fatalf("download URL after the chat's delete: %d", status)
 	}
-	for _, k := range e.mem.Keys() {
-		if strings.Contains(k, ready.ID) || strings.Contains(k, uploaded.ID) {
-			t.Fatalf("blob %s outlived its chat", k)
+	e.wantTombstones(t)
+	for _, a := range []attachment.Attachment{uploaded, pending} {
+		if status := put(t, a.UploadURL, a.UploadHeaders, []byte("hey")[:a.Size]); status != 412 {
+			t.Fatalf("upload URL of %s after the chat's delete: %d, want 412", a.Name, status)
 		}
 	}
 	if e.used(t, "ada") != 4 {

@@ -57,9 +57,12 @@ type Store interface {
 	PresignGet(ctx context.Context, key string, ttl time.Duration) (Presigned, error)
 	// PresignPut returns a URL that lets anyone holding it PUT one blob
 	// at key, until ttl has passed: the request must carry the returned
-	// Headers (the content type) and a body of exactly o.Size bytes
-	// (the signature covers both; anything else is refused with 403).
-	// Invalid INVALID_TTL, INVALID_BLOB_SIZE.
+	// Headers (the content type, and If-None-Match: * with o.CreateOnly)
+	// and a body of exactly o.Size bytes (the signature covers them;
+	// anything else is refused with 403). With o.CreateOnly the PUT fails
+	// with 412 while a blob is at key, so putting any blob there (a
+	// tombstone) makes the URL useless. Invalid INVALID_TTL,
+	// INVALID_BLOB_SIZE.
 	PresignPut(ctx context.Context, key string, o PutOptions, ttl time.Duration) (Presigned, error)
 }
 
@@ -67,9 +70,11 @@ type Store interface {
 // Memory and Folder implement it, and Local makes them Stores.
 type Backend interface {
 	// Put stores o.Size bytes read from body under key, replacing any blob
-	// there, and returns what was stored. The body must hold exactly
-	// o.Size bytes: Invalid BLOB_SIZE_MISMATCH otherwise, and nothing is
-	// stored. o.ContentType defaults to application/octet-stream.
+	// there (with o.CreateOnly: Conflict BLOB_EXISTS when there is one,
+	// decided atomically), and returns what was stored. The body must
+	// hold exactly o.Size bytes: Invalid BLOB_SIZE_MISMATCH otherwise, and
+	// nothing is stored. o.ContentType defaults to
+	// application/octet-stream.
 	Put(ctx context.Context, key string, body io.Reader, o PutOptions) (Info, error)
 	// Get opens the blob at key. The caller closes the body. NotFound.
 	Get(ctx context.Context, key string) (*Object, error)
@@ -94,6 +99,9 @@ type PutOptions struct {
 	ContentType string
 	// Size is the blob's length in bytes, 0 to MaxSize.
 	Size int64
+	// CreateOnly makes the write fail while a blob is at the key
+	// (If-None-Match: * in S3's terms).
+	CreateOnly bool
 }
 
 // CopyOptions condition a Copy.
@@ -184,6 +192,7 @@ const (
 	CodeInvalidKey  = "INVALID_BLOB_KEY"
 	CodeNotFound    = "BLOB_NOT_FOUND"
 	CodeChanged     = "BLOB_CHANGED"
+	CodeExists      = "BLOB_EXISTS"
 	CodeSize        = "BLOB_SIZE_MISMATCH"
 	CodeInvalidSize = "INVALID_BLOB_SIZE"
 	CodeInvalidTTL  = "INVALID_TTL"
@@ -199,6 +208,11 @@ func NotFound(op, key string) error {
 // changed.
 func Changed(op, key string) error {
 	return errs.E(op, errs.Conflict, CodeChanged, "the blob at "+key+" changed")
+}
+
+// Exists returns the Conflict error of a create-only write over a blob.
+func Exists(op, key string) error {
+	return errs.E(op, errs.Conflict, CodeExists, "a blob is already at "+key)
 }
 
 // SizeMismatch returns the Invalid error of a body that does not hold the

@@ -397,3 +397,30 @@ func TestKinds(t *testing.T) {
 		seen[k.Prefix] = true
 	}
 }
+
+func TestLocalCreateOnlyIsSigned(t *testing.T) {
+	t.Parallel()
+	l, _ := serve(t, blob.NewMemory(nil), nil)
+	up, err := l.PresignPut(context.Background(), "uploads/u/once", blob.PutOptions{ContentType: "text/plain", Size: 2, CreateOnly: true}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dropping the flag from the URL breaks the signature; leaving out the
+	// header breaks the request.
+	stripped := strings.Replace(up.URL, blob.ParamCreateOnly+"=1&", "", 1)
+	if stripped == up.URL {
+		t.Fatalf("URL %s has no %s", up.URL, blob.ParamCreateOnly)
+	}
+	if status, _, b := do(t, "PUT", stripped, []byte("hi"), map[string]string{"Content-Type": "text/plain"}); status != 403 || !strings.Contains(b, blob.CodeSignatureInvalid) {
+		t.Fatalf("without the create-only flag: %d %s", status, b)
+	}
+	if status, _, b := do(t, "PUT", up.URL, []byte("hi"), map[string]string{"Content-Type": "text/plain"}); status != 403 || !strings.Contains(b, blob.CodeHeaderMismatch) {
+		t.Fatalf("without If-None-Match: %d %s", status, b)
+	}
+	if status, _, b := do(t, "PUT", up.URL, []byte("hi"), up.Headers); status != 200 {
+		t.Fatalf("genuine: %d %s", status, b)
+	}
+	if status, _, b := do(t, "PUT", up.URL, []byte("ho"), up.Headers); status != 412 || !strings.Contains(b, "PRECONDITION_FAILED") {
+		t.Fatalf("again: %d %s", status, b)
+	}
+}

@@ -89,15 +89,17 @@ func (f *Folder) Put(ctx context.Context, key string, body io.Reader, o PutOptio
 	if err := CheckSize(op, o.Size); err != nil {
 		return Info{}, err
 	}
-	info, err := f.write(key, body, o.Size, ContentTypeOr(o.ContentType))
+	info, err := f.write(key, body, o.Size, ContentTypeOr(o.ContentType), o.CreateOnly)
 	if err != nil {
 		return Info{}, errs.Wrap(op, err)
 	}
 	return info, ctx.Err()
 }
 
-// write stores size bytes of body under key atomically (see Folder).
-func (f *Folder) write(key string, body io.Reader, size int64, contentType string) (Info, error) {
+// write stores size bytes of body under key atomically (see Folder); with
+// createOnly, only when no blob is there: the temporary file is linked to
+// the blob's name, which fails when the name exists.
+func (f *Folder) write(key string, body io.Reader, size int64, contentType string, createOnly bool) (Info, error) {
 	path := f.path(key)
 	dir := filepath.Dir(path)
 	var tmp *os.File
@@ -144,7 +146,16 @@ func (f *Folder) write(key string, body io.Reader, size int64, contentType strin
 	if err := tmp.Close(); err != nil {
 		return Info{}, fsError(err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if createOnly {
+		err := os.Link(tmp.Name(), path)
+		if errors.Is(err, fs.ErrExist) {
+			return Info{}, Exists("blob.Folder.write", key)
+		}
+		if err != nil {
+			return Info{}, fsError(err)
+		}
+		os.Remove(tmp.Name())
+	} else if err := os.Rename(tmp.Name(), path); err != nil {
 		return Info{}, fsError(err)
 	}
 	done = true
@@ -260,7 +271,7 @@ func (f *Folder) Copy(ctx context.Context, src, dst string, o CopyOptions) (Info
 	if o.IfMatch != "" && info.ETag != o.IfMatch {
 		return Info{}, Changed(op, src)
 	}
-	out, err := f.write(dst, io.NewSectionReader(file, 0, info.Size), info.Size, info.ContentType)
+	out, err := f.write(dst, io.NewSectionReader(file, 0, info.Size), info.Size, info.ContentType, false)
 	return out, errs.Wrap(op, err)
 }
 

@@ -30,12 +30,15 @@ import (
 // %2F, one path segment), with the query parameters X-Blob-Expires (Unix
 // seconds), for a PUT X-Blob-Content-Type and X-Blob-Size, and
 // X-Blob-Signature: the base64url HMAC-SHA256, under the Local's secret,
-// of the method, the key, the expiry, and for a PUT the content type and
-// size, each length-prefixed. The handler answers 403 SIGNATURE_INVALID
-// when the signature does not match the request (a changed key, expiry,
-// method, type or size), 403 URL_EXPIRED after the expiry, 403 when a PUT's
-// Content-Type or Content-Length differs from the signed ones, 411 without
-// a Content-Length, 404 BLOB_NOT_FOUND for a GET of a missing blob.
+// of the method, the key, the expiry, and for a PUT the content type, the
+// size and whether it may only create (X-Blob-Create-Only), each
+// length-prefixed. The handler answers 403 SIGNATURE_INVALID when the
+// signature does not match the request (a changed key, expiry, method,
+// type, size or create-only flag), 403 URL_EXPIRED after the expiry, 403
+// SIGNED_HEADER_MISMATCH when a PUT's Content-Type, Content-Length or
+// If-None-Match differs from the signed ones, 411 without a
+// Content-Length, 412 PRECONDITION_FAILED for a create-only PUT over a
+// blob, 404 BLOB_NOT_FOUND for a GET of a missing blob.
 type Local struct {
 	Backend
 	base    string
@@ -67,6 +70,7 @@ const (
 	ParamExpires     = "X-Blob-Expires"
 	ParamContentType = "X-Blob-Content-Type"
 	ParamSize        = "X-Blob-Size"
+	ParamCreateOnly  = "X-Blob-Create-Only"
 	ParamSignature   = "X-Blob-Signature"
 )
 
@@ -115,7 +119,7 @@ func (l *Local) PresignGet(ctx context.Context, key string, ttl time.Duration) (
 	}
 	exp := l.expiry(ttl)
 	q := url.Values{ParamExpires: {strconv.FormatInt(exp.Unix(), 10)}}
-	q.Set(ParamSignature, l.sign(http.MethodGet, key, q.Get(ParamExpires), "", ""))
+	q.Set(ParamSignature, l.sign(http.MethodGet, key, q.Get(ParamExpires), "", "", ""))
 	return Presigned{URL: l.url(key, q), Method: http.MethodGet, ExpiresAt: exp}, nil
 }
 
@@ -138,8 +142,13 @@ func (l *Local) PresignPut(ctx context.Context, key string, o PutOptions, ttl ti
 		ParamContentType: {ct},
 		ParamSize:        {strconv.FormatInt(o.Size, 10)},
 	}
-	q.Set(ParamSignature, l.sign(http.MethodPut, key, q.Get(ParamExpires), ct, q.Get(ParamSize)))
-	return Presigned{URL: l.url(key, q), Method: http.MethodPut, Headers: map[string]string{"Content-Type": ct}, ExpiresAt: exp}, nil
+	headers := map[string]string{"Content-Type": ct}
+	if o.CreateOnly {
+		q.Set(ParamCreateOnly, "1")
+		headers["If-None-Match"] = "*"
+	}
+	q.Set(ParamSignature, l.sign(http.MethodPut, key, q.Get(ParamExpires), ct, q.Get(ParamSize), q.Get(ParamCreateOnly)))
+	return Presigned{URL: l.url(key, q), Method: http.MethodPut, Headers: headers, ExpiresAt: exp}, nil
 }
 
 // expiry is now plus ttl, to the second (the URL carries Unix seconds).
@@ -153,9 +162,9 @@ func (l *Local) url(key string, q url.Values) string {
 
 // sign returns the signature of a request's signed parts: each part is
 // prefixed with its length, so no two sets of parts sign alike.
-func (l *Local) sign(method, key, expires, contentType, size string) string {
+func (l *Local) sign(method, key, expires, contentType, size, createOnly string) string {
 	mac := hmac.New(sha256.New, l.secret)
-	for _, part := range []string{"wcblob-v1", method, key, expires, contentType, size} {
+	for _, part := range []string{"wcblob-v1", method, key, expires, contentType, size, createOnly} {
 		fmt.Fprintf(mac, "%d:%s;", len(part), part)
 	}
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
@@ -209,7 +218,7 @@ func (l *Local) cors(w http.ResponseWriter, r *http.Request) bool {
 		}
 		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
 		h.Set("Access-Control-Allow-Methods", "GET, PUT")
-		h.Set("Access-Control-Allow-Headers", "Content-Type")
+		h.Set("Access-Control-Allow-Headers", "Content-Type, If-None-Match")
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 		return true
@@ -223,42 +232,53 @@ func (l *Local) cors(w http.ResponseWriter, r *http.Request) bool {
 
 // verify checks r's signature and expiry for method. It returns the key
 // and, for a PUT, the signed content type and size.
-func (l *Local) verify(r *http.Request, method string) (key, contentType string, size int64, err error) {
+// signed is what a verified URL allows.
+type signed struct {
+	key, contentType string
+	size             int64
+	createOnly       bool
+}
+
+// verify checks r's signature and expiry for method and returns what the
+// URL allows: the key and, for a PUT, the content type, size and whether
+// it may only create.
+func (l *Local) verify(r *http.Request, method string) (signed, error) {
 	const op = "blob.Local.verify"
-	key = r.PathValue("key")
+	s := signed{key: r.PathValue("key")}
 	q := r.URL.Query()
 	expires := q.Get(ParamExpires)
-	var sizeParam string
+	var sizeParam, createOnly string
 	if method == http.MethodPut {
-		contentType, sizeParam = q.Get(ParamContentType), q.Get(ParamSize)
+		s.contentType, sizeParam, createOnly = q.Get(ParamContentType), q.Get(ParamSize), q.Get(ParamCreateOnly)
 	}
 	got, decErr := base64.RawURLEncoding.DecodeString(q.Get(ParamSignature))
-	want, _ := base64.RawURLEncoding.DecodeString(l.sign(method, key, expires, contentType, sizeParam))
+	want, _ := base64.RawURLEncoding.DecodeString(l.sign(method, s.key, expires, s.contentType, sizeParam, createOnly))
 	if decErr != nil || !hmac.Equal(got, want) {
-		return "", "", 0, errs.E(op, errs.Forbidden, CodeSignatureInvalid, "the URL's signature does not match the request: the URL was changed, or not signed by this server")
+		return signed{}, errs.E(op, errs.Forbidden, CodeSignatureInvalid, "the URL's signature does not match the request: the URL was changed, or not signed by this server")
 	}
 	exp, err := strconv.ParseInt(expires, 10, 64)
 	if err != nil || !l.now().Before(time.Unix(exp, 0)) {
-		return "", "", 0, errs.E(op, errs.Forbidden, CodeURLExpired, "the URL has expired")
+		return signed{}, errs.E(op, errs.Forbidden, CodeURLExpired, "the URL has expired")
 	}
-	if err := CheckKey(key); err != nil {
-		return "", "", 0, errs.Wrap(op, err)
+	if err := CheckKey(s.key); err != nil {
+		return signed{}, errs.Wrap(op, err)
 	}
 	if method == http.MethodPut {
-		if size, err = strconv.ParseInt(sizeParam, 10, 64); err != nil {
-			return "", "", 0, errs.E(op, errs.Forbidden, CodeSignatureInvalid, "the URL's signed size is malformed")
+		if s.size, err = strconv.ParseInt(sizeParam, 10, 64); err != nil {
+			return signed{}, errs.E(op, errs.Forbidden, CodeSignatureInvalid, "the URL's signed size is malformed")
 		}
+		s.createOnly = createOnly == "1"
 	}
-	return key, contentType, size, nil
+	return s, nil
 }
 
 func (l *Local) serveGet(w http.ResponseWriter, r *http.Request) {
-	key, _, _, err := l.verify(r, http.MethodGet)
+	s, err := l.verify(r, http.MethodGet)
 	if err != nil {
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	obj, err := l.Get(r.Context(), key)
+	obj, err := l.Get(r.Context(), s.key)
 	if err != nil {
 		httpapi.WriteError(w, r, err)
 		return
@@ -282,14 +302,18 @@ func (l *Local) serveGet(w http.ResponseWriter, r *http.Request) {
 
 func (l *Local) servePut(w http.ResponseWriter, r *http.Request) {
 	const op = "blob.Local.servePut"
-	key, contentType, size, err := l.verify(r, http.MethodPut)
+	s, err := l.verify(r, http.MethodPut)
 	if err != nil {
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	if got := r.Header.Get("Content-Type"); got != contentType {
+	if got := r.Header.Get("Content-Type"); got != s.contentType {
 		httpapi.WriteError(w, r, errs.E(op, errs.Forbidden, CodeHeaderMismatch,
-			fmt.Sprintf("Content-Type must be %q, as signed, got %q", contentType, got)))
+			fmt.Sprintf("Content-Type must be %q, as signed, got %q", s.contentType, got)))
+		return
+	}
+	if s.createOnly && r.Header.Get("If-None-Match") != "*" {
+		httpapi.WriteError(w, r, errs.E(op, errs.Forbidden, CodeHeaderMismatch, "the upload must send If-None-Match: *, as signed"))
 		return
 	}
 	if r.ContentLength < 0 {
@@ -297,12 +321,17 @@ func (l *Local) servePut(w http.ResponseWriter, r *http.Request) {
 			Message: "the upload needs a Content-Length header", Code: "LENGTH_REQUIRED"})
 		return
 	}
-	if r.ContentLength != size {
+	if r.ContentLength != s.size {
 		httpapi.WriteError(w, r, errs.E(op, errs.Forbidden, CodeHeaderMismatch,
-			fmt.Sprintf("the body must be exactly %d bytes, as signed, got Content-Length %d", size, r.ContentLength)))
+			fmt.Sprintf("the body must be exactly %d bytes, as signed, got Content-Length %d", s.size, r.ContentLength)))
 		return
 	}
-	info, err := l.Put(r.Context(), key, http.MaxBytesReader(w, r.Body, size), PutOptions{ContentType: contentType, Size: size})
+	info, err := l.Put(r.Context(), s.key, http.MaxBytesReader(w, r.Body, s.size), PutOptions{ContentType: s.contentType, Size: s.size, CreateOnly: s.createOnly})
+	if errs.CodeOf(err) == CodeExists {
+		httpapi.WriteJSON(w, http.StatusPreconditionFailed, httpapi.ErrorBody{Error: http.StatusText(http.StatusPreconditionFailed),
+			Message: "this URL can no longer upload: a file is already there, or the upload was closed", Code: "PRECONDITION_FAILED"})
+		return
+	}
 	if err != nil {
 		httpapi.WriteError(w, r, err)
 		return

@@ -54,8 +54,11 @@ func (m *Memory) Put(ctx context.Context, key string, body io.Reader, o PutOptio
 	data := buf.Bytes()
 	info := Info{Key: key, Size: int64(len(data)), ContentType: ContentTypeOr(o.ContentType), ETag: etagOf(data), LastModified: m.now().UTC()}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, exists := m.objs[key]; exists && o.CreateOnly {
+		return Info{}, Exists(op, key)
+	}
 	m.objs[key] = memObject{data: data, info: info}
-	m.mu.Unlock()
 	return info, ctx.Err()
 }
 

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store) {
 		{"large blob", testLarge},
 		{"concurrent puts of one key", testConcurrentPuts},
 		{"presigned put then get", testPresigned},
+		{"create only", testCreateOnly},
 		{"presign bounds", testPresignBounds},
 	}
 	for _, tc := range tests {
@@ -429,4 +430,55 @@ func testPresignBounds(t *testing.T, s blob.Store) {
 	wantErr(t, "put size -1", err, errs.Invalid, blob.CodeInvalidSize)
 	_, err = s.PresignPut(ctx(), "chats/c/x", blob.PutOptions{Size: blob.MaxSize + 1}, time.Minute)
 	wantErr(t, "put size over the max", err, errs.Invalid, blob.CodeInvalidSize)
+}
+
+// testCreateOnly: a create-only write, direct or through a presigned URL,
+// fails while a blob is at the key, and works again once it is deleted.
+func testCreateOnly(t *testing.T, s blob.Store) {
+	key := "uploads/u1/once"
+	if _, err := s.Put(ctx(), key, strings.NewReader("first"), blob.PutOptions{ContentType: "text/plain", Size: 5, CreateOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Put(ctx(), key, strings.NewReader("again"), blob.PutOptions{ContentType: "text/plain", Size: 5, CreateOnly: true})
+	wantErr(t, "second create-only put", err, errs.Conflict, blob.CodeExists)
+	if got, _ := read(t, s, key); got != "first" {
+		t.Fatalf("after a refused create: %q", got)
+	}
+
+	up, err := s.PresignPut(ctx(), "uploads/u1/url", blob.PutOptions{ContentType: "text/plain", Size: 5, CreateOnly: true}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Headers["If-None-Match"] != "*" || up.Headers["Content-Type"] != "text/plain" {
+		t.Fatalf("create-only URL headers %v", up.Headers)
+	}
+	send := func(body string) int {
+		req, _ := http.NewRequest(up.Method, up.URL, strings.NewReader(body))
+		for k, v := range up.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := send("hello"); status != http.StatusOK {
+		t.Fatalf("first PUT: %d", status)
+	}
+	if status := send("HELLO"); status != http.StatusPreconditionFailed {
+		t.Fatalf("second PUT through a create-only URL: %d, want 412", status)
+	}
+	// A blob put at the key closes the URL (a tombstone).
+	if err := s.Delete(ctx(), "uploads/u1/url"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "uploads/u1/url", "", "application/octet-stream")
+	if status := send("later"); status != http.StatusPreconditionFailed {
+		t.Fatalf("PUT over a tombstone: %d, want 412", status)
+	}
+	if got, _ := read(t, s, "uploads/u1/url"); got != "" {
+		t.Fatalf("the tombstone changed: %q", got)
+	}
 }

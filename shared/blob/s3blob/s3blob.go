@@ -116,10 +116,17 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, o blob.PutO
 		return blob.Info{}, errs.Wrap(op, err)
 	}
 	ct := blob.ContentTypeOr(o.ContentType)
-	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(key), Body: rs, ContentLength: aws.Int64(o.Size), ContentType: aws.String(ct),
-	})
+	}
+	if o.CreateOnly {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := s.client.PutObject(ctx, in)
 	if err != nil {
+		if o.CreateOnly && isPreconditionFailed(err) {
+			return blob.Info{}, blob.Exists(op, key)
+		}
 		return blob.Info{}, s3Error(op, key, err)
 	}
 	return blob.Info{Key: key, Size: o.Size, ContentType: ct, ETag: aws.ToString(out.ETag), LastModified: s.now().UTC()}, nil
@@ -364,7 +371,8 @@ func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration) (
 }
 
 // PresignPut implements blob.Store.PresignPut: the signature covers
-// Content-Type and Content-Length.
+// Content-Type and Content-Length, and If-None-Match with o.CreateOnly
+// (S3's conditional write: 412 while an object is at the key).
 func (s *Store) PresignPut(ctx context.Context, key string, o blob.PutOptions, ttl time.Duration) (blob.Presigned, error) {
 	const op = "s3blob.PresignPut"
 	if err := blob.CheckKey(key); err != nil {
@@ -377,10 +385,14 @@ func (s *Store) PresignPut(ctx context.Context, key string, o blob.PutOptions, t
 		return blob.Presigned{}, err
 	}
 	exp := s.now().Add(ttl).UTC()
-	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(key), ContentType: aws.String(blob.ContentTypeOr(o.ContentType)),
 		ContentLength: aws.Int64(o.Size),
-	}, s3.WithPresignExpires(ttl))
+	}
+	if o.CreateOnly {
+		in.IfNoneMatch = aws.String("*")
+	}
+	req, err := s.presign.PresignPutObject(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
 		return blob.Presigned{}, s3Error(op, key, err)
 	}
