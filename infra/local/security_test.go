@@ -65,6 +65,7 @@ var validBodies = map[string]string{
 	"PUT /api/users/{userId}/tool-permissions/{toolId}":        `{"policy":"allow"}`,
 	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve": `{"remember":true}`,
 	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":    "",
+	"POST /api/chats/{chatId}/attachments":                     `{"name":"a.txt","contentType":"text/plain","size":3}`,
 }
 
 // securityHeaders must be on every response.
@@ -155,6 +156,10 @@ func TestSecurityMatrix(t *testing.T) {
 	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
+	if hasRoute(s, "POST /api/chats/{chatId}/attachments") {
+		_, body = do("POST", "/api/chats/"+params["{chatId}"]+"/attachments", validBodies["POST /api/chats/{chatId}/attachments"], a.cookie)
+		params["{attachmentId}"] = jsonField(t, body, "id")
+	}
 	if hasRoute(s, "POST /api/workflows") {
 		_, body = do("POST", "/api/workflows", `{"userId":"`+a.id+`","name":"a's workflow"}`, a.cookie)
 		params["{workflowId}"] = jsonField(t, body, "id")
