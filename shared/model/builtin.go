@@ -28,9 +28,10 @@ type Builtin struct {
 	ChunkDelay time.Duration
 }
 
-// Models lists the built-in model.
+// Models lists the built-in model. It takes every attachment, and says
+// what it received.
 func (Builtin) Models() []Model {
-	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin"}}
+	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin", Input: Input{Images: true, Documents: true}}}
 }
 
 // Generate answers one turn deterministically. Usage is reported as word
@@ -40,6 +41,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 	words := len(strings.Fields(req.System))
 	for _, m := range req.Messages {
 		words += len(strings.Fields(m.Content)) + len(m.ToolCalls)
+		for _, a := range m.Attachments {
+			words += len(strings.Fields(a.Text)) + len(a.Data)/1024 // images and PDFs: a word per KB
+		}
 	}
 	res.Usage.InputTokens = words
 
@@ -59,6 +63,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 			reply = fmt.Sprintf("Running %s.", call.Name)
 		} else {
 			reply = builtinReply(last.Content, req.Tools)
+		}
+		if last.Role == RoleUser && len(last.Attachments) > 0 {
+			reply = "I received " + DescribeAttachments(last.Attachments) + ". " + reply
 		}
 	}
 	res.Usage.OutputTokens = len(strings.Fields(reply))
