@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/model"
 )
 
 // Store keeps attachments in their chat's item collection and each user's
@@ -444,4 +445,48 @@ func (s *Service) Text(ctx context.Context, a Attachment, max int) (string, bool
 		}
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD"), cut, nil
+}
+
+// Bounds of what a model reads of an attachment (ForModel's defaults).
+const (
+	// ModelTextBound is how much of a text file a model reads as context:
+	// 64 KiB, about 16,000 tokens; the rest is cut, and the model is told.
+	ModelTextBound = 64 << 10
+	// ModelDataBound is the largest image or PDF sent to a model, 3.75 MB
+	// (Bedrock's bound on an image; Anthropic takes 5 MB, OpenAI 20 MB):
+	// a larger one reaches the model as a note.
+	ModelDataBound = 3_750_000
+)
+
+// ForModel returns ready attachment a as a model taking in reads it
+// (model.UserParts): a text file's text cut to maxText bytes; an image's
+// or a PDF's bytes when in takes it and it holds at most maxData bytes
+// (else no bytes: the model gets a note); zero bounds mean ModelTextBound
+// and ModelDataBound. Fails as Open and Text do.
+func (s *Service) ForModel(ctx context.Context, a Attachment, in model.Input, maxText int, maxData int64) (model.Attachment, error) {
+	const op = "attachment.ForModel"
+	if maxText <= 0 {
+		maxText = ModelTextBound
+	}
+	if maxData <= 0 {
+		maxData = ModelDataBound
+	}
+	m := model.Attachment{Name: a.Name, ContentType: a.ContentType, Size: a.Size}
+	if IsText(a.ContentType) {
+		text, cut, err := s.Text(ctx, a, maxText)
+		if err != nil {
+			return model.Attachment{}, errs.Wrap(op, err)
+		}
+		m.Text, m.Cut = text, cut
+		return m, nil
+	}
+	if !in.Takes(m) || a.Size > maxData {
+		return m, nil
+	}
+	data, err := s.Read(ctx, a, maxData)
+	if err != nil {
+		return model.Attachment{}, errs.Wrap(op, err)
+	}
+	m.Data = data
+	return m, nil
 }

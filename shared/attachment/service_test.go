@@ -20,6 +20,7 @@ import (
 	"github.com/workflowchat/service/shared/blob/blobtest"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 )
@@ -477,4 +478,37 @@ func TestReadingReadyAttachments(t *testing.T) {
 	}
 	_, _, err = e.svc.Text(context.Background(), ri, 100)
 	wantCode(t, "text of an image", err, errs.Invalid, "ATTACHMENT_NOT_TEXT")
+}
+
+func TestForModel(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0)
+	c := e.chat(t, "ada")
+	ctx := context.Background()
+	ready := func(name, ct string, data []byte) attachment.Attachment {
+		a := e.create(t, "ada", c.ID, name, ct, len(data))
+		put(t, a.UploadURL, a.UploadHeaders, data)
+		r, err := e.svc.Ready(ctx, "ada", c.ID, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	txt := ready("notes.txt", "text/plain", []byte("hello world"))
+	img := ready("cat.png", "image/png", png)
+	vision, blind := model.Input{Images: true}, model.Input{}
+
+	m, err := e.svc.ForModel(ctx, txt, blind, 5, 0)
+	if err != nil || m.Text != "hello" || !m.Cut || m.Data != nil || m.Size != 11 || m.Kind() != model.KindText {
+		t.Fatalf("text cut to 5: %+v %v", m, err)
+	}
+	if m, err := e.svc.ForModel(ctx, img, vision, 0, 0); err != nil || !bytes.Equal(m.Data, png) || m.ContentType != "image/png" {
+		t.Fatalf("image for a vision model: %+v %v", m, err)
+	}
+	if m, err := e.svc.ForModel(ctx, img, blind, 0, 0); err != nil || m.Data != nil || m.Name != "cat.png" {
+		t.Fatalf("image for a text-only model: %+v %v", m, err)
+	}
+	if m, err := e.svc.ForModel(ctx, img, vision, 0, int64(len(png)-1)); err != nil || m.Data != nil {
+		t.Fatalf("image over the bound: %+v %v", m, err)
+	}
 }

@@ -64,9 +64,10 @@ func (in Input) Takes(a Attachment) bool {
 
 // UserParts prepares user message m for a model taking in: the text to
 // send, which is the context of m's text attachments and a note for each
-// file the model does not take, followed by m's content; and the
-// attachments to send as parts of their own (the images and documents the
-// model takes), in m's order.
+// file the model does not take (or whose bytes were left out, Data nil:
+// too large to send), followed by m's content; and the attachments to
+// send as parts of their own (the images and documents the model takes),
+// in m's order.
 func UserParts(m Message, in Input) (string, []Attachment) {
 	var b strings.Builder
 	var parts []Attachment
@@ -74,8 +75,11 @@ func UserParts(m Message, in Input) (string, []Attachment) {
 		switch {
 		case a.Kind() == KindText:
 			writeTextAttachment(&b, a)
-		case in.Takes(a):
+		case in.Takes(a) && len(a.Data) > 0:
 			parts = append(parts, a)
+		case in.Takes(a):
+			fmt.Fprintf(&b, "[Attached %s %s (%s, %s): too large to send to the model, so it was not sent.]\n\n",
+				a.Kind(), quoteName(a.Name), a.ContentType, HumanSize(a.Size))
 		default:
 			fmt.Fprintf(&b, "[Attached %s %s (%s, %s): this model does not take %ss, so it was not sent.]\n\n",
 				a.Kind(), quoteName(a.Name), a.ContentType, HumanSize(a.Size), a.Kind())

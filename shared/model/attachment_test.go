@@ -76,6 +76,13 @@ func TestUserParts(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
 	}
+	// An image whose bytes were left out (too large) gets a note.
+	big := photo
+	big.Data = nil
+	text, parts = model.UserParts(model.Message{Role: model.RoleUser, Content: "x", Attachments: []model.Attachment{big}}, model.Input{Images: true})
+	if len(parts) != 0 || !strings.Contains(text, `[Attached image "photo.png" (image/png, 12 KB): too large to send to the model`) {
+		t.Errorf("image without bytes: %q %v", text, parts)
+	}
 	// No attachments: the content as it is.
 	if text, parts := model.UserParts(model.Message{Role: model.RoleUser, Content: "hi"}, model.Input{}); text != "hi" || parts != nil {
 		t.Errorf("plain message: %q %v", text, parts)
