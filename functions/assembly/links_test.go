@@ -24,6 +24,9 @@ const (
 	// lambdaSDK invokes the runner: only the functions that hand it runs
 	// (and the runner, whose builder package holds the invoker) link it.
 	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
+	// s3SDK keeps blobs (shared/blob/s3blob): only the functions whose
+	// builders open the blob store (assembly/blobstore) link it.
+	s3SDK     = "github.com/aws/aws-sdk-go-v2/service/s3"
 	toolImpls = "github.com/workflowchat/service/shared/tools"
 )
 
@@ -47,10 +50,10 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK, s3SDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
 		{"chats", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
 		{"stream", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
 		{"workflows", [][]string{toolDeps}},
@@ -81,7 +84,7 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	}
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
-		"chats":     {bedrockSDK, dynamodbSDK},
+		"chats":     {bedrockSDK, dynamodbSDK, s3SDK},
 		"workflows": {lambdaSDK},
 	} {
 		deps := depsOf(t, dir)
