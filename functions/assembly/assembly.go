@@ -46,6 +46,7 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
@@ -91,6 +92,10 @@ type Deps struct {
 	// which refuses every run (503 RUNS_UNAVAILABLE) until the engine
 	// provides one.
 	Triggered trigger.RunStarter
+	// Blobs is the blob store; nil means the S3 bucket BLOB_BUCKET
+	// (blobstore.Open). The dev server gives its folder or memory store,
+	// whose signed URLs it serves itself.
+	Blobs blob.Store
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

@@ -29,6 +29,9 @@ const (
 	// lambdaSDK invokes the runner: only the functions that hand it runs
 	// (and the runner, whose builder package holds the invoker) link it.
 	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
+	// s3SDK keeps blobs (shared/blob/s3blob): only the functions whose
+	// builders open the blob store (assembly/blobstore) link it.
+	s3SDK     = "github.com/aws/aws-sdk-go-v2/service/s3"
 	toolImpls = "github.com/workflowchat/service/shared/tools"
 )
 
@@ -61,13 +64,14 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK}}},
-		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK, s3SDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
 		// The chat service links the run service (package runs), which
 		// checks a run's input against the workflow's inputSchema (JSON
-		// Schema); the stream also hands the runs it renders to the runner.
+		// Schema), and the blob store of attachments (S3); the stream also
+		// hands the runs it renders to the runner.
 		{"chats", [][]string{toolDeps, {lambdaSDK}}},
 		{"stream", [][]string{toolDeps}},
 		{"workflows", [][]string{stepDeps}},
@@ -105,7 +109,7 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	}
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
-		"chats":     {bedrockSDK, dynamodbSDK},
+		"chats":     {bedrockSDK, dynamodbSDK, s3SDK},
 		"workflows": {lambdaSDK, expr, jsonschema},
 	} {
 		deps := depsOf(t, dir)

@@ -2,9 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -28,7 +34,9 @@ func TestChatsFunctionEvents(t *testing.T) {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "ChatsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error"}))
+	s3 := startFakeS3(t, "blobs")
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "ChatsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error",
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +86,104 @@ func TestChatsFunctionEvents(t *testing.T) {
 		t.Errorf("stop: %d %s %v", resp.StatusCode, resp.Body, err)
 	}
 
+	// An attachment: created through an event, uploaded to the presigned
+	// S3 URL, ready on its GET; the chat's delete removes its bytes.
+	ev = lambdatest.LoadV2(t, "testdata/create-attachment.json")
+	ev.RawPath = strings.Replace(ev.RawPath, "CHAT_ID", created.Data.ID, 1)
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ev.Cookies = cookie
+	resp, err = invoke(ctx, ev)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create attachment: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	var att struct {
+		Data struct {
+			ID, Status, UploadURL, DownloadURL string
+			UploadHeaders                      map[string]string
+		}
+	}
+	lambdatest.DecodeBody(t, resp, &att)
+	if att.Data.Status != "pending" || !strings.HasPrefix(att.Data.UploadURL, s3+"/blobs/uploads/"+me.User.ID+"/"+att.Data.ID+"?") {
+		t.Fatalf("attachment = %+v", att.Data)
+	}
+	req, _ := http.NewRequest(http.MethodPut, att.Data.UploadURL, strings.NewReader("# Notes\n\nfrom Lambda!\n"))
+	for k, v := range att.Data.UploadHeaders {
+		req.Header.Set(k, v)
+	}
+	up, err := client.Do(req)
+	if err != nil || up.StatusCode != 200 {
+		t.Fatalf("upload to S3: %v %v", up, err)
+	}
+	up.Body.Close()
+	getAtt := func() (int, string) {
+		ev := lambdatest.LoadV2(t, "testdata/get-attachment.json")
+		ev.RawPath = strings.NewReplacer("CHAT_ID", created.Data.ID, "ATTACHMENT_ID", att.Data.ID).Replace(ev.RawPath)
+		ev.RequestContext.HTTP.Path = ev.RawPath
+		ev.Cookies = cookie
+		resp, err := invoke(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Body
+	}
+	status, body := getAtt()
+	if status != 200 || !strings.Contains(body, `"status":"ready"`) {
+		t.Fatalf("get attachment: %d %s", status, body)
+	}
+	var ready struct{ Data struct{ DownloadURL string } }
+	if err := json.Unmarshal([]byte(body), &ready); err != nil {
+		t.Fatal(err)
+	}
+	if b := download(t, ready.Data.DownloadURL); b != "# Notes\n\nfrom Lambda!\n" {
+		t.Fatalf("download = %q", b)
+	}
+	ev = lambdatest.LoadV2(t, "testdata/delete-chat.json")
+	ev.RawPath = strings.Replace(ev.RawPath, "CHAT_ID", created.Data.ID, 1)
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ev.Cookies = cookie
+	if resp, err := invoke(ctx, ev); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("delete chat: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	if b := download(t, ready.Data.DownloadURL); b != "" {
+		t.Fatalf("the attachment outlived its chat: %q", b)
+	}
+
 	if _, err := newHandler(ctx, func(k string) string { return map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "x"}[k] }); err == nil ||
-		!strings.Contains(err.Error(), "DATA_TABLE") || !strings.Contains(err.Error(), "MCP_URL") {
+		!strings.Contains(err.Error(), "DATA_TABLE") || !strings.Contains(err.Error(), "MCP_URL") || !strings.Contains(err.Error(), "BLOB_BUCKET") {
 		t.Errorf("config error = %v", err)
 	}
+}
+
+var client = &http.Client{Transport: &http.Transport{}}
+
+// download returns the body of a 200 GET of url, "" for a 403 or 404.
+func download(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch resp.StatusCode {
+	case 200:
+		return string(b)
+	case 403, 404:
+		return ""
+	}
+	t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	return ""
+}
+
+// startFakeS3 starts an in-process fake S3 server with bucket and
+// returns its URL.
+func startFakeS3(t *testing.T, bucket string) string {
+	t.Helper()
+	backend := s3mem.New()
+	if err := backend.CreateBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithoutVersioning()).Server())
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/infra/local"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
@@ -77,7 +78,8 @@ func run() error {
 		return fmt.Errorf("tool workers: %w", err)
 	}
 	defer workers.Close()
-	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers})
+	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers,
+		PublicURL: "http://" + apiLn.Addr().String()})
 	if err != nil {
 		return err
 	}
@@ -109,6 +111,10 @@ func run() error {
 	fmt.Printf("Schedules    due schedule triggers fire every %s\n", cfg.SchedulePollInterval)
 	fmt.Printf("Storage      %s\n", storage)
 	fmt.Printf("Auth limits  %s\n", authLimitsLine(cfg))
+	fmt.Printf("Blobs        %s\n", blobsLine(cfg))
+	if cfg.BlobBucket != "" {
+		fmt.Printf("Note         BLOB_BUCKET is ignored: the dev server keeps blobs itself and serves their signed URLs\n")
+	}
 	if cfg.DataFile != "" && cfg.DynamoDBEndpoint != "" {
 		fmt.Printf("Note         DATA_FILE is ignored: DYNAMODB_ENDPOINT is set, and that store keeps its own data\n")
 	}
@@ -206,6 +212,14 @@ func authLimitsLine(cfg config.Config) string {
 		line += " (per-address limits off, as make run sets them: any number of users from this machine; Lambda keeps them)"
 	}
 	return line
+}
+
+// blobsLine says where the blobs (attachments, large values) are kept.
+func blobsLine(cfg config.Config) string {
+	if cfg.DataFile == "" {
+		return "in memory (set DATA_FILE to keep them in DATA_FILE.blobs); signed URLs served at " + blob.PathPrefix
+	}
+	return "kept in " + absPath(local.BlobsDir(cfg.DataFile)) + "; signed URLs served at " + blob.PathPrefix
 }
 
 func absPath(p string) string {

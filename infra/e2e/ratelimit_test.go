@@ -14,7 +14,7 @@ import (
 // docs/openapi.yaml.
 func TestRateLimits(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "RATE_LIMIT_MESSAGES=2/m", "RATE_LIMIT_STREAMS=1/m")
+	srv := startServer(t, "RATE_LIMIT_MESSAGES=2/m", "RATE_LIMIT_STREAMS=1/m", "RATE_LIMIT_ATTACHMENTS=2/m")
 	// The limits count per minute of the clock: keep the requests of this
 	// test inside one minute.
 	if s := time.Now().Second(); s >= 50 {
@@ -51,9 +51,18 @@ func TestRateLimits(t *testing.T) {
 		t.Error("second stream: no Retry-After")
 	}
 
+	// Attachments too: the third of the minute is refused, nothing held.
+	newAttachment(t, alice, chat.ID, "a.txt", "text/plain", 1)
+	newAttachment(t, alice, chat.ID, "b.txt", "text/plain", 1)
+	e = expectError(t, "third attachment", attach(alice, chat.ID, "c.txt", "text/plain", 1), 429, "RATE_LIMITED")
+	if !strings.Contains(e.Message, "attachments") {
+		t.Errorf("message %q does not name the limit", e.Message)
+	}
+
 	// Another user is unaffected.
 	bobChat := newChat(t, bob, map[string]string{"title": "bob"})
 	sendMessage(t, bob, bobChat.ID, msg)
+	newAttachment(t, bob, bobChat.ID, "b.txt", "text/plain", 1)
 	if res := bob.stream(bobChat.ID, map[string]string{"content": "hi", "modelId": "builtin", "userId": bobID}); res.Status != 200 {
 		t.Errorf("bob's stream: %d %s", res.Status, res.Body)
 	}

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -104,6 +106,8 @@ type backend struct {
 	dynamoURL string
 	toolURL   string
 	key       string
+	// s3URL is a fake S3 (gofakes3) holding the bucket "blobs".
+	s3URL string
 }
 
 func newBackend(t *testing.T) backend {
@@ -132,14 +136,21 @@ func newBackend(t *testing.T) backend {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(ts.Close)
-	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key}
+	s3 := s3mem.New()
+	if err := s3.CreateBucket("blobs"); err != nil {
+		t.Fatal(err)
+	}
+	fakeS3 := httptest.NewServer(gofakes3.New(s3, gofakes3.WithoutVersioning()).Server())
+	t.Cleanup(fakeS3.Close)
+	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key, s3URL: fakeS3.URL}
 }
 
 // env is the configuration of a function on b, as template.yaml sets it.
 func (b backend) env(extra ...string) []string {
 	env := []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"DYNAMODB_ENDPOINT=" + b.dynamoURL, "USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data",
-		"RATE_LIMITS_TABLE=rate_limits", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn"}
+		"RATE_LIMITS_TABLE=rate_limits", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn",
+		"BLOB_BUCKET=blobs", "BLOB_ENDPOINT=" + b.s3URL}
 	return append(env, extra...)
 }
 
@@ -293,6 +304,10 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 		`{"content":"run json_query with {\"input\": {\"a\": [1, 2, 3]}, \"query\": \".a | add\"}","modelId":"builtin"}`, cookie))
 	if sent.StatusCode != 201 || !strings.Contains(sent.Body, `"toolName":"json_query"`) || !strings.Contains(sent.Body, `"result":{"result":6}`) {
 		t.Errorf("message with a tool call: %d %s", sent.StatusCode, sent.Body)
+	}
+	if r := chats.http(request("POST", "/api/chats/"+chat.Data.ID+"/attachments", `{"name":"a.txt","contentType":"text/plain","size":3}`, cookie)); r.StatusCode != 201 ||
+		!strings.Contains(r.Body, `"uploadUrl":"`+b.s3URL+`/blobs/uploads/`) {
+		t.Errorf("attachment: %d %s", r.StatusCode, r.Body)
 	}
 	if r := chats.http(request("GET", "/api/chats/"+chat.Data.ID+"/messages", "")); r.StatusCode != 401 {
 		t.Errorf("messages without a cookie: %d %s", r.StatusCode, r.Body)

@@ -39,6 +39,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/job"
@@ -111,6 +112,11 @@ type Stack struct {
 	// Scheduler and TriggerFireFunction in AWS) with TriggerFireFunction's
 	// handler; the dev server runs it on a ticker (SCHEDULE_POLL_INTERVAL).
 	Poller *trigger.Poller
+	// Blobs is the blob store every function uses (S3 in AWS): a folder
+	// beside DATA_FILE (DATA_FILE + ".blobs"), or memory without
+	// DATA_FILE. API serves its signed URLs at blob.PathPrefix, outside
+	// the API's middleware, as S3 serves presigned URLs.
+	Blobs *blob.Local
 }
 
 // Options are the process-level dependencies of New.
@@ -133,6 +139,10 @@ type Options struct {
 	// PingInterval is the stream's keep-alive interval; zero means
 	// chat.PingInterval.
 	PingInterval time.Duration
+	// PublicURL is the origin the API handler is served at (e.g.
+	// http://127.0.0.1:3000), which the signed blob URLs start with; empty
+	// means http://127.0.0.1:<PORT>.
+	PublicURL string
 	// Sandbox runs the isolated tools (jq, expressions, templates, regular
 	// expressions, CSV, HTML) in worker processes, as McpFunction does: the
 	// dev server passes a pool of its own binary (tools.NewSandbox). Nil
@@ -175,6 +185,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 
+	if s.Blobs, err = blobs(cfg, o); err != nil {
+		s.Close()
+		return nil, err
+	}
+
 	mw := httpapi.Options{Logger: o.Logger, AllowedOrigins: cfg.AllowedOrigins}
 	cfg.MCPServiceKey = s.ServiceKey
 	// The tool server (McpFunction) is a function URL, not an HttpApi
@@ -187,7 +202,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 
 	// Every function reaches the tool server as in AWS: at MCP_URL with
 	// the service key, over HTTP or, without ToolServerURL, in process.
-	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval}
+	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval, Blobs: s.Blobs}
 	cfg.MCPURL = o.ToolServerURL
 	if o.ToolServerURL == "" {
 		cfg.MCPURL = inProcessURL
@@ -229,8 +244,37 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	for _, f := range s.Functions {
 		api.Mount(f.Router, f.Router.Patterns()...)
 	}
-	s.API = httpapi.Stack(api, mw)
+	// The signed blob URLs stand outside the API's middleware: the
+	// signature authorizes them (no session, any origin's page may send
+	// them, their bodies are files of any type and up to 25 MiB), and
+	// they answer CORS for ALLOWED_ORIGINS themselves.
+	root := http.NewServeMux()
+	root.Handle(blob.PathPrefix, httpapi.Chain(s.Blobs.Handler(), httpapi.RequestID(o.Logger), httpapi.AccessLog, httpapi.Recover))
+	root.Handle("/", httpapi.Stack(api, mw))
+	s.API = root
 	return s, nil
+}
+
+// BlobsDir is the folder of the dev server's blobs with DATA_FILE.
+func BlobsDir(dataFile string) string { return dataFile + ".blobs" }
+
+// blobs builds the dev server's blob store: the folder BlobsDir(DATA_FILE)
+// or memory, its URLs signed with a key of this process (so they stop
+// working when it exits) and starting at o.PublicURL.
+func blobs(cfg config.Config, o Options) (*blob.Local, error) {
+	var b blob.Backend = blob.NewMemory(o.Now)
+	if cfg.DataFile != "" {
+		f, err := blob.NewFolder(BlobsDir(cfg.DataFile), o.Now)
+		if err != nil {
+			return nil, fmt.Errorf("local: blob store: %w", err)
+		}
+		b = f
+	}
+	base := o.PublicURL
+	if base == "" {
+		base = fmt.Sprintf("http://127.0.0.1:%d", cfg.Port)
+	}
+	return blob.NewLocal(b, blob.LocalOptions{BaseURL: base, Now: o.Now, AllowedOrigins: cfg.AllowedOrigins})
 }
 
 // inProcessURL is the base URL of the tool server when it is called in

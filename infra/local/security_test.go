@@ -71,6 +71,7 @@ var validBodies = map[string]string{
 	"PATCH /api/workflows/{workflowId}/triggers/{triggerId}":              `{"enabled":false}`,
 	"POST /api/workflows/{workflowId}/triggers/{triggerId}/rotate-secret": "",
 	"POST /hooks/{triggerId}":                                             `{}`,
+	"POST /api/chats/{chatId}/attachments":                                `{"name":"a.txt","contentType":"text/plain","size":3}`,
 }
 
 // securityHeaders must be on every response.
@@ -163,6 +164,10 @@ func TestSecurityMatrix(t *testing.T) {
 	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
+	if hasRoute(s, "POST /api/chats/{chatId}/attachments") {
+		_, body = do("POST", "/api/chats/"+params["{chatId}"]+"/attachments", validBodies["POST /api/chats/{chatId}/attachments"], a.cookie)
+		params["{attachmentId}"] = jsonField(t, body, "id")
+	}
 	if hasRoute(s, "POST /api/workflows") {
 		_, body = do("POST", "/api/workflows", `{"userId":"`+a.id+`","name":"a's workflow"}`, a.cookie)
 		params["{workflowId}"] = jsonField(t, body, "id")

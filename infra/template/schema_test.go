@@ -173,8 +173,9 @@ func schemaProblems(t *testing.T, data []byte) []string {
 
 // resolveIntrinsics returns v with each Fn::If replaced by its branch
 // (0: the true one, 1: the false one), each value that is AWS::NoValue left
-// out (false), and every other intrinsic by a placeholder string, the type
-// most intrinsics return.
+// out (false), the intrinsics that return lists (Fn::Split, Fn::GetAZs,
+// Fn::Cidr) by a list of a placeholder, and every other intrinsic by a
+// placeholder string, the type most intrinsics return.
 func resolveIntrinsics(v any, branch int) (any, bool) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -187,6 +188,9 @@ func resolveIntrinsics(v any, branch int) (any, bool) {
 				}
 				if k == "Ref" && arg == "AWS::NoValue" {
 					return nil, false
+				}
+				if k == "Fn::Split" || k == "Fn::GetAZs" || k == "Fn::Cidr" {
+					return []any{"intrinsic:" + k}, true // these return lists
 				}
 				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
 					return "intrinsic:" + k, true

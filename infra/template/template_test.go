@@ -126,14 +126,19 @@ var wantGrants = map[string]map[string][]string{
 		// store.Chats: Chat (GetItem); Conversation and deleteCollection's
 		// key listing (Query); CreateChat (tx: Put chat + Update counter),
 		// AddMessages (tx: Put messages + Update chat), DeleteChat (mark:
-		// UpdateItem; tx: Delete chat + Update counter; no ConditionCheck
-		// items); UpdateChat (UpdateItem); deleteCollection's batches
+		// UpdateItem; tx: Delete chat + Update counter); UpdateChat (UpdateItem); deleteCollection's batches
 		// (BatchWriteItem). Create with a workflowId: CheckWorkflow reads
 		// the workflow (store.Workflows.Workflow: GetItem). No chat route
-		// runs a workflow, so no ConditionCheckItem. DeleteChat deletes
-		// the chat's runs (each run's collection: Query, BatchWriteItem,
-		// DeleteItem).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
+		// runs a workflow. DeleteChat deletes the chat's runs (each run's
+		// collection: Query, BatchWriteItem, DeleteItem).
+		// store.Attachments: CreateAttachment (tx: ConditionCheck on the
+		// chat, Put attachment, Update storage counter), reads
+		// (TransactGetItems: GetItem), MarkReady / MarkFailed (tx: Update
+		// attachment, ConditionCheck on the chat, Update counter),
+		// BeginDelete (UpdateItem), DeleteAttachments (tx: Delete, Update
+		// counter), ChatAttachments (Query).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
+			"dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListChats: one Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// DeleteChat finds the chat's runs: store.Runs.DeleteChatRuns, a
@@ -806,6 +811,8 @@ var checks = []struct {
 	{"m_runner_invokes", checkRunnerInvokes},
 	{"n_alarms", checkAlarms},
 	{"n_trigger_schedules", checkTriggerSchedules},
+	{"n_blob_bucket", checkBlobBucket},
+	{"o_blob_grants", checkBlobGrants},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1166,6 +1173,13 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			if isSchedulerStatement(stmt) {
 				continue // check (n)'s
+			}
+			if n := countS3(strs(stmt["Action"])); n > 0 {
+				// S3 statements are check (o)'s.
+				if n < len(strs(stmt["Action"])) {
+					probs = append(probs, fmt.Sprintf("%s: mixes s3: and other actions; blob access gets statements of its own", where))
+				}
+				continue
 			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
@@ -1663,7 +1677,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"table missing from the Go definitions", "c_tables_match_store",
 			"  DataTable:\n", "  ExtraTable:\n", "ExtraTable: table not defined in shared/store"},
 		{"table not retained", "c_tables_match_store",
-			"DeletionPolicy: Retain", "DeletionPolicy: Delete", "want Retain / Retain"},
+			"Type: AWS::DynamoDB::Table\n    DeletionPolicy: Retain", "Type: AWS::DynamoDB::Table\n    DeletionPolicy: Delete", "want Retain / Retain"},
 		{"Scan granted", "d_iam_least_privilege",
 			"Action: [dynamodb:UpdateItem]", "Action: [dynamodb:UpdateItem, dynamodb:Scan]", `"dynamodb:Scan" is not in the allow-list`},
 		{"wildcard action", "d_iam_least_privilege",
@@ -1783,7 +1797,10 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"      Timeout: 120\n      Environment:\n        Variables:\n          # The budget check and the usage of proposals",
 			"WorkflowsFunction: Timeout 120 s behind the HTTP API"},
 		{"workflow messages cannot check their workflow", "d_iam_reviewed_contract",
-			"                - dynamodb:ConditionCheckItem\n", "", "WorkflowsFunction on DataTable"},
+			"                - dynamodb:ConditionCheckItem\n                - dynamodb:Query\n                - dynamodb:BatchWriteItem\n              Resource: [!GetAtt DataTable.Arn]\n            # The deleted workflow's schedule triggers",
+			"                - dynamodb:Query\n                - dynamodb:BatchWriteItem\n              Resource: [!GetAtt DataTable.Arn]\n            # The deleted workflow's schedule triggers", "WorkflowsFunction on DataTable"},
+		{"attachments cannot check their chat", "d_iam_reviewed_contract",
+			"                - dynamodb:ConditionCheckItem\n", "", "ChatsFunction on DataTable"},
 		{"workflow listing without the index", "d_iam_reviewed_contract",
 			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\", !Sub \"${DataTable.Arn}/index/GSI2\"]\n",
 			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI2\"]\n",
@@ -1793,8 +1810,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
 			"WorkflowsFunction on UsersTable"},
 		{"workflows without the table name its main requires", "d_iam_least_privilege",
-			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
-			"          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # Per-user rate limits of POST /api/workflows",
+			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Per-user rate limits of POST /api/workflows",
+			"          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Per-user rate limits of POST /api/workflows",
 			"WorkflowsFunction: may access UsersTable but does not receive its name"},
 		{"stream cannot record a workflow run", "d_iam_reviewed_contract",
 			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]",
@@ -1809,6 +1826,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 	}
 	cases = append(cases, edgeCases...)
 	cases = append(cases, triggerCases...)
+	cases = append(cases, blobCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

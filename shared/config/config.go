@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,19 @@ type Config struct {
 	SnapshotInterval time.Duration
 
 	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
+
+	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
+	// too large for an item, attachments) in AWS. Unset locally: the dev
+	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
+	// without DATA_FILE.
+	BlobBucket string
+	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
+	// BLOB_BUCKET with an S3-compatible server reached path-style with
+	// static dummy credentials: tests (a fake S3) only.
+	BlobEndpoint string
+	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
+	// default 1 GiB) bounds the bytes of each user's attachments.
+	UserStorageQuota int64
 
 	LogLevel  slog.Level     // LOG_LEVEL: debug, info, warn, error; default info
 	LogFormat logging.Format // LOG_FORMAT: json or text; default json in Lambda, text locally
@@ -122,6 +136,9 @@ type Config struct {
 	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
 	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
 	RateLimitResumes  ratelimit.Rule // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
+	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
+	// one an upload URL).
+	RateLimitAttachments ratelimit.Rule
 
 	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
 	// default 30s) is how far ahead each log write of a streamed reply
@@ -156,12 +173,17 @@ type Config struct {
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
 const DefaultSandboxPerUser = 2
 
+// DefaultUserStorageQuota is USER_STORAGE_QUOTA's default: 1 GiB.
+const DefaultUserStorageQuota = 1 << 30
+
 // The default per-user rate limits.
 const (
 	DefaultRateLimitMessages = "30/m"
 	DefaultRateLimitStreams  = "30/m"
 	DefaultRateLimitRuns     = "20/m"
 	DefaultRateLimitResumes  = "120/m"
+
+	DefaultRateLimitAttachments = "20/m,200/h"
 
 	DefaultRateLimitSignInEmail   = "5/m,30/h"
 	DefaultRateLimitSignInAddress = "30/m,300/h"
@@ -222,6 +244,25 @@ func Load(getenv func(string) string) (Config, error) {
 			continue
 		}
 		c.AllowedOrigins = append(c.AllowedOrigins, o)
+	}
+
+	c.BlobBucket = get("BLOB_BUCKET")
+	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
+		bad("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", c.BlobBucket)
+	}
+	c.BlobEndpoint = strings.TrimRight(get("BLOB_ENDPOINT"), "/")
+	if c.BlobEndpoint != "" {
+		if u, err := url.Parse(c.BlobEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("BLOB_ENDPOINT", "must be an http(s) URL, got %q", c.BlobEndpoint)
+		}
+	}
+	c.UserStorageQuota = DefaultUserStorageQuota
+	if v := get("USER_STORAGE_QUOTA"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			bad("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, v)
+		}
+		c.UserStorageQuota = n
 	}
 
 	switch v := strings.ToLower(get("LOG_LEVEL")); v {
@@ -385,6 +426,7 @@ func Load(getenv func(string) string) (Config, error) {
 		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
 		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
 		{&c.RateLimitResumes, "RATE_LIMIT_RESUMES", "resumes", DefaultRateLimitResumes},
+		{&c.RateLimitAttachments, "RATE_LIMIT_ATTACHMENTS", "attachments", DefaultRateLimitAttachments},
 		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
 		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
 		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
@@ -436,9 +478,14 @@ func (c Config) value(name string) string {
 		return c.MCPURL
 	case "RUNNER_FUNCTION":
 		return c.RunnerFunction
+	case "BLOB_BUCKET":
+		return c.BlobBucket
 	}
 	return c.raw[name]
 }
+
+// bucketName matches an S3 bucket name (general purpose buckets).
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
 func port(v string, def int, name string, bad func(string, string, ...any)) int {
 	if v == "" {

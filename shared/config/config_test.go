@@ -21,7 +21,8 @@ func TestLoadDefaults(t *testing.T) {
 	if c.InLambda || c.UsersTable != "users" || c.SessionsTable != "sessions" || c.DataTable != "data" ||
 		c.Port != 3000 || c.MCPPort != 3001 || c.LogFormat != logging.Text || c.LogLevel != slog.LevelInfo ||
 		c.DefaultModelID != "builtin" || c.ToolsCacheTTL != 5*time.Minute || c.Region != "us-east-1" ||
-		c.SandboxPerUser != 2 || c.FunctionMemoryMB != 0 {
+		c.SandboxPerUser != 2 || c.FunctionMemoryMB != 0 ||
+		c.BlobBucket != "" || c.UserStorageQuota != 1<<30 || c.RateLimitAttachments.String() != "20/m,200/h" {
 		t.Errorf("local defaults = %+v", c)
 	}
 	c, err = config.Load(env(map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f"}))
@@ -31,7 +32,7 @@ func TestLoadDefaults(t *testing.T) {
 	if !c.InLambda || c.UsersTable != "" || c.LogFormat != logging.JSON {
 		t.Errorf("lambda defaults = %+v", c)
 	}
-	if err := c.Require("USERS_TABLE", "SESSIONS_TABLE"); err == nil || !strings.Contains(err.Error(), "USERS_TABLE, SESSIONS_TABLE") {
+	if err := c.Require("USERS_TABLE", "SESSIONS_TABLE", "BLOB_BUCKET"); err == nil || !strings.Contains(err.Error(), "USERS_TABLE, SESSIONS_TABLE, BLOB_BUCKET") {
 		t.Errorf("Require = %v", err)
 	}
 }
@@ -43,6 +44,7 @@ func TestLoadValues(t *testing.T) {
 		"PORT": "0", "TOOLS_CACHE_TTL": "30s", "MCP_SERVICE_KEY": "0123456789abcdef", "OPENAI_MODELS": "llama3, ,qwen",
 		"OPENAI_BASE_URL": "http://localhost:11434/v1/", "USER_MONTHLY_TOKEN_BUDGET": "1000",
 		"MODEL_PRICES": `{"gpt-4o": {"input": 2.5, "output": 10}}`, "SANDBOX_PER_USER": "3", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "768",
+		"BLOB_BUCKET": "stack-blobbucket-1a2b3c", "USER_STORAGE_QUOTA": "1048576",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +53,11 @@ func TestLoadValues(t *testing.T) {
 		c.Port != 0 || c.ToolsCacheTTL != 30*time.Second || strings.Join(c.OpenAIModels, " ") != "llama3 qwen" ||
 		c.OpenAIBaseURL != "http://localhost:11434/v1" || c.UserMonthlyTokenBudget != 1000 ||
 		c.ModelPrices["gpt-4o"].Input != 2.5 || c.ModelPrices["gpt-4o"].Output != 10 ||
-		c.SandboxPerUser != 3 || c.FunctionMemoryMB != 768 {
+		c.SandboxPerUser != 3 || c.FunctionMemoryMB != 768 ||
+		c.BlobBucket != "stack-blobbucket-1a2b3c" || c.UserStorageQuota != 1<<20 {
 		t.Errorf("config = %+v", c)
 	}
-	if err := c.Require("MCP_SERVICE_KEY", "USERS_TABLE"); err != nil {
+	if err := c.Require("MCP_SERVICE_KEY", "USERS_TABLE", "BLOB_BUCKET"); err != nil {
 		t.Errorf("Require = %v", err)
 	}
 }
@@ -77,6 +80,12 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"USER_MONTHLY_TOKEN_BUDGET", "-1"},
 		{"USER_MONTHLY_TOKEN_BUDGET", "lots"},
 		{"MODEL_PRICES", "gpt-4o=2.5"},
+		{"BLOB_BUCKET", "My_Bucket"},
+		{"BLOB_BUCKET", "s3://bucket"},
+		{"BLOB_ENDPOINT", "localhost:9000"},
+		{"USER_STORAGE_QUOTA", "0"},
+		{"USER_STORAGE_QUOTA", "1GiB"},
+		{"RATE_LIMIT_ATTACHMENTS", "lots"},
 		{"MODEL_PRICES", `{"gpt-4o": {"input": -1}}`},
 		{"MODEL_PRICES", `{"gpt-4o": {"in": 1}}`},
 		{"SANDBOX_PER_USER", "0"},

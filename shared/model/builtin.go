@@ -30,9 +30,10 @@ type Builtin struct {
 	ChunkDelay time.Duration
 }
 
-// Models lists the built-in model.
+// Models lists the built-in model. It takes every attachment, and says
+// what it received.
 func (Builtin) Models() []Model {
-	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin"}}
+	return []Model{{ID: BuiltinID, Name: "Built-in offline assistant", Provider: "builtin", Input: Input{Images: true, Documents: true}}}
 }
 
 // CountInput is the built-in model's input tokens of req (model.InputCounter):
@@ -43,6 +44,9 @@ func (Builtin) CountInput(req Request) int {
 	words := len(strings.Fields(req.System))
 	for _, m := range req.Messages {
 		words += len(strings.Fields(m.Content)) + len(m.ToolCalls)
+		for _, a := range m.Attachments {
+			words += len(strings.Fields(a.Text)) + len(a.Data)/1024 // images and PDFs: a word per KB
+		}
 	}
 	return words
 }
@@ -74,6 +78,9 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 			reply = fmt.Sprintf("Running %s.", call.Name)
 		} else {
 			reply = builtinReply(last.Content, req.Tools)
+		}
+		if last.Role == RoleUser && len(last.Attachments) > 0 {
+			reply = "I received " + DescribeAttachments(last.Attachments) + ". " + reply
 		}
 	}
 	if req.MaxTokens > 0 {

@@ -17,6 +17,9 @@ type Model struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Provider string `json:"provider"`
+	// Input is what the model takes besides text; attachments it does
+	// not take reach it as notes (UserParts).
+	Input Input `json:"-"`
 }
 
 // Roles of conversation messages.
@@ -35,6 +38,9 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID names the call a RoleTool message answers.
 	ToolCallID string
+	// Attachments are the files of a RoleUser message: each provider
+	// sends them the way its API takes them (UserParts).
+	Attachments []Attachment
 }
 
 // ToolSpec offers a tool to a model for native tool calling.

@@ -84,7 +84,7 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms := reg.List(); len(ms) != 1 || ms[0] != (model.Model{ID: "builtin", Name: "Built-in offline assistant", Provider: "builtin"}) {
+	if ms := reg.List(); len(ms) != 1 || ms[0] != (model.Model{ID: "builtin", Name: "Built-in offline assistant", Provider: "builtin", Input: model.Input{Images: true, Documents: true}}) {
 		t.Errorf("List = %+v", ms)
 	}
 	_, err = reg.Lookup("nope")

@@ -27,6 +27,21 @@ type Chats struct {
 	db    *dynamo.DB
 	table dynamo.Table
 	owned ownedCollection
+	// cleanup, when set, deletes what a chat owns outside its items
+	// (WithCleanup).
+	cleanup func(ctx context.Context, chatID, userID string) error
+}
+
+// WithCleanup makes DeleteChat call fn(ctx, chatID, userID) once the
+// owner is checked and the chat is marked deleted (nothing can be added
+// to it from then on), before any of its items goes: fn deletes what the
+// chat owns beyond its items, e.g. the attachments' blobs with the quota
+// they hold (attachment.Service.DeleteChat). A failing fn fails the
+// delete with the chat still in place, so a retried delete runs it again:
+// it must be idempotent. It returns s.
+func (s *Chats) WithCleanup(fn func(ctx context.Context, chatID, userID string) error) *Chats {
+	s.cleanup = fn
+	return s
 }
 
 // NewChats returns a Chats over the named Data table.
@@ -217,10 +232,18 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 }
 
 // DeleteChat removes the chat id of userID with its messages and runs (see
-// ownedCollection.delete). NotFound, Forbidden.
+// ownedCollection.delete), after the cleanup of WithCleanup. NotFound,
+// Forbidden, or the cleanup's error.
 func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
 	runs := &Runs{db: s.db, table: s.table}
-	return s.owned.delete(ctx, "store.DeleteChat", id, userID, func(ctx context.Context) error { return runs.DeleteChatRuns(ctx, id) })
+	return s.owned.delete(ctx, "store.DeleteChat", id, userID, func(ctx context.Context) error {
+		if s.cleanup != nil {
+			if err := s.cleanup(ctx, id, userID); err != nil {
+				return err
+			}
+		}
+		return runs.DeleteChatRuns(ctx, id)
+	})
 }
 
 // deleteCollection batch-deletes every item of table under pk except the

@@ -7,6 +7,8 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -20,17 +22,38 @@ import (
 // Required are the variables the chat functions refuse to start without.
 var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
 
-// Chats is ChatsFunction.
+// Chats is ChatsFunction: the chat routes and the attachment routes
+// (shared/attachment), whose blobs live in BLOB_BUCKET. Deleting a chat
+// deletes its attachments first (store.Chats.WithCleanup).
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
-	Required:  Required,
+	Required:  append(Required[:len(Required):len(Required)], "BLOB_BUCKET"),
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		svc, err := Service(ctx, cfg, d, nil)
+		atts, err := Attachments(ctx, cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		return chat.Routes(svc, d.Auth(cfg), Limits(cfg, d)), nil
+		svc, err := Service(ctx, cfg, d, nil, store.NewChats(d.DB, cfg.DataTable).WithCleanup(atts.DeleteChat))
+		if err != nil {
+			return nil, err
+		}
+		r := chat.Routes(svc, d.Auth(cfg), Limits(cfg, d))
+		ar := attachment.Routes(atts, d.Auth(cfg), attachment.Limits{Limiter: d.Limiter(cfg), Create: cfg.RateLimitAttachments})
+		r.Mount(ar, ar.Patterns()...)
+		return r, nil
 	},
+}
+
+// Attachments returns the attachment service: attachments in the Data
+// table, their bytes in the blob store (blobstore.Open), each user's
+// storage within USER_STORAGE_QUOTA.
+func Attachments(ctx context.Context, cfg config.Config, d assembly.Deps) (*attachment.Service, error) {
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return attachment.NewService(attachment.Options{Store: store.NewAttachments(d.DB, cfg.DataTable), Blobs: blobs,
+		Quota: cfg.UserStorageQuota, Now: d.Now}), nil
 }
 
 // Limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
@@ -39,15 +62,15 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
-// Service builds the chat service: chats in the Data table with the logs
-// of streamed replies, the configured models under the usage meter (each
-// model call reserves the user's budget and settles its usage in the Users
-// table), the tool server's tools (one catalog) behind the tool gate
-// (policies, budget, identity), the users' model preferences, and the
-// durable runs a stream with a workflowId starts (handed to RunnerFunction
-// through invoker: the stream's; nil in ChatsFunction, which starts none)
-// and renders.
-func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker) (*chat.Service, error) {
+// Service builds the chat service: chats (the Data table's, given) with
+// the logs of streamed replies, the configured models under the usage
+// meter (each model call reserves the user's budget and settles its usage
+// in the Users table), the tool server's tools (one catalog) behind the
+// tool gate (policies, budget, identity), the users' model preferences,
+// and the durable runs a stream with a workflowId starts (handed to
+// RunnerFunction through invoker: the stream's; nil in ChatsFunction,
+// which starts none) and renders.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker, chats *store.Chats) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -60,7 +83,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker wo
 		Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	return chat.NewService(chat.Options{
-		Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models,
+		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: chatRuns{runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }

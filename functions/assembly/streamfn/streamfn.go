@@ -14,6 +14,7 @@ import (
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/store"
 )
 
 // Stream is StreamFunction.
@@ -26,7 +27,7 @@ var Stream = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		svc, err := chatsfn.Service(ctx, cfg, d, invoker)
+		svc, err := chatsfn.Service(ctx, cfg, d, invoker, store.NewChats(d.DB, cfg.DataTable))
 		if err != nil {
 			return nil, err
 		}

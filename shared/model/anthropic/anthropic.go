@@ -12,6 +12,7 @@ package anthropic
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,19 @@ type Options struct {
 	// response-header timeout and no overall timeout (streams last as long
 	// as their ctx).
 	HTTPClient *http.Client
+	// Input says what a model takes besides text; nil means DefaultInput.
+	Input func(name string) model.Input
+}
+
+// DefaultInput is what Claude model name takes besides text: images and
+// PDF documents, but for the models before Claude 3 (claude-2*,
+// claude-instant*), which take text only.
+func DefaultInput(name string) model.Input {
+	n := strings.ToLower(name)
+	if strings.HasPrefix(n, "claude-2") || strings.HasPrefix(n, "claude-instant") {
+		return model.Input{}
+	}
+	return model.Input{Images: true, Documents: true}
 }
 
 // Provider is the model.Provider for the Anthropic Messages API. It is
@@ -84,6 +98,7 @@ type Provider struct {
 	client *sdk.Client
 	models []model.Model
 	names  map[string]bool
+	input  map[string]model.Input
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -103,7 +118,11 @@ func New(o Options) (*Provider, error) {
 	if len(o.Models) == 0 {
 		return nil, errors.New("anthropic: at least one model is required")
 	}
-	p := &Provider{names: make(map[string]bool, len(o.Models))}
+	p := &Provider{names: make(map[string]bool, len(o.Models)), input: map[string]model.Input{}}
+	inputOf := o.Input
+	if inputOf == nil {
+		inputOf = DefaultInput
+	}
 	for _, name := range o.Models {
 		name = strings.TrimSpace(name)
 		if name == "" {
@@ -113,7 +132,8 @@ func New(o Options) (*Provider, error) {
 			return nil, fmt.Errorf("anthropic: model %q listed twice", name)
 		}
 		p.names[name] = true
-		p.models = append(p.models, model.Model{ID: IDPrefix + name, Name: name + " (Anthropic)", Provider: ProviderName})
+		p.input[name] = inputOf(name)
+		p.models = append(p.models, model.Model{ID: IDPrefix + name, Name: name + " (Anthropic)", Provider: ProviderName, Input: p.input[name]})
 	}
 
 	hc := o.HTTPClient
@@ -249,7 +269,7 @@ func (p *Provider) params(req model.Request) (sdk.MessagesRequest, error) {
 	if !ok || !p.names[name] {
 		return sdk.MessagesRequest{}, model.UnknownModel("", req.ModelID)
 	}
-	msgs, err := convertMessages(req.Messages)
+	msgs, err := convertMessages(req.Messages, p.input[name])
 	if err != nil {
 		return sdk.MessagesRequest{}, err
 	}
@@ -282,8 +302,11 @@ func textBlock(s string) sdk.MessageContent {
 // results are tool_result blocks of a user message, assistant tool calls
 // tool_use blocks, and consecutive messages of one role are merged, since
 // the API wants the roles to alternate. Empty texts are left out (the API
-// rejects empty text blocks), and so are messages left with no block.
-func convertMessages(in []model.Message) ([]sdk.Message, error) {
+// rejects empty text blocks), and so are messages left with no block. A
+// user message's images and PDFs the model takes (input) are image and
+// document blocks (base64) before its text, which carries its text files
+// as context and notes for the rest (model.UserParts).
+func convertMessages(in []model.Message, input model.Input) ([]sdk.Message, error) {
 	var out []sdk.Message
 	add := func(role sdk.ChatRole, blocks ...sdk.MessageContent) {
 		if len(blocks) == 0 {
@@ -298,9 +321,20 @@ func convertMessages(in []model.Message) ([]sdk.Message, error) {
 	for i, m := range in {
 		switch m.Role {
 		case model.RoleUser:
-			if m.Content != "" {
-				add(sdk.RoleUser, textBlock(m.Content))
+			text, parts := model.UserParts(m, input)
+			var blocks []sdk.MessageContent
+			for _, a := range parts {
+				data := base64.StdEncoding.EncodeToString(a.Data)
+				if a.Kind() == model.KindImage {
+					blocks = append(blocks, sdk.NewImageMessageContent(sdk.NewMessageContentSource(sdk.MessagesContentSourceTypeBase64, a.ContentType, data)))
+				} else {
+					blocks = append(blocks, sdk.NewPDFDocumentMessageContent(data, a.Name, "", false))
+				}
 			}
+			if text != "" {
+				blocks = append(blocks, textBlock(text))
+			}
+			add(sdk.RoleUser, blocks...)
 		case model.RoleAssistant:
 			var blocks []sdk.MessageContent
 			if m.Content != "" {

@@ -232,8 +232,8 @@ func TestModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []model.Model{
-		{ID: "anthropic/claude-sonnet-4-5", Name: "claude-sonnet-4-5 (Anthropic)", Provider: "anthropic"},
-		{ID: "anthropic/claude-haiku-4-5", Name: "claude-haiku-4-5 (Anthropic)", Provider: "anthropic"},
+		{ID: "anthropic/claude-sonnet-4-5", Name: "claude-sonnet-4-5 (Anthropic)", Provider: "anthropic", Input: model.Input{Images: true, Documents: true}},
+		{ID: "anthropic/claude-haiku-4-5", Name: "claude-haiku-4-5 (Anthropic)", Provider: "anthropic", Input: model.Input{Images: true, Documents: true}},
 	}
 	got := p.Models()
 	if !reflect.DeepEqual(got, want) {
@@ -402,6 +402,27 @@ func TestGenerateRequest(t *testing.T) {
 					{"name": "json_query", "description": "Runs a jq query on JSON.", "input_schema": ` + jqSchema + `},
 					{"name": "http_get", "input_schema": {"type": "object", "properties": {}}}
 				]
+			}`,
+		},
+		{
+			name: "attachments: image and PDF blocks, text files as context",
+			req: model.Request{
+				ModelID: testID,
+				Messages: []model.Message{{Role: model.RoleUser, Content: "What is this?", Attachments: []model.Attachment{
+					{Name: "cat.png", ContentType: "image/png", Size: 4, Data: []byte("\x89PNG")},
+					{Name: "notes.txt", ContentType: "text/plain", Size: 5, Text: "hello"},
+					{Name: "paper.pdf", ContentType: "application/pdf", Size: 8, Data: []byte("%PDF-1.7")},
+				}}},
+			},
+			want: `{
+				"model": "claude-sonnet-4-5",
+				"max_tokens": 4096,
+				"stream": true,
+				"messages": [{"role": "user", "content": [
+					{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}},
+					{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjc="}, "title": "paper.pdf", "citations": {"enabled": false}},
+					{"type": "text", "text": "<attachment name=\"notes.txt\" type=\"text/plain\" size=\"5 B\">\nhello\n</attachment>\n\nWhat is this?"}
+				]}]
 			}`,
 		},
 		{
@@ -751,5 +772,32 @@ func TestGenerateRejectsBadRequests(t *testing.T) {
 				t.Errorf("the fake got %d requests; want none", n)
 			}
 		})
+	}
+}
+
+// TestAttachmentsForATextOnlyModel: a model that takes no images or PDFs
+// gets notes naming them, and the text files as context.
+func TestAttachmentsForATextOnlyModel(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sse(messageStart(5, 0), textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn", 1), messageStop()))
+	p, err := anthropic.New(anthropic.Options{APIKey: testKey, BaseURL: f.srv.URL, Models: []string{"claude-2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := p.Models()[0].Input; in.Images || in.Documents {
+		t.Fatalf("claude-2.1 takes %+v", in)
+	}
+	req := model.Request{ModelID: "anthropic/claude-2.1", Messages: []model.Message{{Role: model.RoleUser, Content: "What is this?", Attachments: []model.Attachment{
+		{Name: "cat.png", ContentType: "image/png", Size: 4, Data: []byte("\x89PNG")},
+		{Name: "paper.pdf", ContentType: "application/pdf", Size: 8, Data: []byte("%PDF-1.7")},
+	}}}}
+	if _, _, err := generate(t.Context(), p, req); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(f.requests()[0].body["messages"])
+	want := `[{"role":"user","content":[{"type":"text","text":"[Attached image \"cat.png\" (image/png, 4 B): this model does not take images, so it was not sent.]\n\n` +
+		`[Attached document \"paper.pdf\" (application/pdf, 8 B): this model does not take documents, so it was not sent.]\n\nWhat is this?"}]}]`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("messages =\n%s\nwant\n%s", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -68,6 +69,30 @@ type Options struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient sends the requests. Nil: the SDK's default client.
 	HTTPClient *http.Client
+	// Input says what a model takes besides text; nil means DefaultInput.
+	Input func(modelID string) model.Input
+}
+
+// DefaultInput guesses what Bedrock model (or inference profile) id takes
+// besides text through Converse: images and PDF documents for Anthropic
+// Claude 3 and later (Claude 3.5 Haiku: documents only) and for Amazon
+// Nova Lite, Pro and Premier; documents for the other Nova models; images for Llama 3.2 11B and 90B, Llama 4
+// and Pixtral. The rest: text only.
+func DefaultInput(modelID string) model.Input {
+	id := strings.ToLower(modelID)
+	switch {
+	case strings.Contains(id, "claude-3-5-haiku"):
+		return model.Input{Documents: true} // text only on Bedrock: no vision
+	case strings.Contains(id, "anthropic.claude") && !strings.Contains(id, "claude-v2") && !strings.Contains(id, "claude-instant"):
+		return model.Input{Images: true, Documents: true}
+	case strings.Contains(id, "amazon.nova-lite"), strings.Contains(id, "amazon.nova-pro"), strings.Contains(id, "amazon.nova-premier"):
+		return model.Input{Images: true, Documents: true}
+	case strings.Contains(id, "amazon.nova"):
+		return model.Input{Documents: true}
+	case strings.Contains(id, "llama3-2-11b"), strings.Contains(id, "llama3-2-90b"), strings.Contains(id, "llama4"), strings.Contains(id, "pixtral"):
+		return model.Input{Images: true}
+	}
+	return model.Input{}
 }
 
 // Provider serves Bedrock models through the Converse API. It is safe for
@@ -76,6 +101,7 @@ type Provider struct {
 	client *bedrockruntime.Client
 	models []model.Model
 	ids    map[string]string // registry id -> Bedrock model id
+	input  map[string]model.Input
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -87,7 +113,11 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if len(o.Models) == 0 {
 		return nil, errors.New("bedrock: no models configured")
 	}
-	p := &Provider{ids: make(map[string]string, len(o.Models))}
+	p := &Provider{ids: make(map[string]string, len(o.Models)), input: map[string]model.Input{}}
+	inputOf := o.Input
+	if inputOf == nil {
+		inputOf = DefaultInput
+	}
 	for _, m := range o.Models {
 		m = strings.TrimSpace(m)
 		if m == "" {
@@ -98,7 +128,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			return nil, fmt.Errorf("bedrock: duplicate model id %q", m)
 		}
 		p.ids[id] = m
-		p.models = append(p.models, model.Model{ID: id, Name: m + " (Bedrock)", Provider: ProviderName})
+		p.input[id] = inputOf(m)
+		p.models = append(p.models, model.Model{ID: id, Name: m + " (Bedrock)", Provider: ProviderName, Input: p.input[id]})
 	}
 
 	endpoint := strings.TrimRight(o.Endpoint, "/")
@@ -161,7 +192,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 	if !ok {
 		return model.Result{}, model.UnknownModel(op, req.ModelID)
 	}
-	in, err := buildInput(modelID, req)
+	in, err := buildInput(modelID, req, p.input[req.ModelID])
 	if err != nil {
 		return model.Result{}, errs.Wrap(op, err)
 	}
@@ -281,8 +312,8 @@ type toolCall struct {
 // buildInput converts req into a ConverseStream request for modelID. It
 // fails (Internal) when a tool schema or tool call's arguments are not
 // valid JSON or a message has an unknown role.
-func buildInput(modelID string, req model.Request) (*bedrockruntime.ConverseStreamInput, error) {
-	msgs, err := convertMessages(req.Messages)
+func buildInput(modelID string, req model.Request, input model.Input) (*bedrockruntime.ConverseStreamInput, error) {
+	msgs, err := convertMessages(req.Messages, input)
 	if err != nil {
 		return nil, err
 	}
@@ -321,9 +352,13 @@ func buildInput(modelID string, req model.Request) (*bedrockruntime.ConverseStre
 // assistant text and toolUse blocks, and tool results as toolResult blocks
 // of a user message. Converse wants roles to alternate, so consecutive
 // messages of the same role merge into one, with toolResult blocks first
-// in a user message; blank texts (which Converse rejects) are dropped.
-func convertMessages(in []model.Message) ([]types.Message, error) {
+// in a user message; blank texts (which Converse rejects) are dropped. A
+// user message's images and PDFs the model takes (input) are image and
+// document blocks before its text, which carries its text files as
+// context and notes for the rest (model.UserParts).
+func convertMessages(in []model.Message, input model.Input) ([]types.Message, error) {
 	var out []types.Message
+	docNames := map[string]bool{} // Converse wants the documents' names unique
 	for i, m := range in {
 		var (
 			role   types.ConversationRole
@@ -332,8 +367,10 @@ func convertMessages(in []model.Message) ([]types.Message, error) {
 		switch m.Role {
 		case model.RoleUser:
 			role = types.ConversationRoleUser
-			if strings.TrimSpace(m.Content) != "" {
-				blocks = append(blocks, &types.ContentBlockMemberText{Value: m.Content})
+			text, parts := model.UserParts(m, input)
+			blocks = append(blocks, attachmentBlocks(parts, docNames)...)
+			if strings.TrimSpace(text) != "" {
+				blocks = append(blocks, &types.ContentBlockMemberText{Value: text})
 			}
 		case model.RoleAssistant:
 			role = types.ConversationRoleAssistant
@@ -384,6 +421,61 @@ func convertMessages(in []model.Message) ([]types.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// imageFormats are the Converse formats of the image types.
+var imageFormats = map[string]types.ImageFormat{"image/png": types.ImageFormatPng, "image/jpeg": types.ImageFormatJpeg,
+	"image/webp": types.ImageFormatWebp, "image/gif": types.ImageFormatGif}
+
+// attachmentBlocks are the image and document blocks of parts (raw bytes:
+// the SDK encodes them); an image of another type is left out.
+func attachmentBlocks(parts []model.Attachment, docNames map[string]bool) []types.ContentBlock {
+	var out []types.ContentBlock
+	for _, a := range parts {
+		if a.Kind() == model.KindImage {
+			if f, ok := imageFormats[a.ContentType]; ok {
+				out = append(out, &types.ContentBlockMemberImage{Value: types.ImageBlock{Format: f, Source: &types.ImageSourceMemberBytes{Value: a.Data}}})
+			}
+			continue
+		}
+		out = append(out, &types.ContentBlockMemberDocument{Value: types.DocumentBlock{
+			Format: types.DocumentFormatPdf, Name: aws.String(documentName(a.Name, docNames)), Source: &types.DocumentSourceMemberBytes{Value: a.Data},
+		}})
+	}
+	return out
+}
+
+// documentName makes name a Converse document name, unique among used:
+// letters, digits, single spaces, hyphens, parentheses and square
+// brackets only (others become spaces), at most 200 characters.
+func documentName(name string, used map[string]bool) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.TrimSuffix(name, ".pdf") {
+		ok := unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-()[]", r)
+		if !ok {
+			if !space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		b.WriteRune(r)
+		space = false
+	}
+	base := strings.TrimSpace(b.String())
+	if base == "" {
+		base = "document"
+	}
+	if r := []rune(base); len(r) > 200 {
+		base = strings.TrimSpace(string(r[:200]))
+	}
+	n := base
+	for i := 2; used[n]; i++ {
+		n = fmt.Sprintf("%s (%d)", base, i)
+	}
+	used[n] = true
+	return n
 }
 
 func toolResultRank(b types.ContentBlock) int {

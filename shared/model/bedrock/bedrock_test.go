@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -628,9 +629,9 @@ func TestModels(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, "http://127.0.0.1:1", haiku, " "+llamaCross+" ", profileARN)
 	want := []model.Model{
-		{ID: haikuID, Name: haiku + " (Bedrock)", Provider: "bedrock"},
+		{ID: haikuID, Name: haiku + " (Bedrock)", Provider: "bedrock", Input: model.Input{Documents: true}},
 		{ID: "bedrock/" + llamaCross, Name: llamaCross + " (Bedrock)", Provider: "bedrock"},
-		{ID: "bedrock/" + profileARN, Name: profileARN + " (Bedrock)", Provider: "bedrock"},
+		{ID: "bedrock/" + profileARN, Name: profileARN + " (Bedrock)", Provider: "bedrock", Input: model.Input{Documents: true}},
 	}
 	got := p.Models()
 	if !reflect.DeepEqual(got, want) {
@@ -713,5 +714,79 @@ func TestNewDefaultConfig(t *testing.T) {
 	auth := f.requests()[0].header.Get("Authorization")
 	if !strings.Contains(auth, "Credential=AKIDFROMENV/") || !strings.Contains(auth, "/us-west-2/bedrock/") {
 		t.Errorf("Authorization = %q, want the environment's key and region", auth)
+	}
+}
+
+// TestGenerateAttachments: Converse image blocks (bytes, base64 on the
+// wire) and document blocks with a Converse-safe unique name, before the
+// text, which carries text files as context; notes for what a model does
+// not take.
+func TestGenerateAttachments(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, stream(evStart, evText(0, "ok"), evBlockStop(0), evStop("end_turn"), evMetadata))
+	const sonnet, micro = "anthropic.claude-sonnet-4-20250514-v1:0", "amazon.nova-micro-v1:0"
+	p := newProvider(t, f.URL, sonnet, micro)
+	atts := []model.Attachment{
+		{Name: "cat.png", ContentType: "image/png", Size: 4, Data: []byte("\x89PNG")},
+		{Name: "notes.txt", ContentType: "text/plain", Size: 5, Text: "hello"},
+		{Name: "my report, v2!.pdf", ContentType: "application/pdf", Size: 8, Data: []byte("%PDF-1.7")},
+		{Name: "my report v2.pdf", ContentType: "application/pdf", Size: 8, Data: []byte("%PDF-1.7")},
+	}
+	for _, id := range []string{sonnet, micro} {
+		req := model.Request{ModelID: "bedrock/" + id, Messages: []model.Message{{Role: model.RoleUser, Content: "What is this?", Attachments: atts}}}
+		if _, _, err := collect(context.Background(), p, req); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	reqs := f.requests()
+	text := "<attachment name=\"notes.txt\" type=\"text/plain\" size=\"5 B\">\nhello\n</attachment>\n\nWhat is this?"
+	want := `{"messages": [{"role": "user", "content": [
+		{"image": {"format": "png", "source": {"bytes": "iVBORw=="}}},
+		{"document": {"format": "pdf", "name": "my report v2", "source": {"bytes": "JVBERi0xLjc="}}},
+		{"document": {"format": "pdf", "name": "my report v2 (2)", "source": {"bytes": "JVBERi0xLjc="}}},
+		{"text": ` + strconv.Quote(text) + `}
+	]}]}`
+	var got, wantV any
+	if err := json.Unmarshal(reqs[0].body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(want), &wantV); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, wantV) {
+		t.Errorf("vision model's request:\n%s\nwant:\n%s", reqs[0].body, want)
+	}
+	// Nova Micro takes documents but no images.
+	var micBody struct {
+		Messages []struct{ Content []map[string]any }
+	}
+	if err := json.Unmarshal(reqs[1].body, &micBody); err != nil {
+		t.Fatal(err)
+	}
+	blocks := micBody.Messages[0].Content
+	if len(blocks) != 3 || blocks[0]["document"] == nil || blocks[1]["document"] == nil {
+		t.Fatalf("nova micro's blocks %v", blocks)
+	}
+	if s, _ := blocks[2]["text"].(string); !strings.Contains(s, `[Attached image "cat.png" (image/png, 4 B): this model does not take images`) {
+		t.Errorf("nova micro's text %q", s)
+	}
+}
+
+func TestDefaultInput(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]model.Input{
+		"anthropic.claude-sonnet-4-20250514-v1:0":      {Images: true, Documents: true},
+		"us.anthropic.claude-3-7-sonnet-20250219-v1:0": {Images: true, Documents: true},
+		haiku:                                {Documents: true},
+		"anthropic.claude-v2:1":              {},
+		"amazon.nova-pro-v1:0":               {Images: true, Documents: true},
+		"amazon.nova-micro-v1:0":             {Documents: true},
+		"us.meta.llama3-2-90b-instruct-v1:0": {Images: true},
+		llamaCross:                           {},
+		"mistral.mistral-large-2402-v1:0":    {},
+	} {
+		if got := bedrock.DefaultInput(id); got != want {
+			t.Errorf("DefaultInput(%q) = %+v, want %+v", id, got, want)
+		}
 	}
 }

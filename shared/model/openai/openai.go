@@ -13,6 +13,7 @@ package openai
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,32 @@ type Options struct {
 	// response-header timeout and no overall timeout (streams last as long
 	// as their ctx).
 	HTTPClient *http.Client
+	// Input says what a model takes besides text; nil means DefaultInput.
+	Input func(name string) model.Input
+}
+
+// DefaultInput guesses what model name takes besides text from its name:
+// images for OpenAI's vision models (gpt-4o, gpt-4.1, gpt-4-turbo,
+// gpt-5, o1, o3 and o4, but o1-mini and o3-mini) and for the usual open
+// vision models of compatible servers (llava, *-vision, *-vl, pixtral,
+// gemma3, llama4, minicpm-v, moondream). Never PDFs: Chat Completions
+// takes files only through the Files API, which this client does not use.
+func DefaultInput(name string) model.Input {
+	n := strings.ToLower(name)
+	if n == "o1-mini" || strings.HasPrefix(n, "o1-mini-") || n == "o3-mini" || strings.HasPrefix(n, "o3-mini-") {
+		return model.Input{}
+	}
+	for _, p := range []string{"gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o1", "o3", "o4", "chatgpt-4o"} {
+		if strings.HasPrefix(n, p) {
+			return model.Input{Images: true}
+		}
+	}
+	for _, sub := range []string{"vision", "llava", "-vl", "vl:", "pixtral", "gemma3", "llama4", "minicpm-v", "moondream"} {
+		if strings.Contains(n, sub) {
+			return model.Input{Images: true}
+		}
+	}
+	return model.Input{}
 }
 
 // Provider is the model.Provider for OpenAI and OpenAI-compatible servers.
@@ -90,6 +117,8 @@ type Provider struct {
 	client *sdk.Client
 	models []model.Model
 	names  map[string]bool
+	// input is what each model name takes besides text.
+	input map[string]model.Input
 	// compatible is true for a server other than OpenAI (BaseURL set).
 	compatible bool
 }
@@ -122,7 +151,11 @@ func New(o Options) (*Provider, error) {
 			return nil, fmt.Errorf("openai: base URL must be an absolute http(s) URL, got %q", o.BaseURL)
 		}
 	}
-	p := &Provider{names: make(map[string]bool, len(o.Models)), compatible: baseURL != ""}
+	p := &Provider{names: make(map[string]bool, len(o.Models)), input: map[string]model.Input{}, compatible: baseURL != ""}
+	inputOf := o.Input
+	if inputOf == nil {
+		inputOf = DefaultInput
+	}
 	label := " (OpenAI)"
 	if p.compatible {
 		label = " (OpenAI-compatible)"
@@ -136,7 +169,10 @@ func New(o Options) (*Provider, error) {
 			return nil, fmt.Errorf("openai: model %q listed twice", name)
 		}
 		p.names[name] = true
-		p.models = append(p.models, model.Model{ID: IDPrefix + name, Name: name + label, Provider: ProviderName})
+		in := inputOf(name)
+		in.Documents = false // see DefaultInput
+		p.input[name] = in
+		p.models = append(p.models, model.Model{ID: IDPrefix + name, Name: name + label, Provider: ProviderName, Input: in})
 	}
 	if baseURL == "" {
 		baseURL = "https://api.openai.com/v1"
@@ -261,7 +297,7 @@ func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionReq
 	for i, m := range req.Messages {
 		switch m.Role {
 		case model.RoleUser:
-			params.Messages = append(params.Messages, sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleUser, Content: m.Content})
+			params.Messages = append(params.Messages, userMessage(m, p.input[name]))
 		case model.RoleAssistant:
 			a := sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleAssistant, Content: m.Content}
 			for _, c := range m.ToolCalls {
@@ -304,6 +340,25 @@ func (p *Provider) params(name string, req model.Request) (sdk.ChatCompletionReq
 		}
 	}
 	return params, nil
+}
+
+// userMessage is a user turn: plain text, or, with images the model
+// takes, the images as data URLs (image_url parts) followed by the text
+// (model.UserParts: text attachments as context, notes for the rest).
+func userMessage(m model.Message, in model.Input) sdk.ChatCompletionMessage {
+	text, parts := model.UserParts(m, in)
+	if len(parts) == 0 {
+		return sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleUser, Content: text}
+	}
+	msg := sdk.ChatCompletionMessage{Role: sdk.ChatMessageRoleUser}
+	for _, a := range parts {
+		msg.MultiContent = append(msg.MultiContent, sdk.ChatMessagePart{Type: sdk.ChatMessagePartTypeImageURL,
+			ImageURL: &sdk.ChatMessageImageURL{URL: "data:" + a.ContentType + ";base64," + base64.StdEncoding.EncodeToString(a.Data), Detail: sdk.ImageURLDetailAuto}})
+	}
+	if text != "" {
+		msg.MultiContent = append(msg.MultiContent, sdk.ChatMessagePart{Type: sdk.ChatMessagePartTypeText, Text: text})
+	}
+	return msg
 }
 
 // toolCalls accumulates streamed tool call fragments: the first fragment

@@ -701,8 +701,8 @@ func TestModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []model.Model{
-		{ID: "openai/gpt-4o-mini", Name: "gpt-4o-mini (OpenAI)", Provider: "openai"},
-		{ID: "openai/gpt-4.1", Name: "gpt-4.1 (OpenAI)", Provider: "openai"},
+		{ID: "openai/gpt-4o-mini", Name: "gpt-4o-mini (OpenAI)", Provider: "openai", Input: model.Input{Images: true}},
+		{ID: "openai/gpt-4.1", Name: "gpt-4.1 (OpenAI)", Provider: "openai", Input: model.Input{Images: true}},
 	}
 	got := p.Models()
 	if !reflect.DeepEqual(got, want) {
@@ -766,5 +766,61 @@ func TestBaseURLTrailingSlash(t *testing.T) {
 	}
 	if r := f.received(); len(r) != 1 || r[0].Path != "/v1/chat/completions" {
 		t.Errorf("requests = %+v", r)
+	}
+}
+
+// TestGenerateAttachments: images go as image_url data URLs before the
+// text, which carries text files as context; a model without vision gets
+// notes instead, and PDFs always do.
+func TestGenerateAttachments(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, stream(first(), content("A cat."), finish("stop"), usage(90, 3), "[DONE]"))
+	img := model.Attachment{Name: "cat.png", ContentType: "image/png", Size: 4, Data: []byte("\x89PNG")}
+	doc := model.Attachment{Name: "notes.txt", ContentType: "text/plain", Size: 5, Text: "hello"}
+	pdf := model.Attachment{Name: "paper.pdf", ContentType: "application/pdf", Size: 8, Data: []byte("%PDF-1.7")}
+	p := newProvider(t, f, openai.Options{APIKey: testKey, Models: []string{"gpt-4o-mini", "gpt-3.5-turbo"}})
+	msgs := func(id string) model.Request {
+		return model.Request{ModelID: id, Messages: []model.Message{{Role: model.RoleUser, Content: "What is this?", Attachments: []model.Attachment{img, doc, pdf}}}}
+	}
+	if _, _, err := collect(t.Context(), p, msgs("openai/gpt-4o-mini")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := collect(t.Context(), p, msgs("openai/gpt-3.5-turbo")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.received()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	vision := reqs[0].Body["messages"].([]any)[0].(map[string]any)
+	parts, ok := vision["content"].([]any)
+	if !ok || len(parts) != 2 {
+		t.Fatalf("vision model's content %v, want two parts", vision["content"])
+	}
+	image := parts[0].(map[string]any)
+	if image["type"] != "image_url" || image["image_url"].(map[string]any)["url"] != "data:image/png;base64,iVBORw==" {
+		t.Errorf("image part %v", image)
+	}
+	text := parts[1].(map[string]any)
+	if text["type"] != "text" || !strings.Contains(text["text"].(string), "<attachment name=\"notes.txt\"") ||
+		!strings.Contains(text["text"].(string), `[Attached document "paper.pdf"`) || !strings.HasSuffix(text["text"].(string), "What is this?") {
+		t.Errorf("text part %v", text)
+	}
+	plain := reqs[1].Body["messages"].([]any)[0].(map[string]any)
+	content, ok := plain["content"].(string)
+	if !ok || !strings.Contains(content, `[Attached image "cat.png" (image/png, 4 B): this model does not take images`) ||
+		!strings.Contains(content, "hello") || !strings.HasSuffix(content, "What is this?") {
+		t.Errorf("text-only model's content %v", plain["content"])
+	}
+}
+
+func TestDefaultInput(t *testing.T) {
+	t.Parallel()
+	for name, images := range map[string]bool{"gpt-4o": true, "gpt-4o-mini": true, "gpt-4.1-nano": true, "gpt-5": true, "o3": true, "o3-mini": false,
+		"o1-mini": false, "o4-mini": true, "gpt-3.5-turbo": false, "gpt-4": false, "llava:13b": true, "llama3.2-vision": true, "qwen2.5vl:7b": true,
+		"qwen2.5-vl-7b": true, "llama3.2": false, "gemma3:4b": true} {
+		if got := openai.DefaultInput(name); got.Images != images || got.Documents {
+			t.Errorf("DefaultInput(%q) = %+v, want images %v, no documents", name, got, images)
+		}
 	}
 }

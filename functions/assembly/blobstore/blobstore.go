@@ -1,0 +1,29 @@
+// Package blobstore opens a function's blob store: the host's
+// (assembly.Deps.Blobs: the dev server's folder or memory store, whose
+// URLs it serves itself) or else the S3 bucket BLOB_BUCKET. Only the
+// builders of functions that keep blobs import it, so only their
+// binaries link the S3 SDK.
+package blobstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/blob/s3blob"
+	"github.com/workflowchat/service/shared/config"
+)
+
+// Open returns d.Blobs when set, else the Store of the S3 bucket
+// BLOB_BUCKET in AWS_REGION (at BLOB_ENDPOINT when set: tests). It fails, naming BLOB_BUCKET, when neither
+// is given, or when the AWS configuration cannot be loaded.
+func Open(ctx context.Context, cfg config.Config, d assembly.Deps) (blob.Store, error) {
+	if d.Blobs != nil {
+		return d.Blobs, nil
+	}
+	if cfg.BlobBucket == "" {
+		return nil, fmt.Errorf("config: required but not set: BLOB_BUCKET")
+	}
+	return s3blob.Open(ctx, s3blob.Options{Bucket: cfg.BlobBucket, Region: cfg.Region, Endpoint: cfg.BlobEndpoint})
+}

@@ -1,0 +1,408 @@
+package template_test
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/workflowchat/service/shared/blob"
+)
+
+// The blob store's bucket (shared/blob over S3) and the functions' access
+// to it.
+
+const (
+	blobBucketID = "BlobBucket"
+	blobEnv      = "BLOB_BUCKET"
+)
+
+// s3Actions are the only S3 actions a function policy may name: object
+// reads (GetObject, which HeadObject and a copy's source need), writes
+// (PutObject, also a copy's destination and what a presigned PUT the
+// function signs may do), deletes (DeleteObject, per key of
+// DeleteObjects), and ListBucket for DeletePrefix, under a prefix
+// condition.
+var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:DeleteObject": true, "s3:ListBucket": true}
+
+// wantBlobGrants is the reviewed contract of the functions' access to the
+// bucket: per function, per key prefix (a blob.Kinds prefix), the object
+// actions, and under "list" the prefixes it may list. Only ChatsFunction's
+// code uses the bucket today (attachments, and the chat delete's
+// cleanup); the other grants are those of the job engine whose values
+// move into the store (docs/deploy.md, Blobs): review them with that code.
+var wantBlobGrants = map[string]map[string][]string{
+	// Attachments: the presigned upload into uploads/ (signed with this
+	// role), the check (Get, Head), the copy to attachments/ (Get on the
+	// source, Put on the copy), the upload's tombstone (Put); the
+	// presigned download of attachments/; the copy's delete. The chat's own values (chats/), its runs' (runs/, read
+	// and deleted with it), its replies' event-log values (logs/).
+	"ChatsFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
+		"logs/":        {"s3:GetObject", "s3:PutObject"},
+		"list":         {"chats/", "runs/"},
+	},
+	// Streamed replies' and in-stream runs' values; a message's
+	// attachments, checked first when pending (Get of the upload, Put of
+	// its tombstone and of the checked copy, Delete of a copy made while
+	// the attachment was being deleted).
+	"StreamFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"chats/":       {"s3:GetObject", "s3:PutObject"},
+		"runs/":        {"s3:GetObject", "s3:PutObject"},
+		"logs/":        {"s3:GetObject", "s3:PutObject"},
+	},
+	// Runs' values, deleted with their workflow; run inputs naming an
+	// attachment.
+	"WorkflowsFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"runs/":        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"logs/":        {"s3:GetObject", "s3:PutObject"},
+		"list":         {"runs/"},
+	},
+	"RunnerFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"runs/":        {"s3:GetObject", "s3:PutObject"},
+		"logs/":        {"s3:GetObject", "s3:PutObject"},
+	},
+	// Ending an interrupted job: its saved values, its closing events'.
+	"SweeperFunction": {
+		"chats/": {"s3:GetObject"},
+		"runs/":  {"s3:GetObject"},
+		"logs/":  {"s3:GetObject", "s3:PutObject"},
+	},
+	// Values passed by reference, results too large for a response.
+	"McpFunction": {
+		"chats/": {"s3:GetObject", "s3:PutObject"},
+		"runs/":  {"s3:GetObject", "s3:PutObject"},
+	},
+}
+
+// blobGrants reads the S3 statements of function id's inline policies:
+// prefix -> actions (and "list" -> listed prefixes), with what breaks
+// the rules of check (o).
+func blobGrants(s *stack, id string) (map[string]map[string]bool, []string) {
+	var probs []string
+	out := map[string]map[string]bool{}
+	add := func(k, v string) {
+		if out[k] == nil {
+			out[k] = map[string]bool{}
+		}
+		out[k][v] = true
+	}
+	bucketARN := getAttMark + blobBucketID + ".Arn"
+	docs, _ := asMap(s.resources()[id]["Properties"])["Policies"].([]any)
+	for i, d := range docs {
+		stmts, _ := asMap(d)["Statement"].([]any)
+		for j, st := range stmts {
+			stmt := asMap(st)
+			actions := strs(stmt["Action"])
+			if countS3(actions) == 0 {
+				continue
+			}
+			where := fmt.Sprintf("%s: Policies[%d].Statement[%d]", id, i, j)
+			if stmt["Effect"] != "Allow" {
+				probs = append(probs, where+": S3 statements allow")
+			}
+			for _, a := range actions {
+				if !s3Actions[a] {
+					probs = append(probs, fmt.Sprintf("%s: action %q is not in the S3 allow-list (no wildcards)", where, a))
+				}
+			}
+			for _, k := range []string{"NotAction", "NotResource", "Principal", "NotPrincipal"} {
+				if _, ok := stmt[k]; ok {
+					probs = append(probs, fmt.Sprintf("%s: %s is not allowed", where, k))
+				}
+			}
+			for _, r := range strs(stmt["Resource"]) {
+				if r == bucketARN {
+					if !slices.Equal(actions, []string{"s3:ListBucket"}) {
+						probs = append(probs, fmt.Sprintf("%s: the bucket itself with %v; only s3:ListBucket, alone", where, actions))
+						continue
+					}
+					prefixes := strs(asMap(asMap(stmt["Condition"])["StringLike"])["s3:prefix"])
+					if len(prefixes) == 0 {
+						probs = append(probs, where+": s3:ListBucket without a StringLike s3:prefix condition lists the whole bucket")
+					}
+					for _, p := range prefixes {
+						kind, ok := strings.CutSuffix(p, "*")
+						if !ok || !isKindPrefix(kind) {
+							probs = append(probs, fmt.Sprintf("%s: s3:prefix %q, want <kind>/* of blob.Kinds", where, p))
+							continue
+						}
+						add("list", kind)
+					}
+					continue
+				}
+				rest, ok := strings.CutPrefix(r, subMark+"${"+blobBucketID+".Arn}/")
+				kind, star := strings.CutSuffix(rest, "*")
+				if !ok || !star || !isKindPrefix(kind) {
+					probs = append(probs, fmt.Sprintf("%s: resource %q, want !Sub \"${%s.Arn}/<kind>/*\" of a blob.Kinds prefix (or the bucket, for ListBucket)", where, r, blobBucketID))
+					continue
+				}
+				for _, a := range actions {
+					if a == "s3:ListBucket" {
+						probs = append(probs, fmt.Sprintf("%s: s3:ListBucket on objects; it applies to the bucket", where))
+						continue
+					}
+					add(kind, a)
+				}
+			}
+		}
+	}
+	return out, probs
+}
+
+func countS3(actions []string) int {
+	n := 0
+	for _, a := range actions {
+		if strings.HasPrefix(a, "s3:") {
+			n++
+		}
+	}
+	return n
+}
+
+func isKindPrefix(p string) bool {
+	return slices.ContainsFunc(blob.Kinds, func(k blob.Kind) bool { return k.Prefix == p })
+}
+
+// (o) Each function's access to the blob bucket: only the allowed S3
+// actions, only on blob.Kinds prefixes of BlobBucket (ListBucket on the
+// bucket under a prefix condition), exactly the reviewed wantBlobGrants;
+// a function has access exactly when it receives BLOB_BUCKET = !Ref
+// BlobBucket, per function (not in Globals), and a function whose code
+// requires BLOB_BUCKET receives it.
+func checkBlobGrants(s *stack, f *codeFacts) []string {
+	var probs []string
+	if s.globalFn != nil && s.globalFn.Environment != nil {
+		if _, ok := s.globalFn.Environment.Variables[blobEnv]; ok {
+			probs = append(probs, "Globals.Function.Environment "+blobEnv+": per function, only where the bucket is used")
+		}
+	}
+	for _, id := range sortedKeys(s.functions) {
+		got, p := blobGrants(s, id)
+		probs = append(probs, p...)
+		gotBy := map[string][]string{}
+		for k, set := range got {
+			for a := range set {
+				gotBy[k] = append(gotBy[k], a)
+			}
+			sort.Strings(gotBy[k])
+		}
+		want := wantBlobGrants[id]
+		for _, k := range sortedKeys(want) {
+			if w := slices.Sorted(slices.Values(want[k])); !slices.Equal(gotBy[k], w) {
+				probs = append(probs, fmt.Sprintf("%s on blobs %s: grants %v, want %v", id, k, gotBy[k], w))
+			}
+		}
+		for _, k := range sortedKeys(gotBy) {
+			if _, ok := want[k]; !ok {
+				probs = append(probs, fmt.Sprintf("%s on blobs %s: grants %v, want none", id, k, gotBy[k]))
+			}
+		}
+		env, has := s.env(s.functions[id])[blobEnv]
+		switch {
+		case len(got) > 0 && env != refMark+blobBucketID:
+			probs = append(probs, fmt.Sprintf("%s: may access the blob bucket but %s is %q, want !Ref %s", id, blobEnv, env, blobBucketID))
+		case len(got) == 0 && has:
+			probs = append(probs, fmt.Sprintf("%s: receives %s but has no access to the bucket", id, blobEnv))
+		}
+		dir := strings.ToLower(strings.TrimSuffix(id, "Function"))
+		if strings.Contains(f.mains[dir], `"`+blobEnv+`"`) && !has {
+			probs = append(probs, fmt.Sprintf("%s: functions/%s requires %s but does not receive it", id, dir, blobEnv))
+		}
+	}
+	for _, id := range sortedKeys(wantBlobGrants) {
+		if s.functions[id] == nil {
+			probs = append(probs, fmt.Sprintf("wantBlobGrants: %s is not a function of the template", id))
+		}
+	}
+	return probs
+}
+
+// (n) The bucket: encrypted at rest by default, every public access
+// blocked, ACLs disabled, not versioned (a delete deletes), retained like
+// the tables; its lifecycle expires exactly the blob.Kinds that expire,
+// after their days, and aborts incomplete multipart uploads; CORS lets the
+// AllowedOrigins PUT and GET (the presigned URLs of browsers); its policy
+// refuses plain HTTP and signatures older than blob.MaxTTL; its name is
+// an output.
+func checkBlobBucket(s *stack, _ *codeFacts) []string {
+	var probs []string
+	res := s.resources()
+	b := res[blobBucketID]
+	if b["Type"] != "AWS::S3::Bucket" {
+		return []string{blobBucketID + ": no AWS::S3::Bucket (the blob store)"}
+	}
+	add := func(format string, args ...any) {
+		probs = append(probs, blobBucketID+": "+fmt.Sprintf(format, args...))
+	}
+	if b["DeletionPolicy"] != "Retain" || b["UpdateReplacePolicy"] != "Retain" {
+		add("DeletionPolicy %v / UpdateReplacePolicy %v, want Retain / Retain", b["DeletionPolicy"], b["UpdateReplacePolicy"])
+	}
+	props := asMap(b["Properties"])
+	if _, ok := props["BucketName"]; ok {
+		add("BucketName set; let CloudFormation name it (functions get it by !Ref)")
+	}
+
+	rules, _ := asMap(props["BucketEncryption"])["ServerSideEncryptionConfiguration"].([]any)
+	encrypted := false
+	for _, r := range rules {
+		alg := asMap(asMap(r)["ServerSideEncryptionByDefault"])["SSEAlgorithm"]
+		encrypted = encrypted || alg == "AES256" || alg == "aws:kms" || alg == "aws:kms:dsse"
+	}
+	if !encrypted {
+		add("no default encryption (BucketEncryption SSEAlgorithm AES256 or aws:kms)")
+	}
+	pab := asMap(props["PublicAccessBlockConfiguration"])
+	for _, k := range []string{"BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"} {
+		if pab[k] != true {
+			add("PublicAccessBlockConfiguration.%s is not true", k)
+		}
+	}
+	own, _ := asMap(props["OwnershipControls"])["Rules"].([]any)
+	if len(own) != 1 || asMap(own[0])["ObjectOwnership"] != "BucketOwnerEnforced" {
+		add("OwnershipControls: want ObjectOwnership BucketOwnerEnforced (ACLs disabled)")
+	}
+	if v := asMap(props["VersioningConfiguration"]); v != nil && v["Status"] == "Enabled" {
+		add("versioning enabled: deleted blobs (a deleted chat's attachments) would live on as old versions")
+	}
+
+	// Lifecycle, against blob.Kinds.
+	expires := map[string]float64{}
+	abort := false
+	lc, _ := asMap(props["LifecycleConfiguration"])["Rules"].([]any)
+	for _, r := range lc {
+		rule := asMap(r)
+		if rule["Status"] != "Enabled" {
+			continue
+		}
+		if a := asMap(rule["AbortIncompleteMultipartUpload"]); a != nil {
+			if d, _ := a["DaysAfterInitiation"].(float64); d >= 1 && d <= 7 {
+				abort = true
+			}
+		}
+		if d, ok := rule["ExpirationInDays"].(float64); ok {
+			prefix, _ := rule["Prefix"].(string)
+			if p, ok := asMap(rule["Filter"])["Prefix"].(string); ok {
+				prefix = p
+			}
+			if prefix == "" {
+				add("lifecycle rule %v expires the whole bucket", rule["Id"])
+				continue
+			}
+			expires[prefix] = d
+		}
+	}
+	for _, k := range blob.Kinds {
+		got, ok := expires[k.Prefix]
+		switch {
+		case k.ExpiresDays == 0 && ok:
+			add("lifecycle expires %s after %v days; blob.Kinds keeps it until deleted", k.Prefix, got)
+		case k.ExpiresDays > 0 && got != float64(k.ExpiresDays):
+			add("lifecycle of %s: %v days, want %d (blob.Kinds)", k.Prefix, got, k.ExpiresDays)
+		}
+		delete(expires, k.Prefix)
+	}
+	for _, p := range sortedKeys(expires) {
+		add("lifecycle expires %s, which is no kind of blob.Kinds", p)
+	}
+	if !abort {
+		add("no enabled lifecycle rule aborts incomplete multipart uploads (AbortIncompleteMultipartUpload, 1-7 days)")
+	}
+
+	// CORS for the browsers' presigned PUTs and GETs.
+	cors, _ := asMap(props["CorsConfiguration"])["CorsRules"].([]any)
+	corsOK := false
+	for _, r := range cors {
+		rule := asMap(r)
+		methods, headers := strs(rule["AllowedMethods"]), strings.ToLower(strings.Join(strs(rule["AllowedHeaders"]), ","))
+		if slices.Equal(strs(rule["AllowedOrigins"]), []string{refMark + "AllowedOrigins"}) &&
+			slices.Contains(methods, "PUT") && slices.Contains(methods, "GET") && strings.Contains(headers, "content-type") &&
+			strings.Contains(headers, "if-none-match") &&
+			!slices.Contains(strs(rule["AllowedOrigins"]), "*") {
+			corsOK = true
+		}
+	}
+	if !corsOK {
+		add("CorsConfiguration: want a rule for !Split [\",\", !Ref AllowedOrigins] allowing PUT and GET with the headers of a presigned upload (content-type, if-none-match)")
+	}
+
+	// The bucket policy.
+	tls, age := false, false
+	for _, r := range res {
+		if r["Type"] != "AWS::S3::BucketPolicy" {
+			continue
+		}
+		p := asMap(r["Properties"])
+		if p["Bucket"] != refMark+blobBucketID {
+			continue
+		}
+		stmts, _ := asMap(p["PolicyDocument"])["Statement"].([]any)
+		for _, st := range stmts {
+			stmt := asMap(st)
+			resources := strs(stmt["Resource"])
+			whole := slices.Contains(resources, getAttMark+blobBucketID+".Arn") && slices.Contains(resources, subMark+"${"+blobBucketID+".Arn}/*")
+			if stmt["Effect"] != "Deny" || stmt["Principal"] != "*" || !slices.Contains(strs(stmt["Action"]), "s3:*") || !whole {
+				continue
+			}
+			cond := asMap(stmt["Condition"])
+			if fmt.Sprint(asMap(cond["Bool"])["aws:SecureTransport"]) == "false" {
+				tls = true
+			}
+			if v, ok := asMap(cond["NumericGreaterThan"])["s3:signatureAge"]; ok {
+				ms, _ := strconv.ParseFloat(fmt.Sprint(v), 64)
+				age = ms > 0 && ms <= float64(blob.MaxTTL.Milliseconds())
+			}
+		}
+	}
+	if !tls {
+		add("no bucket policy denying s3:* on the bucket and its objects when aws:SecureTransport is false")
+	}
+	if !age {
+		add("no bucket policy denying s3:* for an s3:signatureAge over blob.MaxTTL (%d ms)", blob.MaxTTL.Milliseconds())
+	}
+	if o, ok := s.tmpl.Outputs["BlobBucketName"]; !ok || fmt.Sprint(o.Value) != refMark+blobBucketID {
+		probs = append(probs, "Outputs: no BlobBucketName = !Ref "+blobBucketID)
+	}
+	return probs
+}
+
+// blobCases break the bucket and the grants.
+var blobCases = []brokenCase{
+	{"bucket not encrypted", "n_blob_bucket",
+		"      BucketEncryption:\n        ServerSideEncryptionConfiguration:\n          - ServerSideEncryptionByDefault:\n              SSEAlgorithm: AES256\n", "", "no default encryption"},
+	{"public policies allowed", "n_blob_bucket", "        BlockPublicPolicy: true", "        BlockPublicPolicy: false", "BlockPublicPolicy is not true"},
+	{"uploads never expire", "n_blob_bucket",
+		"          - Id: ExpireUploads\n            Status: Enabled\n            Prefix: uploads/\n            ExpirationInDays: 1\n", "", "lifecycle of uploads/: 0 days, want 1"},
+	{"attachments expire", "n_blob_bucket", "            Prefix: uploads/\n", "            Prefix: attachments/\n", "lifecycle expires attachments/"},
+	{"log values kept a week", "n_blob_bucket", "            Prefix: logs/\n            ExpirationInDays: 1", "            Prefix: logs/\n            ExpirationInDays: 7", "lifecycle of logs/: 7 days, want 1"},
+	{"multipart uploads kept", "n_blob_bucket", "              DaysAfterInitiation: 1", "              DaysAfterInitiation: 30", "aborts incomplete multipart uploads"},
+	{"versioned", "n_blob_bucket", "      OwnershipControls:\n", "      VersioningConfiguration:\n        Status: Enabled\n      OwnershipControls:\n", "versioning enabled"},
+	{"plain HTTP allowed", "n_blob_bucket", `                aws:SecureTransport: "false"`, `                aws:SecureTransport: "true"`, "aws:SecureTransport is false"},
+	{"day-long URLs", "n_blob_bucket", "                s3:signatureAge: 3600000", "                s3:signatureAge: 86400000", "s3:signatureAge over blob.MaxTTL"},
+	{"CORS for every origin", "n_blob_bucket", "            - AllowedOrigins: !Split [\",\", !Ref AllowedOrigins]\n              AllowedMethods: [GET, PUT, HEAD]",
+		"            - AllowedOrigins: [\"*\"]\n              AllowedMethods: [GET, PUT, HEAD]", "CorsConfiguration"},
+	{"CORS without the create-only header", "n_blob_bucket", "AllowedHeaders: [content-type, if-none-match]", "AllowedHeaders: [content-type]", "CorsConfiguration"},
+	{"bucket name not an output", "n_blob_bucket", "  BlobBucketName:\n", "  BlobName:\n", "no BlobBucketName"},
+	{"the whole bucket granted", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/runs/*"` + "\n            - Sid: BlobsList",
+		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            - Sid: BlobsList", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
+	{"a wildcard action", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [\"s3:*\"]", `"s3:*" is not in the S3 allow-list`},
+	{"listing the whole bucket", "o_blob_grants", "              Condition:\n                StringLike:\n                  s3:prefix: [chats/*, runs/*]\n", "", "lists the whole bucket"},
+	{"another bucket", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/logs/*"`, `                - "arn:aws:s3:::other-bucket/*"`, "resource \"arn:aws:s3:::other-bucket/*\""},
+	{"more than reviewed", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [s3:GetObject, s3:PutObject, s3:DeleteObject]", "ChatsFunction on blobs runs/"},
+	{"chats without the bucket's name", "o_blob_grants",
+		"          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Each user's", "          # Each user's",
+		"ChatsFunction: may access the blob bucket but BLOB_BUCKET"},
+	{"bucket name in Globals", "o_blob_grants", "        LOG_FORMAT: json\n", "        LOG_FORMAT: json\n        BLOB_BUCKET: !Ref BlobBucket\n", "Globals.Function.Environment BLOB_BUCKET"},
+	{"S3 mixed into a DynamoDB statement", "d_iam_least_privilege", "Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]",
+		"Action: [dynamodb:Query, s3:GetObject]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]", "mixes s3: and other actions"},
+}
