@@ -84,6 +84,13 @@ type Deps struct {
 	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
+	// SigningKeys loads the OAuth signing key set document; nil means the
+	// Secrets Manager secret OAUTH_SIGNING_SECRET (signingkeys.Source).
+	// The dev server passes its key file.
+	SigningKeys func(ctx context.Context) ([]byte, error)
+	// WorkflowTools, when set, are the tools of the per-user MCP endpoint
+	// (a mcpgateway.WorkflowTools); nil means the gateway's default.
+	WorkflowTools any
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the
@@ -188,6 +195,11 @@ func (d Deps) Users(cfg config.Config) *store.Users {
 // Auth returns the auth service over the configured users and sessions.
 func (d Deps) Auth(cfg config.Config) *auth.Service {
 	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+}
+
+// OAuthStore returns the OAuth table's store.
+func (d Deps) OAuthStore(cfg config.Config) *store.OAuth {
+	return store.NewOAuth(d.DB, cfg.OAuthTable)
 }
 
 // Meter returns the usage meter over the Users table, with
