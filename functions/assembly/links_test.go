@@ -58,6 +58,10 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// The runner calls tools through the tool server and no model.
 		{"runner", [][]string{providerSDKs, toolDeps, {jsonschema}}},
 		{"sweeper", [][]string{providerSDKs, toolDeps, {jsonschema}}},
+		// The authorization server uses go-sdk's OAuth metadata types
+		// (oauthex), not its MCP server.
+		{"oauth", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls, jsonschema, lambdaSDK, mcpSDK + "/mcp"}}},
+		{"mcpgateway", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {

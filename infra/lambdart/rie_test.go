@@ -139,7 +139,7 @@ func newBackend(t *testing.T) backend {
 func (b backend) env(extra ...string) []string {
 	env := []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"DYNAMODB_ENDPOINT=" + b.dynamoURL, "USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data",
-		"RATE_LIMITS_TABLE=rate_limits", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn"}
+		"RATE_LIMITS_TABLE=rate_limits", "OAUTH_TABLE=oauth", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn"}
 	return append(env, extra...)
 }
 

@@ -174,7 +174,9 @@ func schemaProblems(t *testing.T, data []byte) []string {
 // resolveIntrinsics returns v with each Fn::If replaced by its branch
 // (0: the true one, 1: the false one), each value that is AWS::NoValue left
 // out (false), and every other intrinsic by a placeholder string, the type
-// most intrinsics return.
+// most intrinsics return: letters, digits and dashes, which the name
+// patterns of resource schemas accept (a value known only at deployment
+// cannot be checked against a pattern here; cfn-lint skips it too).
 func resolveIntrinsics(v any, branch int) (any, bool) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -189,7 +191,7 @@ func resolveIntrinsics(v any, branch int) (any, bool) {
 					return nil, false
 				}
 				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
-					return "intrinsic:" + k, true
+					return "intrinsic-" + strings.ReplaceAll(k, "::", "-"), true
 				}
 			}
 		}

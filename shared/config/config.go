@@ -35,7 +35,7 @@ type Config struct {
 	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
 	// is the service's public origin: the issuer of its OAuth tokens and
 	// the base of the MCP endpoint's resource URL. Empty: from each
-	// request (X-Forwarded-Host, set by the CloudFront distribution, else
+	// request (X-Viewer-Host, set by the CloudFront distribution, else
 	// Host).
 	PublicBaseURL string
 	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets

@@ -21,12 +21,16 @@ const (
 
 var hostPattern = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$`)
 
+// ViewerHostHeader carries the host name the client used, set by the
+// CloudFront distribution's viewer-request function: behind it, API
+// Gateway and function URLs see their own host names in Host.
+const ViewerHostHeader = "X-Viewer-Host"
+
 // BaseURL returns the service's public origin, the issuer of its tokens:
 // configured, the configured value (PUBLIC_BASE_URL); else from r, https
 // when r came over TLS or with X-Forwarded-Proto https, and the host of
-// X-Forwarded-Host (set by the CloudFront distribution from the viewer's
-// Host: API Gateway and function URLs see their own host names) or else
-// r.Host. A host that is not a plain host[:port] yields "".
+// X-Viewer-Host, or else r.Host. A host that is not a plain host[:port]
+// yields "".
 //
 // A caller that reaches an origin directly could name any host, but only
 // for its own requests: tokens are bound to the audience their own
@@ -41,8 +45,8 @@ func BaseURL(configured string, r *http.Request) string {
 		scheme = "https"
 	}
 	host := r.Host
-	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
-		host, _, _ = strings.Cut(fh, ",")
+	if vh := r.Header.Get(ViewerHostHeader); vh != "" {
+		host, _, _ = strings.Cut(vh, ",")
 		host = strings.TrimSpace(host)
 	}
 	if !hostPattern.MatchString(host) {

@@ -39,7 +39,10 @@ for section in ("parameters", "outputs", "resources"):
     with open(os.path.join(base, "other", section, "configuration.json")) as f:
         write("cfn-%s.json" % section, json.load(f))
 from cfnlint.data.schemas.providers import us_east_1
-for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue"):
+for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudFront::Function", "AWS::SecretsManager::Secret"):
     with open(os.path.join(base, "resources", us_east_1.types[typ] + ".json")) as f:
-        write(typ.replace("::", "-") + ".json", strip(json.load(f)))
+        doc = strip(json.load(f))
+        # A meta-schema URL (Secrets Manager's names one) would be fetched.
+        doc.pop("$schema", None)
+        write(typ.replace("::", "-") + ".json", doc)
 PY
