@@ -248,7 +248,9 @@ func (ks *KeySet) Verify(token, issuer string, audiences []string, now time.Time
 	if err := c.Claims.ValidateWithLeeway(jwt.Expected{Issuer: issuer, AnyAudience: audiences, Time: now}, 0); err != nil {
 		return AccessClaims{}, errBadToken
 	}
-	if c.Expiry == nil || c.Subject == "" || c.GrantID == "" {
+	// RFC 7519: the token is valid only before exp (go-jose accepts exp
+	// itself).
+	if c.Expiry == nil || !now.Before(c.Expiry.Time()) || c.Subject == "" || c.GrantID == "" {
 		return AccessClaims{}, errBadToken
 	}
 	return c, nil
