@@ -48,7 +48,11 @@ func Routes(o Options) *httpapi.Router {
 	}
 	g := &gateway{tools: o.Tools}
 	opts := func(jsonResponse bool) *mcp.StreamableHTTPOptions {
-		return &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: jsonResponse, Logger: o.Logger}
+		// The SDK's DNS rebinding protection (a loopback connection with a
+		// foreign Host is refused) guards unauthenticated local servers; this
+		// endpoint takes bearer tokens only, which a rebinding page cannot
+		// have, and a dev server reached through a tunnel must keep working.
+		return &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: jsonResponse, Logger: o.Logger, DisableLocalhostProtection: true}
 	}
 	g.json = mcp.NewStreamableHTTPHandler(g.server, opts(true))
 	g.sse = mcp.NewStreamableHTTPHandler(g.server, opts(false))

@@ -18,6 +18,17 @@ import (
 // on every step.
 var authzParams = []string{"client_id", "redirect_uri", "response_type", "state", "code_challenge", "code_challenge_method", "scope", "resource"}
 
+// errUnavailablePage is the page error of a storage failure: answered 503.
+const errUnavailablePage = "the service is temporarily unavailable; try again shortly"
+
+// pageStatus is the status of an error page.
+func pageStatus(msg string) int {
+	if msg == errUnavailablePage {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
+}
+
 // csrfCookie holds the token the forms must echo (synchronizer token).
 const csrfCookie = "oauth_csrf"
 
@@ -60,7 +71,7 @@ func (s *Server) validateAuthz(r *http.Request, form url.Values) (req authzReque
 	case errs.Is(err, errs.Invalid):
 		return req, errs.MessageOf(err, "invalid client"), nil
 	case err != nil:
-		return req, "the service is temporarily unavailable; try again shortly", nil
+		return req, errUnavailablePage, nil
 	}
 	req.client = c
 	req.redirectURI = req.params.Get("redirect_uri")
@@ -126,7 +137,7 @@ func withQuery(uri string, q url.Values) string {
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	req, pageErr, rerr := s.validateAuthz(r, r.URL.Query())
 	if pageErr != "" {
-		errorPage(w, http.StatusBadRequest, pageErr)
+		errorPage(w, pageStatus(pageErr), pageErr)
 		return
 	}
 	if rerr != nil {
@@ -164,7 +175,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 	}
 	req, pageErr, rerr := s.validateAuthz(r, form)
 	if pageErr != "" {
-		errorPage(w, http.StatusBadRequest, pageErr)
+		errorPage(w, pageStatus(pageErr), pageErr)
 		return
 	}
 	if rerr != nil {
