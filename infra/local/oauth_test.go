@@ -493,10 +493,17 @@ func TestBearerTokensNeverWorkOnTheCookieAPI(t *testing.T) {
 	tk := e.connect(ada, e.register(redirect), redirect)
 	pat := jsonPath(t, e.do(ada.browser, "POST", "/api/users/"+ada.id+"/tokens", `{"name":"s","expiresInDays":1}`, nil).body, "data", "token")
 	for name, token := range map[string]string{"access token": tk.AccessToken, "personal token": pat} {
-		for _, path := range []string{"/api/users/" + ada.id + "/chats", "/api/auth/session", "/api/users/" + ada.id + "/tokens", "/api/models"} {
-			r := e.do(nil, "GET", path, "", map[string]string{"Authorization": "Bearer " + token})
-			if r.status != 401 {
-				t.Errorf("%s on %s: %d, want 401", name, path, r.status)
+		for _, route := range []struct{ method, path, body string }{
+			{"POST", "/api/chats", `{"title":"by bearer"}`},
+			{"GET", "/api/users/" + ada.id + "/chats", ""},
+			{"GET", "/api/auth/session", ""},
+			{"GET", "/api/users/" + ada.id + "/tokens", ""},
+			{"POST", "/api/users/" + ada.id + "/tokens", `{"name":"x","expiresInDays":1}`},
+			{"GET", "/api/models", ""},
+		} {
+			r := e.do(nil, route.method, route.path, route.body, map[string]string{"Authorization": "Bearer " + token})
+			if r.status != 401 || !strings.Contains(r.body, `"code":"UNAUTHORIZED"`) {
+				t.Errorf("%s on %s %s: %d %s, want 401", name, route.method, route.path, r.status, r.body)
 			}
 		}
 	}
