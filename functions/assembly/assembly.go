@@ -41,11 +41,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -96,6 +100,13 @@ type Deps struct {
 	// (blobstore.Open). The dev server gives its folder or memory store,
 	// whose signed URLs it serves itself.
 	Blobs blob.Store
+	// SigningKeys loads the OAuth signing key set document; nil means the
+	// Secrets Manager secret OAUTH_SIGNING_SECRET (signingkeys.Source).
+	// The dev server passes its key file.
+	SigningKeys func(ctx context.Context) ([]byte, error)
+	// WorkflowTools, when set, are the tools of the per-user MCP endpoint
+	// (a mcpgateway.WorkflowTools); nil means the gateway's default.
+	WorkflowTools any
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the
@@ -186,6 +197,26 @@ func Open(ctx context.Context, cfg config.Config) (Deps, error) {
 	return Deps{DB: db, Now: time.Now, Logger: Logger(cfg)}, nil
 }
 
+// AWSAPI returns the client of the AWS operations made without the SDK's
+// service clients (a Lambda invoke, a secret's read), in cfg's region and
+// at its endpoint overrides. The credentials (the AWS SDK's default chain)
+// are loaded at the first request, not here: a cold start that makes none
+// does not pay for them, and an error then fails that request.
+func AWSAPI(cfg config.Config) *awsapi.Client {
+	load := sync.OnceValues(func() (aws.Config, error) {
+		return awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion(cfg.Region))
+	})
+	creds := aws.CredentialsProviderFunc(func(ctx context.Context) (aws.Credentials, error) {
+		awsCfg, err := load()
+		if err != nil {
+			return aws.Credentials{}, fmt.Errorf("load AWS configuration: %w", err)
+		}
+		return awsCfg.Credentials.Retrieve(ctx)
+	})
+	return &awsapi.Client{Region: cfg.Region, Credentials: creds,
+		Endpoints: map[string]string{awsapi.Lambda: cfg.LambdaEndpoint, awsapi.SecretsManager: cfg.SecretsManagerEndpoint}}
+}
+
 // Stack wraps routes in the standard middleware (request ids, logging,
 // CORS for ALLOWED_ORIGINS, panics, body limits).
 func Stack(cfg config.Config, logger *slog.Logger, routes http.Handler) http.Handler {
@@ -200,6 +231,11 @@ func (d Deps) Users(cfg config.Config) *store.Users {
 // Auth returns the auth service over the configured users and sessions.
 func (d Deps) Auth(cfg config.Config) *auth.Service {
 	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+}
+
+// OAuthStore returns the OAuth table's store.
+func (d Deps) OAuthStore(cfg config.Config) *store.OAuth {
+	return store.NewOAuth(d.DB, cfg.OAuthTable)
 }
 
 // Meter returns the usage meter over the Users table, with

@@ -26,9 +26,13 @@ const (
 	expr               = "github.com/expr-lang/expr"
 	mcpSDK             = "github.com/modelcontextprotocol/go-sdk"
 	dynamodbSDK        = "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	// lambdaSDK invokes the runner: only the functions that hand it runs
-	// (and the runner, whose builder package holds the invoker) link it.
-	lambdaSDK = "github.com/aws/aws-sdk-go-v2/service/lambda"
+	// lambdaSDK and secretsManagerSDK are the SDK's clients of the two
+	// operations made through shared/awsapi (one signed request each)
+	// instead, the runner's invoke and the signing keys' read: their
+	// package inits build serialization schemas and endpoint tables, so
+	// no function links them.
+	lambdaSDK         = "github.com/aws/aws-sdk-go-v2/service/lambda"
+	secretsManagerSDK = "github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	// s3SDK keeps blobs (shared/blob/s3blob): only the functions whose
 	// builders open the blob store (assembly/blobstore) link it.
 	s3SDK     = "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -41,7 +45,7 @@ var (
 	// stepDeps are the tools' dependencies but expr, which the functions
 	// that check or evaluate a step's `if` (package condition) link.
 	stepDeps   = []string{goquery, gojq, mcpSDK, toolImpls}
-	everywhere = []string{santhoshJSONSchema}
+	everywhere = []string{santhoshJSONSchema, lambdaSDK, secretsManagerSDK}
 )
 
 // TestFunctionsLinkOnlyWhatTheyUse lists each function's dependencies
@@ -64,18 +68,18 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, lambdaSDK, s3SDK}}},
-		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
-		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
-		{"models", [][]string{toolDeps, {jsonschema, lambdaSDK, s3SDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, s3SDK}}},
+		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, s3SDK}}},
+		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, s3SDK}}},
+		{"models", [][]string{toolDeps, {jsonschema, s3SDK}}},
 		// The chat service links the run service (package runs), which
 		// checks a run's input against the workflow's inputSchema (JSON
 		// Schema), and the blob store of attachments (S3); the stream also
 		// hands the runs it renders to the runner.
-		{"chats", [][]string{toolDeps, {lambdaSDK}}},
+		{"chats", [][]string{toolDeps}},
 		{"stream", [][]string{toolDeps}},
 		{"workflows", [][]string{stepDeps}},
-		{"mcp", [][]string{{dynamodbSDK, lambdaSDK}}},
+		{"mcp", [][]string{{dynamodbSDK}}},
 		// The runner calls tools through the tool server and no model; it
 		// evaluates steps' `if` (expr).
 		// Both may start a schedule's buffered fire (input checked).
@@ -86,6 +90,10 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// invoke) is theirs to link.
 		{"triggers", [][]string{providerSDKs, toolDeps}},
 		{"triggerfire", [][]string{providerSDKs, toolDeps}},
+		// The authorization server uses go-sdk's OAuth metadata types
+		// (oauthex), not its MCP server.
+		{"oauth", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls, jsonschema, mcpSDK + "/mcp"}}},
+		{"mcpgateway", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {
@@ -110,7 +118,7 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
 		"chats":     {bedrockSDK, dynamodbSDK, s3SDK},
-		"workflows": {lambdaSDK, expr, jsonschema},
+		"workflows": {expr, jsonschema},
 	} {
 		deps := depsOf(t, dir)
 		for _, w := range want {

@@ -186,7 +186,7 @@ func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
 		"AWS_EXECUTION_ENV=AWS_Lambda_provided.al2023", "_HANDLER=bootstrap", "LAMBDA_TASK_ROOT=" + home,
 		"AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_SESSION_TOKEN=bench",
-		"USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data", "RATE_LIMITS_TABLE=rate_limits",
+		"USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data", "RATE_LIMITS_TABLE=rate_limits", "OAUTH_TABLE=oauth",
 		"DYNAMODB_ENDPOINT=" + ddbURL, "MCP_URL=" + mcpURL, "MCP_SERVICE_KEY=bench-service-key-0123456789",
 		"RUNNER_FUNCTION=RunnerFunction",
 	}

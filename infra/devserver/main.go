@@ -95,6 +95,7 @@ func run() error {
 	}
 	fmt.Printf("REST API     http://%s\n", apiLn.Addr())
 	fmt.Printf("Tool server  http://%s/mcp\n", mcpLn.Addr())
+	fmt.Printf("Your MCP     http://%s/api/mcp (your workflows as tools: OAuth or a personal access token)\n", apiLn.Addr())
 	if cfg.MCPServiceKey == "" {
 		fmt.Printf("Service key  %s (development key, generated; set MCP_SERVICE_KEY to choose one)\n", stack.ServiceKey)
 	} else {

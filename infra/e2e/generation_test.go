@@ -46,19 +46,21 @@ func TestOneGenerationPerChat(t *testing.T) {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
 
-	var events int
+	// The stopped reply ends its stream properly (how many chunks came
+	// before the stop depends on the machine's speed).
+	var last string
 	for e, err, ok := next(); ok; e, err, ok = next() {
 		if err != nil {
 			t.Fatalf("reading the first stream: %v", err)
 		}
-		events++
+		last = e.Type
 		if e.Type == "end" {
 			break
 		}
 	}
 	resp.Body.Close()
-	if events < 3 {
-		t.Fatalf("the first stream ended after %d more events", events)
+	if last != "end" {
+		t.Fatalf("the first stream's last event is %q, want end", last)
 	}
 	ex := sendMessage(t, c, busy.ID, short)
 	if ex.Response.ReplyTo != ex.ID {

@@ -614,6 +614,24 @@ func expectUnavailable(t *testing.T, resp *http.Response, body []byte) {
 	}
 }
 
+// quiesce waits until neither the wire nor the call counter has moved for
+// a few hundred milliseconds: no DynamoDB call of work running in the
+// background (a started run) is in flight. It gives up after ten seconds;
+// the comparison that follows then reports what it sees.
+func (e *env) quiesce() {
+	deadline := time.Now().Add(10 * time.Second)
+	calls, ops, still := e.proxy.mark(), e.counter.Count(), 0
+	for still < 3 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		c, o := e.proxy.mark(), e.counter.Count()
+		if c == calls && o == ops {
+			still++
+			continue
+		}
+		calls, ops, still = c, o, 0
+	}
+}
+
 // expectRetries checks the attempts of the calls logged since mark m
 // against the operations counted since ops: every failed operation was
 // attempted exactly store.MaxAttempts times (failedOps of them; < 0: at

@@ -286,6 +286,10 @@ func TestFaultWritePaths(t *testing.T) {
 					}
 					m, ops := e.proxy.mark(), e.counter.Count()
 					resp, body := p.call(e, s)
+					// Work the request started in the background (a run's
+					// runner) must finish its calls before the wire and the
+					// counter are compared.
+					e.quiesce()
 					e.proxy.clear()
 					e.withBackend(func(b *server.Server) { b.EmulateFailureForTable(table, server.FailureConditionNone) })
 

@@ -29,10 +29,8 @@ var overTwice = map[string]struct {
 	bound float64
 	why   string
 }{
-	"workflows": {3, "it links the AWS SDK's Lambda client (the runner's invoker) and Bedrock runtime client, whose package " +
-		"inits build their serialization schemas (service/lambda/schemas, service/bedrockruntime/schemas): about 2.3 times health's"},
-	"sweeper": {3, "it links the Lambda client as workflows does, and its first event is a sweep, 16 Queries of the lease " +
-		"index (about 5 ms of the bootstrap's CPU on this machine): about 2.3 times health's"},
+	"sweeper": {2.6, "unlike the others' first events (a request answered 404), its first event is the work itself: a sweep, " +
+		"16 Queries of the lease index (about 6 ms of the bootstrap's CPU on this machine): about 2.2 times health's"},
 }
 
 // firstInvokeRounds is how many fresh starts of each function the
@@ -79,16 +77,6 @@ func firstEvent(name string) any {
 			Region: "us-east-1", Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Detail: json.RawMessage(`{}`)}
 	}
 	return request("GET", "/api/unrouted", "")
-}
-
-// functionEnv is function name's configuration on b, as template.yaml
-// sets it.
-func functionEnv(b backend, name string) []string {
-	switch name {
-	case "workflows", "sweeper", "stream":
-		return b.env("RUNNER_FUNCTION=RunnerFunction")
-	}
-	return b.env()
 }
 
 // firstInvoke is one function's first invocations, one per round.
@@ -146,8 +134,13 @@ func measureFirstInvokes(t *testing.T, b backend, names []string, rounds int) []
 			f := start(t, names[i], functionEnv(b, names[i]))
 			rie0 := cpuTime(f.pid)
 			t0 := time.Now()
-			f.invoke(firstEvent(names[i]))
+			out := f.invoke(firstEvent(names[i]))
 			wall[i] = float64(time.Since(t0).Microseconds()) / 1000
+			if bytes.Contains(out, []byte(`"errorType":"Runtime.`)) {
+				// The bootstrap died (an init failure): what was measured
+				// is not a first invoke.
+				t.Fatalf("%s: the first invoke failed: %s\n%s", names[i], out, f.logs)
+			}
 			used := cpuTime(f.pid) - rie0
 			for _, p := range descendants(f.pid) {
 				used += cpuTime(p)
@@ -226,15 +219,38 @@ func TestFirstInvokeWithinTwiceHealth(t *testing.T) {
 	}
 	b := newBackend(t)
 	res := measureFirstInvokes(t, b, functionNames(t), firstInvokeRounds)
+	// The least CPU time only falls with more rounds: a function over its
+	// bound on a busy machine is measured again, with health, up to
+	// twice, before it counts as over.
+	for range 2 {
+		names := []string{res[0].name}
+		for _, r := range res[1:] {
+			if r.ratio() > boundOf(r.name) {
+				names = append(names, r.name)
+			}
+		}
+		if len(names) == 1 {
+			break
+		}
+		again := measureFirstInvokes(t, b, names, firstInvokeRounds)
+		for _, a := range again {
+			for i := range res {
+				if res[i].name == a.name {
+					res[i].cpuMs = append(res[i].cpuMs, a.cpuMs...)
+					res[i].wallMs = append(res[i].wallMs, a.wallMs...)
+				}
+			}
+		}
+	}
 	var summary strings.Builder
 	for _, r := range res {
 		fmt.Fprintf(&summary, "%s %.1f ms CPU (x%.2f), %.1f ms wall; ", r.name, r.cpu(), r.ratio(), r.wall())
 	}
 	t.Log(summary.String())
 	for _, r := range res[1:] {
-		bound, why := maxFirstInvokeRatio, ""
+		bound, why := boundOf(r.name), ""
 		if o, ok := overTwice[r.name]; ok {
-			bound, why = o.bound, " (held to "+strconv.FormatFloat(o.bound, 'f', 1, 64)+" meanwhile: "+o.why+")"
+			why = " (held to " + strconv.FormatFloat(o.bound, 'f', 1, 64) + " meanwhile: " + o.why + ")"
 		}
 		ratio := r.ratio()
 		switch {
@@ -245,6 +261,15 @@ func TestFirstInvokeWithinTwiceHealth(t *testing.T) {
 			t.Logf("%s: %.2f times health's, within %.1f: its entry in overTwice may go", r.name, ratio, maxFirstInvokeRatio)
 		}
 	}
+}
+
+// boundOf is the most function name's first invoke may cost, as a ratio
+// to health's.
+func boundOf(name string) float64 {
+	if o, ok := overTwice[name]; ok {
+		return o.bound
+	}
+	return maxFirstInvokeRatio
 }
 
 // TestReport measures, per function, the linux/arm64 bootstrap (the

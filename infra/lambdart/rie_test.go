@@ -32,8 +32,10 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/workflowchat/service/functions/assembly/signingkeys/signingkeystest"
 	"github.com/workflowchat/service/infra/dynamolocal"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/oauth/accesstoken"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
@@ -108,7 +110,14 @@ type backend struct {
 	key       string
 	// s3URL is a fake S3 (gofakes3) holding the bucket "blobs".
 	s3URL string
+	// secretsURL is a stand-in of Secrets Manager holding the OAuth
+	// signing keys as signingSecret.
+	secretsURL string
 }
+
+// signingSecret names the OAuth signing key set in the backend's Secrets
+// Manager.
+const signingSecret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-keys-AbCdEf"
 
 func newBackend(t *testing.T) backend {
 	t.Helper()
@@ -142,16 +151,33 @@ func newBackend(t *testing.T) backend {
 	}
 	fakeS3 := httptest.NewServer(gofakes3.New(s3, gofakes3.WithoutVersioning()).Server())
 	t.Cleanup(fakeS3.Close)
-	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key, s3URL: fakeS3.URL}
+	_, secrets := signingkeystest.Serve(t, signingSecret, accesstoken.GenerateKeySet("k1"))
+	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key, s3URL: fakeS3.URL, secretsURL: secrets}
 }
 
 // env is the configuration of a function on b, as template.yaml sets it.
 func (b backend) env(extra ...string) []string {
 	env := []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"DYNAMODB_ENDPOINT=" + b.dynamoURL, "USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data",
-		"RATE_LIMITS_TABLE=rate_limits", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn",
+		"RATE_LIMITS_TABLE=rate_limits", "OAUTH_TABLE=oauth", "MCP_URL=" + b.toolURL, "MCP_SERVICE_KEY=" + b.key, "LOG_LEVEL=warn",
 		"BLOB_BUCKET=blobs", "BLOB_ENDPOINT=" + b.s3URL}
 	return append(env, extra...)
+}
+
+// functionEnv is function name's configuration on b, as template.yaml
+// sets it: b.env and what the function alone needs.
+func functionEnv(b backend, name string) []string {
+	switch name {
+	case "workflows", "sweeper", "stream", "triggerfire":
+		return b.env("RUNNER_FUNCTION=RunnerFunction")
+	case "triggers":
+		return b.env("RUNNER_FUNCTION=RunnerFunction", "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
+			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
+			"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq")
+	case "oauth", "mcpgateway":
+		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL)
+	}
+	return b.env()
 }
 
 // function is one bootstrap running under the emulator.
@@ -349,9 +375,7 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	_ = json.Unmarshal([]byte(wfResp.Body), &wf)
 	// A webhook trigger needs no scheduler call: the function's init
 	// (its SCHEDULE_* and WEBHOOK_SIGNING_KEY) and routes.
-	triggers := start(t, "triggers", b.env("WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
-		"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
-		"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq"))
+	triggers := start(t, "triggers", functionEnv(b, "triggers"))
 	if r := triggers.http(request("POST", "/api/workflows/"+wf.Data.ID+"/triggers", `{"type":"webhook"}`, cookie)); r.StatusCode != 201 || !strings.Contains(r.Body, `"secret":"whsec_`) {
 		t.Errorf("create webhook trigger: %d %.300s\n%s", r.StatusCode, r.Body, triggers.logs)
 	}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,7 +30,9 @@ import (
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
+	"github.com/workflowchat/service/functions/assembly/mcpgatewayfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
+	"github.com/workflowchat/service/functions/assembly/oauthfn"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
 	"github.com/workflowchat/service/functions/assembly/streamfn"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
@@ -43,6 +46,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/oauth/accesstoken"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
@@ -80,6 +84,8 @@ var functions = []struct {
 	{streamfn.Stream, builderPkg + "streamfn.Stream"},
 	{workflowsfn.Workflows, builderPkg + "workflowsfn.Workflows"},
 	{triggersfn.Triggers, builderPkg + "triggersfn.Triggers"},
+	{oauthfn.OAuth, builderPkg + "oauthfn.OAuth"},
+	{mcpgatewayfn.McpGateway, builderPkg + "mcpgatewayfn.McpGateway"},
 }
 
 // builderPkg is the import path under which the builders live.
@@ -143,6 +149,9 @@ type Options struct {
 	// http://127.0.0.1:3000), which the signed blob URLs start with; empty
 	// means http://127.0.0.1:<PORT>.
 	PublicURL string
+	// WorkflowTools are the tools of the per-user MCP endpoint (a
+	// mcpgateway.WorkflowTools); nil: the gateway's default.
+	WorkflowTools any
 	// Sandbox runs the isolated tools (jq, expressions, templates, regular
 	// expressions, CSV, HTML) in worker processes, as McpFunction does: the
 	// dev server passes a pool of its own binary (tools.NewSandbox). Nil
@@ -179,7 +188,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	}
 	s.DB = db
 	names := map[string]string{"USERS_TABLE": cfg.UsersTable, "SESSIONS_TABLE": cfg.SessionsTable, "DATA_TABLE": cfg.DataTable,
-		"RATE_LIMITS_TABLE": cfg.RateLimitsTable}
+		"RATE_LIMITS_TABLE": cfg.RateLimitsTable, "OAUTH_TABLE": cfg.OAuthTable}
 	if err := store.CreateTables(ctx, ttlTolerant{db.Client()}, names); err != nil {
 		s.Close()
 		return nil, err
@@ -202,7 +211,13 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 
 	// Every function reaches the tool server as in AWS: at MCP_URL with
 	// the service key, over HTTP or, without ToolServerURL, in process.
-	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval, Blobs: s.Blobs}
+	keys, err := signingKeys(cfg)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval, Blobs: s.Blobs,
+		SigningKeys: keys, WorkflowTools: o.WorkflowTools}
 	cfg.MCPURL = o.ToolServerURL
 	if o.ToolServerURL == "" {
 		cfg.MCPURL = inProcessURL
@@ -275,6 +290,25 @@ func blobs(cfg config.Config, o Options) (*blob.Local, error) {
 		base = fmt.Sprintf("http://127.0.0.1:%d", cfg.Port)
 	}
 	return blob.NewLocal(b, blob.LocalOptions{BaseURL: base, Now: o.Now, AllowedOrigins: cfg.AllowedOrigins})
+}
+
+// signingKeys returns the loader of the OAuth signing keys: the key file
+// OAUTH_KEY_FILE, else oauth-keys.json beside DATA_FILE (created with a
+// new key set when missing, mode 0600), else a key set made for this
+// process alone (tokens then die with it, as the in-memory data does).
+func signingKeys(cfg config.Config) (func(context.Context) ([]byte, error), error) {
+	path := cfg.OAuthKeyFile
+	if path == "" && cfg.DataFile != "" {
+		path = filepath.Join(filepath.Dir(cfg.DataFile), "oauth-keys.json")
+	}
+	if path == "" {
+		doc := accesstoken.GenerateKeySet("memory")
+		return func(context.Context) ([]byte, error) { return doc, nil }, nil
+	}
+	if _, err := accesstoken.KeyFile(path); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return func(context.Context) ([]byte, error) { return accesstoken.KeyFile(path) }, nil
 }
 
 // inProcessURL is the base URL of the tool server when it is called in

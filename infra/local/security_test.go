@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
 )
 
 // testClock is a settable clock shared by the stack and the test.
@@ -72,6 +73,8 @@ var validBodies = map[string]string{
 	"POST /api/workflows/{workflowId}/triggers/{triggerId}/rotate-secret": "",
 	"POST /hooks/{triggerId}":                                             `{}`,
 	"POST /api/chats/{chatId}/attachments":                                `{"name":"a.txt","contentType":"text/plain","size":3}`,
+	"POST /api/users/{userId}/tokens":                                     `{"name":"t","expiresInDays":1}`,
+	"POST /api/mcp":                                                       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
 }
 
 // securityHeaders must be on every response.
@@ -90,6 +93,18 @@ var publicRoutes = map[string]bool{
 	"POST /api/auth/sign-up/email": true,
 	"POST /api/auth/sign-in/email": true,
 	"POST /hooks/{triggerId}":      true,
+	// The OAuth protocol's endpoints (oauth_test.go checks them): metadata
+	// and keys are public, the others authenticate clients, not users, and
+	// the authorization pages sign the user in themselves.
+	"GET /.well-known/oauth-authorization-server":       true,
+	"GET /.well-known/oauth-protected-resource":         true,
+	"GET /.well-known/oauth-protected-resource/api/mcp": true,
+	"GET /oauth/jwks":       true,
+	"POST /oauth/token":     true,
+	"POST /oauth/revoke":    true,
+	"POST /oauth/register":  true,
+	"GET /oauth/authorize":  true,
+	"POST /oauth/authorize": true,
 }
 
 type user struct {
@@ -161,7 +176,8 @@ func TestSecurityMatrix(t *testing.T) {
 	a, b := signUp("a@example.com"), signUp("b@example.com")
 
 	// A's resources.
-	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1"}
+	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1",
+		"{tokenId}": "00000000-0000-4000-8000-000000000003", "{clientId}": "some-client"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
 	if hasRoute(s, "POST /api/chats/{chatId}/attachments") {
@@ -316,6 +332,9 @@ type served struct {
 	base    string // the server's URL, which is also its own origin
 	public  bool   // no session or key needed
 	tool    bool   // the tool server
+	// access is the route's httpapi.Access: the protocol routes (OAuth,
+	// the bearer-only MCP endpoint) never act on the session cookie.
+	access httpapi.Access
 }
 
 // servedRoutes enumerates every route of every function and of the tool
@@ -324,7 +343,9 @@ func servedRoutes(s *local.Stack, api, tools *httptest.Server) []served {
 	var out []served
 	for _, f := range s.Functions {
 		for _, p := range f.Router.Patterns() {
-			out = append(out, served{pattern: p, base: api.URL, public: publicRoutes[p]})
+			method, path, _ := strings.Cut(p, " ")
+			req := httptest.NewRequest(method, strings.NewReplacer("{", "", "}", "").Replace(path), nil)
+			out = append(out, served{pattern: p, base: api.URL, public: publicRoutes[p], access: f.Router.AccessOf(req)})
 		}
 	}
 	for _, p := range s.ToolRouter.Patterns() {
@@ -391,10 +412,36 @@ func TestCrossSiteMatrix(t *testing.T) {
 		}
 	}
 
-	writes, reads := 0, 0
+	writes, reads, protocol := 0, 0, 0
 	for _, r := range servedRoutes(s, api, tools) {
 		method, path, _ := strings.Cut(r.pattern, " ")
 		url := r.base + fill.Replace(path)
+		if r.access != httpapi.Cookie {
+			// A protocol route never acts on the session cookie, so a
+			// cross-site request can abuse no ambient credential: an Open
+			// one answers any origin without credentials; the
+			// authorization form checks its origin and a CSRF token itself
+			// (oauth_test.go's TestConsentFormCSRF).
+			protocol++
+			req, _ := http.NewRequest(method, url, strings.NewReader("a=b"))
+			req.Header.Set("Origin", "https://evil.example")
+			req.Header.Set("Sec-Fetch-Site", "cross-site")
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			switch {
+			case r.access == httpapi.Open && (resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Access-Control-Allow-Credentials") != ""):
+				t.Errorf("%s (open) from another site: CORS %q credentials %q, want * without credentials", r.pattern, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Credentials"))
+			case r.access == httpapi.OwnForms && method == "POST" && resp.StatusCode != 403:
+				t.Errorf("%s (own forms) from another site: %d, want 403", r.pattern, resp.StatusCode)
+			case resp.Header.Get("Access-Control-Allow-Credentials") != "":
+				t.Errorf("%s from another site: allows credentials", r.pattern)
+			}
+			continue
+		}
 		body := fill.Replace(validBodies[r.pattern])
 		switch {
 		case r.public:
@@ -463,8 +510,8 @@ func TestCrossSiteMatrix(t *testing.T) {
 			}
 		}
 	}
-	if writes < 17 || reads < 10 {
-		t.Errorf("only %d write and %d read routes were tried", writes, reads)
+	if writes < 17 || reads < 10 || protocol < 9 {
+		t.Errorf("only %d write, %d read and %d protocol routes were tried", writes, reads, protocol)
 	}
 }
 

@@ -34,6 +34,13 @@ const (
 	// minStreamTimeout: a reply with tool calls may run for minutes; the
 	// HTTP API's 30 s is what the stream escapes.
 	minStreamTimeout = 300
+	// minGatewayTimeout: the MCP gateway waits up to 50 s for a run
+	// (mcpgateway.MaxCallWait) before answering with its id.
+	minGatewayTimeout = 55
+
+	// gatewayID is the MCP gateway (functions/mcpgateway), a streaming
+	// function URL whose calls wait at most 50 s.
+	gatewayID = "McpGatewayFunction"
 
 	bedrockCondition = "BedrockEnabled"
 	bedrockParam     = "BedrockModels"
@@ -303,7 +310,11 @@ func checkStreamingURLs(s *stack, f *codeFacts) []string {
 		} else if m := deref(url.InvokeMode); m != "RESPONSE_STREAM" {
 			probs = append(probs, fmt.Sprintf("%s: FunctionUrlConfig.InvokeMode %q, want RESPONSE_STREAM (Server-Sent Events)", lf.LogicalID, m))
 		}
-		if t := s.timeout(lf.LogicalID); t < minStreamTimeout {
+		if lf.LogicalID == gatewayID {
+			if t := s.timeout(lf.LogicalID); t < minGatewayTimeout {
+				probs = append(probs, fmt.Sprintf("%s: Timeout %d, want at least %d s (a tools/call waits up to 50 s for its run)", lf.LogicalID, t, minGatewayTimeout))
+			}
+		} else if t := s.timeout(lf.LogicalID); t < minStreamTimeout {
 			probs = append(probs, fmt.Sprintf("%s: Timeout %d, want at least %d s (a streamed reply may call tools and models for minutes)", lf.LogicalID, t, minStreamTimeout))
 		}
 		if !strings.Contains(f.mains[lf.Dir], "lambdahttp.StartStreaming)") {

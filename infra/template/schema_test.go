@@ -175,7 +175,10 @@ func schemaProblems(t *testing.T, data []byte) []string {
 // (0: the true one, 1: the false one), each value that is AWS::NoValue left
 // out (false), the intrinsics that return lists (Fn::Split, Fn::GetAZs,
 // Fn::Cidr) by a list of a placeholder, and every other intrinsic by a
-// placeholder string, the type most intrinsics return.
+// placeholder string, the type most intrinsics return: letters, digits
+// and dashes, which the name patterns of resource schemas accept (a value
+// known only at deployment cannot be checked against a pattern here;
+// cfn-lint skips it too).
 func resolveIntrinsics(v any, branch int) (any, bool) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -190,10 +193,10 @@ func resolveIntrinsics(v any, branch int) (any, bool) {
 					return nil, false
 				}
 				if k == "Fn::Split" || k == "Fn::GetAZs" || k == "Fn::Cidr" {
-					return []any{"intrinsic:" + k}, true // these return lists
+					return []any{"intrinsic-" + strings.ReplaceAll(k, "::", "-")}, true // these return lists
 				}
 				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
-					return "intrinsic:" + k, true
+					return "intrinsic-" + strings.ReplaceAll(k, "::", "-"), true
 				}
 			}
 		}

@@ -100,6 +100,33 @@ var wantGrants = map[string]map[string][]string{
 		// the credential limits: store.RateLimits.Hit, one UpdateItem (ADD)
 		// per window of each rule, before any password is hashed.
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
+		// sign-out-all also ends OAuth (oauth.RevokeUser): the user's
+		// grants and tokens from the UserItems index, RevokeGrant
+		// (UpdateItem), DeletePersonalToken (DeleteItem).
+		"OAuthTable":                 {"dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		"OAuthTable/index/UserItems": {"dynamodb:Query"},
+	},
+	"OAuthFunction": {
+		// the sign-in page: store.Users.Credential (GetItem).
+		"UsersTable": {"dynamodb:GetItem"},
+		// the sign-in page's session (PutItem); the pages' and the
+		// /api/users routes' session check and renewal.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// sign-in, token and registration limits (store.RateLimits.Hit).
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
+		// store.OAuth: Client, Grant, RefreshToken, PersonalToken
+		// (GetItem); CreateClient, CreateCode, CreatePersonalToken and
+		// CreateGrant's transaction (PutItem); ConsumeCode and
+		// DeletePersonalToken (DeleteItem); RotateRefreshToken's
+		// transaction (UpdateItem, PutItem) and RevokeGrant (UpdateItem).
+		"OAuthTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		// UserGrants and UserPersonalTokens.
+		"OAuthTable/index/UserItems": {"dynamodb:Query"},
+	},
+	// The MCP gateway: bearer.Verifier reads a grant or a personal access
+	// token (GetItem). (The workflow engine's grants come with it.)
+	"McpGatewayFunction": {
+		"OAuthTable": {"dynamodb:GetItem"},
 	},
 	"ModelsFunction": {
 		// SetModelPreference: conditional UpdateItem; the usage report:
@@ -813,6 +840,8 @@ var checks = []struct {
 	{"n_trigger_schedules", checkTriggerSchedules},
 	{"n_blob_bucket", checkBlobBucket},
 	{"o_blob_grants", checkBlobGrants},
+	{"p_signing_key_secret", checkSigningSecret},
+	{"q_viewer_host", checkViewerHost},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1180,6 +1209,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 					probs = append(probs, fmt.Sprintf("%s: mixes s3: and other actions; blob access gets statements of its own", where))
 				}
 				continue
+			}
+			if isSecretStatement(stmt) {
+				continue // check (n)'s
 			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
@@ -1677,7 +1709,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"table missing from the Go definitions", "c_tables_match_store",
 			"  DataTable:\n", "  ExtraTable:\n", "ExtraTable: table not defined in shared/store"},
 		{"table not retained", "c_tables_match_store",
-			"Type: AWS::DynamoDB::Table\n    DeletionPolicy: Retain", "Type: AWS::DynamoDB::Table\n    DeletionPolicy: Delete", "want Retain / Retain"},
+			"  UsersTable:\n    Type: AWS::DynamoDB::Table\n    DeletionPolicy: Retain", "  UsersTable:\n    Type: AWS::DynamoDB::Table\n    DeletionPolicy: Delete", "want Retain / Retain"},
 		{"Scan granted", "d_iam_least_privilege",
 			"Action: [dynamodb:UpdateItem]", "Action: [dynamodb:UpdateItem, dynamodb:Scan]", `"dynamodb:Scan" is not in the allow-list`},
 		{"wildcard action", "d_iam_least_privilege",
@@ -1700,6 +1732,21 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"USERS_TABLE: !Ref UsersTable", "USER_TABLE: !Ref UsersTable", "that table's variable is USERS_TABLE"},
 		{"table env var points at another table", "e_table_env_vars",
 			"USERS_TABLE: !Ref UsersTable", "USERS_TABLE: !Ref SessionsTable", "want !Ref UsersTable"},
+		{"signing secret read by every resource", "p_signing_key_secret",
+			"Action: [secretsmanager:GetSecretValue]\n              Resource: [!Ref OAuthSigningKeySecret]", "Action: [secretsmanager:GetSecretValue]\n              Resource: [\"*\"]", "want secretsmanager:GetSecretValue alone on !Ref OAuthSigningKeySecret"},
+		{"signing secret also deletable", "p_signing_key_secret",
+			"Action: [secretsmanager:GetSecretValue]", "Action: [secretsmanager:GetSecretValue, secretsmanager:DeleteSecret]", "want secretsmanager:GetSecretValue alone"},
+		{"gateway reads another secret", "p_signing_key_secret",
+			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: !Ref OAuthSigningKeySecret\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # bearer",
+			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: other-secret\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # bearer",
+			`McpGatewayFunction: OAUTH_SIGNING_SECRET = "other-secret", want !Ref OAuthSigningKeySecret`},
+		{"MCP behaviour without the viewer's host", "q_viewer_host",
+			"            Compress: false\n            FunctionAssociations:\n              - EventType: viewer-request\n                FunctionARN: !GetAtt ViewerHostFunction.FunctionMetadata.FunctionARN\n\n",
+			"            Compress: false\n\n", "behaviour 2 (/api/mcp) does not run ViewerHostFunction"},
+		{"viewer host from the wrong header", "q_viewer_host",
+			"request.headers.host.value", "request.headers.origin.value", "setting x-viewer-host from the Host header"},
+		{"signing secret not retained", "p_signing_key_secret",
+			"  OAuthSigningKeySecret:\n    Type: AWS::SecretsManager::Secret\n    DeletionPolicy: Retain", "  OAuthSigningKeySecret:\n    Type: AWS::SecretsManager::Secret\n    DeletionPolicy: Delete", "want Retain"},
 		{"rate-limit windows never expire", "c_tables_match_store",
 			"      TimeToLiveSpecification:\n        AttributeName: expiresAt\n        Enabled: true\n      PointInTimeRecoverySpecification:\n        PointInTimeRecoveryEnabled: true\n      SSESpecification:\n        SSEEnabled: true\n\nOutputs:",
 			"      PointInTimeRecoverySpecification:\n        PointInTimeRecoveryEnabled: true\n      SSESpecification:\n        SSEEnabled: true\n\nOutputs:",

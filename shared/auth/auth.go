@@ -90,6 +90,15 @@ type Service struct {
 	now      func() time.Time
 	hashing  chan struct{} // a slot per hash computed at once (MaxHashing)
 	hashWait time.Duration
+	// signOutAll are the other credentials SignOutAll ends (OnSignOutAll).
+	signOutAll []func(ctx context.Context, userID string) error
+}
+
+// OnSignOutAll adds f to what SignOutAll ends besides the sessions: f
+// revokes the user's other credentials (OAuth grants, personal access
+// tokens). Call it while building the service, before it serves.
+func (s *Service) OnSignOutAll(f func(ctx context.Context, userID string) error) {
+	s.signOutAll = append(s.signOutAll, f)
 }
 
 // NewService returns a Service over store. now is the clock (time.Now in
@@ -275,13 +284,20 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 }
 
 // SignOutAll deletes every session of the user of token, on every device,
-// and returns how many there were. Unauthenticated when there is no live
-// session.
+// after ending the credentials added with OnSignOutAll, and returns how
+// many sessions there were. Unauthenticated when there is no live
+// session; a failure to end the other credentials fails it before any
+// session is deleted, so that it can be retried.
 func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
 	const op = "auth.SignOutAll"
 	sess, _, err := s.Authenticate(ctx, token)
 	if err != nil {
 		return 0, errs.Wrap(op, err)
+	}
+	for _, f := range s.signOutAll {
+		if err := f(ctx, sess.User.ID); err != nil {
+			return 0, errs.Wrap(op, err)
+		}
 	}
 	n, err := s.store.DeleteUserSessions(ctx, sess.User.ID)
 	return n, errs.Wrap(op, err)

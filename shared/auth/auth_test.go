@@ -351,3 +351,38 @@ func TestSignOutAll(t *testing.T) {
 		t.Errorf("sign-out-all without a live session: %v", err)
 	}
 }
+
+// TestSignOutAllEndsOtherCredentialsFirst: the hooks added with
+// OnSignOutAll run with the user's id before the sessions go; a failing
+// hook leaves the sessions, so that the request can be retried.
+func TestSignOutAllEndsOtherCredentialsFirst(t *testing.T) {
+	t.Parallel()
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	up, err := svc.SignUp(ctx, auth.Credentials{Email: "hooks@example.com", Password: "password-1x", Name: "H"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	fail := true
+	svc.OnSignOutAll(func(_ context.Context, userID string) error {
+		seen = append(seen, userID)
+		if fail {
+			return errs.E("test.revoke", errs.Unavailable, "STORAGE_UNAVAILABLE", "down")
+		}
+		return nil
+	})
+	if _, err := svc.SignOutAll(ctx, up.Token); errs.KindOf(err) != errs.Unavailable {
+		t.Fatalf("with a failing hook: %v", err)
+	}
+	if _, _, err := svc.Authenticate(ctx, up.Token); err != nil {
+		t.Errorf("the session after a failed sign-out-all: %v", err)
+	}
+	fail = false
+	if n, err := svc.SignOutAll(ctx, up.Token); err != nil || n != 1 {
+		t.Fatalf("retry: %d %v", n, err)
+	}
+	if len(seen) != 2 || seen[0] != up.User.ID || seen[1] != up.User.ID {
+		t.Errorf("hook calls = %v", seen)
+	}
+}

@@ -35,6 +35,27 @@ type Config struct {
 	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
 	DataTable        string // DATA_TABLE; default "data" locally
 	RateLimitsTable  string // RATE_LIMITS_TABLE; default "rate_limits" locally
+	OAuthTable       string // OAUTH_TABLE; default "oauth" locally
+
+	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
+	// is the service's public origin: the issuer of its OAuth tokens and
+	// the base of the MCP endpoint's resource URL. Empty: from each
+	// request (X-Viewer-Host, set by the CloudFront distribution, else
+	// Host).
+	PublicBaseURL string
+	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets
+	// Manager secret holding the access tokens' signing keys (in
+	// Lambda). Locally the keys are in OAuthKeyFile.
+	OAuthSigningSecret string
+	// OAuthKeyFile (OAUTH_KEY_FILE) is where the dev server keeps its
+	// signing keys, created when missing; default oauth-keys.json beside
+	// DATA_FILE, and in memory (new at each start) when DATA_FILE is
+	// empty.
+	OAuthKeyFile string
+	// OAuthAllowHTTPClients (OAUTH_ALLOW_HTTP_CLIENTS, a boolean; default
+	// false) accepts http:// client id URLs and fetches client metadata
+	// documents from private addresses. Local tests only.
+	OAuthAllowHTTPClients bool
 
 	// DataFile (DATA_FILE) is where the local embedded engine keeps its
 	// data across restarts and crashes: a snapshot, plus a journal
@@ -85,7 +106,13 @@ type Config struct {
 	// function that executes durable workflow runs, invoked
 	// asynchronously; the dev server runs the runner in process instead.
 	RunnerFunction string
-	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA) and SecretsManagerEndpoint
+	// (AWS_ENDPOINT_URL_SECRETS_MANAGER), the AWS SDKs' own names for
+	// them, override the endpoints of the runner's invocations and of the
+	// OAuth signing keys' secret (tests).
+	LambdaEndpoint         string
+	SecretsManagerEndpoint string
+	ToolsCacheTTL          time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
 	// `openssl rand -hex 32`) is the server key the webhook triggers'
@@ -154,6 +181,9 @@ type Config struct {
 	RateLimitSignInEmail   ratelimit.Rule // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
 	RateLimitSignInAddress ratelimit.Rule // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
 	RateLimitSignUpAddress ratelimit.Rule // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
+	// The OAuth endpoints' limits, per client address.
+	RateLimitOAuthToken    ratelimit.Rule // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
+	RateLimitOAuthRegister ratelimit.Rule // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
 
 	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
 	// integer; 0 or unset: no budget) is the tokens, input plus output,
@@ -188,6 +218,8 @@ const (
 	DefaultRateLimitSignInEmail   = "5/m,30/h"
 	DefaultRateLimitSignInAddress = "30/m,300/h"
 	DefaultRateLimitSignUpAddress = "10/m,100/h"
+	DefaultRateLimitOAuthToken    = "60/m,600/h"
+	DefaultRateLimitOAuthRegister = "10/m,50/h"
 )
 
 // Load reads the configuration from getenv. It fails on any malformed value,
@@ -223,6 +255,15 @@ func Load(getenv func(string) string) (Config, error) {
 	c.SessionsTable = localDefault(get("SESSIONS_TABLE"), "sessions")
 	c.DataTable = localDefault(get("DATA_TABLE"), "data")
 	c.RateLimitsTable = localDefault(get("RATE_LIMITS_TABLE"), "rate_limits")
+	c.OAuthTable = localDefault(get("OAUTH_TABLE"), "oauth")
+	c.PublicBaseURL = strings.TrimRight(get("PUBLIC_BASE_URL"), "/")
+	if c.PublicBaseURL != "" {
+		if u, err := url.Parse(c.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			bad("PUBLIC_BASE_URL", "must be an http(s) origin like https://api.example.com, got %q", c.PublicBaseURL)
+		}
+	}
+	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
+	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
 	c.DataFile = get("DATA_FILE")
 	c.SnapshotInterval = 30 * time.Second
 	if v := get("SNAPSHOT_INTERVAL"); v != "" {
@@ -305,8 +346,11 @@ func Load(getenv func(string) string) (Config, error) {
 	c.AnthropicModels = list(get("ANTHROPIC_MODELS"))
 	c.BedrockModels = list(get("BEDROCK_MODELS"))
 	c.BedrockEndpoint = strings.TrimRight(get("BEDROCK_ENDPOINT"), "/")
+	c.LambdaEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_LAMBDA"), "/")
+	c.SecretsManagerEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_SECRETS_MANAGER"), "/")
 	for _, v := range []struct{ name, value string }{
 		{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"BEDROCK_ENDPOINT", c.BedrockEndpoint},
+		{"AWS_ENDPOINT_URL_LAMBDA", c.LambdaEndpoint}, {"AWS_ENDPOINT_URL_SECRETS_MANAGER", c.SecretsManagerEndpoint},
 	} {
 		if v.value == "" {
 			continue
@@ -409,6 +453,14 @@ func Load(getenv func(string) string) (Config, error) {
 		c.ToolsTestHooks = b
 	}
 
+	if v := get("OAUTH_ALLOW_HTTP_CLIENTS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("OAUTH_ALLOW_HTTP_CLIENTS", "must be a boolean (true or false), got %q", v)
+		}
+		c.OAuthAllowHTTPClients = b
+	}
+
 	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -430,6 +482,8 @@ func Load(getenv func(string) string) (Config, error) {
 		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
 		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
 		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
+		{&c.RateLimitOAuthToken, "RATE_LIMIT_OAUTH_TOKEN", "token requests", DefaultRateLimitOAuthToken},
+		{&c.RateLimitOAuthRegister, "RATE_LIMIT_OAUTH_REGISTER", "client registrations", DefaultRateLimitOAuthRegister},
 	} {
 		r, err := ratelimit.Parse(l.name, or(get(l.env), l.defaultSpec))
 		if err != nil {
@@ -472,6 +526,8 @@ func (c Config) value(name string) string {
 		return c.DataTable
 	case "RATE_LIMITS_TABLE":
 		return c.RateLimitsTable
+	case "OAUTH_TABLE":
+		return c.OAuthTable
 	case "MCP_SERVICE_KEY":
 		return c.MCPServiceKey
 	case "MCP_URL":

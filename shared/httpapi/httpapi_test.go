@@ -343,3 +343,46 @@ func TestCrossSiteWritesDuplicateContentType(t *testing.T) {
 		t.Fatalf("status = %d, want 415; body %s", rec.Code, rec.Body)
 	}
 }
+
+// TestRouteAccess: an Open route answers any origin without credentials
+// and takes form bodies; an OwnForms route takes form bodies but keeps the
+// cookie routes' CORS; a Cookie route refuses both; the access survives
+// Mount.
+func TestRouteAccess(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	inner := httpapi.NewRouter()
+	inner.HandleAccess("POST /open", ok, httpapi.Open)
+	inner.HandleAccess("POST /forms", ok, httpapi.OwnForms)
+	inner.Handle("POST /cookie", ok)
+	outer := httpapi.NewRouter()
+	outer.Mount(inner, inner.Patterns()...)
+	h := httpapi.Stack(outer, httpapi.Options{AllowedOrigins: []string{"https://app.example.com"}})
+	send := func(method, path string, header map[string]string) *http.Response {
+		r := httptest.NewRequest(method, path, strings.NewReader("a=b"))
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Result()
+	}
+	crossForm := map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "application/x-www-form-urlencoded"}
+	for path, want := range map[string]int{"/open": 204, "/forms": 204, "/cookie": 403} {
+		if got := send("POST", path, crossForm).StatusCode; got != want {
+			t.Errorf("cross-site form to %s: %d, want %d", path, got, want)
+		}
+	}
+	if r := send("POST", "/open", crossForm); r.Header.Get("Access-Control-Allow-Origin") != "*" || r.Header.Get("Access-Control-Allow-Credentials") != "" {
+		t.Errorf("open CORS: %v", r.Header)
+	}
+	preflight := map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+	if r := send("OPTIONS", "/open", preflight); r.StatusCode != 204 || !strings.Contains(r.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("open preflight: %d %v", r.StatusCode, r.Header)
+	}
+	for _, path := range []string{"/forms", "/cookie"} {
+		if r := send("OPTIONS", path, preflight); r.StatusCode != 403 {
+			t.Errorf("preflight of %s from another origin: %d, want 403", path, r.StatusCode)
+		}
+	}
+}

@@ -38,14 +38,64 @@ type Options struct {
 // Stack wraps h in the standard middleware, outermost first: security
 // headers, request id, request logging, panic recovery, CORS, the refusal
 // of cross-site writes and of bodies that are not JSON, and the body
-// limit.
+// limit. When h is a *Router, its routes' Access adjusts CORS and the
+// cross-site check (see Access).
 func Stack(h http.Handler, o Options) http.Handler {
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover, CORS(o.AllowedOrigins),
-		CrossSiteWrites(o.AllowedOrigins), LimitBody(MaxBodyBytes))
+	access := func(*http.Request) Access { return Cookie }
+	if rt, ok := h.(*Router); ok {
+		access = rt.AccessOf
+	}
+	cors, writes := CORS(o.AllowedOrigins), CrossSiteWrites(o.AllowedOrigins)
+	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover,
+		func(next http.Handler) http.Handler {
+			viaCORS, open := cors(next), OpenCORS(next)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if access(r) == Open {
+					open.ServeHTTP(w, r)
+					return
+				}
+				viaCORS.ServeHTTP(w, r)
+			})
+		},
+		func(next http.Handler) http.Handler {
+			checked := writes(next)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if access(r) != Cookie {
+					next.ServeHTTP(w, r)
+					return
+				}
+				checked.ServeHTTP(w, r)
+			})
+		},
+		LimitBody(MaxBodyBytes))
+}
+
+// OpenCORS lets any origin call an Open route, without credentials: a
+// preflight is answered 204 with the methods and headers a bearer-token
+// or OAuth client sends; other requests get Access-Control-Allow-Origin *
+// and the headers such a client reads (WWW-Authenticate above all).
+func OpenCORS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Expose-Headers", "WWW-Authenticate, X-Request-Id, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID, X-Request-Id")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // SecurityHeaders sets headers that are right for every API response.

@@ -13,10 +13,54 @@ import (
 type Router struct {
 	mux      *http.ServeMux
 	patterns []string
+	access   map[string]Access // by pattern; absent: Cookie
 }
 
+// Access is how the standard stack (Stack) treats a route's cross-origin
+// requests.
+type Access uint8
+
+const (
+	// Cookie is every route's default: it may act on the session cookie,
+	// so CORS allows only ALLOWED_ORIGINS and CrossSiteWrites applies.
+	Cookie Access = iota
+	// Open is a protocol endpoint that never reads the session cookie
+	// (bearer tokens, OAuth clients, public metadata): CORS allows any
+	// origin without credentials, and CrossSiteWrites does not apply,
+	// since the protocol fixes its body types (OAuth's forms) and no
+	// ambient credential can be abused through it.
+	Open
+	// OwnForms is a page that takes form posts and defends them itself
+	// (an origin check and a CSRF token): CrossSiteWrites does not apply;
+	// CORS is Cookie's.
+	OwnForms
+)
+
 // NewRouter returns an empty Router.
-func NewRouter() *Router { return &Router{mux: http.NewServeMux()} }
+func NewRouter() *Router { return &Router{mux: http.NewServeMux(), access: map[string]Access{}} }
+
+// HandleAccess registers h for pattern, as Handle, with access a.
+func (rt *Router) HandleAccess(pattern string, h http.Handler, a Access) {
+	rt.Handle(pattern, h)
+	if a != Cookie {
+		rt.access[pattern] = a
+	}
+}
+
+// AccessOf returns the access of the route r matches (Cookie when none
+// does); a CORS preflight is matched as the request it announces.
+func (rt *Router) AccessOf(r *http.Request) Access {
+	if len(rt.access) == 0 {
+		return Cookie
+	}
+	if m := r.Header.Get("Access-Control-Request-Method"); r.Method == http.MethodOptions && m != "" {
+		c := *r
+		c.Method = m
+		r = &c
+	}
+	_, pattern := rt.mux.Handler(r)
+	return rt.access[pattern]
+}
 
 // Handle registers h for pattern, e.g. "GET /api/chats/{chatId}". It panics
 // on a malformed or conflicting pattern, like http.ServeMux.
@@ -31,10 +75,16 @@ func (rt *Router) Handle(pattern string, h http.Handler) {
 func (rt *Router) Patterns() []string { return append([]string(nil), rt.patterns...) }
 
 // Mount registers every pattern of patterns to h; it lets one router compose
-// several route groups (the local dev server).
+// several route groups (the local dev server). When h is a *Router, each
+// pattern keeps its access.
 func (rt *Router) Mount(h http.Handler, patterns ...string) {
+	sub, _ := h.(*Router)
 	for _, p := range patterns {
-		rt.Handle(p, h)
+		a := Cookie
+		if sub != nil {
+			a = sub.access[p]
+		}
+		rt.HandleAccess(p, h, a)
 	}
 }
 

@@ -26,6 +26,14 @@
 //   - RateLimits (PK = RL#<userId>#<rule>#<window seconds>#<window start>):
 //     one request counter per user, rule and fixed window (ratelimits.go);
 //     expiresAt (epoch seconds) is the TTL attribute.
+//   - OAuth (PK): the authorization server's items (oauth.go), each under
+//     a kind prefix: CLIENT#<id> registered clients, CODE#<hash>
+//     authorization codes, GRANT#<id> grants (refresh token families),
+//     REFRESH#<hash> refresh tokens, PAT#<hash> personal access tokens;
+//     codes and tokens only by the SHA-256 of their value. expiresAt
+//     (epoch seconds) is the TTL attribute of every item. The UserItems
+//     index (GSI1PK USER#<userId>, GSI1SK GRANT#... or PAT#...) lists a
+//     user's grants and tokens.
 package store
 
 import (
@@ -81,14 +89,25 @@ var (
 		LogicalID: "RateLimitsTable", EnvVar: "RATE_LIMITS_TABLE", LocalName: "rate_limits",
 		HashKey: "PK", TTLAttribute: "expiresAt",
 	}
+	OAuthTable = Table{
+		LogicalID: "OAuthTable", EnvVar: "OAUTH_TABLE", LocalName: "oauth",
+		HashKey: "PK", TTLAttribute: "expiresAt",
+		Indexes: []Index{{Name: OAuthByUserIndex, HashKey: "GSI1PK", RangeKey: "GSI1SK"}},
+	}
 )
+
+// OAuthByUserIndex is the OAuth table's index of a user's grants and
+// personal access tokens (GSI1PK USER#<userId>).
+const OAuthByUserIndex = "UserItems"
 
 // SessionsByUserIndex is the Sessions table's index of a user's sessions,
 // read only to sign a user out everywhere.
 const SessionsByUserIndex = "UserSessions"
 
 // Tables lists every table of the service.
-func Tables() []Table { return []Table{UsersTable, SessionsTable, DataTable, RateLimitsTable} }
+func Tables() []Table {
+	return []Table{UsersTable, SessionsTable, DataTable, RateLimitsTable, OAuthTable}
+}
 
 // addIndexes adds to the existing table name the indexes of t it lacks.
 func addIndexes(ctx context.Context, api TableAPI, t Table, name string) error {

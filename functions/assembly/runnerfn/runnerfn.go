@@ -9,14 +9,10 @@ package runnerfn
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/ratelimit"
@@ -141,39 +137,29 @@ func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.Triggered
 	return run.ID, nil
 }
 
-// LambdaAPI is the part of the Lambda client the Invoker uses.
-type LambdaAPI interface {
-	Invoke(ctx context.Context, in *lambda.InvokeInput, opts ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
-}
-
 // LambdaInvoker hands runs to the runner function through the Lambda
 // Invoke API, asynchronously (InvocationType Event): Lambda queues the
 // event and answers 202 at once.
 type LambdaInvoker struct {
-	Client   LambdaAPI
+	Client   *awsapi.Client
 	Function string
 }
 
-// Invoke queues ref for the runner function. It fails when the call
-// fails or Lambda does not accept the event (a status other than 202).
+// Invoke queues ref for the runner function. It fails when Lambda does
+// not accept the event (after the client's retries of throttling and
+// server errors) or cannot be reached.
 func (l LambdaInvoker) Invoke(ctx context.Context, ref workflow.RunRef) error {
 	payload, err := json.Marshal(ref)
 	if err != nil {
 		return err
 	}
-	out, err := l.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: &l.Function, InvocationType: lambdatypes.InvocationTypeEvent, Payload: payload})
-	if err != nil {
-		return fmt.Errorf("invoke %s: %w", l.Function, err)
-	}
-	if out.StatusCode != 202 {
-		return fmt.Errorf("invoke %s: status %d", l.Function, out.StatusCode)
-	}
-	return nil
+	return l.Client.Invoke(ctx, l.Function, payload)
 }
 
 // Invoker returns d.Runs when set (the dev server), else the LambdaInvoker
-// of RUNNER_FUNCTION. It fails when RUNNER_FUNCTION is not set or the AWS
-// configuration cannot be loaded.
+// of RUNNER_FUNCTION. The AWS credentials are loaded at the first run
+// handed over, not at init: a cold start that starts no run does not pay
+// for them. It fails when RUNNER_FUNCTION is not set.
 func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.Invoker, error) {
 	if d.Runs != nil {
 		return d.Runs, nil
@@ -182,11 +168,7 @@ func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.
 	if err := cfg.Require("RUNNER_FUNCTION"); function == "" && err != nil {
 		return nil, err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration for the Lambda client: %w", err)
-	}
-	return LambdaInvoker{Client: lambda.NewFromConfig(awsCfg), Function: function}, nil
+	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: function}, nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one attempt of a run

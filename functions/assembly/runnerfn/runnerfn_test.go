@@ -9,32 +9,34 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-
+	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// TestLambdaInvokerSendsAnAsyncInvoke checks the request the real
-// aws-sdk-go-v2 Lambda client sends for a run against a local endpoint
-// that speaks the Invoke API: POST /2015-03-31/functions/<name>/invocations,
-// X-Amz-Invocation-Type Event, signed, the run reference as the payload;
-// 202 is accepted, any other answer is an error.
-func TestLambdaInvokerSendsAnAsyncInvoke(t *testing.T) {
-	t.Parallel()
+// TestInvokerSendsAnAsyncInvoke builds the Invoker as a Lambda function
+// does (RUNNER_FUNCTION, the credentials from the environment, Lambda at
+// AWS_ENDPOINT_URL_LAMBDA) and hands it a run: a local endpoint that
+// speaks the Invoke API sees POST /2015-03-31/functions/<name>/invocations,
+// X-Amz-Invocation-Type Event, signed with the environment's key, the run
+// reference as the payload; 202 is accepted, any other answer an error.
+func TestInvokerSendsAnAsyncInvoke(t *testing.T) {
+	// LoadDefaultConfig reads the process environment: not parallel.
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDRUNNER")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "SECRET")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
 	for _, c := range []struct {
 		name    string
 		status  int
-		wantErr bool
+		wantErr string
 	}{
-		{"accepted", http.StatusAccepted, false},
-		{"throttled", http.StatusTooManyRequests, true},
-		{"synchronous answer", http.StatusOK, true},
+		{"accepted", http.StatusAccepted, ""},
+		{"not found", http.StatusNotFound, "ResourceNotFoundException"},
+		{"synchronous answer", http.StatusOK, "UnexpectedStatus"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			var got struct {
 				method, path, invocationType, auth string
 				body                               []byte
@@ -45,25 +47,31 @@ func TestLambdaInvokerSendsAnAsyncInvoke(t *testing.T) {
 				got.body, _ = io.ReadAll(r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				if c.status >= 400 {
-					w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
+					w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
 					w.WriteHeader(c.status)
-					_, _ = w.Write([]byte(`{"message":"Rate exceeded","Reason":"CallerRateLimitExceeded"}`))
+					_, _ = w.Write([]byte(`{"Type":"User","message":"Function not found"}`))
 					return
 				}
 				w.WriteHeader(c.status)
 			}))
 			defer srv.Close()
-			client := lambda.New(lambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
-				Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
-				RetryMaxAttempts: 1})
-			inv := runnerfn.LambdaInvoker{Client: client, Function: "stack-RunnerFunction-1"}
+			env := map[string]string{"RUNNER_FUNCTION": "stack-RunnerFunction-1", "AWS_ENDPOINT_URL_LAMBDA": srv.URL, "AWS_REGION": "eu-west-1"}
+			cfg, err := config.Load(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := runnerfn.Invoker(context.Background(), cfg, assembly.Deps{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			ref := workflow.RunRef{RunID: "r1", Attempt: 2}
-			err := inv.Invoke(context.Background(), ref)
-			if (err != nil) != c.wantErr {
-				t.Fatalf("Invoke: %v, want error %v", err, c.wantErr)
+			err = inv.Invoke(context.Background(), ref)
+			if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+				t.Fatalf("Invoke: %v, want error %q", err, c.wantErr)
 			}
 			if got.method != http.MethodPost || got.path != "/2015-03-31/functions/stack-RunnerFunction-1/invocations" ||
-				got.invocationType != "Event" || !strings.HasPrefix(got.auth, "AWS4-HMAC-SHA256 ") {
+				got.invocationType != "Event" || !strings.HasPrefix(got.auth, "AWS4-HMAC-SHA256 Credential=AKIDRUNNER/") ||
+				!strings.Contains(got.auth, "/eu-west-1/lambda/aws4_request") {
 				t.Fatalf("request %s %s, invocation type %q, auth %q", got.method, got.path, got.invocationType, got.auth)
 			}
 			var sent workflow.RunRef
@@ -71,5 +79,19 @@ func TestLambdaInvokerSendsAnAsyncInvoke(t *testing.T) {
 				t.Fatalf("payload %s (%v)", got.body, err)
 			}
 		})
+	}
+}
+
+// TestInvokerNeedsTheRunnerFunction: without RUNNER_FUNCTION (and no
+// in-process runner) the Invoker cannot be built, and the error names
+// the variable.
+func TestInvokerNeedsTheRunnerFunction(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runnerfn.Invoker(context.Background(), cfg, assembly.Deps{}); err == nil || !strings.Contains(err.Error(), "RUNNER_FUNCTION") {
+		t.Fatalf("Invoker without RUNNER_FUNCTION: %v", err)
 	}
 }

@@ -52,6 +52,9 @@ func (d *DB) Data() string { return d.Names[store.DataTable.EnvVar] }
 // RateLimits returns the name of the RateLimits table.
 func (d *DB) RateLimits() string { return d.Names[store.RateLimitsTable.EnvVar] }
 
+// OAuth returns the name of the OAuth table.
+func (d *DB) OAuth() string { return d.Names[store.OAuthTable.EnvVar] }
+
 // New creates every table under a unique prefix on the shared engine and
 // returns a client that counts its calls.
 func New(t testing.TB) *DB {

@@ -1,0 +1,66 @@
+package mcpgateway
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestWantsProgress(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":"p"}}}`:  true,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":7}}}`:    true,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":null}}}`: false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`:                                false,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":"p"}}}`:             false,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`:                                                    false,
+		`not json`: false,
+	} {
+		if got := wantsProgress([]byte(body)); got != want {
+			t.Errorf("%s: %v, want %v", body, got, want)
+		}
+	}
+}
+
+// TestAddToolRefusesNonObjectSchemas: a workflow whose input schema is not
+// an object schema is skipped instead of panicking the server.
+func TestAddToolRefusesNonObjectSchemas(t *testing.T) {
+	t.Parallel()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	noop := mcp.ToolHandler(nil)
+	for schema, ok := range map[string]bool{
+		``:                                  true,
+		`{"type":"object"}`:                 true,
+		`{"type":"object","properties":{}}`: true,
+		`{"type":"string"}`:                 false,
+		`[]`:                                false,
+		`{"properties":{}}`:                 false,
+	} {
+		err := addTool(srv, Tool{Name: "t_" + schema, InputSchema: json.RawMessage(schema)}, noop)
+		if (err == nil) != ok {
+			t.Errorf("%q: %v, want ok=%v", schema, err, ok)
+		}
+	}
+}
+
+func TestToResult(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		in              CallResult
+		isError         bool
+		structured, txt string
+	}{
+		"output":  {CallResult{Output: json.RawMessage(`{"a":1}`)}, false, `{"a":1}`, `{"a":1}`},
+		"empty":   {CallResult{}, false, `{}`, `{}`},
+		"failed":  {CallResult{IsError: true, Text: "boom"}, true, `null`, "boom"},
+		"running": {CallResult{RunID: "r1", Status: "running"}, false, `{"runId":"r1","status":"running"}`, "The workflow run r1 is still running."},
+	} {
+		r := toResult(c.in)
+		b, _ := json.Marshal(r.StructuredContent)
+		if r.IsError != c.isError || string(b) != c.structured || r.Content[0].(*mcp.TextContent).Text != c.txt {
+			t.Errorf("%s: %+v %s", name, r, b)
+		}
+	}
+}

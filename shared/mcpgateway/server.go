@@ -1,0 +1,248 @@
+package mcpgateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/oauth"
+	"github.com/workflowchat/service/shared/oauth/bearer"
+)
+
+// Implementation identifies the gateway to MCP clients.
+var Implementation = mcp.Implementation{Name: "workflowchat-workflows", Title: "Workflow Chat: your workflows", Version: "1.0.0"}
+
+var errUnknownTool = errs.E("mcpgateway.Call", errs.NotFound, "TOOL_NOT_FOUND", "no such tool")
+
+// Verifier checks a bearer token (bearer.Verifier).
+type Verifier interface {
+	Verify(ctx context.Context, token string, r *http.Request) (bearer.Principal, error)
+}
+
+// Options configure Routes.
+type Options struct {
+	Tools    WorkflowTools
+	Verifier Verifier
+	// BaseURL is PUBLIC_BASE_URL ("": from each request, oauth.BaseURL).
+	BaseURL string
+	Logger  *slog.Logger
+}
+
+// Routes returns the handler of POST /api/mcp (McpGatewayFunction), an
+// Open route: bearer tokens only, never the session cookie.
+func Routes(o Options) *httpapi.Router {
+	if o.Tools == nil {
+		o.Tools = NoTools{}
+	}
+	g := &gateway{tools: o.Tools}
+	opts := func(jsonResponse bool) *mcp.StreamableHTTPOptions {
+		// The SDK's DNS rebinding protection (a loopback connection with a
+		// foreign Host is refused) guards unauthenticated local servers; this
+		// endpoint takes bearer tokens only, which a rebinding page cannot
+		// have, and a dev server reached through a tunnel must keep working.
+		return &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: jsonResponse, Logger: o.Logger, DisableLocalhostProtection: true}
+	}
+	g.json = mcp.NewStreamableHTTPHandler(g.server, opts(true))
+	g.sse = mcp.NewStreamableHTTPHandler(g.server, opts(false))
+	r := httpapi.NewRouter()
+	r.HandleAccess("POST "+oauth.ResourcePath, RequireBearer(o.Verifier, o.BaseURL, g), httpapi.Open)
+	return r
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal RequireBearer put in ctx.
+func PrincipalFrom(ctx context.Context) (bearer.Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(bearer.Principal)
+	return p, ok
+}
+
+// RequireBearer lets a request through only with a valid bearer token in
+// the Authorization header (the session cookie is never read): it puts the
+// principal in the context (PrincipalFrom, and auth.UserID through
+// auth.ActingFor). Otherwise it answers 401 UNAUTHORIZED with
+// WWW-Authenticate: Bearer resource_metadata="..." (RFC 9728), plus
+// error="invalid_token" when a token was presented (RFC 6750); a storage
+// or key failure is 503. It does what go-sdk's auth.RequireBearerToken
+// does, with the metadata URL computed per request (the origin may come
+// from the request) and the service's JSON error bodies.
+func RequireBearer(v Verifier, baseURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const op = "mcpgateway.RequireBearer"
+		challenge := "Bearer"
+		if base := oauth.BaseURL(baseURL, r); base != "" {
+			challenge += fmt.Sprintf(` resource_metadata="%s"`, oauth.ResourceMetadataURL(base))
+		}
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
+			w.Header().Set("WWW-Authenticate", challenge)
+			httpapi.WriteError(w, r, errs.E(op, errs.Unauthenticated, "UNAUTHORIZED", "a bearer token is required (Authorization: Bearer <token>)"))
+			return
+		}
+		p, err := v.Verify(r.Context(), token, r)
+		if err != nil {
+			if errs.Is(err, errs.Unauthenticated) {
+				w.Header().Set("WWW-Authenticate", challenge+`, error="invalid_token", error_description="the token is invalid, expired or revoked"`)
+				httpapi.WriteError(w, r, errs.E(op, errs.Unauthenticated, "UNAUTHORIZED", "the bearer token is invalid, expired or revoked"))
+				return
+			}
+			httpapi.WriteError(w, r, errs.Wrap(op, err))
+			return
+		}
+		ctx := context.WithValue(auth.ActingFor(r.Context(), p.UserID), principalKey{}, p)
+		ctx = logging.WithLogger(ctx, logging.FromContext(ctx).With("userId", p.UserID, "clientId", p.ClientID))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// gateway serves the MCP requests of authenticated users.
+type gateway struct {
+	tools     WorkflowTools
+	json, sse http.Handler
+}
+
+// ServeHTTP picks the JSON or the SSE handler: SSE only for a tools/call
+// whose params carry _meta.progressToken.
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		httpapi.WriteError(w, r, errs.E("mcpgateway", errs.TooLarge, "", "request body too large"))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if wantsProgress(body) {
+		g.sse.ServeHTTP(w, r)
+		return
+	}
+	g.json.ServeHTTP(w, r)
+}
+
+// wantsProgress reports whether body is a tools/call with a progress
+// token.
+func wantsProgress(body []byte) bool {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+		return false
+	}
+	tok, ok := msg.Params.Meta["progressToken"]
+	return ok && string(tok) != "null"
+}
+
+// server builds the MCP server of the request's user.
+func (g *gateway) server(r *http.Request) *mcp.Server {
+	ctx := r.Context()
+	p, _ := PrincipalFrom(ctx)
+	impl := Implementation
+	srv := mcp.NewServer(&impl, &mcp.ServerOptions{
+		Instructions: "Your Workflow Chat workflows that you marked to expose as tools. Each runs as a durable workflow run; a long run answers with its runId and status.",
+	})
+	tools, err := g.tools.Tools(ctx, p.UserID)
+	if err != nil {
+		logging.FromContext(ctx).ErrorContext(ctx, "mcpgateway: list tools", "err", err.Error())
+		return srv // no tools: tools/list answers an empty list rather than a broken session
+	}
+	for _, t := range tools {
+		if err := addTool(srv, t, g.call(p.UserID, t.Name)); err != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "mcpgateway: tool skipped", "tool", t.Name, "err", err.Error())
+		}
+	}
+	return srv
+}
+
+// addTool registers t, refusing an input schema that is not an object
+// schema (the SDK would panic on it).
+func addTool(srv *mcp.Server, t Tool, h mcp.ToolHandler) (err error) {
+	in := t.InputSchema
+	if len(in) == 0 {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(in, &probe) != nil || probe.Type != "object" {
+		return errors.New(`input schema is not {"type":"object", ...}`)
+	}
+	tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: in}
+	if len(t.OutputSchema) > 0 {
+		tool.OutputSchema = t.OutputSchema
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("rejected by the MCP SDK: %v", v)
+		}
+	}()
+	srv.AddTool(tool, h)
+	return nil
+}
+
+// call is the tools/call handler of tool name for userID.
+func (g *gateway) call(userID, name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		var progress func(Progress)
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			progress = func(p Progress) {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: tok, Progress: float64(p.Step), Total: float64(p.Total), Message: p.Message,
+				}) // a client that left misses it; the run goes on
+			}
+		}
+		res, err := g.tools.Call(ctx, userID, name, args, progress)
+		if err != nil {
+			return nil, err
+		}
+		return toResult(res), nil
+	}
+}
+
+// toResult turns a CallResult into the MCP result: structured content
+// with its JSON as text, isError with the message, or a still-running
+// run's {runId, status}.
+func toResult(res CallResult) *mcp.CallToolResult {
+	switch {
+	case res.IsError:
+		text := res.Text
+		if text == "" {
+			text = "the workflow run failed"
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	case res.RunID != "":
+		out := map[string]string{"runId": res.RunID, "status": res.Status}
+		text := res.Text
+		if text == "" {
+			text = fmt.Sprintf("The workflow run %s is still %s.", res.RunID, res.Status)
+		}
+		return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	}
+	out := res.Output
+	if len(out) == 0 {
+		out = json.RawMessage(`{}`)
+	}
+	text := res.Text
+	if text == "" {
+		text = string(out)
+	}
+	return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}

@@ -1,0 +1,310 @@
+package authserver
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/oauth"
+)
+
+// authzParams are the authorization request's parameters, carried as
+// hidden fields through the sign-in and consent forms and validated again
+// on every step.
+var authzParams = []string{"client_id", "redirect_uri", "response_type", "state", "code_challenge", "code_challenge_method", "scope", "resource"}
+
+// errUnavailablePage is the page error of a storage failure: answered 503.
+const errUnavailablePage = "the service is temporarily unavailable; try again shortly"
+
+// pageStatus is the status of an error page.
+func pageStatus(msg string) int {
+	if msg == errUnavailablePage {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
+}
+
+// csrfCookie holds the token the forms must echo (synchronizer token).
+const csrfCookie = "oauth_csrf"
+
+// challengePattern is a PKCE S256 challenge: 32 bytes, base64url.
+var challengePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+
+// authzRequest is a validated authorization request.
+type authzRequest struct {
+	params      url.Values
+	client      oauth.Client
+	redirectURI string
+	state       string
+	challenge   string
+	resource    string
+	base        string
+}
+
+// validateAuthz checks an authorization request (RFC 6749 section 4.1.1,
+// RFC 7636, RFC 8707). A failure that may not be sent to the redirect URI
+// (unknown client, redirect URI not registered) is pageErr; one that is
+// reported to the client through its redirect URI is redirectErr.
+func (s *Server) validateAuthz(r *http.Request, form url.Values) (req authzRequest, pageErr string, redirectErr *oauthError) {
+	req.params = url.Values{}
+	for _, p := range authzParams {
+		if v := form[p]; len(v) > 1 {
+			return req, "the parameter " + p + " is repeated", nil
+		} else if len(v) == 1 && v[0] != "" {
+			req.params.Set(p, v[0])
+		}
+	}
+	base := oauth.BaseURL(s.baseURL, r)
+	if base == "" {
+		return req, "the request's host is not a valid host name", nil
+	}
+	req.base = base
+	c, err := s.client(r.Context(), req.params.Get("client_id"))
+	switch {
+	case errs.Is(err, errs.NotFound):
+		return req, "unknown client (client_id)", nil
+	case errs.Is(err, errs.Invalid):
+		return req, errs.MessageOf(err, "invalid client"), nil
+	case err != nil:
+		return req, errUnavailablePage, nil
+	}
+	req.client = c
+	req.redirectURI = req.params.Get("redirect_uri")
+	if req.redirectURI == "" && len(c.RedirectURIs) == 1 {
+		req.redirectURI = c.RedirectURIs[0]
+	}
+	if req.redirectURI == "" || !redirectAllowed(c.RedirectURIs, req.redirectURI) {
+		return req, "the redirect_uri is not registered for this client", nil
+	}
+	req.state = req.params.Get("state")
+	fail := func(e oauthError) (authzRequest, string, *oauthError) { return req, "", &e }
+	if rt := req.params.Get("response_type"); rt != "code" {
+		return fail(oauthError{Code: "unsupported_response_type", Description: "response_type must be code"})
+	}
+	if !slices.Contains(c.GrantTypes, "authorization_code") {
+		return fail(oauthError{Code: "unauthorized_client", Description: "the client is not registered for the authorization_code grant"})
+	}
+	req.challenge = req.params.Get("code_challenge")
+	switch m := req.params.Get("code_challenge_method"); {
+	case req.challenge == "":
+		return fail(errInvalidRequest("PKCE is required: send code_challenge with code_challenge_method S256"))
+	case m != "S256":
+		return fail(errInvalidRequest("code_challenge_method must be S256 (plain is not accepted)"))
+	case !challengePattern.MatchString(req.challenge):
+		return fail(errInvalidRequest("code_challenge must be the base64url SHA-256 of the code verifier (43 characters)"))
+	}
+	req.resource = oauth.ResourceURL(base)
+	if res := req.params.Get("resource"); res != "" {
+		if !slices.Contains(oauth.Audiences(base), res) {
+			return fail(errInvalidTarget("resource must be " + oauth.ResourceURL(base)))
+		}
+		req.resource = res
+	}
+	return req, "", nil
+}
+
+// redirectWithError sends an authorization error to the client (RFC 6749
+// section 4.1.2.1, with iss per RFC 9207).
+func redirectWithError(w http.ResponseWriter, r *http.Request, req authzRequest, e oauthError) {
+	q := url.Values{"error": {e.Code}, "iss": {req.base}}
+	if e.Description != "" {
+		q.Set("error_description", e.Description)
+	}
+	if req.state != "" {
+		q.Set("state", req.state)
+	}
+	http.Redirect(w, r, withQuery(req.redirectURI, q), http.StatusSeeOther)
+}
+
+// withQuery appends q to uri's query.
+func withQuery(uri string, q url.Values) string {
+	u, _ := url.Parse(uri) // validated before
+	old := u.Query()
+	for k, v := range q {
+		old[k] = v
+	}
+	u.RawQuery = old.Encode()
+	return u.String()
+}
+
+// handleAuthorize is GET /oauth/authorize: it validates the request and
+// shows the consent page to a signed-in browser, else the sign-in page.
+func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
+	req, pageErr, rerr := s.validateAuthz(r, r.URL.Query())
+	if pageErr != "" {
+		errorPage(w, pageStatus(pageErr), pageErr)
+		return
+	}
+	if rerr != nil {
+		redirectWithError(w, r, req, *rerr)
+		return
+	}
+	csrf := s.csrfToken(w, r)
+	if sess, ok := s.session(r); ok {
+		s.consentPage(w, req, csrf, sess.User.Email)
+		return
+	}
+	s.signInPage(w, req, csrf, "", "", http.StatusOK)
+}
+
+// handleAuthorizeForm is POST /oauth/authorize: the sign-in and consent
+// forms. It refuses a cross-origin post and one without the CSRF token the
+// page was served with, validates the authorization request again, then:
+// sign-in checks the password (with the sign-in limits) and shows the
+// consent page; approve issues a code to a signed-in user; deny sends
+// access_denied.
+func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
+	if err := http.NewCrossOriginProtection().Check(r); err != nil {
+		errorPage(w, http.StatusForbidden, "cross-site form submission refused")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		errorPage(w, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	form := r.PostForm
+	c, err := r.Cookie(csrfCookie)
+	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form.Get("csrf"))) != 1 {
+		errorPage(w, http.StatusForbidden, "the form expired or did not come from this page (CSRF check failed); start again from the application")
+		return
+	}
+	req, pageErr, rerr := s.validateAuthz(r, form)
+	if pageErr != "" {
+		errorPage(w, pageStatus(pageErr), pageErr)
+		return
+	}
+	if rerr != nil {
+		redirectWithError(w, r, req, *rerr)
+		return
+	}
+	ctx := r.Context()
+	switch form.Get("action") {
+	case "sign-in":
+		creds := auth.Credentials{Email: form.Get("email"), Password: form.Get("password")}
+		if s.attempts != nil {
+			if err := s.attempts.SignIn(ctx, auth.NormalizeEmail(creds.Email), auth.ClientAddress(r)); err != nil {
+				s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "too many attempts; wait and retry"), http.StatusTooManyRequests)
+				return
+			}
+		}
+		in, err := s.auth.SignIn(ctx, creds)
+		if err != nil {
+			status := http.StatusUnauthorized
+			if !errs.Is(err, errs.Unauthenticated) && !errs.Is(err, errs.Invalid) {
+				status = http.StatusServiceUnavailable
+			}
+			s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "sign-in failed; try again"), status)
+			return
+		}
+		auth.SetCookie(w, r, in.Token, in.Session.ExpiresAt, in.Session.RenewedAt)
+		s.consentPage(w, req, c.Value, in.User.Email)
+	case "approve":
+		sess, ok := s.session(r)
+		if !ok {
+			s.signInPage(w, req, c.Value, "", "your session ended; sign in again", http.StatusUnauthorized)
+			return
+		}
+		code, err := s.issueCode(r, req, sess.User.ID)
+		if err != nil {
+			if oe, ok := err.(oauthError); ok {
+				redirectWithError(w, r, req, oe)
+				return
+			}
+			logging.FromContext(ctx).ErrorContext(ctx, "oauth: issue code", "err", err.Error())
+			redirectWithError(w, r, req, oauthError{Code: "temporarily_unavailable", Description: "the authorization could not be saved; try again"})
+			return
+		}
+		q := url.Values{"code": {code}, "iss": {req.base}}
+		if req.state != "" {
+			q.Set("state", req.state)
+		}
+		http.Redirect(w, r, withQuery(req.redirectURI, q), http.StatusSeeOther)
+	case "deny":
+		redirectWithError(w, r, req, oauthError{Code: "access_denied", Description: "the user denied the request"})
+	default:
+		errorPage(w, http.StatusBadRequest, "unknown action")
+	}
+}
+
+// session returns the live browser session of r's session cookie.
+func (s *Server) session(r *http.Request) (auth.Session, bool) {
+	c, err := r.Cookie(auth.CookieName)
+	if err != nil {
+		return auth.Session{}, false
+	}
+	sess, _, err := s.auth.Authenticate(r.Context(), c.Value)
+	return sess, err == nil
+}
+
+// csrfToken returns the CSRF token of r's cookie, or sets a new one.
+func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 43 {
+		return c.Value
+	}
+	v := newSecret("")
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: oauth.AuthorizePath, HttpOnly: true,
+		Secure: secureRequest(r), SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	return v
+}
+
+// secureRequest reports whether r came over HTTPS (directly or through the
+// distribution).
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+func (s *Server) formParams(req authzRequest) []pageParam {
+	var ps []pageParam
+	for _, p := range authzParams {
+		if v := req.params.Get(p); v != "" {
+			ps = append(ps, pageParam{p, v})
+		}
+	}
+	return ps
+}
+
+func (s *Server) signInPage(w http.ResponseWriter, req authzRequest, csrf, email, msg string, status int) {
+	renderPage(w, status, "signin", pageData{Title: "Sign in", Action: oauth.AuthorizePath, CSRF: csrf, Params: s.formParams(req),
+		ClientName: req.client.Name, ClientID: req.client.ID, Email: email, Error: msg}, "")
+}
+
+func (s *Server) consentPage(w http.ResponseWriter, req authzRequest, csrf, email string) {
+	renderPage(w, http.StatusOK, "consent", pageData{Title: "Allow access", Action: oauth.AuthorizePath, CSRF: csrf, Params: s.formParams(req),
+		ClientName: req.client.Name, ClientID: req.client.ID, Verified: req.client.Document, RedirectURI: req.redirectURI, Email: email},
+		formTargetOf(req.redirectURI))
+}
+
+// issueCode stores a new authorization code for userID and returns it.
+// It fails with access_denied when the user already has oauth.MaxGrantsPerUser
+// live grants.
+func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (string, error) {
+	ctx := r.Context()
+	now := s.now().UTC()
+	grants, err := s.store.UserGrants(ctx, userID)
+	if err != nil {
+		return "", err
+	}
+	live := 0
+	for _, g := range grants {
+		if g.Live(now) {
+			live++
+		}
+	}
+	if live >= oauth.MaxGrantsPerUser {
+		return "", oauthError{Code: "access_denied", Description: "too many connected applications; disconnect some first"}
+	}
+	code := newSecret("wcc_")
+	err = s.store.CreateCode(ctx, oauth.Code{
+		// The redirect_uri as the request gave it (empty when it named
+		// none): the token request must repeat it (RFC 6749 section 4.1.3).
+		Hash: hashSecret(code), ClientID: req.client.ID, UserID: userID, RedirectURI: req.params.Get("redirect_uri"),
+		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name,
+		CreatedAt: now, ExpiresAt: now.Add(oauth.CodeTTL),
+	})
+	return code, err
+}

@@ -1,0 +1,164 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/oauth"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+)
+
+// TestOAuthCodesAreRedeemedOnce: of concurrent redemptions of one code,
+// exactly one gets it; afterwards it is gone.
+func TestOAuthCodesAreRedeemedOnce(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewOAuth(db.DB, db.OAuth())
+	ctx, now := context.Background(), time.Now().UTC()
+	c := oauth.Code{Hash: "h1", ClientID: "c", UserID: "u", Challenge: "x", Resource: "r", Scope: "mcp", ClientName: "n", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
+	if err := s.CreateCode(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got, missing := 0, 0
+	for range 8 {
+		wg.Go(func() {
+			code, err := s.ConsumeCode(ctx, "h1")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && code.UserID == "u" && code.Challenge == "x" && code.ExpiresAt.Unix() == c.ExpiresAt.Unix():
+				got++
+			case errs.Is(err, errs.NotFound):
+				missing++
+			default:
+				t.Errorf("consume: %+v %v", code, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got != 1 || missing != 7 {
+		t.Errorf("%d redemptions got the code, %d did not; want 1 and 7", got, missing)
+	}
+}
+
+// TestOAuthRefreshRotation: rotation spends the old token once, records
+// the use on the grant, and refuses a spent token and a revoked grant.
+func TestOAuthRefreshRotation(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewOAuth(db.DB, db.OAuth())
+	ctx, now := context.Background(), time.Now().UTC().Truncate(time.Second)
+	g := oauth.Grant{ID: "g1", UserID: "u1", ClientID: "c1", ClientName: "C", Resource: "r", Scope: "mcp", CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(time.Hour)}
+	rt := func(hash string) oauth.RefreshToken {
+		return oauth.RefreshToken{Hash: hash, GrantID: "g1", ClientID: "c1", UserID: "u1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	}
+	if err := s.CreateGrant(ctx, g, rt("r1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateGrant(ctx, g, oauth.RefreshToken{}); errs.CodeOf(err) != "GRANT_EXISTS" {
+		t.Errorf("second grant with the id: %v", err)
+	}
+	later := now.Add(time.Minute)
+	if err := s.RotateRefreshToken(ctx, rt("r1"), rt("r2"), later); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.RefreshToken(ctx, "r1")
+	if err != nil || !old.Used {
+		t.Errorf("the spent token: %+v %v", old, err)
+	}
+	if next, err := s.RefreshToken(ctx, "r2"); err != nil || next.Used || next.GrantID != "g1" {
+		t.Errorf("the new token: %+v %v", next, err)
+	}
+	if got, err := s.Grant(ctx, "g1"); err != nil || !got.LastUsedAt.Equal(later) {
+		t.Errorf("grant after a rotation: %+v %v", got, err)
+	}
+	if err := s.RotateRefreshToken(ctx, rt("r1"), rt("r3"), later); errs.CodeOf(err) != "REFRESH_TOKEN_USED" {
+		t.Errorf("rotating a spent token: %v", err)
+	}
+	if _, err := s.RefreshToken(ctx, "r3"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a refused rotation stored its new token: %v", err)
+	}
+	if err := s.RevokeGrant(ctx, "g1", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeGrant(ctx, "g1", later.Add(time.Second)); err != nil {
+		t.Errorf("revoking twice: %v", err)
+	}
+	if err := s.RevokeGrant(ctx, "missing", later); err != nil {
+		t.Errorf("revoking a missing grant: %v", err)
+	}
+	if got, _ := s.Grant(ctx, "g1"); !got.RevokedAt.Equal(later) || got.Live(later) {
+		t.Errorf("revoked grant: %+v", got)
+	}
+	if err := s.RotateRefreshToken(ctx, rt("r2"), rt("r4"), later); errs.CodeOf(err) != "GRANT_REVOKED" {
+		t.Errorf("rotating under a revoked grant: %v", err)
+	}
+	// An expired grant refuses a rotation too.
+	g2 := g
+	g2.ID = "g2"
+	if err := s.CreateGrant(ctx, g2, oauth.RefreshToken{Hash: "s1", GrantID: "g2", ClientID: "c1", UserID: "u1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RotateRefreshToken(ctx, oauth.RefreshToken{Hash: "s1", GrantID: "g2"}, rt("s2"), now.Add(2*time.Hour)); errs.CodeOf(err) != "GRANT_REVOKED" {
+		t.Errorf("rotating under an expired grant: %v", err)
+	}
+}
+
+// TestOAuthUserItems: a user's grants and personal tokens are listed from
+// the index, per user, oldest first; a token is deleted only by its user.
+func TestOAuthUserItems(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewOAuth(db.DB, db.OAuth())
+	ctx, now := context.Background(), time.Now().UTC()
+	for i, id := range []string{"a", "b"} {
+		at := now.Add(time.Duration(i) * time.Second)
+		if err := s.CreateGrant(ctx, oauth.Grant{ID: id, UserID: "u1", ClientID: "c", CreatedAt: at, LastUsedAt: at, ExpiresAt: at.Add(time.Hour)}, oauth.RefreshToken{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "t" + id, UserID: "u1", Name: id, Hash: "ph" + id, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "tz", UserID: "u2", Name: "z", Hash: "phz", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := s.UserGrants(ctx, "u1")
+	if err != nil || len(gs) != 2 || gs[0].ID != "a" || gs[1].ID != "b" {
+		t.Errorf("grants: %+v %v", gs, err)
+	}
+	ts, err := s.UserPersonalTokens(ctx, "u1")
+	if err != nil || len(ts) != 2 || ts[0].ID != "ta" || ts[1].Hash != "phb" {
+		t.Errorf("tokens: %+v %v", ts, err)
+	}
+	if tok, err := s.PersonalToken(ctx, "pha"); err != nil || tok.UserID != "u1" || tok.Name != "a" {
+		t.Errorf("by hash: %+v %v", tok, err)
+	}
+	if err := s.DeletePersonalToken(ctx, "u1", "tz"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("u1 deleting u2's token: %v", err)
+	}
+	if err := s.DeletePersonalToken(ctx, "u1", "ta"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PersonalToken(ctx, "pha"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("deleted token: %v", err)
+	}
+	if n, err := oauth.RevokeUser(ctx, s, "u1", now); err != nil || n != 3 {
+		t.Errorf("revoke user: %d %v, want 2 grants and 1 token", n, err)
+	}
+	if ts, _ := s.UserPersonalTokens(ctx, "u1"); len(ts) != 0 {
+		t.Errorf("tokens after RevokeUser: %+v", ts)
+	}
+	if ts, _ := s.UserPersonalTokens(ctx, "u2"); len(ts) != 1 {
+		t.Errorf("another user's tokens after RevokeUser: %+v", ts)
+	}
+	if _, err := s.Client(ctx, "nope"); errs.CodeOf(err) != "CLIENT_NOT_FOUND" {
+		t.Errorf("unknown client: %v", err)
+	}
+}
