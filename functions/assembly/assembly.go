@@ -88,7 +88,7 @@ type Deps struct {
 	// limit (tests of a hung tool server shorten it).
 	StepTimeout time.Duration
 	// Runs hands durable workflow runs to their runner; nil means the
-	// runner Lambda function named by RUNNER_FUNCTION (runnerfn.Invoker).
+	// runner Lambda function named by RUNNER_FUNCTION (runstart.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
 	// Triggered starts the runs of triggers (schedules, webhooks): the run
@@ -104,9 +104,9 @@ type Deps struct {
 	// Secrets Manager secret OAUTH_SIGNING_SECRET (signingkeys.Source).
 	// The dev server passes its key file.
 	SigningKeys func(ctx context.Context) ([]byte, error)
-	// WorkflowTools, when set, are the tools of the per-user MCP endpoint
-	// (a mcpgateway.WorkflowTools); nil means the gateway's default.
-	WorkflowTools any
+	// MCPCallWait bounds how long an MCP tools/call waits for its run;
+	// zero means mcpgateway.MaxCallWait (tests shorten it).
+	MCPCallWait time.Duration
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

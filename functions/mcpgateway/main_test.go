@@ -17,6 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/oauth/accesstoken"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-keys-AbCdEf"
@@ -24,13 +25,16 @@ const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-
 // TestMcpGatewayFunctionEvents drives the function's real wiring with
 // function URL events as they arrive through CloudFront: without a token
 // it answers 401 pointing to the metadata under the viewer's origin; with
-// a personal access token it answers tools/list as JSON.
+// a personal access token it answers tools/list as JSON, listing the
+// token's user's workflow exposed as a tool (from the Data table; the tool
+// server, unreachable here, would only refine its output schema).
 func TestMcpGatewayFunctionEvents(t *testing.T) {
 	sm := signingkeystest.Start(t, secretARN, accesstoken.GenerateKeySet("k1"))
 	db := storetest.New(t)
 	ctx := context.Background()
 	h, err := newHandler(ctx, db.Env(t, map[string]string{
 		"AWS_LAMBDA_FUNCTION_NAME": "McpGatewayFunction", "OAUTH_SIGNING_SECRET": secretARN, "AWS_ENDPOINT_URL_SECRETS_MANAGER": sm.URL, "LOG_LEVEL": "error",
+		"RUNNER_FUNCTION": "RunnerFunction", "MCP_URL": "http://127.0.0.1:1", "MCP_SERVICE_KEY": "mcp-gateway-test-key-0123456789",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +43,12 @@ func TestMcpGatewayFunctionEvents(t *testing.T) {
 	now := time.Now().UTC()
 	if err := store.NewOAuth(db.DB, db.OAuth()).CreatePersonalToken(ctx, oauth.PersonalToken{ID: "00000000-0000-4000-8000-000000000001",
 		UserID: "00000000-0000-4000-8000-0000000000aa", Name: "script", Hash: oauth.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.NewWorkflows(db.DB, db.Data()).CreateWorkflow(ctx, workflow.Workflow{ID: "00000000-0000-4000-8000-0000000000bb",
+		UserID: "00000000-0000-4000-8000-0000000000aa", Name: "Report", Description: "Weekly report", ToolName: "weekly_report", ExposeAsTool: true,
+		Steps:   []workflow.Step{{ID: "s1", ToolID: "json_query", Inputs: map[string]any{"input": 1, "query": "."}, Outputs: []string{"result"}}},
+		Version: 1, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	invoke := lambdahttp.NewFunctionURLStreaming(h)
@@ -81,7 +91,8 @@ func TestMcpGatewayFunctionEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	body = read(resp)
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") || !strings.Contains(body, `"tools":[]`) {
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") ||
+		!strings.Contains(body, `"name":"weekly_report"`) || !strings.Contains(body, `"description":"Weekly report"`) || !strings.Contains(body, `"outputSchema"`) {
 		t.Errorf("tools/list: %d %v %s", resp.StatusCode, resp.Headers, body)
 	}
 }

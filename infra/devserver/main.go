@@ -78,8 +78,13 @@ func run() error {
 		return fmt.Errorf("tool workers: %w", err)
 	}
 	defer workers.Close()
+	var now func() time.Time
+	if cfg.DevClockFile != "" {
+		now = local.FileClock(cfg.DevClockFile)
+		logger.Warn("the clock runs ahead of the wall clock by the duration in DEV_CLOCK_FILE", "file", cfg.DevClockFile)
+	}
 	stack, err := local.New(ctx, cfg, local.Options{Logger: logger, ToolServerURL: "http://" + mcpLn.Addr().String(), Sandbox: workers,
-		PublicURL: "http://" + apiLn.Addr().String()})
+		PublicURL: "http://" + apiLn.Addr().String(), Now: now})
 	if err != nil {
 		return err
 	}

@@ -219,7 +219,7 @@ func writePaths() []writePath {
 			},
 		},
 		{
-			name: "cancel run", op: "UpdateItem", table: data, engine: true, status: 200,
+			name: "cancel run", op: "TransactWriteItems", table: data, engine: true, status: 200,
 			setup: func(e *env) ids {
 				chatID, wfID := e.createChat(), e.workflowWithStep()
 				run := workflow.Run{ID: uuid.NewString(), ChatID: chatID, WorkflowID: wfID, UserID: e.userID, Status: workflow.RunPending,

@@ -174,8 +174,10 @@ func functionEnv(b backend, name string) []string {
 		return b.env("RUNNER_FUNCTION=RunnerFunction", "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
 			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
 			"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq")
-	case "oauth", "mcpgateway":
+	case "oauth":
 		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL)
+	case "mcpgateway":
+		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL, "RUNNER_FUNCTION=RunnerFunction")
 	}
 	return b.env()
 }

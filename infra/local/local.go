@@ -149,9 +149,9 @@ type Options struct {
 	// http://127.0.0.1:3000), which the signed blob URLs start with; empty
 	// means http://127.0.0.1:<PORT>.
 	PublicURL string
-	// WorkflowTools are the tools of the per-user MCP endpoint (a
-	// mcpgateway.WorkflowTools); nil: the gateway's default.
-	WorkflowTools any
+	// MCPCallWait bounds how long an MCP tools/call waits for its run;
+	// zero: mcpgateway.MaxCallWait.
+	MCPCallWait time.Duration
 	// Sandbox runs the isolated tools (jq, expressions, templates, regular
 	// expressions, CSV, HTML) in worker processes, as McpFunction does: the
 	// dev server passes a pool of its own binary (tools.NewSandbox). Nil
@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval, Blobs: s.Blobs,
-		SigningKeys: keys, WorkflowTools: o.WorkflowTools}
+		SigningKeys: keys, MCPCallWait: o.MCPCallWait}
 	cfg.MCPURL = o.ToolServerURL
 	if o.ToolServerURL == "" {
 		cfg.MCPURL = inProcessURL

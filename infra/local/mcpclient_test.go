@@ -118,7 +118,7 @@ func TestOfficialMCPClient(t *testing.T) {
 	installMCPClient(t)
 	e := newOAuthEnv(t, nil)
 	ada := e.signUp("ada@example.com")
-	e.tools.expose(ada.id, "shout")
+	e.expose(ada, "shout")
 	mcpURL := e.srv.URL + "/api/mcp"
 
 	t.Run("oauth", func(t *testing.T) {

@@ -16,89 +16,51 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/mcpgateway"
 )
 
-// memoryTools is a small real WorkflowTools: each user has their own
-// workflows, kept in memory, whose runs upper-case a text over three
-// steps (telling progress of each), fail, or outlast the wait bound.
-type memoryTools struct {
-	mu    sync.Mutex
-	tools map[string][]mcpgateway.Tool // by user id
-	calls []string                     // "<userId> <tool>" in call order
+// shoutDefinition is the workflow the MCP tests expose: it upper-cases
+// its text in three steps (a progress notification each), fails on the
+// text "fail", and first sleeps 3 s on "slow" (longer than the tests'
+// call wait). Its output is {"result": "<TEXT>"}.
+const shoutDefinition = `{
+  "description": "Upper-cases text in three steps",
+  "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+  "steps": [
+    {"id": "wait", "toolId": "test_count", "inputs": {"key": "slow", "ms": 3000}, "if": "input.text == \"slow\""},
+    {"id": "check", "toolId": "json_query", "inputs": {"input": "{{input.text}}", "query": "if . == \"fail\" then error(\"the text says fail\") else . end"}},
+    {"id": "upper", "toolId": "json_query", "inputs": {"input": "{{check.result}}", "query": "ascii_upcase"}},
+    {"id": "done", "toolId": "json_query", "inputs": {"input": "{{upper.result}}", "query": "."}}
+  ],
+  "exposeAsTool": true, "toolName": %q}`
+
+// expose gives u a real workflow exposed as the tool name
+// (shoutDefinition), through the REST API, and returns its id.
+func (e *oauthEnv) expose(u testUser, name string) string {
+	e.t.Helper()
+	r := e.do(u.browser, "POST", "/api/workflows", `{"userId":"`+u.id+`","name":"`+name+`"}`, nil)
+	if r.status != 201 {
+		e.t.Fatalf("create workflow: %d %s", r.status, r.body)
+	}
+	id := jsonPath(e.t, r.body, "data", "id")
+	if r := e.do(u.browser, "PATCH", "/api/workflows/"+id, fmt.Sprintf(shoutDefinition, name), nil); r.status != 200 {
+		e.t.Fatalf("define workflow: %d %s", r.status, r.body)
+	}
+	return id
 }
 
-func newMemoryTools() *memoryTools { return &memoryTools{tools: map[string][]mcpgateway.Tool{}} }
-
-// expose gives userID a workflow exposed as the tool name.
-func (m *memoryTools) expose(userID, name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.tools[userID] = append(m.tools[userID], mcpgateway.Tool{
-		Name: name, Title: name, Description: "Upper-cases text in three steps (" + name + ")",
-		InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		OutputSchema: json.RawMessage(`{"type":"object","properties":{"result":{"type":"string"}}}`),
-	})
-}
-
-func (m *memoryTools) Tools(_ context.Context, userID string) ([]mcpgateway.Tool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]mcpgateway.Tool(nil), m.tools[userID]...), nil
-}
-
-func (m *memoryTools) Call(_ context.Context, userID, name string, args json.RawMessage, progress func(mcpgateway.Progress)) (mcpgateway.CallResult, error) {
-	m.mu.Lock()
-	m.calls = append(m.calls, userID+" "+name)
-	owned := false
-	for _, t := range m.tools[userID] {
-		owned = owned || t.Name == name
-	}
-	m.mu.Unlock()
-	if !owned {
-		return mcpgateway.CallResult{}, fmt.Errorf("user %s has no tool %s", userID, name)
-	}
-	var in struct {
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(args, &in); err != nil || in.Text == nil {
-		return mcpgateway.CallResult{IsError: true, Text: "invalid arguments: text (a string) is required"}, nil
-	}
-	switch *in.Text {
-	case "fail":
-		return mcpgateway.CallResult{IsError: true, Text: "step 2 failed: the text says fail"}, nil
-	case "slow":
-		return mcpgateway.CallResult{RunID: "run-123", Status: "running", Text: "still running; follow run run-123"}, nil
-	}
-	for i := 1; i <= 3; i++ {
-		if progress != nil {
-			progress(mcpgateway.Progress{Step: i, Total: 3, Message: fmt.Sprintf("step %d of 3", i)})
-		}
-	}
-	out, _ := json.Marshal(map[string]string{"result": strings.ToUpper(*in.Text)})
-	return mcpgateway.CallResult{Output: out}, nil
-}
-
-func (m *memoryTools) callLog() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.calls...)
-}
-
-// oauthEnv is a running stack with an HTTP server, its clock and tools.
+// oauthEnv is a running stack with an HTTP server and its clock; its
+// MCP calls run real workflows on the run engine (a call waits 1.5 s).
 type oauthEnv struct {
 	t       *testing.T
 	srv     *httptest.Server
 	stack   *local.Stack
 	clk     *testClock
-	tools   *memoryTools
 	keyFile string
 	logs    *syncBuffer
 }
@@ -107,9 +69,9 @@ type oauthEnv struct {
 // server, with the given extra environment.
 func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 	t.Helper()
-	e := &oauthEnv{t: t, clk: &testClock{now: time.Now().UTC()}, tools: newMemoryTools(), logs: &syncBuffer{}}
+	e := &oauthEnv{t: t, clk: &testClock{now: time.Now().UTC()}, logs: &syncBuffer{}}
 	e.keyFile = filepath.Join(t.TempDir(), "oauth-keys.json")
-	vars := map[string]string{"OAUTH_KEY_FILE": e.keyFile, "OAUTH_ALLOW_HTTP_CLIENTS": "true"}
+	vars := map[string]string{"OAUTH_KEY_FILE": e.keyFile, "OAUTH_ALLOW_HTTP_CLIENTS": "true", "TOOLS_TEST_HOOKS": "true"}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -118,7 +80,7 @@ func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 		t.Fatal(err)
 	}
 	e.stack, err = local.New(context.Background(), cfg, local.Options{
-		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, WorkflowTools: e.tools,
+		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, MCPCallWait: 1500 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -120,7 +120,7 @@ func TestOAuthFlowAndMCPTools(t *testing.T) {
 	t.Parallel()
 	e := newOAuthEnv(t, nil)
 	ada := e.signUp("ada@example.com")
-	e.tools.expose(ada.id, "shout")
+	wfID := e.expose(ada, "shout")
 	redirect := "http://127.0.0.1:9/callback"
 	client := e.register(redirect)
 	tk := e.connect(ada, client, redirect)
@@ -156,12 +156,24 @@ func TestOAuthFlowAndMCPTools(t *testing.T) {
 		t.Errorf("progress without a progressToken: %v", <-progress)
 	}
 	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"text": "fail"}})
-	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "step 2 failed") {
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "step check failed") {
 		t.Errorf("failed run: %+v %v", res, err)
 	}
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"text": 7}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "input.text") {
+		t.Errorf("arguments the input schema refuses: %+v %v", res, err)
+	}
 	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"text": "slow"}})
-	if b, _ := json.Marshal(res.StructuredContent); err != nil || res.IsError || string(b) != `{"runId":"run-123","status":"running"}` {
-		t.Errorf("running run: %s %+v %v", b, res, err)
+	var still struct{ RunID, Status string }
+	b, _ := json.Marshal(res.StructuredContent)
+	if err != nil || res.IsError || json.Unmarshal(b, &still) != nil || still.Status != "running" || still.RunID == "" ||
+		!strings.Contains(res.Content[0].(*mcp.TextContent).Text, "/api/workflows/"+wfID+"/runs/"+still.RunID) {
+		t.Errorf("a run that outlives the call: %s %+v %v", b, res, err)
+	}
+	// It is a durable run like any other, started by MCP.
+	run := e.do(ada.browser, "GET", "/api/workflows/"+wfID+"/runs/"+still.RunID, "", nil)
+	if run.status != 200 || !strings.Contains(run.body, `"trigger":{"type":"mcp"}`) || strings.Contains(run.body, `"chatId"`) {
+		t.Errorf("the MCP run: %d %s", run.status, run.body)
 	}
 	params := &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"text": "go"}}
 	params.SetProgressToken("p1")
@@ -178,7 +190,7 @@ func TestOAuthFlowAndMCPTools(t *testing.T) {
 			t.Fatalf("progress = %v, want three steps", got)
 		}
 	}
-	if !slices.Equal(got, []string{"step 1 of 3", "step 2 of 3", "step 3 of 3"}) {
+	if !slices.Equal(got, []string{"step check (json_query) completed", "step upper (json_query) completed", "step done (json_query) completed"}) {
 		t.Errorf("progress = %v", got)
 	}
 
@@ -454,8 +466,8 @@ func TestUsersNeverReachEachOthersTools(t *testing.T) {
 	t.Parallel()
 	e := newOAuthEnv(t, nil)
 	a, b := e.signUp("a@example.com"), e.signUp("b@example.com")
-	e.tools.expose(a.id, "a_tool")
-	e.tools.expose(b.id, "b_tool")
+	e.expose(a, "a_tool")
+	bWorkflow := e.expose(b, "b_tool")
 	redirect := "http://127.0.0.1:7/cb"
 	client := e.register(redirect)
 	ta := e.connect(a, client, redirect)
@@ -476,10 +488,10 @@ func TestUsersNeverReachEachOthersTools(t *testing.T) {
 			t.Errorf("%s called %s: %s", who, theirs, call.body)
 		}
 	}
-	for _, c := range e.tools.callLog() {
-		if c == a.id+" b_tool" || c == b.id+" a_tool" {
-			t.Errorf("a call reached another user's tool: %s", c)
-		}
+	// B's own calls ran B's workflow; A's call of b_tool ran nothing.
+	if runs := e.do(b.browser, "GET", "/api/workflows/"+bWorkflow+"/runs", "", nil); strings.Count(runs.body, `"trigger":{"type":"mcp"}`) != 0 ||
+		!strings.Contains(runs.body, `"workflowRuns":[]`) {
+		t.Errorf("B's workflow's runs: %s", runs.body)
 	}
 }
 
@@ -597,7 +609,7 @@ func TestPersonalAccessTokens(t *testing.T) {
 	t.Parallel()
 	e := newOAuthEnv(t, nil)
 	ada, eve := e.signUp("ada@example.com"), e.signUp("eve@example.com")
-	e.tools.expose(ada.id, "shout")
+	e.expose(ada, "shout")
 	path := "/api/users/" + ada.id + "/tokens"
 	created := e.do(ada.browser, "POST", path, `{"name":"ci script","expiresInDays":30}`, nil)
 	if created.status != 201 {
@@ -786,5 +798,54 @@ func TestNoSecretInLogs(t *testing.T) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the %s is in the logs", name)
 		}
+	}
+}
+
+// TestMCPCallOfAWorkflowThatAsksAPerson: a call of a workflow that
+// reaches a human step answers at once with the waiting run's id and
+// status and where to answer it; the answer then finishes the run.
+func TestMCPCallOfAWorkflowThatAsksAPerson(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	ada := e.signUp("ada@example.com")
+	r := e.do(ada.browser, "POST", "/api/workflows", `{"userId":"`+ada.id+`","name":"ask"}`, nil)
+	wfID := jsonPath(t, r.body, "data", "id")
+	def := `{"steps": [{"id": "ok", "toolId": "ask_human", "inputs": {"message": "Ship it?"}},
+	  {"id": "then", "toolId": "json_query", "inputs": {"input": "{{ok.approved}}", "query": "."}}],
+	  "exposeAsTool": true, "toolName": "ship"}`
+	if r := e.do(ada.browser, "PATCH", "/api/workflows/"+wfID, def, nil); r.status != 200 {
+		t.Fatalf("define: %d %s", r.status, r.body)
+	}
+	token := jsonPath(t, e.do(ada.browser, "POST", "/api/users/"+ada.id+"/tokens", `{"name":"s","expiresInDays":1}`, nil).body, "data", "token")
+	start := time.Now()
+	call := e.mcp(token, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ship","arguments":{}}}`)
+	var res struct {
+		Result struct {
+			IsError           bool
+			StructuredContent struct{ RunID, Status string }
+			Content           []struct{ Text string }
+		}
+	}
+	if err := json.Unmarshal([]byte(call.body), &res); err != nil || res.Result.IsError || res.Result.StructuredContent.Status != "waiting" ||
+		len(res.Result.Content) != 1 || !strings.Contains(res.Result.Content[0].Text, "/steps/ok/respond") || !strings.Contains(res.Result.Content[0].Text, "Ship it?") {
+		t.Fatalf("call: %s (%v)", call.body, err)
+	}
+	if time.Since(start) > 1200*time.Millisecond {
+		t.Errorf("the call waited %s for a run that waits for a person", time.Since(start))
+	}
+	runID := res.Result.StructuredContent.RunID
+	if r := e.do(ada.browser, "POST", "/api/workflows/"+wfID+"/runs/"+runID+"/steps/ok/respond", `{"approved":true}`, nil); r.status != 202 {
+		t.Fatalf("respond: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := e.do(ada.browser, "GET", "/api/workflows/"+wfID+"/runs/"+runID, "", nil)
+		if strings.Contains(got.body, `"status":"completed"`) && strings.Contains(got.body, `"output":{"result":true}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the answered run: %s", got.body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -47,34 +47,36 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // one, so that body validation (400) cannot preempt the 401/403 checks. A
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
-	"POST /api/auth/sign-out":                                             "",
-	"POST /api/auth/sign-out-all":                                         "",
-	"POST /api/users/{userId}/model-preference":                           `{"modelId":"builtin"}`,
-	"POST /api/chats":                                                     `{"title":"t"}`,
-	"PATCH /api/chats/{chatId}":                                           `{"title":"t2"}`,
-	"POST /api/chats/{chatId}/messages":                                   `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/chats/{chatId}/messages/stream":                            `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
-	"POST /api/workflows":                                                 `{"userId":"{me}","name":"w"}`,
-	"PATCH /api/workflows/{workflowId}":                                   `{"name":"w2"}`,
-	"POST /api/workflows/{workflowId}/messages":                           `{"content":"hi","modelId":"builtin"}`,
-	"POST /api/workflows/{workflowId}/messages/apply":                     `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/workflows/{workflowId}/messages/reject":                    `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
-	"POST /api/chats/{chatId}/workflow-runs":                              `{"workflowId":"{workflow}"}`,
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":               "",
-	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":                "",
-	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":                "",
-	"POST /api/workflows/{workflowId}/runs/{runId}/retry":                 "",
-	"POST /api/chats/{chatId}/messages/{messageId}/stop":                  "",
-	"PUT /api/users/{userId}/tool-permissions/{toolId}":                   `{"policy":"allow"}`,
-	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve":            `{"remember":true}`,
-	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":               "",
-	"POST /api/workflows/{workflowId}/triggers":                           `{"type":"webhook"}`,
-	"PATCH /api/workflows/{workflowId}/triggers/{triggerId}":              `{"enabled":false}`,
-	"POST /api/workflows/{workflowId}/triggers/{triggerId}/rotate-secret": "",
-	"POST /hooks/{triggerId}":                                             `{}`,
-	"POST /api/chats/{chatId}/attachments":                                `{"name":"a.txt","contentType":"text/plain","size":3}`,
-	"POST /api/users/{userId}/tokens":                                     `{"name":"t","expiresInDays":1}`,
-	"POST /api/mcp":                                                       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+	"POST /api/auth/sign-out":                                               "",
+	"POST /api/auth/sign-out-all":                                           "",
+	"POST /api/users/{userId}/model-preference":                             `{"modelId":"builtin"}`,
+	"POST /api/chats":                                                       `{"title":"t"}`,
+	"PATCH /api/chats/{chatId}":                                             `{"title":"t2"}`,
+	"POST /api/chats/{chatId}/messages":                                     `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/chats/{chatId}/messages/stream":                              `{"content":"hi","modelId":"builtin","userId":"{me}"}`,
+	"POST /api/workflows":                                                   `{"userId":"{me}","name":"w"}`,
+	"PATCH /api/workflows/{workflowId}":                                     `{"name":"w2"}`,
+	"POST /api/workflows/{workflowId}/messages":                             `{"content":"hi","modelId":"builtin"}`,
+	"POST /api/workflows/{workflowId}/messages/apply":                       `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/workflows/{workflowId}/messages/reject":                      `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
+	"POST /api/chats/{chatId}/workflow-runs":                                `{"workflowId":"{workflow}"}`,
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":                 "",
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":                  "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":                  "",
+	"POST /api/workflows/{workflowId}/runs/{runId}/retry":                   "",
+	"POST /api/chats/{chatId}/workflow-runs/{runId}/steps/{stepId}/respond": `{"approved":true}`,
+	"POST /api/workflows/{workflowId}/runs/{runId}/steps/{stepId}/respond":  `{"approved":true}`,
+	"POST /api/chats/{chatId}/messages/{messageId}/stop":                    "",
+	"PUT /api/users/{userId}/tool-permissions/{toolId}":                     `{"policy":"allow"}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve":              `{"remember":true}`,
+	"POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny":                 "",
+	"POST /api/workflows/{workflowId}/triggers":                             `{"type":"webhook"}`,
+	"PATCH /api/workflows/{workflowId}/triggers/{triggerId}":                `{"enabled":false}`,
+	"POST /api/workflows/{workflowId}/triggers/{triggerId}/rotate-secret":   "",
+	"POST /hooks/{triggerId}":                                               `{}`,
+	"POST /api/chats/{chatId}/attachments":                                  `{"name":"a.txt","contentType":"text/plain","size":3}`,
+	"POST /api/users/{userId}/tokens":                                       `{"name":"t","expiresInDays":1}`,
+	"POST /api/mcp":                                                         `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
 }
 
 // securityHeaders must be on every response.
@@ -177,7 +179,7 @@ func TestSecurityMatrix(t *testing.T) {
 
 	// A's resources.
 	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1",
-		"{tokenId}": "00000000-0000-4000-8000-000000000003", "{clientId}": "some-client"}
+		"{tokenId}": "00000000-0000-4000-8000-000000000003", "{clientId}": "some-client", "{stepId}": "step_1"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
 	if hasRoute(s, "POST /api/chats/{chatId}/attachments") {
@@ -375,7 +377,7 @@ func TestCrossSiteMatrix(t *testing.T) {
 	s, api, tools := newCrossSiteStack(t)
 	anyID := "00000000-0000-4000-8000-00000000000a"
 	fill := strings.NewReplacer("{userId}", anyID, "{chatId}", anyID, "{workflowId}", anyID, "{runId}", anyID, "{toolId}", "hash", "{me}", anyID, "{workflow}", anyID,
-		"{triggerId}", anyID)
+		"{triggerId}", anyID, "{stepId}", "step_1")
 
 	do := func(method, url, body string, header map[string]string) (int, errorBody) {
 		t.Helper()

@@ -124,9 +124,14 @@ var wantGrants = map[string]map[string][]string{
 		"OAuthTable/index/UserItems": {"dynamodb:Query"},
 	},
 	// The MCP gateway: bearer.Verifier reads a grant or a personal access
-	// token (GetItem). (The workflow engine's grants come with it.)
+	// token (GetItem). A tools/call is a durable run (mcpgateway.Engine):
+	// ExposedTools (Query), ExposedTool, the workflow and the run
+	// (GetItem), store.Runs.CreateRun (tx of Puts), the run's log (Query,
+	// GetItem); the run rate limit (UpdateItem).
 	"McpGatewayFunction": {
-		"OAuthTable": {"dynamodb:GetItem"},
+		"OAuthTable":      {"dynamodb:GetItem"},
+		"DataTable":       {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"ModelsFunction": {
 		// SetModelPreference: conditional UpdateItem; the usage report:
@@ -519,7 +524,7 @@ func checkSweeper(s *stack, _ *codeFacts) []string {
 // (functions/runner); runnerInvokers are the functions that hand it runs.
 const runnerID = "RunnerFunction"
 
-var runnerInvokers = []string{"StreamFunction", "SweeperFunction", "TriggerFireFunction", "TriggersFunction", "WorkflowsFunction"}
+var runnerInvokers = []string{"McpGatewayFunction", "StreamFunction", "SweeperFunction", "TriggerFireFunction", "TriggersFunction", "WorkflowsFunction"}
 
 // runnerName is RunnerFunction's explicit name, and runnerSelfARN the
 // resource of its one invoke statement: the runs it starts itself (a
@@ -1737,8 +1742,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"signing secret also deletable", "p_signing_key_secret",
 			"Action: [secretsmanager:GetSecretValue]", "Action: [secretsmanager:GetSecretValue, secretsmanager:DeleteSecret]", "want secretsmanager:GetSecretValue alone"},
 		{"gateway reads another secret", "p_signing_key_secret",
-			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: !Ref OAuthSigningKeySecret\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # bearer",
-			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: other-secret\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # bearer",
+			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: !Ref OAuthSigningKeySecret\n          # A tools/call",
+			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: other-secret\n          # A tools/call",
 			`McpGatewayFunction: OAUTH_SIGNING_SECRET = "other-secret", want !Ref OAuthSigningKeySecret`},
 		{"MCP behaviour without the viewer's host", "q_viewer_host",
 			"            Compress: false\n            FunctionAssociations:\n              - EventType: viewer-request\n                FunctionARN: !GetAtt ViewerHostFunction.FunctionMetadata.FunctionARN\n\n",
@@ -1853,8 +1858,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"            # chat's runs (ChatRunsPage): a Query of GSI2. Query only, on\n            # the indexes.\n            - Sid: DataIndexes\n              Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI2\"]\n",
 			"WorkflowsFunction on DataTable/index/GSI1: grants [], want [dynamodb:Query]"},
 		{"workflows cannot record a proposal's usage", "d_iam_reviewed_contract",
-			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
-			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runnerfn.LambdaInvoker",
+			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runstart.LambdaInvoker",
+			"            # (UpdateItem ADD); the gate reads the tool policies (GetItem on\n            # TOOLPOLICY#).\n            - Sid: Users\n              Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n            # runstart.LambdaInvoker",
 			"WorkflowsFunction on UsersTable"},
 		{"workflows without the table name its main requires", "d_iam_least_privilege",
 			"          USERS_TABLE: !Ref UsersTable\n          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Per-user rate limits of POST /api/workflows",

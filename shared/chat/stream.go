@@ -106,7 +106,7 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		if s.runs == nil {
 			return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
 		}
-		wf, err := s.runs.CheckWorkflow(ctx, *req.WorkflowID)
+		wf, err := s.runs.CheckStart(ctx, *req.WorkflowID)
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}

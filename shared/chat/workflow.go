@@ -22,6 +22,10 @@ type Runs interface {
 	// CheckWorkflow returns workflowID if it is the signed-in user's
 	// workflow: NotFound WORKFLOW_NOT_FOUND, then Forbidden.
 	CheckWorkflow(ctx context.Context, workflowID string) (workflow.Workflow, error)
+	// CheckStart returns workflowID if a run of it can start without
+	// input: CheckWorkflow's errors, then Invalid INVALID_INPUT when its
+	// inputSchema requires input.
+	CheckStart(ctx context.Context, workflowID string) (workflow.Workflow, error)
 	// Start stores a durable run of the caller's workflow in the
 	// caller's chat and hands it to a runner, without waiting.
 	Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error)
@@ -52,6 +56,10 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 	started := map[string]json.RawMessage{}
 	err = s.runs.Follow(ctx, run.ID, func(e workflow.RunEvent) error {
 		switch e.Type {
+		case workflow.EventStepWaiting:
+			// A person answers, maybe days later: the reply ends with the
+			// question, and the run goes on without it.
+			return errRunWaiting
 		case workflow.EventStepStarted:
 			args := jsonObject(e.Input)
 			started[e.StepID] = args
@@ -74,6 +82,9 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 		return nil
 	})
 	msg.CreatedAt = s.clock()
+	if errors.Is(err, errRunWaiting) {
+		err = nil
+	}
 	if err != nil {
 		if errs.CodeOf(context.Cause(ctx)) == job.CodeStopRequested {
 			s.cancelRun(ctx, run.ID) // a stop of the reply stops its run
@@ -87,6 +98,9 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 	msg.CreatedAt = s.clock()
 	return msg, emit(Event{Type: EventContent, Delta: msg.Content})
 }
+
+// errRunWaiting ends the rendering of a run at a human step.
+var errRunWaiting = errors.New("the run waits for an answer")
 
 // cancelRun cancels the run a stopped or cut reply renders, with a
 // detached context; a run that has finished meanwhile is left alone.
@@ -123,9 +137,12 @@ func SummarizeWorkflow(name string, o workflow.Run) string {
 		return b.String()
 	}
 	var done, skipped []string
-	var failed string
+	var failed, waiting string
 	for _, st := range o.Steps {
 		switch st.Status {
+		case "waiting":
+			msg, _ := st.Input["message"].(string)
+			waiting = fmt.Sprintf("%s: %q (answer with POST /api/workflows/%s/runs/%s/steps/%s/respond)", st.ID, clip(msg), o.WorkflowID, o.ID, st.ID)
 		case "completed":
 			done = append(done, st.ID+" → "+clip(string(jsonObject(st.Output))))
 		case "failed":
@@ -153,6 +170,11 @@ func SummarizeWorkflow(name string, o workflow.Run) string {
 		}
 	case "cancelled":
 		fmt.Fprintf(&b, "was cancelled after %d of %d steps.", len(done), len(o.Steps))
+		if len(done) > 0 {
+			b.WriteString(" Completed: " + strings.Join(done, ", ") + ".")
+		}
+	case "waiting":
+		b.WriteString("is waiting for your answer at step " + waiting + ".")
 		if len(done) > 0 {
 			b.WriteString(" Completed: " + strings.Join(done, ", ") + ".")
 		}

@@ -63,6 +63,12 @@ type Config struct {
 	// write is answered, both checksummed (damage stops the start); empty:
 	// in memory only. Ignored with DYNAMODB_ENDPOINT.
 	DataFile string
+	// DevClockFile (DEV_CLOCK_FILE), dev server only: a file holding a Go
+	// duration (e.g. "2m") by which the dev server's clock runs ahead of
+	// the wall clock, read again whenever it changes, so that end-to-end
+	// tests can bring schedules and deadlines due without waiting. Empty:
+	// the wall clock.
+	DevClockFile string
 	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
 	// how often the embedded engine folds its journal into the DataFile
 	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
@@ -265,6 +271,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
 	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
 	c.DataFile = get("DATA_FILE")
+	c.DevClockFile = get("DEV_CLOCK_FILE")
 	c.SnapshotInterval = 30 * time.Second
 	if v := get("SNAPSHOT_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)

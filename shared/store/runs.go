@@ -293,10 +293,12 @@ func (s *Runs) Run(ctx context.Context, runID string) (workflow.Run, error) {
 	return r, errs.Wrap(op, err)
 }
 
-// CancelRun cancels run r (as read) at now: one update conditioned on the
-// run still having r's status, which sets it cancelled and its unfinished
-// steps cancelled. Conflict RUN_STATE_CHANGED when it moved on meanwhile
-// (the caller reads it again). A runner holding the run notices at its
+// CancelRun cancels run r (as read) at now: one transaction of the
+// update conditioned on the run still having r's status, which sets it
+// cancelled and its unfinished steps cancelled, and of the status on its
+// log's head. Conflict RUN_STATE_CHANGED when it moved on meanwhile (the
+// caller reads it again). A runner holding the run notices within
+// seconds while a step runs (its heartbeat reads the head), else at its
 // next checkpoint, whose condition fails.
 func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (workflow.Run, error) {
 	const op = "store.CancelRun"
@@ -306,7 +308,10 @@ func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (wo
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
-	err = u.If("attribute_exists(PK) AND 'status' = ?", prev).Run(ctx)
+	// The log's head says so too: a runner holding the run reads it
+	// while a step runs and stops the step (runs.Runner's heartbeat).
+	head := s.table.Update("PK", runPK(r.ID)).Range("SK", logHeadSK(r.ID)).Set("status", r.Status).If("attribute_exists(PK)")
+	err = s.db.WriteTx().Update(u.If("attribute_exists(PK) AND 'status' = ?", prev)).Update(head).Run(ctx)
 	if isConditionFailure(err) {
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
 	}

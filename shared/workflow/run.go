@@ -34,9 +34,14 @@ const (
 	EventStepStarted   = "step_started"
 	EventStepCompleted = "step_completed"
 	EventStepFailed    = "step_failed"
-	EventRunCompleted  = "run_completed"
-	EventRunFailed     = "run_failed"
-	EventRunCancelled  = "run_cancelled"
+	// EventStepWaiting: a human step waits for an answer; Input is the
+	// request (message, inputSchema, timeoutSeconds, onTimeout) and
+	// ExpiresAt when it stops waiting.
+	EventStepWaiting  = "step_waiting"
+	EventStepSkipped  = "step_skipped"
+	EventRunCompleted = "run_completed"
+	EventRunFailed    = "run_failed"
+	EventRunCancelled = "run_cancelled"
 )
 
 // RunEvent is one event of a run's log: what GET .../events sends, and
@@ -53,6 +58,8 @@ type RunEvent struct {
 	Input   map[string]any `json:"input,omitempty"`
 	Output  map[string]any `json:"output,omitempty"`
 	Error   string         `json:"error,omitempty"`
+	// ExpiresAt is a step_waiting's deadline, when it has one.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // Last reports whether e is a run's final event.
@@ -65,18 +72,25 @@ func (e RunEvent) Last() bool {
 const MaxRunAttempts = 3
 
 // Step statuses besides the run statuses: a step is pending, running,
-// completed, failed, skipped or cancelled.
+// waiting (a human step), completed, failed, skipped or cancelled.
 const (
 	StepPending   = RunPending
 	StepRunning   = RunRunning
+	StepWaiting   = RunWaiting
 	StepCompleted = RunCompleted
 	StepFailed    = RunFailed
 	StepCancelled = RunCancelled
 )
 
-// Active reports whether a run in status may still change: pending or
-// running.
-func Active(status string) bool { return status == RunPending || status == RunRunning }
+// CodeStepNotWaiting is the Conflict of an answer to a step that is not
+// waiting for one.
+const CodeStepNotWaiting = "STEP_NOT_WAITING"
+
+// Active reports whether a run in status may still change: pending,
+// running or waiting.
+func Active(status string) bool {
+	return status == RunPending || status == RunRunning || status == RunWaiting
+}
 
 // CancelRun marks r cancelled at now: its status, completedAt and error,
 // and every step not finished (pending or running) cancelled.
@@ -94,24 +108,40 @@ func CancelRun(r *Run, now time.Time) {
 // engine keeps the whole outputs for the later steps' inputs; only the
 // record is cut. Values already cut stay as they are.
 func Bound(r *Run) {
-	vals := make([]json.RawMessage, 0, 2*len(r.Steps))
-	for _, s := range r.Steps {
+	type at struct{ step, elem int } // elem -1: the input, -2: the output
+	var (
+		vals  []json.RawMessage
+		where []at
+	)
+	for i, s := range r.Steps {
 		in, _ := json.Marshal(s.Input)
 		out, _ := json.Marshal(s.Output)
-		vals = append(vals, in, out)
+		vals, where = append(vals, in, out), append(where, at{i, -1}, at{i, -2})
+		for j, e := range s.Elements {
+			if e != nil {
+				b, _ := json.Marshal(e)
+				vals, where = append(vals, b), append(where, at{i, j})
+			}
+		}
 	}
 	cut := truncate.Fit(vals, truncate.MaxItem)
 	if !truncate.Any(cut) {
 		return
 	}
-	for i := range r.Steps {
-		s := &r.Steps[i]
-		if cut[2*i] {
-			s.Input, s.Truncated = asMap(vals[2*i]), true
+	for k, w := range where {
+		if !cut[k] {
+			continue
 		}
-		if cut[2*i+1] {
-			s.Output, s.Truncated = asMap(vals[2*i+1]), true
+		s := &r.Steps[w.step]
+		switch w.elem {
+		case -1:
+			s.Input = asMap(vals[k])
+		case -2:
+			s.Output = asMap(vals[k])
+		default:
+			s.Elements[w.elem] = asMap(vals[k])
 		}
+		s.Truncated = true
 	}
 }
 
@@ -122,14 +152,15 @@ func asMap(v json.RawMessage) map[string]any {
 }
 
 // MarkRest sets every step that has not finished to status: pending steps
-// to status, a running step to cancelled.
+// to status, a running or waiting step to cancelled.
 func MarkRest(run *Run, status string) {
 	for i := range run.Steps {
 		switch run.Steps[i].Status {
 		case StepPending:
 			run.Steps[i].Status = status
-		case StepRunning:
+		case StepRunning, StepWaiting:
 			run.Steps[i].Status = StepCancelled
+			run.Steps[i].Elements, run.Steps[i].ExpiresAt = nil, nil
 		}
 	}
 }

@@ -247,10 +247,13 @@ type Message struct {
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
-// Run states, of a run and of its steps (steps also use StepSkipped).
+// Run states, of a run and of its steps (steps also use StepSkipped). A
+// run is waiting while one of its steps (a human step) waits for an
+// answer: no runner holds it, and it is still active.
 const (
 	RunPending   = "pending"
 	RunRunning   = "running"
+	RunWaiting   = "waiting"
 	RunCompleted = "completed"
 	RunFailed    = "failed"
 	RunCancelled = "cancelled"
@@ -319,4 +322,12 @@ type RunStep struct {
 	// Reused is true for a step of a retry that did not run: its output
 	// is the one the retried run saved.
 	Reused bool `json:"reused,omitempty"`
+	// Elements is a running forEach step's progress: the output of each
+	// element's call that finished, in the array's order (null: not yet),
+	// recorded as each finishes so that a resume runs only the others.
+	// Empty once the step has finished (its output holds the results).
+	Elements []map[string]any `json:"elements,omitempty"`
+	// ExpiresAt is when a waiting human step stops waiting (its
+	// timeoutSeconds); nil when it waits without limit.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }

@@ -84,17 +84,8 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker wo
 	})
 	return chat.NewService(chat.Options{
 		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models,
-		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: chatRuns{runService}, Now: d.Now, Lease: cfg.GenerationLease,
+		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }
 
 // chatRuns adapts the run service to what a chat needs of it.
-type chatRuns struct{ *runs.Service }
-
-func (c chatRuns) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
-	return c.Service.Start(ctx, runs.StartRequest{ChatID: chatID, WorkflowID: workflowID})
-}
-
-func (c chatRuns) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
-	return c.Service.Follow(ctx, runID, 0, yield)
-}

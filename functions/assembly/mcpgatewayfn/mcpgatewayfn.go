@@ -1,25 +1,31 @@
 // Package mcpgatewayfn builds McpGatewayFunction: POST /api/mcp, the
 // per-user MCP server of the user's workflows, behind a Lambda function
 // URL with response streaming (progress notifications are an SSE stream,
-// and a call may wait mcpgateway.MaxCallWait for its run).
+// and a call may wait mcpgateway.MaxCallWait for its run). A call is a
+// durable run handed to the runner (RUNNER_FUNCTION), counted against
+// RATE_LIMIT_RUNS; the tool server (MCP_URL) gives the output schemas.
 package mcpgatewayfn
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/functions/assembly/signingkeys"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/mcpgateway"
 	"github.com/workflowchat/service/shared/oauth/bearer"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // McpGateway is McpGatewayFunction.
 var McpGateway = assembly.Function{
 	LogicalID:   "McpGatewayFunction",
-	Required:    []string{"OAUTH_TABLE"},
+	Required:    []string{"OAUTH_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "MCP_URL", "MCP_SERVICE_KEY"},
 	FunctionURL: true,
 	Build:       build,
 }
@@ -29,7 +35,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	tools, err := workflowTools(d)
+	tools, err := workflowTools(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
@@ -41,15 +47,24 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}), nil
 }
 
-// workflowTools returns d.WorkflowTools, or mcpgateway.NoTools until the
-// workflow engine provides them.
-func workflowTools(d assembly.Deps) (mcpgateway.WorkflowTools, error) {
-	if d.WorkflowTools == nil {
-		return mcpgateway.NoTools{}, nil
+// workflowTools returns the run engine's tools (mcpgateway.Engine). It
+// fails when the runner's Invoker cannot be built.
+func workflowTools(ctx context.Context, cfg config.Config, d assembly.Deps) (mcpgateway.WorkflowTools, error) {
+	invoker, err := runstart.Invoker(ctx, cfg, d)
+	if err != nil {
+		return nil, err
 	}
-	t, ok := d.WorkflowTools.(mcpgateway.WorkflowTools)
-	if !ok {
-		return nil, fmt.Errorf("mcpgatewayfn: Deps.WorkflowTools is a %T, not a mcpgateway.WorkflowTools", d.WorkflowTools)
-	}
-	return t, nil
+	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
+	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
+		Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
+	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	limiter := d.Limiter(cfg)
+	return &mcpgateway.Engine{
+		Catalog: workflows, Runs: svc, Wait: d.MCPCallWait,
+		Allow: func(ctx context.Context, userID string) error { return limiter.Allow(ctx, userID, cfg.RateLimitRuns) },
+		OutputSchema: func(ctx context.Context, toolID string) (json.RawMessage, error) {
+			t, err := catalog.Get(ctx, toolID)
+			return t.OutputSchema, err
+		},
+	}, nil
 }

@@ -1,6 +1,6 @@
 // Package runnerfn builds RunnerFunction, the executor of durable
-// workflow runs, and the Invoker through which WorkflowsFunction and the
-// sweeper hand it a run: the Lambda Invoke API with InvocationType Event
+// workflow runs, which the functions that start runs reach through
+// runstart.Invoker: the Lambda Invoke API with InvocationType Event
 // (asynchronous; a failed invocation goes to the function's dead-letter
 // queue). It has no HTTP routes; infra/local runs the same Runner in
 // process (runs.InProcess) behind the same workflow.Invoker.
@@ -8,18 +8,14 @@ package runnerfn
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/shared/auth"
-	"github.com/workflowchat/service/shared/awsapi"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/condition"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -41,134 +37,19 @@ var Required = []string{"DATA_TABLE", "USERS_TABLE", "RATE_LIMITS_TABLE", "MCP_U
 // the runner (d.Runs locally; in Lambda this very function). It fails when
 // that Invoker cannot be built.
 func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runner, error) {
-	ended, err := TriggerEnds(ctx, cfg, d)
+	ended, err := runstart.TriggerEnds(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
 		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
-		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended,
+		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err
 		},
 	}), nil
-}
-
-// TriggerEnds returns the hook that tells a schedule trigger that a run
-// it started has ended (trigger.Service.RunEnded: the overlap marker is
-// released, a buffered fire starts through Starter). Other runs are left
-// alone. It fails when Starter does.
-func TriggerEnds(ctx context.Context, cfg config.Config, d assembly.Deps) (func(context.Context, workflow.Run) error, error) {
-	starter, err := Starter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	triggers := trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: starter, Now: d.Now, Logger: d.Logger})
-	return func(ctx context.Context, run workflow.Run) error {
-		if run.Trigger == nil || run.Trigger.Type != workflow.TriggerSchedule || run.Trigger.TriggerID == "" {
-			return nil
-		}
-		return triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID)
-	}, nil
-}
-
-// Starter returns the run engine's trigger.RunStarter: d.Triggered when
-// set, else durable runs handed to the runner through Invoker (in the
-// runner function itself, to this very function), counted against
-// RATE_LIMIT_RUNS. It fails when the Invoker cannot be built.
-func Starter(ctx context.Context, cfg config.Config, d assembly.Deps) (trigger.RunStarter, error) {
-	if d.Triggered != nil {
-		return d.Triggered, nil
-	}
-	invoker, err := Invoker(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
-		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
-	return TriggeredRuns{Runs: svc, Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns}, nil
-}
-
-// TriggeredRuns is the trigger.RunStarter of the run engine: a trigger's
-// run is a durable run with the trigger's run id, its input checked
-// against the workflow's inputSchema, counted against the user's run rate
-// limit unless it exists already.
-type TriggeredRuns struct {
-	Runs    *runs.Service
-	Limiter *ratelimit.Limiter
-	Rule    ratelimit.Rule
-}
-
-// StartTriggered starts req's run for req.UserID (ctx acts for them), or
-// answers for the run of that id if it exists: its id while it is
-// active, Conflict RUN_ENDED once it has ended. Errors: NotFound
-// WORKFLOW_NOT_FOUND, Forbidden, Invalid INVALID_INPUT, RateLimited.
-func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.TriggeredRun) (string, error) {
-	const op = "runs.StartTriggered"
-	ctx = auth.ActingFor(ctx, req.UserID)
-	existing := func(err error) (string, error) {
-		r, rerr := t.Runs.Run(ctx, req.RunID)
-		if rerr != nil {
-			return "", errs.Wrap(op, err)
-		}
-		if workflow.Active(r.Status) {
-			return r.ID, nil
-		}
-		return "", errs.E(op, errs.Conflict, trigger.CodeRunEnded, "the trigger's run has ended")
-	}
-	if req.RunID != "" {
-		if _, err := t.Runs.Run(ctx, req.RunID); err == nil {
-			return existing(nil)
-		}
-	}
-	if err := t.Limiter.Allow(ctx, req.UserID, t.Rule); err != nil {
-		return "", errs.Wrap(op, err)
-	}
-	run, err := t.Runs.Start(ctx, runs.StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
-		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
-	if errs.CodeOf(err) == "RUN_EXISTS" {
-		return existing(err) // a concurrent start of the same id won
-	}
-	if err != nil {
-		return "", errs.Wrap(op, err)
-	}
-	return run.ID, nil
-}
-
-// LambdaInvoker hands runs to the runner function through the Lambda
-// Invoke API, asynchronously (InvocationType Event): Lambda queues the
-// event and answers 202 at once.
-type LambdaInvoker struct {
-	Client   *awsapi.Client
-	Function string
-}
-
-// Invoke queues ref for the runner function. It fails when Lambda does
-// not accept the event (after the client's retries of throttling and
-// server errors) or cannot be reached.
-func (l LambdaInvoker) Invoke(ctx context.Context, ref workflow.RunRef) error {
-	payload, err := json.Marshal(ref)
-	if err != nil {
-		return err
-	}
-	return l.Client.Invoke(ctx, l.Function, payload)
-}
-
-// Invoker returns d.Runs when set (the dev server), else the LambdaInvoker
-// of RUNNER_FUNCTION. The AWS credentials are loaded at the first run
-// handed over, not at init: a cold start that starts no run does not pay
-// for them. It fails when RUNNER_FUNCTION is not set.
-func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.Invoker, error) {
-	if d.Runs != nil {
-		return d.Runs, nil
-	}
-	function := cfg.RunnerFunction
-	if err := cfg.Require("RUNNER_FUNCTION"); function == "" && err != nil {
-		return nil, err
-	}
-	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: function}, nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one attempt of a run

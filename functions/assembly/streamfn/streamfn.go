@@ -10,7 +10,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -23,7 +23,7 @@ var Stream = assembly.Function{
 	Required:    append(chatsfn.Required[:len(chatsfn.Required):len(chatsfn.Required)], "RUNNER_FUNCTION"),
 	FunctionURL: true,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		invoker, err := runnerfn.Invoker(ctx, cfg, d)
+		invoker, err := runstart.Invoker(ctx, cfg, d)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
@@ -32,15 +32,15 @@ var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's
 // to chat.Service.InterruptExpired, a workflow run's to
 // runs.ResumeExpired (which hands the run to the runner through
-// runnerfn.Invoker). It fails when that Invoker cannot be built.
+// runstart.Invoker). It fails when that Invoker cannot be built.
 func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Sweeper, error) {
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Now: d.Now})
-	invoker, err := runnerfn.Invoker(ctx, cfg, d)
+	invoker, err := runstart.Invoker(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	ended, err := runnerfn.TriggerEnds(ctx, cfg, d)
+	ended, err := runstart.TriggerEnds(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
@@ -27,7 +27,7 @@ var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
 // starter, no scheduler calls and no webhook secrets.
 // It fails when the run starter cannot be built.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
-	starter, err := runnerfn.Starter(ctx, cfg, d)
+	starter, err := runstart.Starter(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}

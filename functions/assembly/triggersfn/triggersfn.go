@@ -3,7 +3,7 @@
 // POST /hooks/{triggerId}. It also holds what the other functions that
 // touch triggers share: the scheduler of the configuration (Scheduler),
 // the webhook secrets (Secrets); the runs triggers start are the run
-// engine's (runnerfn.Starter).
+// engine's (runstart.Starter).
 package triggersfn
 
 import (
@@ -12,7 +12,7 @@ import (
 	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
@@ -51,7 +51,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.
 	if err != nil {
 		return nil, err
 	}
-	starter, err := runnerfn.Starter(ctx, cfg, d)
+	starter, err := runstart.Starter(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Package workflowsfn builds WorkflowsFunction: workflows, their chat and
 // proposals, and workflow runs in chats (durable runs handed to
-// RunnerFunction through runnerfn.Invoker). Deleting a workflow deletes
+// RunnerFunction through runstart.Invoker). Deleting a workflow deletes
 // its triggers with their schedules (triggersfn.Deleter).
 package workflowsfn
 
@@ -8,7 +8,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
@@ -45,12 +45,19 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
-	invoker, err := runnerfn.Invoker(ctx, cfg, d)
+	invoker, err := runstart.Invoker(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	// A waiting run cancelled here ends here: a schedule's overlap
+	// marker is released.
+	ended, err := runstart.TriggerEnds(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
 	runService := runs.NewService(runs.Options{
 		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable), Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
+		Ended: ended,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}

@@ -74,6 +74,8 @@ type RunnerOptions struct {
 	RunTimeout time.Duration
 	Lease      time.Duration
 	Now        func() time.Time
+	// Condition evaluates steps' `if` (EngineOptions.Condition).
+	Condition func(src string, input map[string]any, outputs map[string]map[string]any) (bool, error)
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
 	BeforeStep func(i int)
 	// Ended, when set, is told of every run whose log this Runner ends
@@ -107,7 +109,7 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.RunTimeout <= 0 {
 		o.RunTimeout = RunnerRunTimeout
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, BeforeStep: o.BeforeStep})
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep})
 	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
 }
 
@@ -128,8 +130,8 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if run.Attempt != ref.Attempt || !head.Active {
-		return nil
+	if run.Attempt != ref.Attempt || !head.Active || run.Status == workflow.RunWaiting {
+		return nil // another attempt's, over, or waiting for a person
 	}
 	// The runner serves no request: the run's steps act for the user who
 	// started it (their tool policies and budget), on any host.
@@ -146,6 +148,8 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 			continue
 		}
 		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
+			// It runs again; a forEach step keeps the outputs of the
+			// elements that finished (rs.Elements) and runs the others.
 			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 			l.rebase(run)
 			continue
@@ -159,27 +163,44 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 		run.Status, run.Error, run.CompletedAt = workflow.RunFailed, "the run has no snapshot of its steps", &now
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, workflow.RunRunning)))
 	}
-	stop := r.heartbeat(ctx, ref)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := r.heartbeat(ctx, ref, cancel)
 	defer stop()
-	return errs.Wrap(op, r.engine.Continue(ctx, l, run.Plan, &run))
+	return errs.Wrap(op, r.engine.Continue(cctx, l, run.Plan, &run))
 }
 
-// heartbeat renews the run's lease every third of it while a step runs,
-// and returns the function that stops it.
-func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef) func() {
+// cancelCheck is how often a runner reads whether its run was cancelled
+// while a step runs (one read of the log's head).
+const cancelCheck = 2 * time.Second
+
+// heartbeat renews the run's lease every third of it while the run's
+// steps run, and reads the log's head every cancelCheck (or third of the
+// lease, when shorter): a run cancelled meanwhile (store.Runs.CancelRun
+// marks the head) has cancel called, which stops the step at once. It returns the function
+// that stops the heartbeat.
+func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef, cancel func()) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	jref := job.Ref{Kind: workflow.RunKind, Collection: ref.RunID, ID: ref.RunID}
 	wg.Go(func() {
-		t := time.NewTicker(r.lease / 3)
+		t := time.NewTicker(min(cancelCheck, r.lease/3))
 		defer t.Stop()
+		renewed := time.Now()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				ref := job.Ref{Kind: workflow.RunKind, Collection: ref.RunID, ID: ref.RunID}
-				if err := r.jobs.Append(ctx, ref, nil, job.Lease{Until: r.now().Add(r.lease)}); err != nil {
-					logging.FromContext(ctx).InfoContext(ctx, "renew run lease", "runId", ref.ID, "err", err.Error())
+				if h, err := r.jobs.Head(ctx, jref); err == nil && h.Active && h.Status == workflow.RunCancelled {
+					cancel()
+				}
+				if time.Since(renewed) < r.lease/3 {
+					continue
+				}
+				renewed = time.Now()
+				if err := r.jobs.Append(ctx, jref, nil, job.Lease{Until: r.now().Add(r.lease)}); err != nil {
+					logging.FromContext(ctx).InfoContext(ctx, "renew run lease", "runId", jref.ID, "err", err.Error())
 				}
 			}
 		}
@@ -249,6 +270,8 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 		switch {
 		case !workflow.Active(run.Status):
 			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
+		case run.Status == workflow.RunWaiting:
+			return errs.Wrap(op, timeOut(ctx, o.Invoker, l, run, now))
 		case run.Attempt >= workflow.MaxRunAttempts:
 			prev := run.Status
 			t := now.UTC()
@@ -267,6 +290,46 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 		}
 		return errs.Wrap(op, o.Invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt + 1}))
 	}
+}
+
+// CodeHumanTimeout is the error of a human step no one answered in time
+// (onTimeout fail).
+const CodeHumanTimeout = "HUMAN_TIMEOUT"
+
+// timeOut handles a waiting run whose lease ended: when its human step's
+// deadline has passed, the step times out as its onTimeout says (fail:
+// the step and the run fail; continue: the step completes with approved
+// false and timedOut true, and the run goes to the runner); before the
+// deadline (a heartbeat renewed the lease after the step began waiting)
+// the lease is set to the deadline again. Every write is conditioned on
+// the run still waiting, so an answer that came first wins.
+func timeOut(ctx context.Context, invoker workflow.Invoker, l *runLog, run workflow.Run, now time.Time) error {
+	i := slices.IndexFunc(run.Steps, func(s workflow.RunStep) bool { return s.Status == workflow.StepWaiting })
+	t := now.UTC()
+	if i < 0 {
+		workflow.MarkRest(&run, workflow.StepSkipped)
+		run.Status, run.Error, run.CompletedAt = workflow.RunFailed, "the run was waiting with no step waiting", &t
+		return ignoreConflict(l.SaveRun(ctx, run, workflow.RunWaiting))
+	}
+	rs := &run.Steps[i]
+	if rs.ExpiresAt == nil || now.Before(*rs.ExpiresAt) {
+		return ignoreConflict(l.SaveRun(ctx, run, workflow.RunWaiting))
+	}
+	req, _ := workflow.ParseHumanRequest(rs.Input)
+	waited := rs.ExpiresAt.Sub(*rs.StartedAt).Round(time.Second)
+	if req.OnTimeout == workflow.OnTimeoutContinue {
+		answer(&run, i, workflow.HumanAnswer{RespondedAt: t, TimedOut: true}, t)
+		if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
+			return ignoreConflict(err)
+		}
+		return invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt})
+	}
+	rs.Status, rs.CompletedAt, rs.ExpiresAt = workflow.StepFailed, &t, nil
+	rs.Error = fmt.Sprintf("%s: no answer within %s", CodeHumanTimeout, waited)
+	workflow.MarkRest(&run, workflow.StepSkipped)
+	run.Status, run.CompletedAt = workflow.RunFailed, &t
+	run.Error = fmt.Sprintf("step %s failed: %s", rs.ID, rs.Error)
+	return ignoreConflict(l.SaveRun(ctx, run, workflow.RunWaiting))
 }
 
 // newRunLog returns the Saver of run, whose log's last event is lastSeq.
@@ -316,7 +379,7 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 	recs := job.Chain(l.seq, l.seq+1, data...)
 	end := !workflow.Active(run.Status)
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
-		End: end, LeaseUntil: l.now().Add(l.lease), ExpiredBefore: l.expiredBefore})
+		End: end, LeaseUntil: leaseUntil(run, l.now(), l.lease), ExpiredBefore: l.expiredBefore})
 	if err != nil {
 		return err
 	}
@@ -328,6 +391,25 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 		}
 	}
 	return nil
+}
+
+// noDeadline is the lease of a run waiting without a deadline: out of
+// the sweeper's reach.
+const noDeadline = 100 * 365 * 24 * time.Hour
+
+// leaseUntil is the lease a checkpoint of run at now gives it: a waiting
+// run's lasts until its human step's deadline, when the sweeper times it
+// out (ResumeExpired); a running run's, lease.
+func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time {
+	if run.Status != workflow.RunWaiting {
+		return now.Add(lease)
+	}
+	for _, s := range run.Steps {
+		if s.Status == workflow.StepWaiting && s.ExpiresAt != nil {
+			return *s.ExpiresAt
+		}
+	}
+	return now.Add(noDeadline)
 }
 
 // snapshot copies what runEvents compares.
@@ -357,6 +439,8 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 			ev.Type, ev.Output = workflow.EventStepCompleted, s.Output
 		case workflow.StepFailed:
 			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
+		case workflow.StepWaiting:
+			ev.Type, ev.Input, ev.ExpiresAt = workflow.EventStepWaiting, s.Input, s.ExpiresAt
 		default:
 			continue
 		}

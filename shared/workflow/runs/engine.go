@@ -11,6 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +54,7 @@ type Engine struct {
 	stepTimeout time.Duration
 	runTimeout  time.Duration
 	now         func() time.Time
+	condition   func(src string, input map[string]any, outputs map[string]map[string]any) (bool, error)
 	// beforeStep, when set, is called before each step's conditional
 	// write: a test hook.
 	beforeStep func(i int)
@@ -60,15 +64,24 @@ type Engine struct {
 // DefaultStepTimeout; Now nil means time.Now.
 type EngineOptions struct {
 	StepTimeout time.Duration
-	// RunTimeout bounds a whole run from its start: a step does not start
-	// once it has passed, and a step's timeout never reaches past it.
-	// Zero means no bound beyond the steps' own.
+	// RunTimeout bounds a whole run from its start, the time it waited
+	// for people left out: a step does not start once it has passed, and
+	// a step's timeout never reaches past it. Zero means no bound beyond
+	// the steps' own.
 	RunTimeout time.Duration
 	Now        func() time.Time
+	// Condition evaluates a step's `if` on the run's input and the
+	// outputs of the steps that ran (condition.Eval; kept out of this
+	// package so that what starts runs links no expression language).
+	// Nil: a step with an `if` fails.
+	Condition func(src string, input map[string]any, outputs map[string]map[string]any) (bool, error)
 	// BeforeStep, when set, is called before step i's conditional write
 	// (tests use it to cancel between steps).
 	BeforeStep func(i int)
 }
+
+// MaxElements bounds the array a forEach step runs over.
+const MaxElements = 1000
 
 // NewEngine returns an Engine running tools.
 func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
@@ -78,7 +91,12 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, beforeStep: o.BeforeStep}
+	if o.Condition == nil {
+		o.Condition = func(string, map[string]any, map[string]map[string]any) (bool, error) {
+			return false, errors.New("this runner cannot evaluate conditions")
+		}
+	}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -97,35 +115,54 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 }
 
 // Continue runs the steps of run (stored, pending or running) that have
-// not completed, recording each checkpoint through save:
+// not finished, recording each checkpoint through save:
 //   - a pending run is first marked running;
 //   - before each step, a write conditioned on the run still running
 //     records the step as running, and after it another records its
 //     result; a failed condition means the run was cancelled (or taken
 //     over): the remaining steps become cancelled and so does the run (a
 //     step that finished keeps its result);
-//   - a step's inputs are resolved from earlier outputs (ResolveInputs);
-//     the outputs of completed steps (run before a resume, or reused by a
-//     retry) feed the later steps and those steps do not run again; a
-//     template error or a tool error fails the step and the run, and the
-//     remaining steps are skipped;
-//   - each step runs under the step timeout, within the run's.
+//   - a step's inputs are resolved from the run's input and earlier
+//     outputs (workflow.Scope); the outputs of finished steps (run before
+//     a resume, or reused by a retry) feed the later steps and those steps
+//     do not run again;
+//   - a step whose `if` is false is skipped; a forEach step runs its tool
+//     per element, Parallelism() at once, each element's output recorded
+//     as it finishes (a resume runs only the others); a human step
+//     (ask_human) leaves the run waiting for an answer (Service.Respond),
+//     and Continue returns;
+//   - a template, condition or tool error fails the step: with
+//     continueOnError the step is failed with output {"error": ...} (a
+//     forEach element's result is that object) and the run goes on,
+//     otherwise the run fails and the remaining steps are skipped;
+//   - each call runs under the step timeout, within the run's.
 //
 // It returns an error only when the run could not be recorded; the
 // outcome of the run is run.Status. steps are the run's plan.
 func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step, run *workflow.Run) error {
 	const op = "workflow.Continue"
-	x := execution{e: e, save: save, run: run}
-	if run.Status == workflow.RunPending {
+	x := &execution{e: e, save: save, run: run}
+	switch run.Status {
+	case workflow.RunWaiting:
+		return nil // a person answers first
+	case workflow.RunPending:
 		run.Status = workflow.RunRunning
 		if err := x.store(ctx, workflow.RunPending); err != nil {
 			return x.stopped(ctx, op, err)
 		}
 	}
 	outputs := make(map[string]map[string]any, len(steps))
+	scope := workflow.Scope{Steps: outputs, Input: run.Input}
 	for i, step := range steps {
-		if rs := run.Steps[i]; rs.Status == workflow.StepCompleted {
+		rs := &run.Steps[i]
+		switch rs.Status {
+		case workflow.StepCompleted:
 			outputs[step.ID] = rs.Output
+			continue
+		case workflow.StepFailed: // failed with continueOnError
+			outputs[step.ID] = rs.Output
+			continue
+		case workflow.StepSkipped:
 			continue
 		}
 		if e.beforeStep != nil {
@@ -134,47 +171,57 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		if ctx.Err() != nil {
 			return x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
 		}
-		rs := &run.Steps[i]
-		started := e.clock()
-		timeout := e.stepTimeout
-		if e.runTimeout > 0 {
-			left := e.runTimeout - started.Sub(run.StartedAt)
-			if left <= 0 {
-				return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
-			}
-			timeout = min(timeout, left)
+		timeout, ok := x.timeout()
+		if !ok {
+			return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
 		}
-		rs.Status, rs.StartedAt = workflow.StepRunning, &started
-		input, err := workflow.ResolveInputs(step.Inputs, outputs)
-		if err != nil {
-			return x.failStep(ctx, op, i, err.Error())
-		}
-		rs.Input = input
-		if err := x.store(ctx, workflow.RunRunning); err != nil {
-			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
-			return x.stopped(ctx, op, err)
-		}
-		out, err := e.runStep(ctx, step.ToolID, input, timeout)
-		done := e.clock()
-		rs.CompletedAt = &done
-		if err != nil {
-			if ctx.Err() != nil {
-				rs.Status = workflow.StepCancelled
-				return x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
+		if step.If != "" {
+			yes, err := e.condition(step.If, run.Input, outputs)
+			if err != nil {
+				if done, err := x.stepFailed(ctx, op, i, step, "if: "+errs.MessageOf(err, err.Error()), outputs); done {
+					return err
+				}
+				continue
 			}
-			if timeout < e.stepTimeout && errors.Is(err, errStepTimedOut) {
-				// The step had only what was left of the run's time: the
-				// run's limit stopped it, and the run says so.
-				msg := fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout)
-				rs.Status, rs.Error = workflow.StepFailed, msg
-				return x.finish(ctx, op, workflow.RunFailed, msg)
+			if !yes {
+				now := e.clock()
+				rs.Status, rs.StartedAt, rs.CompletedAt = workflow.StepSkipped, &now, &now
+				if err := x.store(ctx, workflow.RunRunning); err != nil {
+					return x.stopped(ctx, op, err)
+				}
+				continue
 			}
-			return x.failStep(ctx, op, i, err.Error())
+		}
+		var (
+			out map[string]any
+			msg string
+			err error
+		)
+		switch {
+		case step.ToolID == workflow.AskHumanToolID:
+			msg, err = x.ask(ctx, op, i, step, scope)
+			if err == nil && msg == "" {
+				return nil // waiting for an answer
+			}
+		case step.ForEach != "":
+			out, msg, err = x.forEach(ctx, op, i, step, scope)
+		default:
+			out, msg, err = x.single(ctx, op, i, step, scope, timeout)
+		}
+		if err != nil || x.over {
+			return err // recorded: cancelled, stopped, or the run's limit
+		}
+		if msg != "" {
+			if done, err := x.stepFailed(ctx, op, i, step, msg, outputs); done {
+				return err
+			}
+			continue
 		}
 		if out == nil {
 			out = map[string]any{}
 		}
-		rs.Status, rs.Output = workflow.StepCompleted, out
+		done := e.clock()
+		rs.Status, rs.Output, rs.CompletedAt, rs.Elements = workflow.StepCompleted, out, &done, nil
 		outputs[step.ID] = out
 		if i < len(steps)-1 {
 			// Record the step's result now, so that the run reads true
@@ -185,6 +232,262 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		}
 	}
 	return x.finish(ctx, op, workflow.RunCompleted, "")
+}
+
+// timeout returns how long the next call may take: the step timeout,
+// within what is left of the run's; false when nothing is left.
+func (x *execution) timeout() (time.Duration, bool) {
+	t := x.e.stepTimeout
+	if x.e.runTimeout > 0 {
+		left := x.e.runTimeout - busy(x.run, x.e.clock())
+		if left <= 0 {
+			return 0, false
+		}
+		t = min(t, left)
+	}
+	return t, true
+}
+
+// busy is how long run has been going at now, the time its human steps
+// waited left out.
+func busy(run *workflow.Run, now time.Time) time.Duration {
+	d := now.Sub(run.StartedAt)
+	for _, s := range run.Steps {
+		if s.ToolID == workflow.AskHumanToolID && s.StartedAt != nil && s.CompletedAt != nil {
+			d -= s.CompletedAt.Sub(*s.StartedAt)
+		}
+	}
+	return d
+}
+
+// single runs a step's one tool call: the step is recorded running with
+// its resolved input, then the tool runs. It returns the output, or the
+// message of a failure of the step; err when the run ended (cancelled,
+// the run's time limit: recorded) or could not be recorded.
+func (x *execution) single(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope, timeout time.Duration) (map[string]any, string, error) {
+	rs := &x.run.Steps[i]
+	started := x.e.clock()
+	rs.Status, rs.StartedAt = workflow.StepRunning, &started
+	input, err := scope.ResolveInputs(step.Inputs)
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	rs.Input = input
+	if err := x.store(ctx, workflow.RunRunning); err != nil {
+		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
+		return nil, "", x.stopped(ctx, op, err)
+	}
+	out, err := x.e.runStep(ctx, step.ToolID, input, timeout)
+	if err == nil {
+		return out, "", nil
+	}
+	done := x.e.clock()
+	if ctx.Err() != nil {
+		rs.Status, rs.CompletedAt = workflow.StepCancelled, &done
+		x.over = true
+		return nil, "", x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
+	}
+	if timeout < x.e.stepTimeout && errors.Is(err, errStepTimedOut) {
+		// The call had only what was left of the run's time: the run's
+		// limit stopped it, and the run says so.
+		msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
+		rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &done
+		x.over = true
+		return nil, "", x.finish(ctx, op, workflow.RunFailed, msg)
+	}
+	return nil, err.Error(), nil
+}
+
+// stepFailed records step i as failed with msg. With continueOnError the
+// step's output is {"error": msg}, later steps read it, and the run goes
+// on (done false, unless the write failed); otherwise the run fails
+// (done true).
+func (x *execution) stepFailed(ctx context.Context, op string, i int, step workflow.Step, msg string, outputs map[string]map[string]any) (done bool, err error) {
+	if !step.ContinueOnError {
+		return true, x.failStep(ctx, op, i, msg)
+	}
+	rs := &x.run.Steps[i]
+	now := x.e.clock()
+	if rs.StartedAt == nil {
+		rs.StartedAt = &now
+	}
+	out := map[string]any{"error": msg}
+	rs.Status, rs.Error, rs.CompletedAt, rs.Output, rs.Elements = workflow.StepFailed, msg, &now, out, nil
+	outputs[step.ID] = out
+	if err := x.store(ctx, workflow.RunRunning); err != nil {
+		return true, x.stopped(ctx, op, err)
+	}
+	return false, nil
+}
+
+// forEach runs a forEach step: its tool once per element of the array
+// step.ForEach names, Parallelism() at once, each element's inputs
+// resolved with {{item}}; each output is recorded as it finishes (one
+// checkpoint per element), so a resume runs only the elements that have
+// none. A failed call fails the step (the calls still running are
+// cancelled and their elements left unrecorded) unless continueOnError,
+// which records {"error": ...} as its result. It returns the step's
+// output {"results": [...]}, or the message of the step's failure; err
+// when the run ended or could not be recorded.
+func (x *execution) forEach(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope) (map[string]any, string, error) {
+	rs := &x.run.Steps[i]
+	items, err := scope.Items(step.ForEach)
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	if len(items) > MaxElements {
+		return nil, fmt.Sprintf("forEach %s has %d elements, more than the %d a step may run over", step.ForEach, len(items), MaxElements), nil
+	}
+	if len(rs.Elements) != len(items) {
+		rs.Elements = make([]map[string]any, len(items))
+	}
+	started := x.e.clock()
+	rs.Status, rs.StartedAt = workflow.StepRunning, &started
+	rs.Input = map[string]any{"forEach": step.ForEach, "elements": len(items)}
+	if err := x.store(ctx, workflow.RunRunning); err != nil {
+		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
+		return nil, "", x.stopped(ctx, op, err)
+	}
+
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu sync.Mutex // guards rs.Elements, full, the checkpoints, failure, stop
+		// full holds the outputs whole: a checkpoint may cut the recorded
+		// ones (workflow.Bound), the step's results are these.
+		full    = slices.Clone(rs.Elements)
+		failure string
+		stop    error // a checkpoint that failed: the run changed state
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, step.Parallelism())
+	)
+	record := func(j int, out map[string]any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			return
+		}
+		full[j], rs.Elements[j] = out, out
+		if err := x.store(ctx, workflow.RunRunning); err != nil {
+			full[j], rs.Elements[j] = nil, nil
+			stop = err
+			cancel()
+		}
+	}
+	fail := func(j int, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failure == "" {
+			failure = fmt.Sprintf("element %d: %s", j, msg)
+		}
+		cancel()
+	}
+	for j, item := range items {
+		if rs.Elements[j] != nil {
+			continue // finished before a resume
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-fctx.Done():
+		}
+		if fctx.Err() != nil {
+			break
+		}
+		timeout, ok := x.timeout()
+		if !ok {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			input, err := scope.WithItem(item).ResolveInputs(step.Inputs)
+			var out map[string]any
+			if err == nil {
+				out, err = x.e.runStep(fctx, step.ToolID, input, timeout)
+			}
+			switch {
+			case err == nil:
+				if out == nil {
+					out = map[string]any{}
+				}
+				record(j, out)
+			case fctx.Err() != nil && ctx.Err() == nil && !errors.Is(err, errStepTimedOut):
+				// Cancelled by another element's failure: left unrecorded.
+			case step.ContinueOnError && ctx.Err() == nil:
+				record(j, map[string]any{"error": err.Error()})
+			default:
+				fail(j, err.Error())
+			}
+		})
+	}
+	wg.Wait()
+	switch {
+	case stop != nil:
+		return nil, "", x.stopped(ctx, op, stop)
+	case ctx.Err() != nil:
+		done := x.e.clock()
+		rs.Status, rs.CompletedAt = workflow.StepCancelled, &done
+		x.over = true
+		return nil, "", x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
+	case failure != "":
+		return nil, failure, nil
+	}
+	results := make([]any, len(items))
+	for j, out := range full {
+		if out == nil { // the run's time limit passed before it started
+			x.over = true
+			msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
+			done := x.e.clock()
+			rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &done
+			return nil, "", x.finish(ctx, op, workflow.RunFailed, msg)
+		}
+		results[j] = out
+	}
+	return map[string]any{workflow.ForEachOutput: results}, "", nil
+}
+
+// ask starts a human step: its resolved inputs are the request
+// (workflow.ParseHumanRequest); the step becomes waiting, with its
+// deadline when it has a timeout, and so does the run, which no runner
+// holds until it is answered (Service.Respond) or its deadline passes
+// (the sweeper). It returns the message of a failed step when the inputs
+// make the request invalid; err when the run could not be recorded.
+func (x *execution) ask(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope) (string, error) {
+	rs := &x.run.Steps[i]
+	input, err := scope.ResolveInputs(step.Inputs)
+	if err != nil {
+		return err.Error(), nil
+	}
+	req, err := workflow.ParseHumanRequest(input)
+	if err != nil {
+		return detailed(err), nil
+	}
+	now := x.e.clock()
+	rs.Status, rs.StartedAt, rs.Input = workflow.StepWaiting, &now, input
+	if req.Timeout > 0 {
+		t := now.Add(req.Timeout)
+		rs.ExpiresAt = &t
+	}
+	x.run.Status = workflow.RunWaiting
+	if err := x.store(ctx, workflow.RunRunning); err != nil {
+		rs.Status, rs.StartedAt, rs.Input, rs.ExpiresAt = workflow.StepPending, nil, nil, nil
+		x.run.Status = workflow.RunRunning
+		return "", x.stopped(ctx, op, err)
+	}
+	return "", nil
+}
+
+// detailed is err's client-safe message with its field details.
+func detailed(err error) string {
+	var e *errs.Error
+	if !errors.As(err, &e) || len(e.Details) < 2 {
+		return errs.MessageOf(err, err.Error())
+	}
+	parts := make([]string, len(e.Details))
+	for i, d := range e.Details {
+		parts[i] = d.Field + ": " + d.Message
+	}
+	return strings.Join(parts, "; ")
 }
 
 // runStep runs one tool under the step timeout. The step's own timeout is
@@ -212,10 +515,12 @@ type execution struct {
 	e    *Engine
 	save Saver
 	run  *workflow.Run
+	// over is set once a step's call ended the run (recorded).
+	over bool
 }
 
 // failStep fails step i with msg, skips the rest and fails the run.
-func (x execution) failStep(ctx context.Context, op string, i int, msg string) error {
+func (x *execution) failStep(ctx context.Context, op string, i int, msg string) error {
 	rs := &x.run.Steps[i]
 	now := x.e.clock()
 	if rs.StartedAt == nil {
@@ -228,7 +533,7 @@ func (x execution) failStep(ctx context.Context, op string, i int, msg string) e
 // finish marks the steps not yet finished (skipped after a failure,
 // cancelled otherwise) and stores the run's final status, conditioned on it
 // still running. When the condition fails the run was cancelled meanwhile.
-func (x execution) finish(ctx context.Context, op, status, msg string) error {
+func (x *execution) finish(ctx context.Context, op, status, msg string) error {
 	rest := workflow.StepSkipped
 	if status == workflow.RunCancelled {
 		rest = workflow.StepCancelled
@@ -247,7 +552,7 @@ func (x execution) finish(ctx context.Context, op, status, msg string) error {
 // engine's view of the steps under the cancelled status (a write that
 // fails again when another attempt holds the run). Other errors are
 // returned.
-func (x execution) stopped(ctx context.Context, op string, err error) error {
+func (x *execution) stopped(ctx context.Context, op string, err error) error {
 	if errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		return errs.Wrap(op, err)
 	}
@@ -265,13 +570,13 @@ func (x execution) stopped(ctx context.Context, op string, err error) error {
 }
 
 // store records the run if its stored status is ifStatus, with a
-// detached context when ctx is done so that the outcome is recorded.
-func (x execution) store(ctx context.Context, ifStatus string) error {
-	if ctx.Err() != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-		defer cancel()
-		ctx = dctx
-	}
+// context detached from ctx (bounded by saveTimeout): a cancel stops the
+// steps' tool calls, never a checkpoint midway, so that the outcome is
+// recorded.
+func (x *execution) store(ctx context.Context, ifStatus string) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	ctx = dctx
 	workflow.Bound(x.run)
 	return x.save.SaveRun(ctx, *x.run, ifStatus)
 }

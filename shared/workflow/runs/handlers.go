@@ -13,9 +13,11 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// StartRunRequest is the body of POST /api/chats/{chatId}/workflow-runs.
+// StartRunRequest is the body of POST /api/chats/{chatId}/workflow-runs:
+// the workflow and the run's input (checked against its inputSchema).
 type StartRunRequest struct {
-	WorkflowID string `json:"workflowId"`
+	WorkflowID string         `json:"workflowId"`
+	Input      map[string]any `json:"input"`
 }
 
 // Validate requires workflowId, a UUID.
@@ -48,6 +50,51 @@ func (r RetryRunRequest) Validate() error {
 		f.Add("fromStepId", "is not a step id")
 	}
 	return f.Err("RetryRunRequest")
+}
+
+// RespondRequest is the body of POST .../runs/{runId}/steps/{stepId}/respond:
+// a person's answer to a human step.
+type RespondRequest struct {
+	Approved *bool          `json:"approved"`
+	Values   map[string]any `json:"values"`
+}
+
+// Validate requires approved.
+func (r RespondRequest) Validate() error {
+	var f errs.FieldErrors
+	if r.Approved == nil {
+		f.Add("approved", "is required (true or false)")
+	}
+	return f.Err("RespondRequest")
+}
+
+// handleRespond answers a waiting human step: 202 with the run, which
+// goes on in the runner.
+func handleRespond(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc, runID, err := pathIDs(r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		stepID := r.PathValue("stepId")
+		if !workflow.ValidIdent(stepID) {
+			httpapi.WriteError(w, r, errs.E("workflow.RespondStep", errs.Invalid, "INVALID_ID", "stepId is not a step id"))
+			return
+		}
+		in, err := httpapi.Decode[RespondRequest](r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		run, err := s.Respond(r.Context(), sc, runID, stepID, Answer{Approved: *in.Approved, Values: in.Values})
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		w.Header().Set("Location", sc.Location(run.ID))
+		httpapi.Respond(w, http.StatusAccepted, run)
+	})
 }
 
 // respondAsync reports whether the request asks for an asynchronous
@@ -88,7 +135,7 @@ func handleStartRun(s *Service, wait time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		run, err := s.Start(r.Context(), StartRequest{ChatID: chatID, WorkflowID: in.WorkflowID})
+		run, err := s.Start(r.Context(), StartRequest{ChatID: chatID, WorkflowID: in.WorkflowID, Input: in.Input})
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return

@@ -53,7 +53,7 @@ func newRunsFixture(t *testing.T) *runsFixture {
 	t.Cleanup(f.inproc.Wait)
 	runSvc := runs.NewService(runs.Options{Store: f.runs, Jobs: f.jobs, Workflows: f.workflows, Invoker: f.inproc, Lease: f.lease})
 	chatSvc := chat.NewService(chat.Options{Store: store.NewChats(db.DB, db.Data()), Jobs: f.jobs, Models: models, Preferences: users,
-		DefaultModelID: "builtin", Runs: chatRuns{runSvc}})
+		DefaultModelID: "builtin", Runs: runs.ForChat{Service: runSvc}})
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(chatSvc, authn, chat.Limits{}), chat.StreamRoutes(chatSvc, authn, time.Minute, chat.Limits{}), runs.Routes(runSvc, authn, workflow.Limits{}, time.Minute)} {
 		api.Mount(r, r.Patterns()...)
@@ -76,16 +76,6 @@ func newRunsFixture(t *testing.T) *runsFixture {
 
 // chatRuns is what a chat needs of the run service (chatsfn wires the
 // same in the functions).
-type chatRuns struct{ *runs.Service }
-
-func (c chatRuns) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
-	return c.Service.Start(ctx, runs.StartRequest{ChatID: chatID, WorkflowID: workflowID})
-}
-
-func (c chatRuns) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
-	return c.Service.Follow(ctx, runID, 0, yield)
-}
-
 func (f *runsFixture) do(t *testing.T, cookie, method, path, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))

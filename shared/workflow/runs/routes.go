@@ -14,7 +14,8 @@ import (
 // whatever started it, under /api/workflows/{workflowId}/runs. Every
 // route requires a session; starting a run and retrying one are rate
 // limited per user by the Runs rule of l, following a run's events by its
-// Resumes rule; ping is the events' keep-alive interval.
+// Resumes rule; ping is the events' keep-alive interval. A human step is
+// answered at .../{runId}/steps/{stepId}/respond.
 func Routes(s *Service, authn *auth.Service, l workflow.Limits, ping time.Duration) *httpapi.Router {
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats/{chatId}/workflow-runs", authn.Require(l.Limiter.Limit(l.Runs)(handleStartRun(s, WaitBound))))
@@ -24,6 +25,7 @@ func Routes(s *Service, authn *auth.Service, l workflow.Limits, ping time.Durati
 		r.Handle("GET "+base+"/{runId}/events", authn.Require(l.Limiter.Limit(l.Resumes)(handleRunEvents(s, ping))))
 		r.Handle("POST "+base+"/{runId}/cancel", authn.Require(handleCancelRun(s)))
 		r.Handle("POST "+base+"/{runId}/retry", authn.Require(l.Limiter.Limit(l.Runs)(handleRetryRun(s))))
+		r.Handle("POST "+base+"/{runId}/steps/{stepId}/respond", authn.Require(handleRespond(s)))
 	}
 	return r
 }

@@ -2,6 +2,8 @@ package runs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -36,6 +38,7 @@ type Service struct {
 	invoker   workflow.Invoker
 	lease     time.Duration
 	now       func() time.Time
+	ended     func(ctx context.Context, run workflow.Run) error
 }
 
 // Options are the dependencies of NewService. Lease zero means
@@ -48,6 +51,9 @@ type Options struct {
 	Invoker workflow.Invoker
 	Lease   time.Duration
 	Now     func() time.Time
+	// Ended, when set, is told of every run whose log the Service ends
+	// (a waiting run cancelled): see RunnerOptions.Ended.
+	Ended func(ctx context.Context, run workflow.Run) error
 }
 
 // NewService returns a Service.
@@ -58,7 +64,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now}
+	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended}
 }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
@@ -72,6 +78,22 @@ func (s *Service) ownedWorkflow(ctx context.Context, op, id string) (workflow.Wo
 // WORKFLOW_NOT_FOUND, then Forbidden.
 func (s *Service) CheckWorkflow(ctx context.Context, workflowID string) (workflow.Workflow, error) {
 	return s.ownedWorkflow(ctx, "workflow.CheckWorkflow", workflowID)
+}
+
+// CheckStart returns workflowID if a run of it can start with input: it
+// is the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden) and input
+// matches its inputSchema (Invalid INVALID_INPUT). What starts a run
+// after answering 200 (the chat stream) checks first.
+func (s *Service) CheckStart(ctx context.Context, workflowID string, input map[string]any) (workflow.Workflow, error) {
+	const op = "workflow.CheckStart"
+	wf, err := s.ownedWorkflow(ctx, op, workflowID)
+	if err != nil {
+		return workflow.Workflow{}, err
+	}
+	if _, err := inputschema.ValidateInput(wf.InputSchema, input); err != nil {
+		return workflow.Workflow{}, errs.Wrap(op, err)
+	}
+	return wf, nil
 }
 
 // StartRequest names the run to start: the caller's workflow, in the
@@ -164,16 +186,22 @@ func (s *Service) startable(ctx context.Context, op, chatID, workflowID string) 
 	return wf, nil
 }
 
-// Wait follows run runID's log until the run's last event or for at most
-// bound, then returns the run as stored and whether it has finished. The
+// Wait follows run runID's log until the run's last event, a human step
+// that waits for an answer, or for at most bound, then returns the run as
+// stored and whether it has finished. The
 // run itself goes on whatever happens to the wait. It fails with the
 // store's errors, NotFound RUN_NOT_FOUND.
 func (s *Service) Wait(ctx context.Context, runID string, bound time.Duration) (workflow.Run, bool, error) {
 	const op = "workflow.WaitRun"
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	err := s.Follow(wctx, runID, 0, func(workflow.RunEvent) error { return nil })
-	if err != nil && wctx.Err() == nil {
+	err := s.Follow(wctx, runID, 0, func(e workflow.RunEvent) error {
+		if e.Type == workflow.EventStepWaiting {
+			return errPaused // it waits for a person, not for compute
+		}
+		return nil
+	})
+	if err != nil && err != errPaused && wctx.Err() == nil {
 		return workflow.Run{}, false, errs.Wrap(op, err)
 	}
 	r, err := s.store.Run(ctx, runID)
@@ -182,6 +210,9 @@ func (s *Service) Wait(ctx context.Context, runID string, bound time.Duration) (
 	}
 	return r, !workflow.Active(r.Status), nil
 }
+
+// errPaused stops a follow at a step_waiting event.
+var errPaused = errors.New("the run waits for an answer")
 
 // Follow yields run runID's events after seq after, decoded, until its
 // last event, ctx's end or yield's first error, which it returns. It
@@ -317,13 +348,23 @@ func (s *Service) CancelRun(ctx context.Context, runID string) error {
 	return err
 }
 
-// cancel cancels r, read again once if it moved on meanwhile.
+// cancel cancels r, read again once if it moved on meanwhile. A waiting
+// run, which no runner holds, is cancelled with a checkpoint that ends
+// its log.
 func (s *Service) cancel(ctx context.Context, op string, r workflow.Run) (workflow.Run, error) {
 	for attempt := 0; ; attempt++ {
 		if !workflow.Active(r.Status) {
 			return workflow.Run{}, errs.E(op, errs.Invalid, workflow.CodeRunNotActive, "the workflow run is already "+r.Status)
 		}
-		c, err := s.store.CancelRun(ctx, r, s.now().UTC())
+		var (
+			c   workflow.Run
+			err error
+		)
+		if r.Status == workflow.RunWaiting {
+			c, err = s.cancelWaiting(ctx, r.ID)
+		} else {
+			c, err = s.store.CancelRun(ctx, r, s.now().UTC())
+		}
 		if errs.CodeOf(err) != workflow.CodeRunStateChanged || attempt > 0 {
 			return c, errs.Wrap(op, err)
 		}
@@ -332,6 +373,95 @@ func (s *Service) cancel(ctx context.Context, op string, r workflow.Run) (workfl
 			return workflow.Run{}, errs.Wrap(op, err)
 		}
 	}
+}
+
+// cancelWaiting cancels waiting run runID (read again with its log's
+// head) with one checkpoint conditioned on it still waiting. Conflict
+// RUN_STATE_CHANGED when it moved on.
+func (s *Service) cancelWaiting(ctx context.Context, runID string) (workflow.Run, error) {
+	run, head, err := s.store.LoggedRun(ctx, runID)
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	if run.Status != workflow.RunWaiting {
+		return workflow.Run{}, errs.E("workflow.CancelRun", errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
+	}
+	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
+	l.ended = s.ended
+	workflow.CancelRun(&run, s.now())
+	return run, l.SaveRun(ctx, run, workflow.RunWaiting)
+}
+
+// Answer is a person's answer to a human step.
+type Answer struct {
+	Approved bool
+	// Values are checked against the step's inputSchema, when it has
+	// one (its defaults applied).
+	Values map[string]any
+}
+
+// Respond answers the waiting human step stepID of run runID of the
+// caller's chat or workflow: the step completes with the answer as its
+// output (approved, values, respondedAt, timedOut false), the run is
+// running again, and it is handed to the runner, which goes on with the
+// next step. It returns the run as recorded. Errors: NotFound
+// (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND, RUN_NOT_FOUND, STEP_NOT_FOUND),
+// Forbidden, Conflict STEP_NOT_WAITING (the step is not waiting, or was
+// answered, timed out or cancelled meanwhile), Invalid INVALID_INPUT for
+// values the step's inputSchema refuses (one detail per field,
+// values.<name>). A runner that cannot be reached is not an error: the
+// sweeper hands the run over once its lease expires.
+func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a Answer) (workflow.Run, error) {
+	const op = "workflow.RespondStep"
+	if _, err := s.inScope(ctx, op, sc, runID); err != nil {
+		return workflow.Run{}, err
+	}
+	run, head, err := s.store.LoggedRun(ctx, runID)
+	if err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	i := slices.IndexFunc(run.Steps, func(st workflow.RunStep) bool { return st.ID == stepID })
+	if i < 0 {
+		return workflow.Run{}, errs.E(op, errs.NotFound, "STEP_NOT_FOUND", fmt.Sprintf("the workflow run has no step %q", stepID))
+	}
+	rs := run.Steps[i]
+	if run.Status != workflow.RunWaiting || rs.Status != workflow.StepWaiting {
+		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s is %s, not waiting for an answer", stepID, rs.Status))
+	}
+	values := a.Values
+	if values == nil {
+		values = map[string]any{}
+	}
+	if req, err := workflow.ParseHumanRequest(rs.Input); err == nil && len(req.InputSchema) > 0 {
+		schema, err := inputschema.Check(req.InputSchema)
+		if err != nil {
+			return workflow.Run{}, errs.E(op, errs.Invalid, "INVALID_INPUT_SCHEMA", "the step's inputSchema "+err.Error())
+		}
+		if values, err = schema.ValidateField("values", values); err != nil {
+			return workflow.Run{}, errs.Wrap(op, err)
+		}
+	}
+	now := s.now().UTC()
+	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
+	answer(&run, i, workflow.HumanAnswer{Approved: a.Approved, Values: values, RespondedAt: now}, now)
+	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
+		if errs.CodeOf(err) == workflow.CodeRunStateChanged {
+			return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s is no longer waiting for an answer", stepID))
+		}
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "hand the answered run to the runner; the sweeper will", "runId", run.ID, "err", err.Error())
+	}
+	return run, nil
+}
+
+// answer completes waiting step i of run with a and makes the run
+// running again.
+func answer(run *workflow.Run, i int, a workflow.HumanAnswer, now time.Time) {
+	rs := &run.Steps[i]
+	rs.Status, rs.Output, rs.CompletedAt, rs.ExpiresAt = workflow.StepCompleted, a.Output(), &now, nil
+	run.Status = workflow.RunRunning
 }
 
 // Retry starts a new durable run that retries run runID of the caller's
@@ -425,4 +555,25 @@ func (s *Service) List(ctx context.Context, sc Scope, limit int, cursor string) 
 		return Page{}, errs.Wrap(op, err)
 	}
 	return Page{Runs: runs, Next: next}, nil
+}
+
+// ForChat is s as a chat's stream uses the run engine (chat.Runs): runs
+// in a chat, without input, followed from their first event.
+type ForChat struct{ *Service }
+
+// Start starts a run of the caller's workflowID in chatID (see
+// Service.Start).
+func (c ForChat) Start(ctx context.Context, chatID, workflowID string) (workflow.Run, error) {
+	return c.Service.Start(ctx, StartRequest{ChatID: chatID, WorkflowID: workflowID})
+}
+
+// CheckStart checks that a run of workflowID can start without input
+// (see Service.CheckStart).
+func (c ForChat) CheckStart(ctx context.Context, workflowID string) (workflow.Workflow, error) {
+	return c.Service.CheckStart(ctx, workflowID, nil)
+}
+
+// Follow yields the run's events from its first (see Service.Follow).
+func (c ForChat) Follow(ctx context.Context, runID string, yield func(workflow.RunEvent) error) error {
+	return c.Service.Follow(ctx, runID, 0, yield)
 }

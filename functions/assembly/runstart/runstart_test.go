@@ -1,4 +1,4 @@
-package runnerfn_test
+package runstart_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -60,7 +60,7 @@ func TestInvokerSendsAnAsyncInvoke(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inv, err := runnerfn.Invoker(context.Background(), cfg, assembly.Deps{})
+			inv, err := runstart.Invoker(context.Background(), cfg, assembly.Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestInvokerNeedsTheRunnerFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runnerfn.Invoker(context.Background(), cfg, assembly.Deps{}); err == nil || !strings.Contains(err.Error(), "RUNNER_FUNCTION") {
+	if _, err := runstart.Invoker(context.Background(), cfg, assembly.Deps{}); err == nil || !strings.Contains(err.Error(), "RUNNER_FUNCTION") {
 		t.Fatalf("Invoker without RUNNER_FUNCTION: %v", err)
 	}
 }
