@@ -9,10 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
@@ -34,7 +32,7 @@ func TestChatsFunctionEvents(t *testing.T) {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
-	s3 := startFakeS3(t, "blobs")
+	s3 := s3blobtest.Start(t, "blobs")
 	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "ChatsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error",
 		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3}))
 	if err != nil {
@@ -173,17 +171,4 @@ func download(t *testing.T, url string) string {
 	}
 	t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
 	return ""
-}
-
-// startFakeS3 starts an in-process fake S3 server with bucket and
-// returns its URL.
-func startFakeS3(t *testing.T, bucket string) string {
-	t.Helper()
-	backend := s3mem.New()
-	if err := backend.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithoutVersioning()).Server())
-	t.Cleanup(srv.Close)
-	return srv.URL
 }

@@ -62,7 +62,11 @@ func newHandler(getenv func(string) string, worker string) (http.Handler, error)
 		}
 		sb = lazy
 	}
-	routes, err := mcpfn.Mcp(context.Background(), cfg, sb)
+	blobs, err := mcpfn.Blobs(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := mcpfn.Mcp(context.Background(), cfg, sb, blobs)
 	if err != nil {
 		return nil, err
 	}

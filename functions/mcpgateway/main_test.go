@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/workflowchat/service/functions/assembly/signingkeys/signingkeystest"
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/accesstoken"
@@ -34,7 +35,7 @@ func TestMcpGatewayFunctionEvents(t *testing.T) {
 	ctx := context.Background()
 	h, err := newHandler(ctx, db.Env(t, map[string]string{
 		"AWS_LAMBDA_FUNCTION_NAME": "McpGatewayFunction", "OAUTH_SIGNING_SECRET": secretARN, "AWS_ENDPOINT_URL_SECRETS_MANAGER": sm.URL, "LOG_LEVEL": "error",
-		"RUNNER_FUNCTION": "RunnerFunction", "MCP_URL": "http://127.0.0.1:1", "MCP_SERVICE_KEY": "mcp-gateway-test-key-0123456789",
+		"RUNNER_FUNCTION": "RunnerFunction", "BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "MCP_URL": "http://127.0.0.1:1", "MCP_SERVICE_KEY": "mcp-gateway-test-key-0123456789",
 	}))
 	if err != nil {
 		t.Fatal(err)

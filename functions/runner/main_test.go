@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/job"
@@ -55,7 +56,7 @@ func TestRunnerFunctionEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "RunnerFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "RunnerFunction", "BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "LOG_LEVEL": "error"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
@@ -29,7 +30,7 @@ func TestWorkflowsFunctionEvents(t *testing.T) {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,9 +159,11 @@ func TestNothingStaysActiveAfterKill(t *testing.T) {
 	}
 	msgs := getMessages(t, c2, replyChat)
 	reply := msgs[len(msgs)-1]
-	// The client replaces what it shows with the saved content, which is
-	// what it received, and exactly the saved message.
-	if reply.Status != "failed" || reply.Content != *saved || *saved != received.String() || !strings.HasPrefix(counted(200), reply.Content) {
+	// The client replaces what it shows with the saved content: exactly
+	// the saved message, and the start of what it received (the live
+	// stream may run ahead of the log by the events of one batch, which
+	// the dead process never wrote).
+	if reply.Status != "failed" || reply.Content != *saved || !strings.HasPrefix(received.String(), *saved) || !strings.HasPrefix(counted(200), reply.Content) {
 		t.Errorf("the saved reply %q (%s); the client was told %q after receiving %q", reply.Content, reply.Status, *saved, received.String())
 	}
 }

@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -126,5 +128,94 @@ func TestRunsArePaginated(t *testing.T) {
 	}
 	for _, q := range []string{"cursor=TVNHIzIwMjY", "cursor=", "limit=0", "limit=101"} {
 		expectError(t, q, c.do("GET", "/api/chats/"+chat.ID+"/workflow-runs?"+q, nil), 400, "INVALID_PAGINATION")
+	}
+}
+
+// TestLargeRunValues holds the reproductions of runs whose values did not
+// fit one item: a workflow of 8 steps with 31 KB inputs (a 249 KB
+// definition) runs synchronously, asynchronously and from the stream; a
+// 1 MB step output reaches a later step whole across a pause for a person
+// and a retry, and a client reads it whole at its outputUrl; an 8 MB
+// output flows between steps; an output over 8 MiB fails its step with a
+// message naming the limit (no 5xx anywhere).
+func TestLargeRunValues(t *testing.T) {
+	t.Parallel()
+	srv := durableServer(t)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "large-run-values@example.com")
+	chatID := newChat(t, c, map[string]string{"title": "large"}).ID
+
+	// 8 steps of 31 KB inputs.
+	var steps []string
+	for i := 1; i <= 8; i++ {
+		steps = append(steps, fmt.Sprintf(`{"id": "s%d", "toolId": "json_query", "inputs": {"input": "%s", "query": "length"}}`, i, strings.Repeat("q", 31_000)))
+	}
+	wide := defineWorkflow(t, c, userID, "wide", `{"steps": [`+strings.Join(steps, ",")+`]}`)
+	status, run := startRun(t, c, chatID, wide, nil)
+	if status != 201 || run.Status != "completed" || len(run.Steps) != 8 || run.Steps[7].Output["result"] != 31000.0 {
+		t.Fatalf("synchronous run: %d %s %q", status, run.Status, run.Error)
+	}
+	r := c.do("POST", "/api/chats/"+chatID+"/workflow-runs", map[string]any{"workflowId": wide}, "Prefer", "respond-async")
+	var started struct{ Data unattendedRun }
+	r.decode(t, &started)
+	if done := waitRun(t, c, wide, started.Data.ID, "ended", ended); done.Status != "completed" {
+		t.Errorf("asynchronous run: %s %q", done.Status, done.Error)
+	}
+	st := c.stream(chatID, map[string]any{"content": "run it", "modelId": "builtin", "userId": userID, "workflowId": wide})
+	if st.Status != 200 || st.Events[len(st.Events)-1].Type != "end" {
+		t.Errorf("stream run: %d %+v", st.Status, st.Events[len(st.Events)-1])
+	}
+	var thirteen []string
+	for i := 1; i <= 13; i++ {
+		thirteen = append(thirteen, strings.Replace(steps[0], `"s1"`, fmt.Sprintf(`"s%d"`, i), 1))
+	}
+	expectError(t, "a 403 KB definition", c.do("PATCH", "/api/workflows/"+wide, `{"steps": [`+strings.Join(thirteen, ",")+`]}`), 413, "WORKFLOW_TOO_LARGE")
+
+	// A 1 MB output across a pause and a retry.
+	big := defineWorkflow(t, c, userID, "big", `{"steps": [
+	  {"id": "a", "toolId": "json_query", "inputs": {"input": 1, "query": "\"ab\" * 500000"}},
+	  {"id": "ok", "toolId": "ask_human", "inputs": {"message": "continue?"}},
+	  {"id": "n", "toolId": "json_query", "inputs": {"input": "{{a.result}}", "query": "length"}}
+	]}`)
+	_, run = startRun(t, c, chatID, big, nil)
+	if run.Status != "waiting" {
+		t.Fatalf("1 MB run: %s %q", run.Status, run.Error)
+	}
+	if r := c.do("POST", "/api/workflows/"+big+"/runs/"+run.ID+"/steps/ok/respond", `{"approved":true}`); r.Status != 202 {
+		t.Fatalf("respond: %d %s", r.Status, r.Body)
+	}
+	done := waitRun(t, c, big, run.ID, "ended", ended)
+	if done.Status != "completed" || done.Steps[2].Output["result"] != 1_000_000.0 || done.Steps[0].Output["truncated"] != true ||
+		done.Steps[0].OutputURL == "" || done.Steps[0].Output["blob"] != nil {
+		t.Fatalf("1 MB run: %s %q, steps %+v", done.Status, done.Error, done.Steps)
+	}
+	resp, err := http.Get(done.Steps[0].OutputURL) // a signed URL: no cookie
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&whole); err != nil || resp.StatusCode != 200 || len(whole["result"]) != 1_000_000 {
+		t.Errorf("outputUrl: %d, %d bytes, %v", resp.StatusCode, len(whole["result"]), err)
+	}
+	resp.Body.Close()
+	r = c.do("POST", "/api/workflows/"+big+"/runs/"+run.ID+"/retry", `{"fromStepId":"n"}`)
+	var retry struct{ Data unattendedRun }
+	r.decode(t, &retry)
+	if again := waitRun(t, c, big, retry.Data.ID, "ended", ended); again.Status != "completed" || again.Steps[2].Output["result"] != 1_000_000.0 {
+		t.Errorf("retry: %s %q %v", again.Status, again.Error, again.Steps[2].Output)
+	}
+
+	// 8 MB flows; over 8 MiB fails its step, naming the limit.
+	huge := defineWorkflow(t, c, userID, "huge", `{
+	  "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+	  "steps": [
+	  {"id": "a", "toolId": "json_query", "inputs": {"input": "{{input.n}}", "query": "\"ab\" * ."}},
+	  {"id": "n", "toolId": "json_query", "inputs": {"input": "{{a.result}}", "query": "length"}}
+	]}`)
+	if _, run = startRun(t, c, chatID, huge, map[string]any{"n": 4_000_000}); run.Status != "completed" || run.Steps[1].Output["result"] != 8_000_000.0 {
+		t.Errorf("8 MB: %s %q %v", run.Status, run.Error, run.Steps)
+	}
+	if _, run = startRun(t, c, chatID, huge, map[string]any{"n": 4_300_000}); run.Status != "failed" || !strings.Contains(run.Steps[0].Error, "8 MiB") {
+		t.Errorf("over 8 MiB: %s %q", run.Status, run.Steps[0].Error)
 	}
 }

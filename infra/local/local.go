@@ -203,7 +203,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	cfg.MCPServiceKey = s.ServiceKey
 	// The tool server (McpFunction) is a function URL, not an HttpApi
 	// route, so it is not one of s.Functions.
-	if s.ToolRouter, err = mcpfn.Mcp(ctx, cfg, o.Sandbox); err != nil {
+	if s.ToolRouter, err = mcpfn.Mcp(ctx, cfg, o.Sandbox, s.Blobs); err != nil {
 		s.Close()
 		return nil, err
 	}

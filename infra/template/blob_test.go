@@ -66,11 +66,13 @@ var wantBlobGrants = map[string]map[string][]string{
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"list":         {"runs/"},
 	},
+	// Steps' values; tool inputs and results passed by reference.
 	"RunnerFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
+		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 	},
 	// Ending an interrupted job: its saved values, its closing events'.
 	"SweeperFunction": {
@@ -78,10 +80,15 @@ var wantBlobGrants = map[string]map[string][]string{
 		"runs/":  {"s3:GetObject"},
 		"logs/":  {"s3:GetObject", "s3:PutObject"},
 	},
-	// Values passed by reference, results too large for a response.
+	// A call's large input (spilled into the run), a run's large output
+	// read back for the client.
+	"McpGatewayFunction": {
+		"runs/": {"s3:GetObject", "s3:PutObject"},
+	},
+	// Tool inputs passed by reference, results too large for a
+	// response.
 	"McpFunction": {
-		"chats/": {"s3:GetObject", "s3:PutObject"},
-		"runs/":  {"s3:GetObject", "s3:PutObject"},
+		"calls/": {"s3:GetObject", "s3:PutObject"},
 	},
 }
 

@@ -25,6 +25,7 @@
 //	runs/<runId>/... a workflow run's values: kept as long as the run
 //	chats/<chatId>/... a chat's reply values: kept as long as the chat
 //	attachments/...  checked attachments: kept until deleted
+//	calls/...        tool inputs and results in transit: expire after 1 day
 //
 // Kept kinds are deleted by their owner's delete (Delete, DeletePrefix);
 // expiring kinds also go on their own, S3 lifecycle deletion being lazy
@@ -166,6 +167,7 @@ const (
 	PrefixRuns        = "runs/"
 	PrefixChats       = "chats/"
 	PrefixAttachments = "attachments/"
+	PrefixCalls       = "calls/"
 )
 
 // Kind is one kind of data in the store: its key prefix and how many days
@@ -185,6 +187,7 @@ var Kinds = []Kind{
 	{PrefixRuns, 0, "workflow runs' inputs, step inputs and outputs; deleted with the run"},
 	{PrefixChats, 0, "chat replies' values (tool results, a paused reply's state); deleted with the chat"},
 	{PrefixAttachments, 0, "checked attachments; deleted with the attachment or its chat"},
+	{PrefixCalls, 1, "tool inputs and results passed by reference between the service and the tool server; deleted after the call"},
 }
 
 // Error codes.

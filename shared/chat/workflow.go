@@ -144,7 +144,7 @@ func SummarizeWorkflow(name string, o workflow.Run) string {
 			msg, _ := st.Input["message"].(string)
 			waiting = fmt.Sprintf("%s: %q (answer with POST /api/workflows/%s/runs/%s/steps/%s/respond)", st.ID, clip(msg), o.WorkflowID, o.ID, st.ID)
 		case "completed":
-			done = append(done, st.ID+" → "+clip(string(jsonObject(st.Output))))
+			done = append(done, st.ID+" → "+clip(string(jsonObject(workflow.WithoutKey(st.Output)))))
 		case "failed":
 			failed = st.ID + " (" + st.ToolID + "): " + st.Error
 		case "skipped":

@@ -27,6 +27,9 @@ type RunEngine interface {
 	Start(ctx context.Context, req runs.StartRequest) (workflow.Run, error)
 	Follow(ctx context.Context, runID string, after int64, yield func(workflow.RunEvent) error) error
 	Run(ctx context.Context, runID string) (workflow.Run, error)
+	// Value returns a value of the run whole (a spilled output read
+	// back from the blob store).
+	Value(ctx context.Context, runID string, v map[string]any) (map[string]any, error)
 }
 
 // Engine is the WorkflowTools of the run engine: each exposed workflow is
@@ -166,9 +169,15 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 		return CallResult{}, errs.Wrap(op, err)
 	}
 	// The client may be gone; the answer is still read for the log.
-	final, err := e.Runs.Run(context.WithoutCancel(ctx), run.ID)
+	dctx := context.WithoutCancel(ctx)
+	final, err := e.Runs.Run(dctx, run.ID)
 	if err != nil {
 		return CallResult{}, errs.Wrap(op, err)
+	}
+	if n := len(final.Steps); final.Status == workflow.RunCompleted && n > 0 {
+		if final.Steps[n-1].Output, err = e.Runs.Value(dctx, run.ID, final.Steps[n-1].Output); err != nil {
+			return CallResult{}, errs.Wrap(op, err)
+		}
 	}
 	return outcome(final), nil
 }

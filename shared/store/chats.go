@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/workflowchat/service/shared/blob"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -30,6 +31,15 @@ type Chats struct {
 	// cleanup, when set, deletes what a chat owns outside its items
 	// (WithCleanup).
 	cleanup func(ctx context.Context, chatID, userID string) error
+	// runBlobs keeps the chat's runs' large values (WithRunBlobs).
+	runBlobs blob.Backend
+}
+
+// WithRunBlobs makes DeleteChat delete, with each of the chat's runs, its
+// values kept in b (Runs.WithBlobs).
+func (s *Chats) WithRunBlobs(b blob.Backend) *Chats {
+	s.runBlobs = b
+	return s
 }
 
 // WithCleanup makes DeleteChat call fn(ctx, chatID, userID) once the
@@ -235,7 +245,7 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 // ownedCollection.delete), after the cleanup of WithCleanup. NotFound,
 // Forbidden, or the cleanup's error.
 func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
-	runs := &Runs{db: s.db, table: s.table}
+	runs := (&Runs{db: s.db, table: s.table}).WithBlobs(s.runBlobs)
 	return s.owned.delete(ctx, "store.DeleteChat", id, userID, func(ctx context.Context) error {
 		if s.cleanup != nil {
 			if err := s.cleanup(ctx, id, userID); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/workflow"
@@ -36,11 +37,20 @@ import (
 type Runs struct {
 	db    *dynamo.DB
 	table dynamo.Table
+	blobs blob.Backend
 }
 
 // NewRuns returns a Runs over the named Data table.
 func NewRuns(db *dynamo.DB, dataTable string) *Runs {
 	return &Runs{db: db, table: db.Table(dataTable)}
+}
+
+// WithBlobs returns s deleting, with each run it deletes, the run's values
+// kept in b (blob.PrefixRuns + "<runId>/"); nil b: none are kept.
+func (s *Runs) WithBlobs(b blob.Backend) *Runs {
+	c := *s
+	c.blobs = b
+	return &c
 }
 
 // runKind is the job kind of runs' logs (workflow.RunKind), named here so
@@ -75,6 +85,7 @@ type runItem struct {
 	WFVersion   int        `dynamo:"workflowVersion,omitempty"`
 	RetryOf     string     `dynamo:"retryOf,omitempty"`
 	Plan        string     `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
+	PlanRef     string     `dynamo:"planRef,omitempty"` // or its key in the blob store
 	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
 	Input       string     `dynamo:"input,omitempty"`   // JSON
 }
@@ -124,7 +135,7 @@ func encodeSteps(steps []workflow.RunStep) (string, error) {
 func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
-		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf}
+		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef}
 	for _, f := range []struct {
 		attr, data string
 		dst        any
@@ -139,6 +150,10 @@ func (it runItem) run() (workflow.Run, error) {
 	return r, nil
 }
 
+// PlanInlineBytes is the largest snapshot of a run's steps kept in its
+// record when a blob store is configured (Runs.WithBlobs).
+const PlanInlineBytes = 32 << 10
+
 var errRunNotFound = errs.E("store.Runs", errs.NotFound, workflow.CodeRunNotFound, "workflow run not found")
 
 func (s *Runs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
@@ -152,6 +167,19 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	it, err := newRunItem(r)
 	if err != nil {
 		return errs.Wrap(op, err)
+	}
+	if r.PlanRef != "" {
+		it.Plan, it.PlanRef = "", r.PlanRef // a retry's, kept by the retried run
+	}
+	if len(it.Plan) > PlanInlineBytes && s.blobs != nil {
+		// A large workflow's snapshot (a definition may be 350 KiB) goes
+		// to the blob store, so that the run's record keeps room for its
+		// values.
+		key := workflow.RunBlobPrefix(r.ID) + "plan.json"
+		if _, err := blob.PutBytes(ctx, s.blobs, key, []byte(it.Plan), "application/json"); err != nil {
+			return errs.Wrap(op, err)
+		}
+		it.Plan, it.PlanRef = "", key
 	}
 	tx := s.db.WriteTx().Put(s.table.Put(it).If("attribute_not_exists(PK)"))
 	if err := s.logs().start(tx, logStart{PK: it.PK, Kind: workflow.RunKind, ID: r.ID, Status: r.Status, Target: it.SK, Lease: l}); err != nil {
@@ -417,8 +445,14 @@ func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string)
 		return storeError(op, err)
 	}
 	for _, k := range keys {
-		// The log first, the run item last: a failure part-way leaves
-		// the item, through which a retry finds the run again.
+		// The values and the log first, the run item last: a failure
+		// part-way leaves the item, through which a retry finds the run
+		// again.
+		if s.blobs != nil {
+			if _, err := s.blobs.DeletePrefix(ctx, workflow.RunBlobPrefix(k.ID)); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
 		if err := deleteCollection(ctx, s.table, runPK(k.ID), runSK); err != nil {
 			return errs.Wrap(op, err)
 		}
@@ -427,6 +461,54 @@ func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string)
 		}
 	}
 	return nil
+}
+
+// elementItem is the output of one element of a forEach step, recorded as
+// it finishes: its own item in the run's partition, so that a
+// checkpoint per element writes one small item, not the whole run.
+type elementItem struct {
+	PK, SK string
+	Type   string `dynamo:"type"`
+	Output string `dynamo:"output"` // JSON
+}
+
+func elementSK(stepID string, j int) string { return fmt.Sprintf("ELEM#%s#%05d", stepID, j) }
+
+// SaveElement records output (JSON) of element j of step stepID of run
+// runID with one PutItem (a repeat overwrites: an element's output is a
+// fact). NotFound RUN_NOT_FOUND when the run is gone.
+func (s *Runs) SaveElement(ctx context.Context, runID, stepID string, j int, output []byte) error {
+	const op = "store.SaveElement"
+	err := s.table.Put(elementItem{PK: runPK(runID), SK: elementSK(stepID, j), Type: "element", Output: string(output)}).Run(ctx)
+	return storeError(op, err)
+}
+
+// Elements returns the recorded outputs (JSON) of the elements of step
+// stepID of run runID, by element index, with one strongly consistent
+// Query (a page per 1 MB).
+func (s *Runs) Elements(ctx context.Context, runID, stepID string) (map[int][]byte, error) {
+	const op = "store.Elements"
+	var items []elementItem
+	prefix := "ELEM#" + stepID + "#"
+	if err := s.table.Get("PK", runPK(runID)).Range("SK", dynamo.BeginsWith, prefix).Consistent(true).All(ctx, &items); err != nil {
+		return nil, storeError(op, err)
+	}
+	out := make(map[int][]byte, len(items))
+	for _, it := range items {
+		var j int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(it.SK, prefix), "%d", &j); err != nil {
+			return nil, errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("element item %s: %w", it.SK, err))
+		}
+		out[j] = []byte(it.Output)
+	}
+	return out, nil
+}
+
+// CountElements returns how many elements of step stepID of run runID
+// have a recorded output, with one Query that counts.
+func (s *Runs) CountElements(ctx context.Context, runID, stepID string) (int, error) {
+	n, err := s.table.Get("PK", runPK(runID)).Range("SK", dynamo.BeginsWith, "ELEM#"+stepID+"#").Count(ctx)
+	return int(n), storeError("store.CountElements", err)
 }
 
 // DeleteWorkflowRuns deletes every run of workflow workflowID, found with

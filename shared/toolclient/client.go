@@ -19,6 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 )
@@ -28,9 +31,10 @@ import (
 // so that the tool server reports TOOL_TIMEOUT before the client gives up.
 const DefaultClientTimeout = 35 * time.Second
 
-// MaxResponseBytes caps the response body a Client reads; a larger one is
-// an unusable response (TOOLS_UNAVAILABLE).
-const MaxResponseBytes = 8 << 20
+// MaxResponseBytes caps the response body a Client reads: a result of
+// MaxValueBytes inline and its envelope. A larger one is an unusable
+// response (TOOLS_UNAVAILABLE).
+const MaxResponseBytes = MaxValueBytes + 1<<20
 
 // Client calls the tool server's service protocol (POST {baseURL}/mcp
 // with the X-Service-Key header). It is safe for concurrent use.
@@ -49,6 +53,18 @@ type Client struct {
 	idKey    IdentityKey
 	hc       *http.Client
 	now      func() time.Time
+	// blobs, when set, carries inputs and results too large for a
+	// request or a response (WithBlobs).
+	blobs blob.Backend
+}
+
+// WithBlobs returns a copy of c that passes tool inputs larger than
+// InlineBytes to the tool server by reference, and takes large results
+// the same way, through b (blob.PrefixCalls; both sides need it).
+func (c *Client) WithBlobs(b blob.Backend) *Client {
+	d := *c
+	d.blobs = b
+	return &d
 }
 
 // NewClient returns a client of the tool server at baseURL (the base URL,
@@ -117,14 +133,54 @@ func (c *Client) RunToolAs(ctx context.Context, id string, input map[string]any,
 		}
 		signed = c.idKey.Sign(who)
 	}
+	op := "toolserver.RunTool(" + id + ")"
+	params := RunParams{ToolID: id, Input: input, ResultByRef: c.blobs != nil}
+	if c.blobs != nil {
+		b, err := json.Marshal(input)
+		if err != nil {
+			return RunResult{}, errs.E(op, errs.Invalid, CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
+		}
+		if len(b) > MaxValueBytes {
+			return RunResult{}, errs.E(op, errs.TooLarge, CodeValueTooLarge, fmt.Sprintf("the tool input is %d bytes of JSON, more than %d", len(b), MaxValueBytes))
+		}
+		if len(b) > InlineBytes {
+			key := blob.PrefixCalls + uuid.NewString() + ".json"
+			if _, err := blob.PutBytes(ctx, c.blobs, key, b, "application/json"); err != nil {
+				return RunResult{}, errs.Wrap(op, err)
+			}
+			defer c.forget(ctx, key)
+			params.Input, params.InputRef = nil, key
+		}
+	}
 	var out RunResult
-	if err := c.call(ctx, "toolserver.RunTool("+id+")", MethodRunTool, RunParams{ToolID: id, Input: input}, &out, signed); err != nil {
+	if err := c.call(ctx, op, MethodRunTool, params, &out, signed); err != nil {
 		return RunResult{}, err
+	}
+	if out.ResultRef != "" {
+		if c.blobs == nil || !strings.HasPrefix(out.ResultRef, blob.PrefixCalls) {
+			return RunResult{}, unusable(op, fmt.Errorf("a result by reference %q the client did not ask for", out.ResultRef))
+		}
+		defer c.forget(ctx, out.ResultRef)
+		b, _, err := blob.ReadAll(ctx, c.blobs, out.ResultRef, MaxValueBytes)
+		if err != nil {
+			return RunResult{}, errs.Wrap(op, err)
+		}
+		if err := json.Unmarshal(b, &out.Result); err != nil {
+			return RunResult{}, unusable(op, fmt.Errorf("result %s: %w", out.ResultRef, err))
+		}
 	}
 	if out.Result == nil {
 		out.Result = map[string]any{}
 	}
 	return out, nil
+}
+
+// forget deletes a value passed by reference once the call is over; the
+// store's expiry of blob.PrefixCalls takes it when this fails.
+func (c *Client) forget(ctx context.Context, key string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = c.blobs.Delete(dctx, key)
 }
 
 func nonNil[T any](s []T) []T {

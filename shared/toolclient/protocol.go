@@ -29,11 +29,25 @@ type GetParams struct {
 	ToolID string `json:"toolId"`
 }
 
-// RunParams are the params of runTool.
+// RunParams are the params of runTool. A large input travels by
+// reference: InputRef, instead of Input, is the key of a blob under
+// blob.PrefixCalls holding the input's JSON (the tool server's request
+// stays within 1 MiB). ResultByRef says the caller takes a large result
+// by reference (RunResult.ResultRef).
 type RunParams struct {
-	ToolID string         `json:"toolId"`
-	Input  map[string]any `json:"input"`
+	ToolID      string         `json:"toolId"`
+	Input       map[string]any `json:"input"`
+	InputRef    string         `json:"inputRef,omitempty"`
+	ResultByRef bool           `json:"resultByRef,omitempty"`
 }
+
+// Transit bounds: values larger than InlineBytes go by reference (when
+// both sides have the blob store), and no tool input or result may pass
+// MaxValueBytes of JSON.
+const (
+	InlineBytes   = 512 << 10
+	MaxValueBytes = 8 << 20
+)
 
 // ToolSummary is an item of listTools and searchTools: the protocol's {id,
 // name, description}, plus the category and input schema (additive fields,
@@ -84,6 +98,10 @@ type RunResult struct {
 	Result        map[string]any `json:"result"`
 	ExecutionTime int64          `json:"executionTime"`
 	Usage         *Usage         `json:"usage,omitempty"`
+	// ResultRef, for a caller that takes it (RunParams.ResultByRef), is
+	// the key of a blob under blob.PrefixCalls holding a result larger
+	// than InlineBytes; Result is then absent.
+	ResultRef string `json:"resultRef,omitempty"`
 }
 
 // Usage is a metered tool run's model usage, in runTool's answer.
@@ -102,4 +120,6 @@ const (
 	CodeToolNotFound     = "TOOL_NOT_FOUND"
 	CodeInvalidParams    = "INVALID_PARAMS"
 	CodeToolTimeout      = "TOOL_TIMEOUT"
+	// CodeValueTooLarge: a tool input or result over MaxValueBytes.
+	CodeValueTooLarge = "TOOL_VALUE_TOO_LARGE"
 )

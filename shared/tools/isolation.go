@@ -38,8 +38,10 @@ const (
 	// SandboxWorkerMemory is the most memory one worker may hold.
 	SandboxWorkerMemory = SandboxWorkerStart + SandboxMemory + sandbox.RuntimeOverhead
 	// SandboxMaxOutput bounds an isolated tool's output (encoded as JSON):
-	// under the 6 MB a buffered Lambda function URL can answer.
-	SandboxMaxOutput = 4 << 20
+	// the 8 MiB a step's output may be. A result over the tool server's
+	// inline limit leaves it by reference (toolclient.InlineBytes), so
+	// the 6 MB a buffered Lambda function URL can answer is no bound.
+	SandboxMaxOutput = 8 << 20
 	// SandboxCPUBudget is the CPU time after which a worker is replaced.
 	SandboxCPUBudget = 30 * time.Second
 	// SandboxCPULimit is the CPU time at which the kernel kills a worker.

@@ -14,6 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/toolclient"
@@ -47,7 +50,13 @@ const (
 // not JSON, not an object or names no service method is answered as
 // JSON-RPC. GET and DELETE /mcp are 405: a stateless
 // server offers no standalone SSE stream and no sessions to delete.
-func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
+//
+// With WithBlobs, runTool takes an input by reference (params.inputRef, a
+// blob under blob.PrefixCalls) and answers a result larger than
+// toolclient.InlineBytes by reference to a caller that takes it
+// (params.resultByRef); no input or result may pass
+// toolclient.MaxValueBytes.
+func Routes(reg *tools.Registry, serviceKey string, opts ...Option) *httpapi.Router {
 	s := &server{
 		reg:    reg,
 		keySet: serviceKey != "",
@@ -58,10 +67,20 @@ func Routes(reg *tools.Registry, serviceKey string) *httpapi.Router {
 		mcp: sync.OnceValue(func() http.Handler { return newMCPHandler(reg) }),
 		now: time.Now,
 	}
+	for _, o := range opts {
+		o(s)
+	}
 	rt := httpapi.NewRouter()
 	rt.Handle("POST "+Path, s)
 	return rt
 }
+
+// Option configures Routes.
+type Option func(*server)
+
+// WithBlobs lets runTool pass large inputs and results by reference
+// through b (blob.PrefixCalls).
+func WithBlobs(b blob.Backend) Option { return func(s *server) { s.blobs = b } }
 
 // server is the POST /mcp handler.
 type server struct {
@@ -71,6 +90,7 @@ type server struct {
 	idKey  toolclient.IdentityKey
 	mcp    func() http.Handler
 	now    func() time.Time
+	blobs  blob.Backend
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -284,8 +304,26 @@ func (s *server) call(r *http.Request, msg map[string]json.RawMessage) (any, err
 				details.Add("input", "must be an object")
 			}
 		}
+		var ref string
+		var byRef bool
+		if raw, ok := p["inputRef"]; ok && !isNull(raw) {
+			if json.Unmarshal(raw, &ref) != nil || !strings.HasPrefix(ref, blob.PrefixCalls) || blob.CheckKey(ref) != nil {
+				details.Add("inputRef", "must be a key under "+blob.PrefixCalls)
+			} else if input != nil {
+				details.Add("inputRef", "must not come with input")
+			}
+		}
+		if raw, ok := p["resultByRef"]; ok && !isNull(raw) && json.Unmarshal(raw, &byRef) != nil {
+			details.Add("resultByRef", "must be a boolean")
+		}
 		if err := invalidParams(op, details); err != nil {
 			return nil, err
+		}
+		if ref != "" {
+			var err error
+			if input, err = s.inputByRef(r, op, ref); err != nil {
+				return nil, err
+			}
 		}
 		start := time.Now()
 		ctx, report := tools.WithUsageReport(r.Context())
@@ -297,11 +335,56 @@ func (s *server) call(r *http.Request, msg map[string]json.RawMessage) (any, err
 		if u, ok := report.Usage(); ok {
 			res.Usage = &toolclient.Usage{ModelID: u.ModelID, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
 		}
-		return res, nil
+		return s.resultByRef(r, op, res, byRef)
 	default:
 		return nil, errs.E(op, errs.Invalid, CodeMethodNotFound, fmt.Sprintf("unknown method %q; the methods are %s, %s, %s and %s",
 			truncate(method, 64), MethodListTools, MethodSearchTools, MethodGetTool, MethodRunTool))
 	}
+}
+
+// inputByRef reads a runTool input passed by reference. Invalid
+// INVALID_PARAMS when there is no blob store, no such blob, or not a JSON
+// object; TooLarge past toolclient.MaxValueBytes.
+func (s *server) inputByRef(r *http.Request, op, key string) (map[string]any, error) {
+	if s.blobs == nil {
+		return nil, errs.E(op, errs.Invalid, tools.CodeInvalidParams, "this tool server takes no input by reference")
+	}
+	b, _, err := blob.ReadAll(r.Context(), s.blobs, key, toolclient.MaxValueBytes)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		return nil, errs.E(op, errs.Invalid, tools.CodeInvalidParams, "inputRef names no stored input")
+	case err != nil:
+		return nil, errs.Wrap(op, err)
+	}
+	var input map[string]any
+	if json.Unmarshal(b, &input) != nil || input == nil {
+		return nil, errs.E(op, errs.Invalid, tools.CodeInvalidParams, "the input by reference is not a JSON object")
+	}
+	return input, nil
+}
+
+// resultByRef answers res, its result by reference when the caller takes
+// it and it is larger than toolclient.InlineBytes. A result over
+// toolclient.MaxValueBytes is refused (TooLarge TOOL_VALUE_TOO_LARGE):
+// no caller may keep it.
+func (s *server) resultByRef(r *http.Request, op string, res RunResult, byRef bool) (RunResult, error) {
+	b, err := json.Marshal(res.Result)
+	if err != nil {
+		return RunResult{}, errs.Wrap(op, err)
+	}
+	if len(b) > toolclient.MaxValueBytes {
+		return RunResult{}, errs.E(op, errs.TooLarge, toolclient.CodeValueTooLarge,
+			fmt.Sprintf("the tool's output is %d bytes of JSON, more than %d", len(b), toolclient.MaxValueBytes))
+	}
+	if !byRef || s.blobs == nil || len(b) <= toolclient.InlineBytes {
+		return res, nil
+	}
+	key := blob.PrefixCalls + uuid.NewString() + ".json"
+	if _, err := blob.PutBytes(r.Context(), s.blobs, key, b, "application/json"); err != nil {
+		return RunResult{}, errs.Wrap(op, err)
+	}
+	res.Result, res.ResultRef = nil, key
+	return res, nil
 }
 
 // toolsResult is the data of listTools and searchTools.

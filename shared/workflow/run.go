@@ -108,40 +108,24 @@ func CancelRun(r *Run, now time.Time) {
 // engine keeps the whole outputs for the later steps' inputs; only the
 // record is cut. Values already cut stay as they are.
 func Bound(r *Run) {
-	type at struct{ step, elem int } // elem -1: the input, -2: the output
-	var (
-		vals  []json.RawMessage
-		where []at
-	)
-	for i, s := range r.Steps {
+	vals := make([]json.RawMessage, 0, 2*len(r.Steps))
+	for _, s := range r.Steps {
 		in, _ := json.Marshal(s.Input)
 		out, _ := json.Marshal(s.Output)
-		vals, where = append(vals, in, out), append(where, at{i, -1}, at{i, -2})
-		for j, e := range s.Elements {
-			if e != nil {
-				b, _ := json.Marshal(e)
-				vals, where = append(vals, b), append(where, at{i, j})
-			}
-		}
+		vals = append(vals, in, out)
 	}
 	cut := truncate.Fit(vals, truncate.MaxItem)
 	if !truncate.Any(cut) {
 		return
 	}
-	for k, w := range where {
-		if !cut[k] {
-			continue
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if cut[2*i] {
+			s.Input, s.Truncated = asMap(vals[2*i]), true
 		}
-		s := &r.Steps[w.step]
-		switch w.elem {
-		case -1:
-			s.Input = asMap(vals[k])
-		case -2:
-			s.Output = asMap(vals[k])
-		default:
-			s.Elements[w.elem] = asMap(vals[k])
+		if cut[2*i+1] {
+			s.Output, s.Truncated = asMap(vals[2*i+1]), true
 		}
-		s.Truncated = true
 	}
 }
 

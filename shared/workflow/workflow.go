@@ -286,8 +286,11 @@ type Run struct {
 	// Input is the run's input, which steps read as {{input.<name>}}.
 	Input map[string]any `json:"input,omitempty"`
 	// Plan is the snapshot of the workflow's steps the run executes, so
-	// that a resume or a retry runs what the run started with.
-	Plan []Step `json:"-"`
+	// that a resume or a retry runs what the run started with. PlanRef,
+	// when set, is its key in the blob store (a large workflow's), and
+	// Plan is empty until read from there.
+	Plan    []Step `json:"-"`
+	PlanRef string `json:"-"`
 }
 
 // Trigger types: what started a run.
@@ -322,11 +325,19 @@ type RunStep struct {
 	// Reused is true for a step of a retry that did not run: its output
 	// is the one the retried run saved.
 	Reused bool `json:"reused,omitempty"`
-	// Elements is a running forEach step's progress: the output of each
-	// element's call that finished, in the array's order (null: not yet),
-	// recorded as each finishes so that a resume runs only the others.
-	// Empty once the step has finished (its output holds the results).
-	Elements []map[string]any `json:"elements,omitempty"`
+	// Elements is a running forEach step's progress as the engine holds
+	// it: the output of each element's call that finished, by the
+	// element's index in the array. Each is recorded apart from the run
+	// as it finishes (one small item), so that a resume runs only the
+	// others; the run's record never holds them. ElementsDone is how many
+	// have finished, as a read of a running forEach step shows it.
+	Elements     map[int]map[string]any `json:"-"`
+	ElementsDone *int                   `json:"elementsDone,omitempty"`
+	// InputURL and OutputURL, on a read, are presigned URLs of the whole
+	// input and output when they were too large for the run's record
+	// (Input or Output is then their cut form, see Spilled).
+	InputURL  string `json:"inputUrl,omitempty"`
+	OutputURL string `json:"outputUrl,omitempty"`
 	// ExpiresAt is when a waiting human step stops waiting (its
 	// timeoutSeconds); nil when it waits without limit.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

@@ -24,7 +24,8 @@ var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIM
 
 // Chats is ChatsFunction: the chat routes and the attachment routes
 // (shared/attachment), whose blobs live in BLOB_BUCKET. Deleting a chat
-// deletes its attachments first (store.Chats.WithCleanup).
+// deletes its attachments first (store.Chats.WithCleanup), and its runs
+// with their large values.
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
 	Required:  append(Required[:len(Required):len(Required)], "BLOB_BUCKET"),
@@ -33,7 +34,12 @@ var Chats = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		svc, err := Service(ctx, cfg, d, nil, store.NewChats(d.DB, cfg.DataTable).WithCleanup(atts.DeleteChat))
+		blobs, err := blobstore.Open(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		chats := store.NewChats(d.DB, cfg.DataTable).WithCleanup(atts.DeleteChat).WithRunBlobs(blobs)
+		svc, err := Service(ctx, cfg, d, nil, chats)
 		if err != nil {
 			return nil, err
 		}

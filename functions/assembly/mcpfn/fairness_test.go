@@ -51,7 +51,7 @@ func newToolServer(t *testing.T) *toolServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	routes, err := mcpfn.Mcp(t.Context(), cfg, pool)
+	routes, err := mcpfn.Mcp(t.Context(), cfg, pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ package mcpfn
 import (
 	"context"
 	"fmt"
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/blob/s3blob"
 	"log/slog"
 
 	"github.com/workflowchat/service/shared/config"
@@ -30,7 +32,10 @@ var Required = []string{"MCP_SERVICE_KEY"}
 // allowance; nil sb runs them in process, where nothing bounds their
 // memory (tests only). It fails when a model provider or the tool
 // registry cannot be built.
-func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Router, error) {
+//
+// blobs, when not nil, carries runTool's large inputs and results by
+// reference (toolserver.WithBlobs): the function's blob store (Blobs).
+func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox, blobs blob.Backend) (*httpapi.Router, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -50,15 +55,31 @@ func Mcp(ctx context.Context, cfg config.Config, sb tools.Sandbox) (*httpapi.Rou
 	if sb != nil {
 		reg = reg.WithSandbox(sb)
 	}
-	return toolserver.Routes(reg, cfg.MCPServiceKey), nil
+	var opts []toolserver.Option
+	if blobs != nil {
+		opts = append(opts, toolserver.WithBlobs(blobs))
+	}
+	return toolserver.Routes(reg, cfg.MCPServiceKey, opts...), nil
+}
+
+// Blobs returns the tool server's blob store: the S3 bucket BLOB_BUCKET
+// (at BLOB_ENDPOINT when set), or nil without BLOB_BUCKET (values then
+// travel inline only, up to the request and response limits). It fails
+// when the AWS configuration cannot be loaded.
+func Blobs(ctx context.Context, cfg config.Config) (blob.Backend, error) {
+	if cfg.BlobBucket == "" {
+		return nil, nil
+	}
+	return s3blob.Open(ctx, s3blob.Options{Bucket: cfg.BlobBucket, Region: cfg.Region, Endpoint: cfg.BlobEndpoint})
 }
 
 // ServerMemory is the memory the tool server keeps for its own process when
 // it sizes its sandbox from the function's: the binary and the Go runtime,
 // the model clients of llm_generate and the other in-process tools, one
-// request (at most 1 MiB, decoded) and one response (an isolated tool's
-// output, at most 4 MiB, held a few times while it is checked and
-// encoded). A Lambda function serves one request at a time.
+// request (at most 1 MiB, or an 8 MiB input by reference, decoded) and
+// one response (an isolated tool's output, at most 8 MiB, held a few times
+// while it is checked and encoded). A Lambda function serves one request
+// at a time.
 const ServerMemory = 200 << 20
 
 // MaxSandboxWorkers bounds the pool however much memory the function has:

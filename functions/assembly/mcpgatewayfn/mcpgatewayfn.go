@@ -3,7 +3,8 @@
 // URL with response streaming (progress notifications are an SSE stream,
 // and a call may wait mcpgateway.MaxCallWait for its run). A call is a
 // durable run handed to the runner (RUNNER_FUNCTION), counted against
-// RATE_LIMIT_RUNS; the tool server (MCP_URL) gives the output schemas.
+// RATE_LIMIT_RUNS; the tool server (MCP_URL) gives the output schemas;
+// large inputs and results go through the blob store (BLOB_BUCKET).
 package mcpgatewayfn
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/functions/assembly/signingkeys"
 	"github.com/workflowchat/service/shared/config"
@@ -25,7 +27,7 @@ import (
 // McpGateway is McpGatewayFunction.
 var McpGateway = assembly.Function{
 	LogicalID:   "McpGatewayFunction",
-	Required:    []string{"OAUTH_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "MCP_URL", "MCP_SERVICE_KEY"},
+	Required:    []string{"OAUTH_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "MCP_URL", "MCP_SERVICE_KEY", "BLOB_BUCKET"},
 	FunctionURL: true,
 	Build:       build,
 }
@@ -54,9 +56,13 @@ func workflowTools(ctx context.Context, cfg config.Config, d assembly.Deps) (mcp
 	if err != nil {
 		return nil, err
 	}
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
 	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
-		Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
+		Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Values: blobs})
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
 	limiter := d.Limiter(cfg)
 	return &mcpgateway.Engine{

@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
@@ -23,14 +24,15 @@ import (
 const LogicalID = "RunnerFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "USERS_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+var Required = []string{"DATA_TABLE", "USERS_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "BLOB_BUCKET"}
 
 // Runner builds the runner over the Data table and the tool server's
 // catalog (whose annotations say which tools are idempotent). Its steps
 // pass the same tool gate as the workflow function's (Deps.Gate), for the
 // run's user: a tool the user denies fails TOOL_DENIED, a metered tool
 // reserves the user's budget and fails BUDGET_EXCEEDED when it has no
-// room (both in the Users table).
+// room (both in the Users table). A run's values too large for its
+// record go to the blob store (BLOB_BUCKET).
 //
 // The end of a run started by a schedule goes to its trigger (TriggerEnds):
 // the overlap marker is released and a buffered fire starts, handed to
@@ -41,9 +43,15 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	if err != nil {
 		return nil, err
 	}
-	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	// Steps' large inputs and results travel to and from the tool server
+	// by reference, through the blob store.
+	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
+		Store: store.NewRuns(d.DB, cfg.DataTable), Values: blobs, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
 		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)

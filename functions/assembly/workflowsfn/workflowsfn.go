@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/chat"
@@ -24,7 +25,7 @@ import (
 // Workflows is WorkflowsFunction.
 var Workflows = assembly.Function{
 	LogicalID: "WorkflowsFunction",
-	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "RUNNER_FUNCTION"},
+	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "RUNNER_FUNCTION", "BLOB_BUCKET"},
 	Build:     build,
 }
 
@@ -37,7 +38,13 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	client := d.ToolClient(cfg, 0)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
-	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable)
+	// Runs' large values: kept in the blob store, signed for reads,
+	// deleted with their workflow.
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
 	// Deleting a workflow deletes its triggers and their schedules.
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
@@ -57,7 +64,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	runService := runs.NewService(runs.Options{
 		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable), Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
-		Ended: ended,
+		Ended: ended, Values: blobs,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}

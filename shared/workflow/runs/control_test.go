@@ -189,9 +189,13 @@ func TestEngineForEachResume(t *testing.T) {
 			run.Input = map[string]any{"keys": []any{"e0", "e1", "e2", "e3"}}
 			// Attempt 1 recorded elements 0 and 2, then its process died.
 			run.Status, run.Steps[0].Status = workflow.RunRunning, workflow.StepRunning
-			run.Steps[0].Elements = []map[string]any{{"n": 1.0, "key": "e0"}, nil, {"n": 1.0, "key": "e2"}, nil}
 			if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(-time.Second)}); err != nil {
 				t.Fatal(err)
+			}
+			for _, j := range []int{0, 2} {
+				if err := f.runs.SaveElement(context.Background(), run.ID, "each", j, []byte(fmt.Sprintf(`{"n":1,"key":"e%d"}`, j))); err != nil {
+					t.Fatal(err)
+				}
 			}
 			inv := &recordInvoker{}
 			resume := runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Invoker: inv})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
@@ -51,6 +52,12 @@ type Store interface {
 	// first, after cursor, and the next page's cursor. Invalid
 	// INVALID_PAGINATION.
 	WorkflowRunsPage(ctx context.Context, workflowID string, limit int, cursor string) ([]workflow.Run, string, error)
+	// SaveElement records the output (JSON) of element j of forEach step
+	// stepID; Elements returns the recorded ones by index; CountElements
+	// counts them.
+	SaveElement(ctx context.Context, runID, stepID string, j int, output []byte) error
+	Elements(ctx context.Context, runID, stepID string) (map[int][]byte, error)
+	CountElements(ctx context.Context, runID, stepID string) (int, error)
 }
 
 // RunnerRunTimeout bounds a durable run from its start, across its
@@ -61,6 +68,9 @@ const RunnerRunTimeout = 840 * time.Second
 // nil means time.Now.
 type RunnerOptions struct {
 	Store Store
+	// Values keeps the values too large for a run's record (the blob
+	// store); nil: they are cut to fit.
+	Values blob.Backend
 	// Jobs renews a run's lease while a long step runs.
 	Jobs  job.Store
 	Tools ToolRunner
@@ -87,6 +97,7 @@ type RunnerOptions struct {
 // Runner executes durable runs: one attempt per Run call.
 type Runner struct {
 	store      Store
+	values     blob.Backend
 	jobs       job.Store
 	engine     *Engine
 	idempotent func(ctx context.Context, toolID string) (bool, error)
@@ -110,7 +121,7 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.RunTimeout = RunnerRunTimeout
 	}
 	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep})
-	return &Runner{store: o.Store, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
+	return &Runner{store: o.Store, values: o.Values, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
 }
 
 // Run executes attempt ref.Attempt of a durable run from its first
@@ -137,7 +148,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	// started it (their tool policies and budget), on any host.
 	ctx = auth.ActingFor(ctx, run.UserID)
 	l := newRunLog(r.store, run, head.LastSeq, r.lease, r.now)
-	l.ended = r.ended
+	l.ended, l.values = r.ended, values{backend: r.values, runID: run.ID}
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -150,12 +161,20 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
 			// It runs again; a forEach step keeps the outputs of the
 			// elements that finished (rs.Elements) and runs the others.
+			if i < len(run.Plan) && run.Plan[i].ForEach != "" {
+				if rs.Elements, err = r.elements(ctx, run.ID, rs.ID); err != nil {
+					return errs.Wrap(op, err)
+				}
+			}
 			rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 			l.rebase(run)
 			continue
 		}
 		interrupt(&run, i, r.now().UTC())
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, workflow.RunRunning)))
+	}
+	if err := l.values.plan(ctx, &run); err != nil {
+		return errs.Wrap(op, err)
 	}
 	if len(run.Plan) != len(run.Steps) {
 		now := r.now().UTC()
@@ -168,6 +187,23 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	stop := r.heartbeat(ctx, ref, cancel)
 	defer stop()
 	return errs.Wrap(op, r.engine.Continue(cctx, l, run.Plan, &run))
+}
+
+// elements returns the recorded outputs of forEach step stepID's elements.
+func (r *Runner) elements(ctx context.Context, runID, stepID string) (map[int]map[string]any, error) {
+	recs, err := r.store.Elements(ctx, runID, stepID)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	out := make(map[int]map[string]any, len(recs))
+	for j, b := range recs {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, errs.E("runs.elements", errs.Internal, "", "internal error").WithCause(fmt.Errorf("element %d of step %s: %w", j, stepID, err))
+		}
+		out[j] = m
+	}
+	return out, nil
 }
 
 // cancelCheck is how often a runner reads whether its run was cancelled
@@ -230,7 +266,9 @@ func ignoreConflict(err error) error {
 // hands a run to its next attempt, the lease of that attempt (zero:
 // job.LeaseTime) and the clock (nil: time.Now).
 type ResumeOptions struct {
-	Store   Store
+	Store Store
+	// Values is the blob store of runs' large values (RunnerOptions.Values).
+	Values  blob.Backend
 	Invoker workflow.Invoker
 	Lease   time.Duration
 	Now     func() time.Time
@@ -266,7 +304,7 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 			return nil
 		}
 		l := newRunLog(o.Store, run, head.LastSeq, o.Lease, o.Now)
-		l.expiredBefore, l.ended = now, o.Ended
+		l.expiredBefore, l.ended, l.values = now, o.Ended, values{backend: o.Values, runID: run.ID}
 		switch {
 		case !workflow.Active(run.Status):
 			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -355,6 +393,7 @@ func (l *runLog) rebase(run workflow.Run) {
 // one.
 type runLog struct {
 	store         Store
+	values        values
 	prev          workflow.Run
 	seq           int64
 	lease         time.Duration
@@ -367,6 +406,9 @@ type runLog struct {
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
 // run that has finished ends its log.
 func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error {
+	if err := l.values.fit(ctx, &run); err != nil {
+		return err
+	}
 	evs := runEvents(l.prev, run)
 	data := make([]json.RawMessage, len(evs))
 	for i, ev := range evs {
@@ -412,6 +454,21 @@ func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time 
 	return now.Add(noDeadline)
 }
 
+// SaveElement records out as element j's output of step stepID: one
+// write apart from the run's record, the output spilled when large.
+func (l *runLog) SaveElement(ctx context.Context, stepID string, j int, out map[string]any) error {
+	b, err := l.values.element(ctx, out)
+	if err != nil {
+		return err
+	}
+	return l.store.SaveElement(ctx, l.values.runID, stepID, j, b)
+}
+
+// Whole returns v whole (see values.whole).
+func (l *runLog) Whole(ctx context.Context, v map[string]any) (map[string]any, error) {
+	return l.values.whole(ctx, v)
+}
+
 // snapshot copies what runEvents compares.
 func snapshot(r workflow.Run) workflow.Run {
 	r.Steps = slices.Clone(r.Steps)
@@ -434,9 +491,9 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 		ev := workflow.RunEvent{RunID: cur.ID, StepID: s.ID, ToolID: s.ToolID}
 		switch s.Status {
 		case workflow.StepRunning:
-			ev.Type, ev.Input = workflow.EventStepStarted, s.Input
+			ev.Type, ev.Input = workflow.EventStepStarted, workflow.WithoutKey(s.Input)
 		case workflow.StepCompleted:
-			ev.Type, ev.Output = workflow.EventStepCompleted, s.Output
+			ev.Type, ev.Output = workflow.EventStepCompleted, workflow.WithoutKey(s.Output)
 		case workflow.StepFailed:
 			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
 		case workflow.StepWaiting:

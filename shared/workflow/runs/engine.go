@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,13 +36,20 @@ type ToolRunner interface {
 	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
 }
 
-// Saver records a run's checkpoints: SaveRun stores run if its stored
-// status is ifStatus, with the events of what changed since the last
-// checkpoint. A failed condition (the run was cancelled, another attempt
-// took it over, or the sweeper ended it) is Conflict
-// workflow.CodeRunStateChanged.
+// Saver records a run's checkpoints and keeps its values:
+//   - SaveRun stores run if its stored status is ifStatus, with the
+//     events of what changed since the last checkpoint; values too large
+//     for the record are spilled first (run's steps then hold their
+//     spilled form). A failed condition (the run was cancelled, another
+//     attempt took it over, or the sweeper ended it) is Conflict
+//     workflow.CodeRunStateChanged;
+//   - SaveElement records the output of element j of forEach step stepID;
+//   - Whole returns a value whole: the value itself, or the one a
+//     spilled value refers to.
 type Saver interface {
 	SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error
+	SaveElement(ctx context.Context, stepID string, j int, out map[string]any) error
+	Whole(ctx context.Context, v map[string]any) (map[string]any, error)
 }
 
 // Engine executes the steps of a run: in order, each with its inputs
@@ -151,16 +157,23 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			return x.stopped(ctx, op, err)
 		}
 	}
+	input, err := save.Whole(ctx, run.Input)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
 	outputs := make(map[string]map[string]any, len(steps))
-	scope := workflow.Scope{Steps: outputs, Input: run.Input}
+	scope := workflow.Scope{Steps: outputs, Input: input}
 	for i, step := range steps {
 		rs := &run.Steps[i]
 		switch rs.Status {
-		case workflow.StepCompleted:
-			outputs[step.ID] = rs.Output
-			continue
-		case workflow.StepFailed: // failed with continueOnError
-			outputs[step.ID] = rs.Output
+		case workflow.StepCompleted, workflow.StepFailed: // failed: with continueOnError
+			// A step that finished before a resume or a pause: its output,
+			// whole, feeds the later steps.
+			out, err := save.Whole(ctx, rs.Output)
+			if err != nil {
+				return errs.Wrap(op, err)
+			}
+			outputs[step.ID] = out
 			continue
 		case workflow.StepSkipped:
 			continue
@@ -176,7 +189,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
 		}
 		if step.If != "" {
-			yes, err := e.condition(step.If, run.Input, outputs)
+			yes, err := e.condition(step.If, input, outputs)
 			if err != nil {
 				if done, err := x.stepFailed(ctx, op, i, step, "if: "+errs.MessageOf(err, err.Error()), outputs); done {
 					return err
@@ -338,8 +351,8 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	if len(items) > MaxElements {
 		return nil, fmt.Sprintf("forEach %s has %d elements, more than the %d a step may run over", step.ForEach, len(items), MaxElements), nil
 	}
-	if len(rs.Elements) != len(items) {
-		rs.Elements = make([]map[string]any, len(items))
+	if rs.Elements == nil {
+		rs.Elements = map[int]map[string]any{}
 	}
 	started := x.e.clock()
 	rs.Status, rs.StartedAt = workflow.StepRunning, &started
@@ -352,27 +365,32 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu sync.Mutex // guards rs.Elements, full, the checkpoints, failure, stop
-		// full holds the outputs whole: a checkpoint may cut the recorded
-		// ones (workflow.Bound), the step's results are these.
-		full    = slices.Clone(rs.Elements)
+		mu sync.Mutex // guards rs.Elements, failure, stop
+		// full holds this attempt's outputs whole (a recorded one may be
+		// spilled); the elements recorded before a resume are read back
+		// at the end.
+		full    = map[int]map[string]any{}
 		failure string
-		stop    error // a checkpoint that failed: the run changed state
+		stop    error // a write that failed
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, step.Parallelism())
 	)
 	record := func(j int, out map[string]any) {
+		// One small write per element, apart from the run's record, with
+		// a context a cancel does not cut midway.
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+		err := x.save.SaveElement(wctx, step.ID, j, out)
+		wcancel()
 		mu.Lock()
 		defer mu.Unlock()
-		if stop != nil {
+		if err != nil {
+			if stop == nil {
+				stop = err
+			}
+			cancel()
 			return
 		}
-		full[j], rs.Elements[j] = out, out
-		if err := x.store(ctx, workflow.RunRunning); err != nil {
-			full[j], rs.Elements[j] = nil, nil
-			stop = err
-			cancel()
-		}
+		rs.Elements[j], full[j] = out, out
 	}
 	fail := func(j int, msg string) {
 		mu.Lock()
@@ -382,9 +400,13 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		}
 		cancel()
 	}
+	before := make(map[int]bool, len(rs.Elements)) // finished before a resume
+	for j := range rs.Elements {
+		before[j] = true
+	}
 	for j, item := range items {
-		if rs.Elements[j] != nil {
-			continue // finished before a resume
+		if before[j] {
+			continue
 		}
 		select {
 		case sem <- struct{}{}:
@@ -423,7 +445,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	wg.Wait()
 	switch {
 	case stop != nil:
-		return nil, "", x.stopped(ctx, op, stop)
+		return nil, "", errs.Wrap(op, stop) // not recorded: the runner's next attempt goes on
 	case ctx.Err() != nil:
 		done := x.e.clock()
 		rs.Status, rs.CompletedAt = workflow.StepCancelled, &done
@@ -433,8 +455,16 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		return nil, failure, nil
 	}
 	results := make([]any, len(items))
-	for j, out := range full {
-		if out == nil { // the run's time limit passed before it started
+	for j := range items {
+		out, ok := full[j]
+		if recorded, done := rs.Elements[j]; !ok && done {
+			whole, err := x.save.Whole(ctx, recorded)
+			if err != nil {
+				return nil, "", errs.Wrap(op, err)
+			}
+			out, ok = whole, true
+		}
+		if !ok { // the run's time limit passed before it started
 			x.over = true
 			msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
 			done := x.e.clock()
@@ -576,7 +606,5 @@ func (x *execution) stopped(ctx context.Context, op string, err error) error {
 func (x *execution) store(ctx context.Context, ifStatus string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	ctx = dctx
-	workflow.Bound(x.run)
-	return x.save.SaveRun(ctx, *x.run, ifStatus)
+	return x.save.SaveRun(dctx, *x.run, ifStatus)
 }

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
@@ -39,6 +41,7 @@ type Service struct {
 	lease     time.Duration
 	now       func() time.Time
 	ended     func(ctx context.Context, run workflow.Run) error
+	values    blob.Store
 }
 
 // Options are the dependencies of NewService. Lease zero means
@@ -54,6 +57,10 @@ type Options struct {
 	// Ended, when set, is told of every run whose log the Service ends
 	// (a waiting run cancelled): see RunnerOptions.Ended.
 	Ended func(ctx context.Context, run workflow.Run) error
+	// Values keeps runs' values too large for their records (the blob
+	// store: runs' inputs, human steps' answers; reads of a run sign URLs
+	// of them). Nil: they are kept inline while they fit.
+	Values blob.Store
 }
 
 // NewService returns a Service.
@@ -64,7 +71,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended}
+	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values}
 }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
@@ -146,13 +153,79 @@ func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error
 	if s.invoker == nil {
 		return errs.Wrap(op, errNoRunner)
 	}
-	if err := s.store.CreateRun(ctx, run, job.Lease{Until: s.now().Add(s.lease)}); err != nil {
+	stored := run
+	if b, err := json.Marshal(run.Input); err == nil && len(b) > SpillBytes && s.values != nil {
+		if stored.Input, err = s.runValues(run.ID).put(ctx, b); err != nil {
+			return errs.Wrap(op, err)
+		}
+	}
+	if err := s.store.CreateRun(ctx, stored, job.Lease{Until: s.now().Add(s.lease)}); err != nil {
 		return errs.Wrap(op, err)
 	}
 	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "invoke the runner; the sweeper will", "runId", run.ID, "err", err.Error())
 	}
 	return nil
+}
+
+// runValues returns the values of run runID (none when s has no blob
+// store).
+func (s *Service) runValues(runID string) values {
+	v := values{runID: runID}
+	if s.values != nil {
+		v.backend = s.values
+	}
+	return v
+}
+
+// Value returns v, a value of run runID, whole: v itself, or the value a
+// spilled v refers to (an MCP client's result). It fails when the blob
+// store cannot be read.
+func (s *Service) Value(ctx context.Context, runID string, v map[string]any) (map[string]any, error) {
+	return s.runValues(runID).whole(ctx, v)
+}
+
+// OutputURLTTL is how long the URLs of a run's large values work.
+const OutputURLTTL = 15 * time.Minute
+
+// forClient returns run as a client reads it: spilled values in their
+// cut form with a presigned URL of the whole (inputUrl, outputUrl), and
+// how many elements a running forEach step has done.
+func (s *Service) forClient(ctx context.Context, run workflow.Run) (workflow.Run, error) {
+	const op = "workflow.GetRun"
+	run.Steps = slices.Clone(run.Steps)
+	for i := range run.Steps {
+		st := &run.Steps[i]
+		for _, f := range []struct {
+			v   *map[string]any
+			url *string
+		}{{&st.Input, &st.InputURL}, {&st.Output, &st.OutputURL}} {
+			key, ok := workflow.SpilledKey(*f.v)
+			if !ok {
+				continue
+			}
+			*f.v = workflow.WithoutKey(*f.v)
+			if s.values == nil {
+				continue
+			}
+			p, err := s.values.PresignGet(ctx, key, OutputURLTTL)
+			if err != nil {
+				return workflow.Run{}, errs.Wrap(op, err)
+			}
+			*f.url = p.URL
+		}
+		if _, forEach := st.Input["forEach"]; st.Status == workflow.StepRunning && forEach {
+			n, err := s.store.CountElements(ctx, run.ID, st.ID)
+			if err != nil {
+				return workflow.Run{}, errs.Wrap(op, err)
+			}
+			st.ElementsDone = &n
+		}
+	}
+	if _, ok := workflow.SpilledKey(run.Input); ok {
+		run.Input = workflow.WithoutKey(run.Input)
+	}
+	return run, nil
 }
 
 // startable checks that the caller may run workflow workflowID in chat
@@ -208,7 +281,8 @@ func (s *Service) Wait(ctx context.Context, runID string, bound time.Duration) (
 	if err != nil {
 		return workflow.Run{}, false, errs.Wrap(op, err)
 	}
-	return r, !workflow.Active(r.Status), nil
+	r, err = s.forClient(ctx, r)
+	return r, err == nil && !workflow.Active(r.Status), err
 }
 
 // errPaused stops a follow at a step_waiting event.
@@ -307,7 +381,11 @@ func (s *Service) inScope(ctx context.Context, op string, sc Scope, runID string
 // Get returns run runID of the caller's chat or workflow: NotFound
 // (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden.
 func (s *Service) Get(ctx context.Context, sc Scope, runID string) (workflow.Run, error) {
-	return s.inScope(ctx, "workflow.GetRun", sc, runID)
+	r, err := s.inScope(ctx, "workflow.GetRun", sc, runID)
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	return s.forClient(ctx, r)
 }
 
 // Events returns a follower of the events of run runID of the caller's
@@ -332,7 +410,11 @@ func (s *Service) Cancel(ctx context.Context, sc Scope, runID string) (workflow.
 	if err != nil {
 		return workflow.Run{}, err
 	}
-	return s.cancel(ctx, op, r)
+	c, err := s.cancel(ctx, op, r)
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	return s.forClient(ctx, c)
 }
 
 // CancelRun cancels run runID if it is still active, checking no owner
@@ -387,7 +469,7 @@ func (s *Service) cancelWaiting(ctx context.Context, runID string) (workflow.Run
 		return workflow.Run{}, errs.E("workflow.CancelRun", errs.Conflict, workflow.CodeRunStateChanged, "the workflow run changed state")
 	}
 	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
-	l.ended = s.ended
+	l.ended, l.values = s.ended, s.runValues(run.ID)
 	workflow.CancelRun(&run, s.now())
 	return run, l.SaveRun(ctx, run, workflow.RunWaiting)
 }
@@ -443,6 +525,7 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 	}
 	now := s.now().UTC()
 	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
+	l.values = s.runValues(run.ID)
 	answer(&run, i, workflow.HumanAnswer{Approved: a.Approved, Values: values, RespondedAt: now}, now)
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		if errs.CodeOf(err) == workflow.CodeRunStateChanged {
@@ -453,7 +536,7 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "hand the answered run to the runner; the sweeper will", "runId", run.ID, "err", err.Error())
 	}
-	return run, nil
+	return s.forClient(ctx, run)
 }
 
 // answer completes waiting step i of run with a and makes the run
@@ -477,8 +560,11 @@ func answer(run *workflow.Run, i int, a workflow.HumanAnswer, now time.Time) {
 // that did not complete.
 func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string) (workflow.Run, error) {
 	const op = "workflow.RetryRun"
-	orig, err := s.Get(ctx, sc, runID)
+	orig, err := s.inScope(ctx, op, sc, runID) // as stored: spilled values keep their keys
 	if err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	if err := s.runValues(orig.ID).plan(ctx, &orig); err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
 	if workflow.Active(orig.Status) {
@@ -509,7 +595,7 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 	}
 	run := workflow.Run{ID: uuid.NewString(), ChatID: orig.ChatID, WorkflowID: orig.WorkflowID, UserID: auth.UserID(ctx),
 		Status: workflow.RunPending, StartedAt: s.now().UTC(), Attempt: 1, WorkflowVersion: orig.WorkflowVersion,
-		RetryOf: orig.ID, Plan: orig.Plan, Steps: make([]workflow.RunStep, len(orig.Steps)), Input: orig.Input,
+		RetryOf: orig.ID, Plan: orig.Plan, PlanRef: orig.PlanRef, Steps: make([]workflow.RunStep, len(orig.Steps)), Input: orig.Input,
 		Trigger: &workflow.Trigger{Type: workflow.TriggerManual}}
 	for i, st := range orig.Steps {
 		if i < from {
@@ -553,6 +639,11 @@ func (s *Service) List(ctx context.Context, sc Scope, limit int, cursor string) 
 	}
 	if err != nil {
 		return Page{}, errs.Wrap(op, err)
+	}
+	for i := range runs {
+		if runs[i], err = s.forClient(ctx, runs[i]); err != nil {
+			return Page{}, err
+		}
 	}
 	return Page{Runs: runs, Next: next}, nil
 }

@@ -1,0 +1,191 @@
+package runs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/truncate"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// Large values: a run's record is one DynamoDB item (400 KB), but a step
+// may produce up to MaxValueBytes. A value whose JSON is longer than
+// SpillBytes, and then the largest others while the record's values pass
+// truncate.MaxItem, are spilled (workflow.Spilled) to the blob store under
+// the run's prefix, named by their content, and read back whole where a
+// step needs them: later steps' inputs, conditions, forEach arrays, an
+// MCP client's result. Without a blob store (Values nil) they are cut to
+// fit instead (workflow.Bound), as a record can only hold so much.
+
+const (
+	// SpillBytes is the longest value kept in a run's record: larger ones
+	// go to the blob store. Small values stay inline, so a run of small
+	// values makes no blob call at all.
+	SpillBytes = 32 << 10
+	// MaxValueBytes bounds one value a run keeps: a step's output, its
+	// resolved input, the run's input (8 MiB of JSON).
+	MaxValueBytes = 8 << 20
+)
+
+// values reads and writes a run's spilled values; a zero values (no
+// backend) spills nothing.
+type values struct {
+	backend blob.Backend
+	runID   string
+}
+
+// spillable reports whether values are spilled rather than cut.
+func (v values) spillable() bool { return v.backend != nil }
+
+// put stores the JSON b under its content's key and returns its spilled
+// form. A value already stored under that key is stored again, the same.
+func (v values) put(ctx context.Context, b []byte) (map[string]any, error) {
+	sum := sha256.Sum256(b)
+	key := fmt.Sprintf("%s%x.json", workflow.RunBlobPrefix(v.runID), sum[:16])
+	if _, err := blob.PutBytes(ctx, v.backend, key, b, "application/json"); err != nil {
+		return nil, errs.Wrap("runs.spill", err)
+	}
+	return workflow.Spilled(b, key), nil
+}
+
+// whole returns m whole: m itself, or the value a spilled m refers to.
+// It fails when the blob store cannot be read or has lost the value.
+func (v values) whole(ctx context.Context, m map[string]any) (map[string]any, error) {
+	key, ok := workflow.SpilledKey(m)
+	if !ok {
+		return m, nil
+	}
+	if v.backend == nil {
+		return nil, errs.E("runs.whole", errs.Internal, "", "internal error").WithCause(fmt.Errorf("value %s is spilled, and no blob store is configured", key))
+	}
+	b, _, err := blob.ReadAll(ctx, v.backend, key, MaxValueBytes+1)
+	if err != nil {
+		return nil, errs.Wrap("runs.whole", err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, errs.E("runs.whole", errs.Internal, "", "internal error").WithCause(fmt.Errorf("value %s: %w", key, err))
+	}
+	return out, nil
+}
+
+// slot is one value of a run's record.
+type slot struct {
+	get  func() map[string]any
+	set  func(map[string]any)
+	size int
+	json []byte
+}
+
+// fit spills run's values so that its record fits: every value over
+// SpillBytes, then the largest others while together they pass
+// truncate.MaxItem. Values already spilled stay as they are. Without a
+// blob store the values are cut instead (workflow.Bound). It fails when
+// the blob store cannot be written.
+func (v values) fit(ctx context.Context, run *workflow.Run) error {
+	if !v.spillable() {
+		workflow.Bound(run)
+		return nil
+	}
+	var slots []*slot
+	for i := range run.Steps {
+		s := &run.Steps[i]
+		slots = append(slots,
+			&slot{get: func() map[string]any { return s.Input }, set: func(m map[string]any) { s.Input, s.Truncated = m, true }},
+			&slot{get: func() map[string]any { return s.Output }, set: func(m map[string]any) { s.Output, s.Truncated = m, true }})
+	}
+	total := 0
+	for _, sl := range slots {
+		m := sl.get()
+		if m == nil {
+			continue
+		}
+		if _, spilled := workflow.SpilledKey(m); !spilled {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return errs.Wrap("runs.fit", err)
+			}
+			sl.json, sl.size = b, len(b)
+		} else {
+			sl.size = 200 // its cut form
+		}
+		total += sl.size
+	}
+	spill := func(sl *slot) error {
+		m, err := v.put(ctx, sl.json)
+		if err != nil {
+			return err
+		}
+		sl.set(m)
+		total += 200 - sl.size
+		sl.size, sl.json = 200, nil
+		return nil
+	}
+	for _, sl := range slots {
+		if sl.json != nil && sl.size > SpillBytes {
+			if err := spill(sl); err != nil {
+				return err
+			}
+		}
+	}
+	for total > truncate.MaxItem {
+		i := slices.IndexFunc(slots, func(sl *slot) bool { return sl.json != nil && sl.size > 200 })
+		if i < 0 {
+			break
+		}
+		for j, sl := range slots {
+			if sl.json != nil && sl.size > slots[i].size {
+				i = j
+			}
+		}
+		if err := spill(slots[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// element returns the JSON a forEach element's output is recorded as:
+// spilled when over SpillBytes (and a blob store is configured), cut to
+// SpillBytes otherwise.
+func (v values) element(ctx context.Context, out map[string]any) ([]byte, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, errs.Wrap("runs.element", err)
+	}
+	if len(b) <= SpillBytes {
+		return b, nil
+	}
+	if !v.spillable() {
+		return truncate.Cut(b, SpillBytes), nil
+	}
+	m, err := v.put(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// plan reads run's snapshot of its steps from the blob store when it is
+// kept there (run.PlanRef). It fails when the store cannot be read.
+func (v values) plan(ctx context.Context, run *workflow.Run) error {
+	if run.PlanRef == "" || run.Plan != nil {
+		return nil
+	}
+	if v.backend == nil {
+		return errs.E("runs.plan", errs.Internal, "", "internal error").WithCause(fmt.Errorf("run %s's plan is in the blob store, and none is configured", run.ID))
+	}
+	b, _, err := blob.ReadAll(ctx, v.backend, run.PlanRef, MaxValueBytes)
+	if err != nil {
+		return errs.Wrap("runs.plan", err)
+	}
+	if err := json.Unmarshal(b, &run.Plan); err != nil {
+		return errs.E("runs.plan", errs.Internal, "", "internal error").WithCause(fmt.Errorf("plan %s: %w", run.PlanRef, err))
+	}
+	return nil
+}

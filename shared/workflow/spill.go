@@ -1,0 +1,57 @@
+package workflow
+
+import (
+	"encoding/json"
+
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/truncate"
+)
+
+// RunBlobPrefix is where the blob store keeps run runID's spilled values;
+// they are deleted with the run.
+func RunBlobPrefix(runID string) string { return blob.PrefixRuns + runID + "/" }
+
+// A run's value too large for its record (a step's input or output, a
+// forEach element's output, the run's input) is spilled: kept whole in
+// the blob store, while the record holds its cut form (package truncate:
+// {"truncated": true, "preview": "<the start of its JSON>"}) with two more
+// fields, "blob" (the value's key in the blob store) and "size" (the
+// length of its JSON in bytes). Readers that need the value whole (the
+// engine resolving a later step's inputs, an MCP client's result) read it
+// back; a client reading the run gets the cut form and a presigned URL.
+
+// SpilledPreview bounds the preview a spilled value keeps in the record.
+const SpilledPreview = 1 << 10
+
+// Spilled returns the record's form of the value whose JSON is v, kept
+// in the blob store under key.
+func Spilled(v json.RawMessage, key string) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(truncate.Cut(v, SpilledPreview), &m)
+	m["blob"], m["size"] = key, len(v)
+	return m
+}
+
+// SpilledKey reports whether m is a spilled value, and its key.
+func SpilledKey(m map[string]any) (string, bool) {
+	if m == nil || m["truncated"] != true {
+		return "", false
+	}
+	key, ok := m["blob"].(string)
+	return key, ok && key != ""
+}
+
+// WithoutKey returns the spilled value m as a client sees it: its cut
+// form and size, without the blob key; other values as they are.
+func WithoutKey(m map[string]any) map[string]any {
+	if _, ok := SpilledKey(m); !ok {
+		return m
+	}
+	c := make(map[string]any, len(m)-1)
+	for k, v := range m {
+		if k != "blob" {
+			c[k] = v
+		}
+	}
+	return c
+}
