@@ -32,10 +32,10 @@ func lambdaRuntimeSection(doc *bytes.Buffer, o options) error {
 		"(a route the function does not serve, the tool server's refusal without its key, a run that does not exist for the runner, "+
 		"a sweep over empty tables for the sweeper). Wall: from the emulator listening to the answer. CPU: the CPU time of the bootstrap "+
 		"(and any process it started) and of the emulator during the call, what the invocation costs on an idle machine; unlike the wall "+
-		"time it does not grow with the machine's other work, so the ratio to health is taken of it: the least CPU time over %d rounds (each starting every function once in random order; "+
-		"interference only adds CPU time), over health's. "+
+		"time it does not grow with the machine's other work, so the ratio to health is taken of it: the median, over %d rounds (each starting every function once in random order), "+
+		"of the function's CPU time over health's in the same round; the CPU column is the least over the rounds. "+
 		"`TestFirstInvokeWithinTwiceHealth` (part of `make test`) holds every function to at most twice health's, "+
-		"workflows and sweeper to three times for now (the test names why).\n\n", o.rounds, o.rounds)
+		"the sweeper to 2.6 times (its first event is a sweep; the test names why).\n\n", o.rounds, o.rounds)
 	b, err := os.ReadFile(table)
 	if err != nil {
 		return errors.Join(runErr, fmt.Errorf("the report's table: %w", err))

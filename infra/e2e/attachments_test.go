@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -286,4 +287,71 @@ func TestAttachmentsSurviveRestart(t *testing.T) {
 	if r := blobRequest(t, "GET", after.DownloadURL, nil, nil); r.Status != 200 || string(r.Body) != "# kept ✓\n\n" {
 		t.Fatalf("download after restart: %d %q", r.Status, r.Body)
 	}
+}
+
+// TestAttachmentAsRunInput: a run input of format attachment takes the id
+// of one of the user's ready attachments, and steps read the file's text
+// as {{input.<name>}}; an id of another user's attachment, one not yet
+// uploaded, and an image are 400 INVALID_INPUT naming the field, and no
+// run starts.
+func TestAttachmentAsRunInput(t *testing.T) {
+	t.Parallel()
+	srv := durableServer(t, "ALLOWED_ORIGINS="+frontendOrigin)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "file-input@example.com")
+	chatID := newChat(t, c, map[string]string{"title": "files"}).ID
+	csv := []byte("name,age\nAda,36\nAlan,41\n")
+	a := newAttachment(t, c, chatID, "people.csv", "text/csv", int64(len(csv)))
+	if r := upload(t, a, csv); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	wfID := defineWorkflow(t, c, userID, "people", `{
+	  "inputSchema": {"type": "object", "properties": {"doc": {"type": "string", "format": "attachment"}}, "required": ["doc"]},
+	  "steps": [{"id": "rows", "toolId": "csv_parse", "inputs": {"text": "{{input.doc}}"}},
+	            {"id": "names", "toolId": "json_query", "inputs": {"input": "{{rows.rows}}", "query": "map(.name)"}}]}`)
+	status, run := startRun(t, c, chatID, wfID, map[string]any{"doc": a.ID})
+	if b, _ := json.Marshal(run.Steps[1].Output["result"]); status != 201 || run.Status != "completed" || string(b) != `["Ada","Alan"]` {
+		t.Fatalf("run over the attachment: %d %s %q %s", status, run.Status, run.Error, b)
+	}
+	if run.Trigger == nil || getRunInput(t, c, wfID, run.ID)["doc"] != a.ID {
+		t.Errorf("the run's input should name the attachment")
+	}
+
+	other := newClient(t, srv.API)
+	signUpChatUser(t, other, "file-input-other@example.com")
+	otherChat := newChat(t, other, map[string]string{"title": "theirs"}).ID
+	theirs := newAttachment(t, other, otherChat, "t.csv", "text/csv", int64(len(csv)))
+	if r := upload(t, theirs, csv); r.Status != 200 {
+		t.Fatalf("upload: %d", r.Status)
+	}
+	pending := newAttachment(t, c, chatID, "later.csv", "text/csv", 10)
+	img := newAttachment(t, c, chatID, "p.png", "image/png", int64(len(pngFile)))
+	if r := upload(t, img, pngFile); r.Status != 200 {
+		t.Fatalf("upload png: %d", r.Status)
+	}
+	for name, id := range map[string]string{"another user's": theirs.ID, "not uploaded": pending.ID, "an image": img.ID, "no such": "00000000-0000-4000-8000-000000000000"} {
+		r := c.do("POST", "/api/chats/"+chatID+"/workflow-runs", map[string]any{"workflowId": wfID, "input": map[string]any{"doc": id}})
+		e := expectError(t, name, r, 400, "INVALID_INPUT")
+		if len(e.Details) != 1 || e.Details[0].Field != "input.doc" {
+			t.Errorf("%s: details %+v", name, e.Details)
+		}
+	}
+	var list struct {
+		Data struct{ WorkflowRuns []unattendedRun }
+	}
+	c.do("GET", "/api/workflows/"+wfID+"/runs", nil).decode(t, &list)
+	if len(list.Data.WorkflowRuns) != 1 {
+		t.Errorf("%d runs after one good and four refused starts", len(list.Data.WorkflowRuns))
+	}
+}
+
+func getRunInput(t *testing.T, c *client, wfID, runID string) map[string]any {
+	t.Helper()
+	var out struct {
+		Data struct {
+			Input map[string]any `json:"input"`
+		}
+	}
+	c.do("GET", "/api/workflows/"+wfID+"/runs/"+runID, nil).decode(t, &out)
+	return out.Data.Input
 }

@@ -215,8 +215,26 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// start runs function name's bootstrap under the emulator with env.
+// start runs function name's bootstrap under the emulator with env. The
+// two ports are picked free and then handed to the emulator, so another
+// process may take one in between: an emulator that exits because its
+// address is in use is started again on new ports, up to three times.
 func start(t *testing.T, name string, env []string) *function {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		f, inUse := startOnce(t, name, env)
+		if f != nil {
+			return f
+		}
+		if !inUse || attempt == 3 {
+			t.Fatalf("%s: the emulator did not listen (attempt %d)", name, attempt)
+		}
+	}
+}
+
+// startOnce starts the emulator once; it returns nil and whether the
+// emulator exited for an address already in use when it does not listen.
+func startOnce(t *testing.T, name string, env []string) (*function, bool) {
 	t.Helper()
 	rie, boot := binary(t, "rie"), binary(t, name)
 	addr := freePort(t)
@@ -227,17 +245,28 @@ func start(t *testing.T, name string, env []string) *function {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop := sync.OnceFunc(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := sync.OnceFunc(func() { _ = cmd.Process.Kill(); <-exited })
 	t.Cleanup(stop)
 	f := &function{t: t, url: "http://" + addr + "/2015-03-31/functions/function/invocations", logs: logs, stop: stop, pid: cmd.Process.Pid}
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return f
+			return f, false
+		}
+		select {
+		case <-exited:
+			inUse := strings.Contains(logs.String(), "address already in use")
+			t.Logf("%s: the emulator exited before listening: %s", name, logs)
+			return nil, inUse
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: the emulator did not listen: %s", name, logs)
+			t.Logf("%s: the emulator did not listen in 30 s: %s", name, logs)
+			stop()
+			return nil, false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -490,3 +490,44 @@ func (s *Service) ForModel(ctx context.Context, a Attachment, in model.Input, ma
 	m.Data = data
 	return m, nil
 }
+
+// MaxFileText bounds the text a workflow run reads from an attachment
+// its input names (an input property of format attachment): the 8 MiB a
+// run's value may be.
+const MaxFileText = 8 << 20
+
+// CheckFile returns nil when id is one of userID's ready attachments
+// whose text a workflow run can read: text-like and at most MaxFileText.
+// Errors: ReadyByID's (NotFound ATTACHMENT_NOT_FOUND, Forbidden, Conflict
+// ATTACHMENT_NOT_READY), Invalid ATTACHMENT_NOT_TEXT, Invalid
+// ATTACHMENT_TOO_LARGE.
+func (s *Service) CheckFile(ctx context.Context, userID, id string) error {
+	_, err := s.file(ctx, userID, id)
+	return err
+}
+
+// FileText returns the text of userID's attachment id (see CheckFile).
+func (s *Service) FileText(ctx context.Context, userID, id string) (string, error) {
+	const op = "attachment.FileText"
+	a, err := s.file(ctx, userID, id)
+	if err != nil {
+		return "", err
+	}
+	text, _, err := s.Text(ctx, a, MaxFileText)
+	return text, errs.Wrap(op, err)
+}
+
+func (s *Service) file(ctx context.Context, userID, id string) (Attachment, error) {
+	const op = "attachment.CheckFile"
+	a, err := s.ReadyByID(ctx, userID, id)
+	if err != nil {
+		return Attachment{}, errs.Wrap(op, err)
+	}
+	if !IsText(a.ContentType) {
+		return Attachment{}, errs.E(op, errs.Invalid, "ATTACHMENT_NOT_TEXT", fmt.Sprintf("attachment %s is %s: a run reads the text of text, Markdown, CSV and JSON files", a.ID, a.ContentType))
+	}
+	if a.Size > MaxFileText {
+		return Attachment{}, errs.E(op, errs.Invalid, "ATTACHMENT_TOO_LARGE", fmt.Sprintf("attachment %s is %d bytes; a run reads at most %d", a.ID, a.Size, MaxFileText))
+	}
+	return a, nil
+}

@@ -88,6 +88,7 @@ type runItem struct {
 	PlanRef     string     `dynamo:"planRef,omitempty"` // or its key in the blob store
 	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
 	Input       string     `dynamo:"input,omitempty"`   // JSON
+	InputFiles  []string   `dynamo:"inputFiles,omitempty,set"`
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -99,7 +100,7 @@ func newRunItem(r workflow.Run) (runItem, error) {
 		PK: runPK(r.ID), SK: runSK, GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runIndexSK(r), Type: "run",
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
-		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf,
+		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
 	}
 	if r.ChatID != "" {
 		it.GSI2PK, it.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
@@ -135,7 +136,8 @@ func encodeSteps(steps []workflow.RunStep) (string, error) {
 func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
-		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef}
+		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef,
+		InputFiles: it.InputFiles}
 	for _, f := range []struct {
 		attr, data string
 		dst        any

@@ -285,6 +285,9 @@ type Run struct {
 	Trigger *Trigger `json:"trigger,omitempty"`
 	// Input is the run's input, which steps read as {{input.<name>}}.
 	Input map[string]any `json:"input,omitempty"`
+	// InputFiles are the input's properties of format attachment: each
+	// holds an attachment's id, and steps read the file's text.
+	InputFiles []string `json:"-"`
 	// Plan is the snapshot of the workflow's steps the run executes, so
 	// that a resume or a retry runs what the run started with. PlanRef,
 	// when set, is its key in the blob store (a large workflow's), and

@@ -10,9 +10,11 @@ import (
 	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/blob/s3blob"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/store"
 )
 
 // Open returns d.Blobs when set, else the Store of the S3 bucket
@@ -26,4 +28,16 @@ func Open(ctx context.Context, cfg config.Config, d assembly.Deps) (blob.Store, 
 		return nil, fmt.Errorf("config: required but not set: BLOB_BUCKET")
 	}
 	return s3blob.Open(ctx, s3blob.Options{Bucket: cfg.BlobBucket, Region: cfg.Region, Endpoint: cfg.BlobEndpoint})
+}
+
+// Attachments returns the attachment service: attachments in the Data
+// table, their bytes in the blob store (Open), each user's storage within
+// USER_STORAGE_QUOTA. It fails as Open does.
+func Attachments(ctx context.Context, cfg config.Config, d assembly.Deps) (*attachment.Service, error) {
+	blobs, err := Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return attachment.NewService(attachment.Options{Store: store.NewAttachments(d.DB, cfg.DataTable), Blobs: blobs,
+		Quota: cfg.UserStorageQuota, Now: d.Now}), nil
 }

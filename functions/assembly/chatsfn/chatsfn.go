@@ -54,12 +54,7 @@ var Chats = assembly.Function{
 // table, their bytes in the blob store (blobstore.Open), each user's
 // storage within USER_STORAGE_QUOTA.
 func Attachments(ctx context.Context, cfg config.Config, d assembly.Deps) (*attachment.Service, error) {
-	blobs, err := blobstore.Open(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	return attachment.NewService(attachment.Options{Store: store.NewAttachments(d.DB, cfg.DataTable), Blobs: blobs,
-		Quota: cfg.UserStorageQuota, Now: d.Now}), nil
+	return blobstore.Attachments(ctx, cfg, d)
 }
 
 // Limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,

@@ -47,11 +47,16 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	if err != nil {
 		return nil, err
 	}
+	// The attachments run inputs name, whose text steps read.
+	files, err := blobstore.Attachments(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	// Steps' large inputs and results travel to and from the tool server
 	// by reference, through the blob store.
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Values: blobs, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
+		Store: store.NewRuns(d.DB, cfg.DataTable), Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
 		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)

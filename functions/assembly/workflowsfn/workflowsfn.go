@@ -45,6 +45,11 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
+	// The attachments run inputs name (format attachment).
+	files, err := blobstore.Attachments(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	// Deleting a workflow deletes its triggers and their schedules.
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
@@ -64,7 +69,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	runService := runs.NewService(runs.Options{
 		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable), Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
-		Ended: ended, Values: blobs,
+		Ended: ended, Values: blobs, Files: files,
 	})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}

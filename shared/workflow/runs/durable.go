@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -71,6 +72,9 @@ type RunnerOptions struct {
 	// Values keeps the values too large for a run's record (the blob
 	// store); nil: they are cut to fit.
 	Values blob.Backend
+	// Files reads the attachments a run's input names; nil: a run whose
+	// input names one fails.
+	Files Files
 	// Jobs renews a run's lease while a long step runs.
 	Jobs  job.Store
 	Tools ToolRunner
@@ -98,6 +102,7 @@ type RunnerOptions struct {
 type Runner struct {
 	store      Store
 	values     blob.Backend
+	files      Files
 	jobs       job.Store
 	engine     *Engine
 	idempotent func(ctx context.Context, toolID string) (bool, error)
@@ -121,7 +126,7 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.RunTimeout = RunnerRunTimeout
 	}
 	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep})
-	return &Runner{store: o.Store, values: o.Values, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
+	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
 }
 
 // Run executes attempt ref.Attempt of a durable run from its first
@@ -176,6 +181,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
 	if err := l.values.plan(ctx, &run); err != nil {
 		return errs.Wrap(op, err)
 	}
+	l.files = r.files
 	if len(run.Plan) != len(run.Steps) {
 		now := r.now().UTC()
 		workflow.MarkRest(&run, workflow.StepSkipped)
@@ -394,6 +400,7 @@ func (l *runLog) rebase(run workflow.Run) {
 type runLog struct {
 	store         Store
 	values        values
+	files         Files
 	prev          workflow.Run
 	seq           int64
 	lease         time.Duration
@@ -467,6 +474,32 @@ func (l *runLog) SaveElement(ctx context.Context, stepID string, j int, out map[
 // Whole returns v whole (see values.whole).
 func (l *runLog) Whole(ctx context.Context, v map[string]any) (map[string]any, error) {
 	return l.values.whole(ctx, v)
+}
+
+// InputFiles returns input with each of run's input files (properties of
+// format attachment, holding an attachment's id) replaced by the file's
+// text, which steps read. It fails with the file's error, naming the
+// property: the run cannot go on.
+func (l *runLog) InputFiles(ctx context.Context, run *workflow.Run, input map[string]any) (map[string]any, error) {
+	if len(run.InputFiles) == 0 {
+		return input, nil
+	}
+	out := maps.Clone(input)
+	for _, name := range run.InputFiles {
+		id, ok := input[name].(string)
+		if !ok {
+			continue
+		}
+		if l.files == nil {
+			return nil, errs.E("runs.InputFiles", errs.Invalid, "", fmt.Sprintf("input.%s names an attachment, which this runner cannot read", name))
+		}
+		text, err := l.files.FileText(ctx, run.UserID, id)
+		if err != nil {
+			return nil, errs.E("runs.InputFiles", errs.KindOf(err), errs.CodeOf(err), fmt.Sprintf("input.%s: %s", name, errs.MessageOf(err, "the attachment cannot be read"))).WithCause(err)
+		}
+		out[name] = text
+	}
+	return out, nil
 }
 
 // snapshot copies what runEvents compares.

@@ -50,6 +50,9 @@ type Saver interface {
 	SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error
 	SaveElement(ctx context.Context, stepID string, j int, out map[string]any) error
 	Whole(ctx context.Context, v map[string]any) (map[string]any, error)
+	// InputFiles returns input with the run's input files replaced by
+	// their text; its error is the run's failure.
+	InputFiles(ctx context.Context, run *workflow.Run, input map[string]any) (map[string]any, error)
 }
 
 // Engine executes the steps of a run: in order, each with its inputs
@@ -128,8 +131,9 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 //     result; a failed condition means the run was cancelled (or taken
 //     over): the remaining steps become cancelled and so does the run (a
 //     step that finished keeps its result);
-//   - a step's inputs are resolved from the run's input and earlier
-//     outputs (workflow.Scope); the outputs of finished steps (run before
+//   - a step's inputs are resolved from the run's input (an input file,
+//     a property of format attachment, read as the file's text) and
+//     earlier outputs (workflow.Scope); the outputs of finished steps (run before
 //     a resume, or reused by a retry) feed the later steps and those steps
 //     do not run again;
 //   - a step whose `if` is false is skipped; a forEach step runs its tool
@@ -160,6 +164,12 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 	input, err := save.Whole(ctx, run.Input)
 	if err != nil {
 		return errs.Wrap(op, err)
+	}
+	if input, err = save.InputFiles(ctx, run, input); err != nil {
+		if errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Internal) {
+			return errs.Wrap(op, err) // not recorded: the next attempt reads again
+		}
+		return x.finish(ctx, op, workflow.RunFailed, errs.MessageOf(err, "an input file cannot be read"))
 	}
 	outputs := make(map[string]map[string]any, len(steps))
 	scope := workflow.Scope{Steps: outputs, Input: input}

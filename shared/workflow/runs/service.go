@@ -42,6 +42,7 @@ type Service struct {
 	now       func() time.Time
 	ended     func(ctx context.Context, run workflow.Run) error
 	values    blob.Store
+	files     Files
 }
 
 // Options are the dependencies of NewService. Lease zero means
@@ -61,6 +62,18 @@ type Options struct {
 	// store: runs' inputs, human steps' answers; reads of a run sign URLs
 	// of them). Nil: they are kept inline while they fit.
 	Values blob.Store
+	// Files checks the attachments a run's input names (its properties
+	// of format attachment); nil: such inputs are refused.
+	Files Files
+}
+
+// Files are the attachments a run's input may name (attachment.Service).
+type Files interface {
+	// CheckFile returns nil when id is one of userID's ready attachments
+	// whose text a run can read; the attachment's error otherwise.
+	CheckFile(ctx context.Context, userID, id string) error
+	// FileText returns that text.
+	FileText(ctx context.Context, userID, id string) (string, error)
 }
 
 // NewService returns a Service.
@@ -71,7 +84,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values}
+	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values, files: o.Files}
 }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
@@ -132,7 +145,12 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
+	files, err := s.checkFiles(ctx, op, wf, input)
+	if err != nil {
+		return workflow.Run{}, err
+	}
 	run := NewRun(wf, req.ChatID, auth.UserID(ctx), s.now())
+	run.InputFiles = files
 	if req.RunID != "" {
 		run.ID = req.RunID
 	}
@@ -166,6 +184,43 @@ func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error
 		logging.FromContext(ctx).WarnContext(ctx, "invoke the runner; the sweeper will", "runId", run.ID, "err", err.Error())
 	}
 	return nil
+}
+
+// checkFiles checks the attachments input names (wf's input properties
+// of format attachment, validated as strings) and returns those
+// properties' names. Invalid INVALID_INPUT naming input.<name> when one is
+// not the caller's readable attachment, or when s takes no files.
+func (s *Service) checkFiles(ctx context.Context, op string, wf workflow.Workflow, input map[string]any) ([]string, error) {
+	if len(wf.InputSchema) == 0 {
+		return nil, nil
+	}
+	schema, err := inputschema.Check(wf.InputSchema)
+	if err != nil {
+		return nil, errs.E(op, errs.Invalid, "INVALID_INPUT_SCHEMA", "the workflow's inputSchema "+err.Error())
+	}
+	var names []string
+	var bad errs.FieldErrors
+	for _, name := range schema.Attachments() {
+		id, given := input[name].(string)
+		if !given {
+			continue
+		}
+		names = append(names, name)
+		switch {
+		case s.files == nil:
+			bad.Add("input."+name, "names an attachment, which runs started here cannot read")
+		default:
+			if err := s.files.CheckFile(ctx, auth.UserID(ctx), id); err != nil {
+				bad.Add("input."+name, "%s", errs.MessageOf(err, "is not one of your ready attachments"))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		e := errs.Fields(op, bad...)
+		e.Code = "INVALID_INPUT"
+		return nil, e
+	}
+	return names, nil
 }
 
 // runValues returns the values of run runID (none when s has no blob
