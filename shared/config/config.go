@@ -22,14 +22,9 @@ import (
 // Config is the whole service's configuration. Each function reads the
 // fields it needs and calls Require for the ones it cannot run without.
 type Config struct {
-	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
-	InLambda bool
-	// FunctionName (AWS_LAMBDA_FUNCTION_NAME, set by Lambda) is the
-	// running function's name: the runner hands the runs it starts (a
-	// trigger's buffered fire) to itself.
-	FunctionName string
+	Runtime
+	Logging
 
-	Region           string // AWS_REGION; default us-east-1
 	DynamoDBEndpoint string // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
 	UsersTable       string // USERS_TABLE; default "users" locally
 	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
@@ -90,9 +85,6 @@ type Config struct {
 	// default 1 GiB) bounds the bytes of each user's attachments.
 	UserStorageQuota int64
 
-	LogLevel  slog.Level     // LOG_LEVEL: debug, info, warn, error; default info
-	LogFormat logging.Format // LOG_FORMAT: json or text; default json in Lambda, text locally
-
 	DefaultModelID    string        // DEFAULT_MODEL_ID; default "builtin"
 	BuiltinChunkDelay time.Duration // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
 
@@ -151,10 +143,6 @@ type Config struct {
 	// service key) share one such allowance. The sandbox keeps more
 	// workers than that, so one user never holds them all.
 	SandboxPerUser int
-	// FunctionMemoryMB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, set by Lambda: the
-	// function's memory in MB; 0 outside Lambda) sizes the tool server's
-	// sandbox (functions/assembly/mcpfn.SandboxSize).
-	FunctionMemoryMB int
 
 	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
 	// tools of tests of durable runs (tools.TestTools: a counting, slow,
@@ -206,6 +194,66 @@ type Config struct {
 	raw map[string]string
 }
 
+// Runtime is what Lambda tells the function about itself.
+type Runtime struct {
+	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
+	InLambda bool `env:"-"`
+	// FunctionName (AWS_LAMBDA_FUNCTION_NAME, set by Lambda) is the
+	// running function's name: the runner hands the runs it starts (a
+	// trigger's buffered fire) to itself.
+	FunctionName string `env:"AWS_LAMBDA_FUNCTION_NAME"`
+	// Region (AWS_REGION, set by Lambda; default us-east-1).
+	Region string `env:"AWS_REGION" envDefault:"us-east-1"`
+	// FunctionMemoryMB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, set by Lambda: the
+	// function's memory in MB, at least 128; 0 outside Lambda) sizes the
+	// tool server's sandbox (functions/assembly/mcpfn.SandboxSize).
+	FunctionMemoryMB int `env:"AWS_LAMBDA_FUNCTION_MEMORY_SIZE"`
+}
+
+// functionNameVar tells Lambda from a local process.
+const functionNameVar = "AWS_LAMBDA_FUNCTION_NAME"
+
+// Validate fails on a memory size Lambda cannot have.
+func (r Runtime) Validate() error {
+	var p problems
+	if r.FunctionMemoryMB != 0 && r.FunctionMemoryMB < 128 {
+		p.add("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "must be the function's memory in MB, at least 128, got %q", strconv.Itoa(r.FunctionMemoryMB))
+	}
+	return p.err()
+}
+
+// Logging is the log's level and encoding (shared/logging).
+type Logging struct {
+	LogLevel  slog.Level     `env:"LOG_LEVEL" envDefault:"info"`                         // LOG_LEVEL: debug, info, warn, error; default info
+	LogFormat logging.Format `env:"LOG_FORMAT" envDefault:"json" envLocalDefault:"text"` // LOG_FORMAT: json or text; default json in Lambda, text locally
+}
+
+const (
+	logLevelVar     = "LOG_LEVEL"
+	logLevelMustBe  = "must be debug, info, warn or error, got %q"
+	logFormatMustBe = "must be json or text, got %q"
+)
+
+// Validate fails on a level other than the four named ones (slog would
+// take "info+2") and on an unknown format.
+func (l Logging) Validate() error {
+	var p problems
+	switch l.LogLevel {
+	case slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError:
+	default:
+		p.add(logLevelVar, logLevelMustBe, strings.ToLower(l.LogLevel.String()))
+	}
+	if l.LogFormat != logging.JSON && l.LogFormat != logging.Text {
+		p.add("LOG_FORMAT", logFormatMustBe, l.LogFormat)
+	}
+	return p.err()
+}
+
+// Validate checks every concern; the error names each bad variable.
+func (c Config) Validate() error {
+	return errors.Join(c.Runtime.Validate(), c.Logging.Validate())
+}
+
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
 const DefaultSandboxPerUser = 2
 
@@ -231,20 +279,18 @@ const (
 // Load reads the configuration from getenv. It fails on any malformed value,
 // naming the variable.
 func Load(getenv func(string) string) (Config, error) {
-	c := Config{raw: map[string]string{}}
+	raw, vals := environ(getenv)
+	c := Config{raw: raw}
+	errs := load(&c, vals)
 	get := func(name string) string {
 		v := strings.TrimSpace(getenv(name))
 		c.raw[name] = v
 		return v
 	}
-	var errs []error
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.FunctionName = get("AWS_LAMBDA_FUNCTION_NAME")
-	c.InLambda = c.FunctionName != ""
-	c.Region = or(get("AWS_REGION"), "us-east-1")
 	c.DynamoDBEndpoint = get("DYNAMODB_ENDPOINT")
 	if c.DynamoDBEndpoint != "" {
 		if u, err := url.Parse(c.DynamoDBEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -311,30 +357,6 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, v)
 		}
 		c.UserStorageQuota = n
-	}
-
-	switch v := strings.ToLower(get("LOG_LEVEL")); v {
-	case "", "info":
-		c.LogLevel = slog.LevelInfo
-	case "debug":
-		c.LogLevel = slog.LevelDebug
-	case "warn", "warning":
-		c.LogLevel = slog.LevelWarn
-	case "error":
-		c.LogLevel = slog.LevelError
-	default:
-		bad("LOG_LEVEL", "must be debug, info, warn or error, got %q", v)
-	}
-	switch v := strings.ToLower(get("LOG_FORMAT")); v {
-	case "":
-		c.LogFormat = logging.Text
-		if c.InLambda {
-			c.LogFormat = logging.JSON
-		}
-	case "json", "text":
-		c.LogFormat = logging.Format(v)
-	default:
-		bad("LOG_FORMAT", "must be json or text, got %q", v)
 	}
 
 	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
@@ -443,13 +465,6 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", v)
 		}
 		c.SandboxPerUser = n
-	}
-	if v := get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 128 {
-			bad("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "must be the function's memory in MB, at least 128, got %q", v)
-		}
-		c.FunctionMemoryMB = n
 	}
 
 	if v := get("TOOLS_TEST_HOOKS"); v != "" {

@@ -1,0 +1,73 @@
+package config_test
+
+import (
+	"log/slog"
+	"reflect"
+	"testing"
+
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/logging"
+)
+
+// loadCase is one environment and what Load makes of one concern: its
+// struct, or the whole error.
+type loadCase[T any] struct {
+	name    string
+	env     map[string]string
+	want    T
+	wantErr string
+}
+
+// testConcern runs Load on each case and compares the concern pick
+// returns, or the error, in full: the messages are part of the contract.
+func testConcern[T any](t *testing.T, pick func(config.Config) T, cases []loadCase[T]) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.Load(env(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("err = %v\nwant %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pick(c); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// lambda is the variable that makes a process a Lambda function.
+var lambda = map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "stack-Fn-1"}
+
+func TestRuntime(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Runtime { return c.Runtime }, []loadCase[config.Runtime]{
+		{name: "local", want: config.Runtime{Region: "us-east-1"}},
+		{name: "lambda", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": " stack-Fn-1 ", "AWS_REGION": "eu-west-1", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "768"},
+			want: config.Runtime{InLambda: true, FunctionName: "stack-Fn-1", Region: "eu-west-1", FunctionMemoryMB: 768}},
+		{name: "memory too small", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "64"},
+			wantErr: `config: AWS_LAMBDA_FUNCTION_MEMORY_SIZE: must be the function's memory in MB, at least 128, got "64"`},
+		{name: "memory not a number", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1GB"},
+			wantErr: `config: AWS_LAMBDA_FUNCTION_MEMORY_SIZE: must be an integer, got "1GB"`},
+	})
+}
+
+func TestLogging(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Logging { return c.Logging }, []loadCase[config.Logging]{
+		{name: "local", want: config.Logging{LogLevel: slog.LevelInfo, LogFormat: logging.Text}},
+		{name: "lambda", env: lambda, want: config.Logging{LogLevel: slog.LevelInfo, LogFormat: logging.JSON}},
+		{name: "set", env: map[string]string{"LOG_LEVEL": "DEBUG", "LOG_FORMAT": "JSON"}, want: config.Logging{LogLevel: slog.LevelDebug, LogFormat: logging.JSON}},
+		{name: "warning", env: map[string]string{"LOG_LEVEL": "Warning"}, want: config.Logging{LogLevel: slog.LevelWarn, LogFormat: logging.Text}},
+		{name: "error", env: map[string]string{"LOG_LEVEL": "error"}, want: config.Logging{LogLevel: slog.LevelError, LogFormat: logging.Text}},
+		{name: "unknown level", env: map[string]string{"LOG_LEVEL": "Loud"}, wantErr: `config: LOG_LEVEL: must be debug, info, warn or error, got "loud"`},
+		{name: "level with offset", env: map[string]string{"LOG_LEVEL": "info+2"}, wantErr: `config: LOG_LEVEL: must be debug, info, warn or error, got "info+2"`},
+		{name: "unknown format", env: map[string]string{"LOG_FORMAT": "XML"}, wantErr: `config: LOG_FORMAT: must be json or text, got "xml"`},
+	})
+}
