@@ -71,3 +71,17 @@ func TestLogging(t *testing.T) {
 		{name: "unknown format", env: map[string]string{"LOG_FORMAT": "XML"}, wantErr: `config: LOG_FORMAT: must be json or text, got "xml"`},
 	})
 }
+
+func TestTables(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Tables { return c.Tables }, []loadCase[config.Tables]{
+		{name: "local", want: config.Tables{UsersTable: "users", SessionsTable: "sessions", DataTable: "data", RateLimitsTable: "rate_limits", OAuthTable: "oauth"}},
+		{name: "lambda: no defaults", env: lambda, want: config.Tables{}},
+		{name: "set", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "USERS_TABLE": "u", "SESSIONS_TABLE": "s", "DATA_TABLE": "d", "RATE_LIMITS_TABLE": "r", "OAUTH_TABLE": "o",
+			"DYNAMODB_ENDPOINT": "http://127.0.0.1:8000"},
+			want: config.Tables{DynamoDBEndpoint: "http://127.0.0.1:8000", UsersTable: "u", SessionsTable: "s", DataTable: "d", RateLimitsTable: "r", OAuthTable: "o"}},
+		{name: "blank is unset", env: map[string]string{"USERS_TABLE": "  "}, want: config.Tables{UsersTable: "users", SessionsTable: "sessions", DataTable: "data", RateLimitsTable: "rate_limits", OAuthTable: "oauth"}},
+		{name: "endpoint without scheme", env: map[string]string{"DYNAMODB_ENDPOINT": "localhost:8000"},
+			wantErr: `config: DYNAMODB_ENDPOINT: must be an http(s) URL, got "localhost:8000"`},
+	})
+}

@@ -24,13 +24,7 @@ import (
 type Config struct {
 	Runtime
 	Logging
-
-	DynamoDBEndpoint string // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
-	UsersTable       string // USERS_TABLE; default "users" locally
-	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
-	DataTable        string // DATA_TABLE; default "data" locally
-	RateLimitsTable  string // RATE_LIMITS_TABLE; default "rate_limits" locally
-	OAuthTable       string // OAUTH_TABLE; default "oauth" locally
+	Tables
 
 	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
 	// is the service's public origin: the issuer of its OAuth tokens and
@@ -249,9 +243,27 @@ func (l Logging) Validate() error {
 	return p.err()
 }
 
+// Tables are the DynamoDB tables (shared/store) and where they are. In
+// Lambda the stack sets the tables' names; locally they have defaults.
+type Tables struct {
+	DynamoDBEndpoint string `env:"DYNAMODB_ENDPOINT"`                               // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
+	UsersTable       string `env:"USERS_TABLE" envLocalDefault:"users"`             // USERS_TABLE; default "users" locally
+	SessionsTable    string `env:"SESSIONS_TABLE" envLocalDefault:"sessions"`       // SESSIONS_TABLE; default "sessions" locally
+	DataTable        string `env:"DATA_TABLE" envLocalDefault:"data"`               // DATA_TABLE; default "data" locally
+	RateLimitsTable  string `env:"RATE_LIMITS_TABLE" envLocalDefault:"rate_limits"` // RATE_LIMITS_TABLE; default "rate_limits" locally
+	OAuthTable       string `env:"OAUTH_TABLE" envLocalDefault:"oauth"`             // OAUTH_TABLE; default "oauth" locally
+}
+
+// Validate fails on an endpoint that is not an http(s) URL.
+func (t Tables) Validate() error {
+	var p problems
+	p.httpURL("DYNAMODB_ENDPOINT", t.DynamoDBEndpoint)
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
-	return errors.Join(c.Runtime.Validate(), c.Logging.Validate())
+	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate())
 }
 
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
@@ -291,23 +303,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.DynamoDBEndpoint = get("DYNAMODB_ENDPOINT")
-	if c.DynamoDBEndpoint != "" {
-		if u, err := url.Parse(c.DynamoDBEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("DYNAMODB_ENDPOINT", "must be an http(s) URL, got %q", c.DynamoDBEndpoint)
-		}
-	}
-	localDefault := func(v, def string) string {
-		if c.InLambda {
-			return v
-		}
-		return or(v, def)
-	}
-	c.UsersTable = localDefault(get("USERS_TABLE"), "users")
-	c.SessionsTable = localDefault(get("SESSIONS_TABLE"), "sessions")
-	c.DataTable = localDefault(get("DATA_TABLE"), "data")
-	c.RateLimitsTable = localDefault(get("RATE_LIMITS_TABLE"), "rate_limits")
-	c.OAuthTable = localDefault(get("OAUTH_TABLE"), "oauth")
 	c.PublicBaseURL = strings.TrimRight(get("PUBLIC_BASE_URL"), "/")
 	if c.PublicBaseURL != "" {
 		if u, err := url.Parse(c.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
