@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
@@ -83,5 +84,22 @@ func TestTables(t *testing.T) {
 		{name: "blank is unset", env: map[string]string{"USERS_TABLE": "  "}, want: config.Tables{UsersTable: "users", SessionsTable: "sessions", DataTable: "data", RateLimitsTable: "rate_limits", OAuthTable: "oauth"}},
 		{name: "endpoint without scheme", env: map[string]string{"DYNAMODB_ENDPOINT": "localhost:8000"},
 			wantErr: `config: DYNAMODB_ENDPOINT: must be an http(s) URL, got "localhost:8000"`},
+	})
+}
+
+func TestDevServer(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.DevServer { return c.DevServer }, []loadCase[config.DevServer]{
+		{name: "defaults", want: config.DevServer{SnapshotInterval: 30 * time.Second, Port: 3000, MCPPort: 3001}},
+		{name: "set", env: map[string]string{"DATA_FILE": ".data/x.json", "DEV_CLOCK_FILE": "/tmp/clock", "SNAPSHOT_INTERVAL": "0", "PORT": "0", "MCP_PORT": "65535"},
+			want: config.DevServer{DataFile: ".data/x.json", DevClockFile: "/tmp/clock", Port: 0, MCPPort: 65535}},
+		{name: "negative interval", env: map[string]string{"SNAPSHOT_INTERVAL": "-1s"},
+			wantErr: `config: SNAPSHOT_INTERVAL: must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got "-1s"`},
+		{name: "interval not a duration", env: map[string]string{"SNAPSHOT_INTERVAL": "30"},
+			wantErr: `config: SNAPSHOT_INTERVAL: must be a Go duration like 30s or 1m30s, got "30"`},
+		{name: "port not a number", env: map[string]string{"PORT": "http"}, wantErr: `config: PORT: must be an integer, got "http"`},
+		{name: "port out of range", env: map[string]string{"MCP_PORT": "70000"}, wantErr: `config: MCP_PORT: must be a port number 0-65535, got "70000"`},
+		{name: "both ports bad", env: map[string]string{"PORT": "-1", "MCP_PORT": "x"},
+			wantErr: "config: MCP_PORT: must be an integer, got \"x\"\nconfig: PORT: must be a port number 0-65535, got \"-1\""},
 	})
 }

@@ -25,6 +25,7 @@ type Config struct {
 	Runtime
 	Logging
 	Tables
+	DevServer
 
 	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
 	// is the service's public origin: the issuer of its OAuth tokens and
@@ -45,24 +46,6 @@ type Config struct {
 	// false) accepts http:// client id URLs and fetches client metadata
 	// documents from private addresses. Local tests only.
 	OAuthAllowHTTPClients bool
-
-	// DataFile (DATA_FILE) is where the local embedded engine keeps its
-	// data across restarts and crashes: a snapshot, plus a journal
-	// (DataFile + ".journal") of every write since, synced before the
-	// write is answered, both checksummed (damage stops the start); empty:
-	// in memory only. Ignored with DYNAMODB_ENDPOINT.
-	DataFile string
-	// DevClockFile (DEV_CLOCK_FILE), dev server only: a file holding a Go
-	// duration (e.g. "2m") by which the dev server's clock runs ahead of
-	// the wall clock, read again whenever it changes, so that end-to-end
-	// tests can bring schedules and deadlines due without waiting. Empty:
-	// the wall clock.
-	DevClockFile string
-	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
-	// how often the embedded engine folds its journal into the DataFile
-	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
-	// only then.
-	SnapshotInterval time.Duration
 
 	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
 
@@ -182,9 +165,6 @@ type Config struct {
 	// prices the usage report.
 	ModelPrices map[string]usage.Price
 
-	Port    int // PORT; default 3000 (dev server)
-	MCPPort int // MCP_PORT; default 3001 (dev server)
-
 	raw map[string]string
 }
 
@@ -261,9 +241,50 @@ func (t Tables) Validate() error {
 	return p.err()
 }
 
+// DevServer is the dev server's own (infra/devserver, infra/local).
+type DevServer struct {
+	// DataFile (DATA_FILE) is where the local embedded engine keeps its
+	// data across restarts and crashes: a snapshot, plus a journal
+	// (DataFile + ".journal") of every write since, synced before the
+	// write is answered, both checksummed (damage stops the start); empty:
+	// in memory only. Ignored with DYNAMODB_ENDPOINT.
+	DataFile string `env:"DATA_FILE"`
+	// DevClockFile (DEV_CLOCK_FILE), dev server only: a file holding a Go
+	// duration (e.g. "2m") by which the dev server's clock runs ahead of
+	// the wall clock, read again whenever it changes, so that end-to-end
+	// tests can bring schedules and deadlines due without waiting. Empty:
+	// the wall clock.
+	DevClockFile string `env:"DEV_CLOCK_FILE"`
+	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
+	// how often the embedded engine folds its journal into the DataFile
+	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
+	// only then.
+	SnapshotInterval time.Duration `env:"SNAPSHOT_INTERVAL" envDefault:"30s"`
+
+	Port    int `env:"PORT" envDefault:"3000"`     // PORT; default 3000 (dev server)
+	MCPPort int `env:"MCP_PORT" envDefault:"3001"` // MCP_PORT; default 3001 (dev server)
+}
+
+// Validate fails on a negative interval and on ports out of range.
+func (d DevServer) Validate() error {
+	var p problems
+	if d.SnapshotInterval < 0 {
+		p.add("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got %q", d.SnapshotInterval)
+	}
+	for _, v := range []struct {
+		name string
+		port int
+	}{{"PORT", d.Port}, {"MCP_PORT", d.MCPPort}} {
+		if v.port < 0 || v.port > 65535 {
+			p.add(v.name, "must be a port number 0-65535, got %q", strconv.Itoa(v.port))
+		}
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
-	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate())
+	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate(), c.DevServer.Validate())
 }
 
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
@@ -311,16 +332,6 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
 	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
-	c.DataFile = get("DATA_FILE")
-	c.DevClockFile = get("DEV_CLOCK_FILE")
-	c.SnapshotInterval = 30 * time.Second
-	if v := get("SNAPSHOT_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			bad("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got %q", v)
-		}
-		c.SnapshotInterval = d
-	}
 
 	for _, o := range strings.Split(get("ALLOWED_ORIGINS"), ",") {
 		o = strings.TrimRight(strings.TrimSpace(o), "/")
@@ -509,9 +520,6 @@ func Load(getenv func(string) string) (Config, error) {
 		*l.rule = r
 	}
 
-	c.Port = port(get("PORT"), 3000, "PORT", bad)
-	c.MCPPort = port(get("MCP_PORT"), 3001, "MCP_PORT", bad)
-
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -559,17 +567,6 @@ func (c Config) value(name string) string {
 
 // bucketName matches an S3 bucket name (general purpose buckets).
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-
-func port(v string, def int, name string, bad func(string, string, ...any)) int {
-	if v == "" {
-		return def
-	}
-	p, err := strconv.Atoi(v)
-	if err != nil || p < 0 || p > 65535 {
-		bad(name, "must be a port number 0-65535, got %q", v)
-	}
-	return p
-}
 
 // list splits a comma-separated value, dropping blanks.
 func list(v string) []string {
