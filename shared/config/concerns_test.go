@@ -103,3 +103,15 @@ func TestDevServer(t *testing.T) {
 			wantErr: "config: MCP_PORT: must be an integer, got \"x\"\nconfig: PORT: must be a port number 0-65535, got \"-1\""},
 	})
 }
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Auth { return c.Auth }, []loadCase[config.Auth]{
+		{name: "none", want: config.Auth{}},
+		{name: "list", env: map[string]string{"ALLOWED_ORIGINS": " https://app.example.com/, ,http://localhost:5173// ,"},
+			want: config.Auth{AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"}}},
+		{name: "wildcard", env: map[string]string{"ALLOWED_ORIGINS": "*"}, wantErr: `config: ALLOWED_ORIGINS: "*" is not an origin like https://app.example.com`},
+		{name: "path", env: map[string]string{"ALLOWED_ORIGINS": "https://a.example.com,https://app.example.com/path/"},
+			wantErr: `config: ALLOWED_ORIGINS: "https://app.example.com/path" is not an origin like https://app.example.com`},
+	})
+}

@@ -26,6 +26,7 @@ type Config struct {
 	Logging
 	Tables
 	DevServer
+	Auth
 
 	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
 	// is the service's public origin: the issuer of its OAuth tokens and
@@ -46,8 +47,6 @@ type Config struct {
 	// false) accepts http:// client id URLs and fetches client metadata
 	// documents from private addresses. Local tests only.
 	OAuthAllowHTTPClients bool
-
-	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
 
 	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
 	// too large for an item, attachments) in AWS. Unset locally: the dev
@@ -282,9 +281,26 @@ func (d DevServer) Validate() error {
 	return p.err()
 }
 
+// Auth is what browsers signed in with the session cookie may do
+// (shared/httpapi: CORS and cross-site writes).
+type Auth struct {
+	AllowedOrigins []string `env:"ALLOWED_ORIGINS" envTrimRight:"/"` // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
+}
+
+// Validate fails on anything but origins (scheme and host, no path).
+func (a Auth) Validate() error {
+	var p problems
+	for _, o := range a.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+			p.add("ALLOWED_ORIGINS", "%q is not an origin like https://app.example.com", o)
+		}
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
-	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate(), c.DevServer.Validate())
+	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate(), c.DevServer.Validate(), c.Auth.Validate())
 }
 
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
@@ -332,19 +348,6 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
 	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
-
-	for _, o := range strings.Split(get("ALLOWED_ORIGINS"), ",") {
-		o = strings.TrimRight(strings.TrimSpace(o), "/")
-		if o == "" {
-			continue
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
-			bad("ALLOWED_ORIGINS", "%q is not an origin like https://app.example.com", o)
-			continue
-		}
-		c.AllowedOrigins = append(c.AllowedOrigins, o)
-	}
 
 	c.BlobBucket = get("BLOB_BUCKET")
 	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
