@@ -115,3 +115,22 @@ func TestAuth(t *testing.T) {
 			wantErr: `config: ALLOWED_ORIGINS: "https://app.example.com/path" is not an origin like https://app.example.com`},
 	})
 }
+
+func TestOAuth(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.OAuth { return c.OAuth }, []loadCase[config.OAuth]{
+		{name: "none", want: config.OAuth{}},
+		{name: "set", env: map[string]string{"PUBLIC_BASE_URL": "https://api.example.com/", "OAUTH_SIGNING_SECRET": "arn:aws:secretsmanager:us-east-1:1:secret:k",
+			"OAUTH_KEY_FILE": "keys.json", "OAUTH_ALLOW_HTTP_CLIENTS": "1", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:9/"},
+			want: config.OAuth{PublicBaseURL: "https://api.example.com", OAuthSigningSecret: "arn:aws:secretsmanager:us-east-1:1:secret:k",
+				OAuthKeyFile: "keys.json", OAuthAllowHTTPClients: true, SecretsManagerEndpoint: "http://127.0.0.1:9"}},
+		{name: "base URL with a path", env: map[string]string{"PUBLIC_BASE_URL": "https://api.example.com/v1"},
+			wantErr: `config: PUBLIC_BASE_URL: must be an http(s) origin like https://api.example.com, got "https://api.example.com/v1"`},
+		{name: "base URL with a query", env: map[string]string{"PUBLIC_BASE_URL": "https://api.example.com?x=1"},
+			wantErr: `config: PUBLIC_BASE_URL: must be an http(s) origin like https://api.example.com, got "https://api.example.com?x=1"`},
+		{name: "not a boolean", env: map[string]string{"OAUTH_ALLOW_HTTP_CLIENTS": "yes"},
+			wantErr: `config: OAUTH_ALLOW_HTTP_CLIENTS: must be a boolean (true or false), got "yes"`},
+		{name: "endpoint", env: map[string]string{"AWS_ENDPOINT_URL_SECRETS_MANAGER": "secrets:9"},
+			wantErr: `config: AWS_ENDPOINT_URL_SECRETS_MANAGER: must be an http(s) URL, got "secrets:9"`},
+	})
+}

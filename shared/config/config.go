@@ -27,26 +27,7 @@ type Config struct {
 	Tables
 	DevServer
 	Auth
-
-	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
-	// is the service's public origin: the issuer of its OAuth tokens and
-	// the base of the MCP endpoint's resource URL. Empty: from each
-	// request (X-Viewer-Host, set by the CloudFront distribution, else
-	// Host).
-	PublicBaseURL string
-	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets
-	// Manager secret holding the access tokens' signing keys (in
-	// Lambda). Locally the keys are in OAuthKeyFile.
-	OAuthSigningSecret string
-	// OAuthKeyFile (OAUTH_KEY_FILE) is where the dev server keeps its
-	// signing keys, created when missing; default oauth-keys.json beside
-	// DATA_FILE, and in memory (new at each start) when DATA_FILE is
-	// empty.
-	OAuthKeyFile string
-	// OAuthAllowHTTPClients (OAUTH_ALLOW_HTTP_CLIENTS, a boolean; default
-	// false) accepts http:// client id URLs and fetches client metadata
-	// documents from private addresses. Local tests only.
-	OAuthAllowHTTPClients bool
+	OAuth
 
 	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
 	// too large for an item, attachments) in AWS. Unset locally: the dev
@@ -80,13 +61,10 @@ type Config struct {
 	// function that executes durable workflow runs, invoked
 	// asynchronously; the dev server runs the runner in process instead.
 	RunnerFunction string
-	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA) and SecretsManagerEndpoint
-	// (AWS_ENDPOINT_URL_SECRETS_MANAGER), the AWS SDKs' own names for
-	// them, override the endpoints of the runner's invocations and of the
-	// OAuth signing keys' secret (tests).
-	LambdaEndpoint         string
-	SecretsManagerEndpoint string
-	ToolsCacheTTL          time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
+	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA), the AWS SDKs' own name
+	// for it, overrides the endpoint of the runner's invocations (tests).
+	LambdaEndpoint string
+	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
 	// `openssl rand -hex 32`) is the server key the webhook triggers'
@@ -298,9 +276,57 @@ func (a Auth) Validate() error {
 	return p.err()
 }
 
+// OAuth is the OAuth 2.1 authorization server's (shared/oauth) and the
+// MCP gateway's.
+type OAuth struct {
+	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
+	// is the service's public origin: the issuer of its OAuth tokens and
+	// the base of the MCP endpoint's resource URL. Empty: from each
+	// request (X-Viewer-Host, set by the CloudFront distribution, else
+	// Host).
+	PublicBaseURL string `env:"PUBLIC_BASE_URL" envTrimRight:"/"`
+	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets
+	// Manager secret holding the access tokens' signing keys (in
+	// Lambda). Locally the keys are in OAuthKeyFile.
+	OAuthSigningSecret string `env:"OAUTH_SIGNING_SECRET"`
+	// OAuthKeyFile (OAUTH_KEY_FILE) is where the dev server keeps its
+	// signing keys, created when missing; default oauth-keys.json beside
+	// DATA_FILE, and in memory (new at each start) when DATA_FILE is
+	// empty.
+	OAuthKeyFile string `env:"OAUTH_KEY_FILE"`
+	// OAuthAllowHTTPClients (OAUTH_ALLOW_HTTP_CLIENTS, a boolean; default
+	// false) accepts http:// client id URLs and fetches client metadata
+	// documents from private addresses. Local tests only.
+	OAuthAllowHTTPClients bool `env:"OAUTH_ALLOW_HTTP_CLIENTS"`
+	// SecretsManagerEndpoint (AWS_ENDPOINT_URL_SECRETS_MANAGER), the AWS
+	// SDKs' own name for it, overrides the endpoint of the signing keys'
+	// secret (tests).
+	SecretsManagerEndpoint string `env:"AWS_ENDPOINT_URL_SECRETS_MANAGER" envTrimRight:"/"`
+}
+
+// Validate fails on a base URL that is not an origin and on an endpoint
+// that is not an http(s) URL.
+func (o OAuth) Validate() error {
+	var p problems
+	if o.PublicBaseURL != "" {
+		if u, err := url.Parse(o.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			p.add("PUBLIC_BASE_URL", "must be an http(s) origin like https://api.example.com, got %q", o.PublicBaseURL)
+		}
+	}
+	p.httpURL("AWS_ENDPOINT_URL_SECRETS_MANAGER", o.SecretsManagerEndpoint)
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
-	return errors.Join(c.Runtime.Validate(), c.Logging.Validate(), c.Tables.Validate(), c.DevServer.Validate(), c.Auth.Validate())
+	return errors.Join(
+		c.Runtime.Validate(),
+		c.Logging.Validate(),
+		c.Tables.Validate(),
+		c.DevServer.Validate(),
+		c.Auth.Validate(),
+		c.OAuth.Validate(),
+	)
 }
 
 // DefaultSandboxPerUser is SANDBOX_PER_USER's default.
@@ -340,15 +366,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.PublicBaseURL = strings.TrimRight(get("PUBLIC_BASE_URL"), "/")
-	if c.PublicBaseURL != "" {
-		if u, err := url.Parse(c.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
-			bad("PUBLIC_BASE_URL", "must be an http(s) origin like https://api.example.com, got %q", c.PublicBaseURL)
-		}
-	}
-	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
-	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
-
 	c.BlobBucket = get("BLOB_BUCKET")
 	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
 		bad("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", c.BlobBucket)
@@ -385,10 +402,9 @@ func Load(getenv func(string) string) (Config, error) {
 	c.BedrockModels = list(get("BEDROCK_MODELS"))
 	c.BedrockEndpoint = strings.TrimRight(get("BEDROCK_ENDPOINT"), "/")
 	c.LambdaEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_LAMBDA"), "/")
-	c.SecretsManagerEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_SECRETS_MANAGER"), "/")
 	for _, v := range []struct{ name, value string }{
 		{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"BEDROCK_ENDPOINT", c.BedrockEndpoint},
-		{"AWS_ENDPOINT_URL_LAMBDA", c.LambdaEndpoint}, {"AWS_ENDPOINT_URL_SECRETS_MANAGER", c.SecretsManagerEndpoint},
+		{"AWS_ENDPOINT_URL_LAMBDA", c.LambdaEndpoint},
 	} {
 		if v.value == "" {
 			continue
@@ -482,14 +498,6 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("TOOLS_TEST_HOOKS", "must be a boolean (true or false), got %q", v)
 		}
 		c.ToolsTestHooks = b
-	}
-
-	if v := get("OAUTH_ALLOW_HTTP_CLIENTS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("OAUTH_ALLOW_HTTP_CLIENTS", "must be a boolean (true or false), got %q", v)
-		}
-		c.OAuthAllowHTTPClients = b
 	}
 
 	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
