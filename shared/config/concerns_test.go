@@ -134,3 +134,18 @@ func TestOAuth(t *testing.T) {
 			wantErr: `config: AWS_ENDPOINT_URL_SECRETS_MANAGER: must be an http(s) URL, got "secrets:9"`},
 	})
 }
+
+func TestBlobs(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Blobs { return c.Blobs }, []loadCase[config.Blobs]{
+		{name: "defaults", want: config.Blobs{UserStorageQuota: config.DefaultUserStorageQuota}},
+		{name: "set", env: map[string]string{"BLOB_BUCKET": "stack-blobbucket-1a2b3c", "BLOB_ENDPOINT": "http://127.0.0.1:9000/", "USER_STORAGE_QUOTA": "1048576"},
+			want: config.Blobs{BlobBucket: "stack-blobbucket-1a2b3c", BlobEndpoint: "http://127.0.0.1:9000", UserStorageQuota: 1 << 20}},
+		{name: "bucket name", env: map[string]string{"BLOB_BUCKET": "My_Bucket"},
+			wantErr: `config: BLOB_BUCKET: must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got "My_Bucket"`},
+		{name: "endpoint", env: map[string]string{"BLOB_ENDPOINT": "localhost:9000"}, wantErr: `config: BLOB_ENDPOINT: must be an http(s) URL, got "localhost:9000"`},
+		{name: "zero quota", env: map[string]string{"USER_STORAGE_QUOTA": "0"},
+			wantErr: `config: USER_STORAGE_QUOTA: must be a positive integer number of bytes (default 1073741824, 1 GiB), got "0"`},
+		{name: "quota with a unit", env: map[string]string{"USER_STORAGE_QUOTA": "1GiB"}, wantErr: `config: USER_STORAGE_QUOTA: must be an integer, got "1GiB"`},
+	})
+}

@@ -28,19 +28,7 @@ type Config struct {
 	DevServer
 	Auth
 	OAuth
-
-	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
-	// too large for an item, attachments) in AWS. Unset locally: the dev
-	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
-	// without DATA_FILE.
-	BlobBucket string
-	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
-	// BLOB_BUCKET with an S3-compatible server reached path-style with
-	// static dummy credentials: tests (a fake S3) only.
-	BlobEndpoint string
-	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
-	// default 1 GiB) bounds the bytes of each user's attachments.
-	UserStorageQuota int64
+	Blobs
 
 	DefaultModelID    string        // DEFAULT_MODEL_ID; default "builtin"
 	BuiltinChunkDelay time.Duration // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
@@ -317,6 +305,37 @@ func (o OAuth) Validate() error {
 	return p.err()
 }
 
+// Blobs are the blob store's (shared/blob) and the attachments'.
+type Blobs struct {
+	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
+	// too large for an item, attachments) in AWS. Unset locally: the dev
+	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
+	// without DATA_FILE.
+	BlobBucket string `env:"BLOB_BUCKET"`
+	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
+	// BLOB_BUCKET with an S3-compatible server reached path-style with
+	// static dummy credentials: tests (a fake S3) only.
+	BlobEndpoint string `env:"BLOB_ENDPOINT" envTrimRight:"/"`
+	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
+	// default 1 GiB, DefaultUserStorageQuota) bounds the bytes of each
+	// user's attachments.
+	UserStorageQuota int64 `env:"USER_STORAGE_QUOTA" envDefault:"1073741824"`
+}
+
+// Validate fails on a bucket name S3 refuses, an endpoint that is not an
+// http(s) URL and a quota that is not positive.
+func (b Blobs) Validate() error {
+	var p problems
+	if b.BlobBucket != "" && !bucketName.MatchString(b.BlobBucket) {
+		p.add("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", b.BlobBucket)
+	}
+	p.httpURL("BLOB_ENDPOINT", b.BlobEndpoint)
+	if b.UserStorageQuota <= 0 {
+		p.add("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, strconv.FormatInt(b.UserStorageQuota, 10))
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -326,6 +345,7 @@ func (c Config) Validate() error {
 		c.DevServer.Validate(),
 		c.Auth.Validate(),
 		c.OAuth.Validate(),
+		c.Blobs.Validate(),
 	)
 }
 
@@ -364,25 +384,6 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
-	}
-
-	c.BlobBucket = get("BLOB_BUCKET")
-	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
-		bad("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", c.BlobBucket)
-	}
-	c.BlobEndpoint = strings.TrimRight(get("BLOB_ENDPOINT"), "/")
-	if c.BlobEndpoint != "" {
-		if u, err := url.Parse(c.BlobEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("BLOB_ENDPOINT", "must be an http(s) URL, got %q", c.BlobEndpoint)
-		}
-	}
-	c.UserStorageQuota = DefaultUserStorageQuota
-	if v := get("USER_STORAGE_QUOTA"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			bad("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, v)
-		}
-		c.UserStorageQuota = n
 	}
 
 	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
