@@ -149,3 +149,26 @@ func TestBlobs(t *testing.T) {
 		{name: "quota with a unit", env: map[string]string{"USER_STORAGE_QUOTA": "1GiB"}, wantErr: `config: USER_STORAGE_QUOTA: must be an integer, got "1GiB"`},
 	})
 }
+
+func TestModels(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Models { return c.Models }, []loadCase[config.Models]{
+		{name: "defaults", want: config.Models{DefaultModelID: "builtin"}},
+		{name: "set", env: map[string]string{"DEFAULT_MODEL_ID": "openai/llama3", "BUILTIN_CHUNK_DELAY": "10s",
+			"OPENAI_MODELS": "llama3, ,qwen", "OPENAI_BASE_URL": "http://localhost:11434/v1/",
+			"ANTHROPIC_MODELS": "claude", "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "https://a.example.com/",
+			"BEDROCK_MODELS": "amazon.nova-lite-v1:0", "BEDROCK_ENDPOINT": "http://127.0.0.1:9/"},
+			want: config.Models{DefaultModelID: "openai/llama3", BuiltinChunkDelay: 10 * time.Second,
+				OpenAIModels: []string{"llama3", "qwen"}, OpenAIBaseURL: "http://localhost:11434/v1",
+				AnthropicModels: []string{"claude"}, AnthropicAPIKey: "k", AnthropicBaseURL: "https://a.example.com",
+				BedrockModels: []string{"amazon.nova-lite-v1:0"}, BedrockEndpoint: "http://127.0.0.1:9"}},
+		{name: "OpenAI with a key", env: map[string]string{"OPENAI_MODELS": "gpt-4o", "OPENAI_API_KEY": "sk"},
+			want: config.Models{DefaultModelID: "builtin", OpenAIModels: []string{"gpt-4o"}, OpenAIAPIKey: "sk"}},
+		{name: "delay too long", env: map[string]string{"BUILTIN_CHUNK_DELAY": "11s"},
+			wantErr: `config: BUILTIN_CHUNK_DELAY: must be a Go duration from 0 to 10s, got "11s"`},
+		{name: "base URL", env: map[string]string{"OPENAI_BASE_URL": "not a url"}, wantErr: `config: OPENAI_BASE_URL: must be an http(s) URL, got "not a url"`},
+		{name: "OpenAI without key or server", env: map[string]string{"OPENAI_MODELS": "gpt-4o"},
+			wantErr: "config: OPENAI_API_KEY: is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server"},
+		{name: "Anthropic without key", env: map[string]string{"ANTHROPIC_MODELS": "claude"}, wantErr: "config: ANTHROPIC_API_KEY: is required for ANTHROPIC_MODELS"},
+	})
+}

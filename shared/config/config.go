@@ -29,19 +29,7 @@ type Config struct {
 	Auth
 	OAuth
 	Blobs
-
-	DefaultModelID    string        // DEFAULT_MODEL_ID; default "builtin"
-	BuiltinChunkDelay time.Duration // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
-
-	// Model providers: each is enabled by its configuration.
-	OpenAIAPIKey     string   // OPENAI_API_KEY
-	OpenAIBaseURL    string   // OPENAI_BASE_URL: an OpenAI-compatible server (Ollama, vLLM); default the OpenAI API
-	OpenAIModels     []string // OPENAI_MODELS, comma separated model names
-	AnthropicAPIKey  string   // ANTHROPIC_API_KEY
-	AnthropicBaseURL string   // ANTHROPIC_BASE_URL; default the Anthropic API
-	AnthropicModels  []string // ANTHROPIC_MODELS, comma separated model names
-	BedrockModels    []string // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
-	BedrockEndpoint  string   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
+	Models
 
 	MCPServiceKey string // MCP_SERVICE_KEY; a development key is generated locally when unset
 	MCPURL        string // MCP_URL: the tool server's base URL
@@ -336,6 +324,41 @@ func (b Blobs) Validate() error {
 	return p.err()
 }
 
+// Models are the model providers (shared/model/providers): each is
+// enabled by its configuration.
+type Models struct {
+	DefaultModelID    string        `env:"DEFAULT_MODEL_ID" envDefault:"builtin"` // DEFAULT_MODEL_ID; default "builtin"
+	BuiltinChunkDelay time.Duration `env:"BUILTIN_CHUNK_DELAY"`                   // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
+
+	OpenAIAPIKey     string   `env:"OPENAI_API_KEY"`                      // OPENAI_API_KEY
+	OpenAIBaseURL    string   `env:"OPENAI_BASE_URL" envTrimRight:"/"`    // OPENAI_BASE_URL: an OpenAI-compatible server (Ollama, vLLM); default the OpenAI API
+	OpenAIModels     []string `env:"OPENAI_MODELS"`                       // OPENAI_MODELS, comma separated model names
+	AnthropicAPIKey  string   `env:"ANTHROPIC_API_KEY"`                   // ANTHROPIC_API_KEY
+	AnthropicBaseURL string   `env:"ANTHROPIC_BASE_URL" envTrimRight:"/"` // ANTHROPIC_BASE_URL; default the Anthropic API
+	AnthropicModels  []string `env:"ANTHROPIC_MODELS"`                    // ANTHROPIC_MODELS, comma separated model names
+	BedrockModels    []string `env:"BEDROCK_MODELS"`                      // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
+	BedrockEndpoint  string   `env:"BEDROCK_ENDPOINT" envTrimRight:"/"`   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
+}
+
+// Validate fails on a chunk delay out of range, on URLs that are not
+// http(s) and on models without the key their provider needs.
+func (m Models) Validate() error {
+	var p problems
+	if m.BuiltinChunkDelay < 0 || m.BuiltinChunkDelay > 10*time.Second {
+		p.add("BUILTIN_CHUNK_DELAY", "must be a Go duration from 0 to 10s, got %q", m.BuiltinChunkDelay)
+	}
+	p.httpURL("OPENAI_BASE_URL", m.OpenAIBaseURL)
+	p.httpURL("ANTHROPIC_BASE_URL", m.AnthropicBaseURL)
+	p.httpURL("BEDROCK_ENDPOINT", m.BedrockEndpoint)
+	if len(m.OpenAIModels) > 0 && m.OpenAIAPIKey == "" && m.OpenAIBaseURL == "" {
+		p.add("OPENAI_API_KEY", "is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server")
+	}
+	if len(m.AnthropicModels) > 0 && m.AnthropicAPIKey == "" {
+		p.add("ANTHROPIC_API_KEY", "is required for ANTHROPIC_MODELS")
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -346,6 +369,7 @@ func (c Config) Validate() error {
 		c.Auth.Validate(),
 		c.OAuth.Validate(),
 		c.Blobs.Validate(),
+		c.Models.Validate(),
 	)
 }
 
@@ -386,39 +410,11 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
-	if v := get("BUILTIN_CHUNK_DELAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > 10*time.Second {
-			bad("BUILTIN_CHUNK_DELAY", "must be a Go duration from 0 to 10s, got %q", v)
-		}
-		c.BuiltinChunkDelay = d
-	}
-	c.OpenAIAPIKey = get("OPENAI_API_KEY")
-	c.OpenAIBaseURL = strings.TrimRight(get("OPENAI_BASE_URL"), "/")
-	c.OpenAIModels = list(get("OPENAI_MODELS"))
-	c.AnthropicAPIKey = get("ANTHROPIC_API_KEY")
-	c.AnthropicBaseURL = strings.TrimRight(get("ANTHROPIC_BASE_URL"), "/")
-	c.AnthropicModels = list(get("ANTHROPIC_MODELS"))
-	c.BedrockModels = list(get("BEDROCK_MODELS"))
-	c.BedrockEndpoint = strings.TrimRight(get("BEDROCK_ENDPOINT"), "/")
 	c.LambdaEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_LAMBDA"), "/")
-	for _, v := range []struct{ name, value string }{
-		{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"BEDROCK_ENDPOINT", c.BedrockEndpoint},
-		{"AWS_ENDPOINT_URL_LAMBDA", c.LambdaEndpoint},
-	} {
-		if v.value == "" {
-			continue
+	if c.LambdaEndpoint != "" {
+		if u, err := url.Parse(c.LambdaEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("AWS_ENDPOINT_URL_LAMBDA", "must be an http(s) URL, got %q", c.LambdaEndpoint)
 		}
-		if u, err := url.Parse(v.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad(v.name, "must be an http(s) URL, got %q", v.value)
-		}
-	}
-	if len(c.OpenAIModels) > 0 && c.OpenAIAPIKey == "" && c.OpenAIBaseURL == "" {
-		bad("OPENAI_API_KEY", "is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server")
-	}
-	if len(c.AnthropicModels) > 0 && c.AnthropicAPIKey == "" {
-		bad("ANTHROPIC_API_KEY", "is required for ANTHROPIC_MODELS")
 	}
 
 	c.MCPServiceKey = get("MCP_SERVICE_KEY")
