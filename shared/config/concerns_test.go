@@ -172,3 +172,26 @@ func TestModels(t *testing.T) {
 		{name: "Anthropic without key", env: map[string]string{"ANTHROPIC_MODELS": "claude"}, wantErr: "config: ANTHROPIC_API_KEY: is required for ANTHROPIC_MODELS"},
 	})
 }
+
+func TestTools(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Tools { return c.Tools }, []loadCase[config.Tools]{
+		{name: "defaults", want: config.Tools{ToolsCacheTTL: 5 * time.Minute, SandboxPerUser: config.DefaultSandboxPerUser}},
+		{name: "set", env: map[string]string{"MCP_SERVICE_KEY": "0123456789abcdef", "MCP_URL": "https://abc.lambda-url.us-east-1.on.aws/",
+			"TOOLS_CACHE_TTL": "0", "TOOLS_ALLOW_PRIVATE_NETWORKS": "true", "SANDBOX_PER_USER": "64", "TOOLS_TEST_HOOKS": "TRUE"},
+			want: config.Tools{MCPServiceKey: "0123456789abcdef", MCPURL: "https://abc.lambda-url.us-east-1.on.aws",
+				ToolsAllowPrivateNetworks: true, SandboxPerUser: 64, ToolsTestHooks: true}},
+		{name: "short key", env: map[string]string{"MCP_SERVICE_KEY": "short"}, wantErr: "config: MCP_SERVICE_KEY: must be at least 16 characters"},
+		{name: "URL", env: map[string]string{"MCP_URL": "ftp://x"}, wantErr: `config: MCP_URL: must be an http(s) URL, got "ftp://x"`},
+		{name: "negative TTL", env: map[string]string{"TOOLS_CACHE_TTL": "-1s"}, wantErr: `config: TOOLS_CACHE_TTL: must be a non-negative Go duration like 5m, got "-1s"`},
+		{name: "TTL in words", env: map[string]string{"TOOLS_CACHE_TTL": "5 minutes"}, wantErr: `config: TOOLS_CACHE_TTL: must be a Go duration like 30s or 1m30s, got "5 minutes"`},
+		{name: "no sandbox", env: map[string]string{"SANDBOX_PER_USER": "0"},
+			wantErr: `config: SANDBOX_PER_USER: must be an integer from 1 to 64 (isolated tool runs one user may have at once), got "0"`},
+		{name: "sandbox too large", env: map[string]string{"SANDBOX_PER_USER": "65"},
+			wantErr: `config: SANDBOX_PER_USER: must be an integer from 1 to 64 (isolated tool runs one user may have at once), got "65"`},
+		{name: "sandbox fraction", env: map[string]string{"SANDBOX_PER_USER": "1.5"}, wantErr: `config: SANDBOX_PER_USER: must be an integer, got "1.5"`},
+		{name: "hooks", env: map[string]string{"TOOLS_TEST_HOOKS": "on"}, wantErr: `config: TOOLS_TEST_HOOKS: must be a boolean (true or false), got "on"`},
+		{name: "private networks", env: map[string]string{"TOOLS_ALLOW_PRIVATE_NETWORKS": "y"},
+			wantErr: `config: TOOLS_ALLOW_PRIVATE_NETWORKS: must be a boolean (true or false), got "y"`},
+	})
+}

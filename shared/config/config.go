@@ -30,9 +30,8 @@ type Config struct {
 	OAuth
 	Blobs
 	Models
+	Tools
 
-	MCPServiceKey string // MCP_SERVICE_KEY; a development key is generated locally when unset
-	MCPURL        string // MCP_URL: the tool server's base URL
 	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
 	// function that executes durable workflow runs, invoked
 	// asynchronously; the dev server runs the runner in process instead.
@@ -40,7 +39,6 @@ type Config struct {
 	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA), the AWS SDKs' own name
 	// for it, overrides the endpoint of the runner's invocations (tests).
 	LambdaEndpoint string
-	ToolsCacheTTL  time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
 	// `openssl rand -hex 32`) is the server key the webhook triggers'
@@ -61,24 +59,6 @@ type Config struct {
 	ScheduleDLQARN       string
 	SchedulerEndpoint    string
 	SchedulePollInterval time.Duration
-
-	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
-	// true/false, 1/0; default false) lets http_request reach loopback,
-	// private and link-local addresses. Local development and tests only.
-	ToolsAllowPrivateNetworks bool
-	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
-	// 2) is how many isolated tool runs (jq, expressions, templates,
-	// regular expressions, CSV, HTML) one user may have at once in the
-	// tool server's sandbox; all anonymous callers (clients with only the
-	// service key) share one such allowance. The sandbox keeps more
-	// workers than that, so one user never holds them all.
-	SandboxPerUser int
-
-	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
-	// tools of tests of durable runs (tools.TestTools: a counting, slow,
-	// failing step) to the tool server. End-to-end tests only; the
-	// template never sets it.
-	ToolsTestHooks bool
 
 	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
 	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
@@ -359,6 +339,50 @@ func (m Models) Validate() error {
 	return p.err()
 }
 
+// Tools are the tool server's (functions/mcp, shared/toolserver) and
+// its clients'.
+type Tools struct {
+	MCPServiceKey string        `env:"MCP_SERVICE_KEY"`                 // MCP_SERVICE_KEY; a development key is generated locally when unset
+	MCPURL        string        `env:"MCP_URL" envTrimRight:"/"`        // MCP_URL: the tool server's base URL
+	ToolsCacheTTL time.Duration `env:"TOOLS_CACHE_TTL" envDefault:"5m"` // TOOLS_CACHE_TTL (Go duration); default 5m
+
+	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
+	// true/false, 1/0; default false) lets http_request reach loopback,
+	// private and link-local addresses. Local development and tests only.
+	ToolsAllowPrivateNetworks bool `env:"TOOLS_ALLOW_PRIVATE_NETWORKS"`
+	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
+	// 2, DefaultSandboxPerUser) is how many isolated tool runs (jq,
+	// expressions, templates, regular expressions, CSV, HTML) one user
+	// may have at once in the tool server's sandbox; all anonymous
+	// callers (clients with only the service key) share one such
+	// allowance. The sandbox keeps more workers than that, so one user
+	// never holds them all.
+	SandboxPerUser int `env:"SANDBOX_PER_USER" envDefault:"2"`
+
+	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
+	// tools of tests of durable runs (tools.TestTools: a counting, slow,
+	// failing step) to the tool server. End-to-end tests only; the
+	// template never sets it.
+	ToolsTestHooks bool `env:"TOOLS_TEST_HOOKS"`
+}
+
+// Validate fails on a short service key, a URL that is not http(s), a
+// negative cache lifetime and a sandbox allowance out of range.
+func (t Tools) Validate() error {
+	var p problems
+	if t.MCPServiceKey != "" && len(t.MCPServiceKey) < 16 {
+		p.add("MCP_SERVICE_KEY", "must be at least 16 characters")
+	}
+	p.httpURL("MCP_URL", t.MCPURL)
+	if t.ToolsCacheTTL < 0 {
+		p.add("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", t.ToolsCacheTTL)
+	}
+	if t.SandboxPerUser < 1 || t.SandboxPerUser > 64 {
+		p.add("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", strconv.Itoa(t.SandboxPerUser))
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -370,6 +394,7 @@ func (c Config) Validate() error {
 		c.OAuth.Validate(),
 		c.Blobs.Validate(),
 		c.Models.Validate(),
+		c.Tools.Validate(),
 	)
 }
 
@@ -417,17 +442,7 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	c.MCPServiceKey = get("MCP_SERVICE_KEY")
-	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
-		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
-	}
 	c.RunnerFunction = strings.TrimSpace(get("RUNNER_FUNCTION"))
-	c.MCPURL = strings.TrimRight(get("MCP_URL"), "/")
-	if c.MCPURL != "" {
-		if u, err := url.Parse(c.MCPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("MCP_URL", "must be an http(s) URL, got %q", c.MCPURL)
-		}
-	}
 	c.WebhookSigningKey = get("WEBHOOK_SIGNING_KEY")
 	if c.WebhookSigningKey != "" && len(c.WebhookSigningKey) < 32 {
 		bad("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
@@ -471,40 +486,6 @@ func Load(getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	c.ToolsCacheTTL = 5 * time.Minute
-	if v := get("TOOLS_CACHE_TTL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
-		}
-		c.ToolsCacheTTL = d
-	}
-
-	c.SandboxPerUser = DefaultSandboxPerUser
-	if v := get("SANDBOX_PER_USER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64 {
-			bad("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", v)
-		}
-		c.SandboxPerUser = n
-	}
-
-	if v := get("TOOLS_TEST_HOOKS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("TOOLS_TEST_HOOKS", "must be a boolean (true or false), got %q", v)
-		}
-		c.ToolsTestHooks = b
-	}
-
-	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("TOOLS_ALLOW_PRIVATE_NETWORKS", "must be a boolean (true or false), got %q", v)
-		}
-		c.ToolsAllowPrivateNetworks = b
-	}
-
 	for _, l := range []struct {
 		rule        *ratelimit.Rule
 		env, name   string
