@@ -195,3 +195,16 @@ func TestTools(t *testing.T) {
 			wantErr: `config: TOOLS_ALLOW_PRIVATE_NETWORKS: must be a boolean (true or false), got "y"`},
 	})
 }
+
+func TestRuns(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Runs { return c.Runs }, []loadCase[config.Runs]{
+		{name: "defaults", want: config.Runs{GenerationLease: 30 * time.Second, SweepInterval: time.Minute}},
+		{name: "set", env: map[string]string{"RUNNER_FUNCTION": " stack-RunnerFunction-1 ", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:9001/",
+			"GENERATION_LEASE": "1s", "SWEEP_INTERVAL": "100ms"},
+			want: config.Runs{RunnerFunction: "stack-RunnerFunction-1", LambdaEndpoint: "http://127.0.0.1:9001", GenerationLease: time.Second, SweepInterval: 100 * time.Millisecond}},
+		{name: "endpoint", env: map[string]string{"AWS_ENDPOINT_URL_LAMBDA": "lambda"}, wantErr: `config: AWS_ENDPOINT_URL_LAMBDA: must be an http(s) URL, got "lambda"`},
+		{name: "lease too short", env: map[string]string{"GENERATION_LEASE": "999ms"}, wantErr: `config: GENERATION_LEASE: must be a Go duration from 1s to 10m0s, got "999ms"`},
+		{name: "sweep too rare", env: map[string]string{"SWEEP_INTERVAL": "1h"}, wantErr: `config: SWEEP_INTERVAL: must be a Go duration from 100ms to 10m0s, got "1h0m0s"`},
+	})
+}

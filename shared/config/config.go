@@ -31,14 +31,7 @@ type Config struct {
 	Blobs
 	Models
 	Tools
-
-	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
-	// function that executes durable workflow runs, invoked
-	// asynchronously; the dev server runs the runner in process instead.
-	RunnerFunction string
-	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA), the AWS SDKs' own name
-	// for it, overrides the endpoint of the runner's invocations (tests).
-	LambdaEndpoint string
+	Runs
 
 	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
 	// `openssl rand -hex 32`) is the server key the webhook triggers'
@@ -70,15 +63,6 @@ type Config struct {
 	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
 	// one an upload URL).
 	RateLimitAttachments ratelimit.Rule
-
-	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
-	// default 30s) is how far ahead each log write of a streamed reply
-	// renews its lease; SweepInterval (SWEEP_INTERVAL, a Go duration from
-	// 100ms to 10m; default 1m) is how often the dev server's sweeper
-	// looks for expired leases. Shorter values let tests see the sweeper
-	// at work.
-	GenerationLease time.Duration
-	SweepInterval   time.Duration
 
 	// Credential limits, counted in RATE_LIMITS_TABLE before any password
 	// is hashed; same syntax as the per-user limits.
@@ -383,6 +367,37 @@ func (t Tools) Validate() error {
 	return p.err()
 }
 
+// Runs are the durable workflow runs' (the runner) and the streamed
+// replies' leases, which the sweeper ends or resumes.
+type Runs struct {
+	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
+	// function that executes durable workflow runs, invoked
+	// asynchronously; the dev server runs the runner in process instead.
+	RunnerFunction string `env:"RUNNER_FUNCTION"`
+	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA), the AWS SDKs' own name
+	// for it, overrides the endpoint of the runner's invocations (tests).
+	LambdaEndpoint string `env:"AWS_ENDPOINT_URL_LAMBDA" envTrimRight:"/"`
+
+	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
+	// default 30s) is how far ahead each log write of a streamed reply
+	// renews its lease; SweepInterval (SWEEP_INTERVAL, a Go duration from
+	// 100ms to 10m; default 1m) is how often the dev server's sweeper
+	// looks for expired leases. Shorter values let tests see the sweeper
+	// at work.
+	GenerationLease time.Duration `env:"GENERATION_LEASE" envDefault:"30s"`
+	SweepInterval   time.Duration `env:"SWEEP_INTERVAL" envDefault:"1m"`
+}
+
+// Validate fails on an endpoint that is not an http(s) URL and on
+// durations out of range.
+func (r Runs) Validate() error {
+	var p problems
+	p.httpURL("AWS_ENDPOINT_URL_LAMBDA", r.LambdaEndpoint)
+	p.durationIn("GENERATION_LEASE", r.GenerationLease, time.Second, 10*time.Minute)
+	p.durationIn("SWEEP_INTERVAL", r.SweepInterval, 100*time.Millisecond, 10*time.Minute)
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -395,6 +410,7 @@ func (c Config) Validate() error {
 		c.Blobs.Validate(),
 		c.Models.Validate(),
 		c.Tools.Validate(),
+		c.Runs.Validate(),
 	)
 }
 
@@ -435,14 +451,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.LambdaEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_LAMBDA"), "/")
-	if c.LambdaEndpoint != "" {
-		if u, err := url.Parse(c.LambdaEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("AWS_ENDPOINT_URL_LAMBDA", "must be an http(s) URL, got %q", c.LambdaEndpoint)
-		}
-	}
-
-	c.RunnerFunction = strings.TrimSpace(get("RUNNER_FUNCTION"))
 	c.WebhookSigningKey = get("WEBHOOK_SIGNING_KEY")
 	if c.WebhookSigningKey != "" && len(c.WebhookSigningKey) < 32 {
 		bad("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
@@ -465,8 +473,6 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.SchedulePollInterval = durationIn(get("SCHEDULE_POLL_INTERVAL"), 10*time.Second, 100*time.Millisecond, 10*time.Second, "SCHEDULE_POLL_INTERVAL", bad)
-	c.GenerationLease = durationIn(get("GENERATION_LEASE"), 30*time.Second, time.Second, 10*time.Minute, "GENERATION_LEASE", bad)
-	c.SweepInterval = durationIn(get("SWEEP_INTERVAL"), time.Minute, 100*time.Millisecond, 10*time.Minute, "SWEEP_INTERVAL", bad)
 	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
