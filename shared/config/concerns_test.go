@@ -3,6 +3,7 @@ package config_test
 import (
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,5 +207,29 @@ func TestRuns(t *testing.T) {
 		{name: "endpoint", env: map[string]string{"AWS_ENDPOINT_URL_LAMBDA": "lambda"}, wantErr: `config: AWS_ENDPOINT_URL_LAMBDA: must be an http(s) URL, got "lambda"`},
 		{name: "lease too short", env: map[string]string{"GENERATION_LEASE": "999ms"}, wantErr: `config: GENERATION_LEASE: must be a Go duration from 1s to 10m0s, got "999ms"`},
 		{name: "sweep too rare", env: map[string]string{"SWEEP_INTERVAL": "1h"}, wantErr: `config: SWEEP_INTERVAL: must be a Go duration from 100ms to 10m0s, got "1h0m0s"`},
+	})
+}
+
+func TestTriggers(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Triggers { return c.Triggers }, []loadCase[config.Triggers]{
+		{name: "defaults", want: config.Triggers{SchedulePollInterval: 10 * time.Second}},
+		{name: "set", env: map[string]string{"WEBHOOK_SIGNING_KEY": strings.Repeat("k", 32), "SCHEDULE_GROUP": "stack-triggers",
+			"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+			"SCHEDULE_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:q", "SCHEDULER_ENDPOINT": "http://127.0.0.1:9/", "SCHEDULE_POLL_INTERVAL": "100ms"},
+			want: config.Triggers{WebhookSigningKey: strings.Repeat("k", 32), ScheduleGroup: "stack-triggers",
+				ScheduleTargetARN: "arn:aws:lambda:us-east-1:123456789012:function:fire", ScheduleRoleARN: "arn:aws:iam::123456789012:role/r",
+				ScheduleDLQARN: "arn:aws:sqs:us-east-1:123456789012:q", SchedulerEndpoint: "http://127.0.0.1:9", SchedulePollInterval: 100 * time.Millisecond}},
+		{name: "short key", env: map[string]string{"WEBHOOK_SIGNING_KEY": "short"},
+			wantErr: "config: WEBHOOK_SIGNING_KEY: must be at least 32 characters (e.g. openssl rand -hex 32)"},
+		{name: "target not an ARN", env: map[string]string{"SCHEDULE_TARGET_ARN": "fire-function"},
+			wantErr: `config: SCHEDULE_TARGET_ARN: must be an ARN (arn:aws:lambda:...), got "fire-function"`},
+		{name: "role of another service", env: map[string]string{"SCHEDULE_ROLE_ARN": "arn:aws:lambda:x"},
+			wantErr: `config: SCHEDULE_ROLE_ARN: must be an ARN (arn:aws:iam:...), got "arn:aws:lambda:x"`},
+		{name: "queue URL", env: map[string]string{"SCHEDULE_DLQ_ARN": "https://sqs/q"},
+			wantErr: `config: SCHEDULE_DLQ_ARN: must be an ARN (arn:aws:sqs:...), got "https://sqs/q"`},
+		{name: "endpoint", env: map[string]string{"SCHEDULER_ENDPOINT": "localhost"}, wantErr: `config: SCHEDULER_ENDPOINT: must be an http(s) URL, got "localhost"`},
+		{name: "poll too rare", env: map[string]string{"SCHEDULE_POLL_INTERVAL": "11s"},
+			wantErr: `config: SCHEDULE_POLL_INTERVAL: must be a Go duration from 100ms to 10s, got "11s"`},
 	})
 }

@@ -32,26 +32,7 @@ type Config struct {
 	Models
 	Tools
 	Runs
-
-	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
-	// `openssl rand -hex 32`) is the server key the webhook triggers'
-	// secrets are derived from; the database never holds it. Locally, when
-	// unset, it is derived from MCP_SERVICE_KEY.
-	WebhookSigningKey string
-	// Schedules of schedule triggers in EventBridge Scheduler: the group
-	// (SCHEDULE_GROUP), the target TriggerFireFunction
-	// (SCHEDULE_TARGET_ARN), the role Scheduler invokes it with
-	// (SCHEDULE_ROLE_ARN) and the dead-letter queue (SCHEDULE_DLQ_ARN);
-	// SCHEDULER_ENDPOINT overrides the Scheduler endpoint (tests). Without
-	// SCHEDULE_GROUP the schedules are kept in the Data table's due index,
-	// which the dev server polls every SCHEDULE_POLL_INTERVAL (a Go
-	// duration from 100ms to 10s; default 10s).
-	ScheduleGroup        string
-	ScheduleTargetARN    string
-	ScheduleRoleARN      string
-	ScheduleDLQARN       string
-	SchedulerEndpoint    string
-	SchedulePollInterval time.Duration
+	Triggers
 
 	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
 	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
@@ -398,6 +379,48 @@ func (r Runs) Validate() error {
 	return p.err()
 }
 
+// Triggers are the webhook and schedule triggers' (shared/trigger).
+type Triggers struct {
+	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
+	// `openssl rand -hex 32`) is the server key the webhook triggers'
+	// secrets are derived from; the database never holds it. Locally, when
+	// unset, it is derived from MCP_SERVICE_KEY.
+	WebhookSigningKey string `env:"WEBHOOK_SIGNING_KEY"`
+	// Schedules of schedule triggers in EventBridge Scheduler: the group
+	// (SCHEDULE_GROUP), the target TriggerFireFunction
+	// (SCHEDULE_TARGET_ARN), the role Scheduler invokes it with
+	// (SCHEDULE_ROLE_ARN) and the dead-letter queue (SCHEDULE_DLQ_ARN);
+	// SCHEDULER_ENDPOINT overrides the Scheduler endpoint (tests). Without
+	// SCHEDULE_GROUP the schedules are kept in the Data table's due index,
+	// which the dev server polls every SCHEDULE_POLL_INTERVAL (a Go
+	// duration from 100ms to 10s; default 10s).
+	ScheduleGroup        string        `env:"SCHEDULE_GROUP"`
+	ScheduleTargetARN    string        `env:"SCHEDULE_TARGET_ARN"`
+	ScheduleRoleARN      string        `env:"SCHEDULE_ROLE_ARN"`
+	ScheduleDLQARN       string        `env:"SCHEDULE_DLQ_ARN"`
+	SchedulerEndpoint    string        `env:"SCHEDULER_ENDPOINT" envTrimRight:"/"`
+	SchedulePollInterval time.Duration `env:"SCHEDULE_POLL_INTERVAL" envDefault:"10s"`
+}
+
+// Validate fails on a short signing key, ARNs of the wrong service, an
+// endpoint that is not an http(s) URL and a poll interval out of range.
+func (t Triggers) Validate() error {
+	var p problems
+	if t.WebhookSigningKey != "" && len(t.WebhookSigningKey) < 32 {
+		p.add("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	for _, v := range []struct{ name, value, service string }{
+		{"SCHEDULE_TARGET_ARN", t.ScheduleTargetARN, ":lambda:"}, {"SCHEDULE_ROLE_ARN", t.ScheduleRoleARN, ":iam:"}, {"SCHEDULE_DLQ_ARN", t.ScheduleDLQARN, ":sqs:"},
+	} {
+		if v.value != "" && (!strings.HasPrefix(v.value, "arn:") || !strings.Contains(v.value, v.service)) {
+			p.add(v.name, "must be an ARN (arn:aws%s...), got %q", v.service, v.value)
+		}
+	}
+	p.httpURL("SCHEDULER_ENDPOINT", t.SchedulerEndpoint)
+	p.durationIn("SCHEDULE_POLL_INTERVAL", t.SchedulePollInterval, 100*time.Millisecond, 10*time.Second)
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -411,6 +434,7 @@ func (c Config) Validate() error {
 		c.Models.Validate(),
 		c.Tools.Validate(),
 		c.Runs.Validate(),
+		c.Triggers.Validate(),
 	)
 }
 
@@ -451,28 +475,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
 	}
 
-	c.WebhookSigningKey = get("WEBHOOK_SIGNING_KEY")
-	if c.WebhookSigningKey != "" && len(c.WebhookSigningKey) < 32 {
-		bad("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
-	}
-	c.ScheduleGroup = get("SCHEDULE_GROUP")
-	c.ScheduleTargetARN = get("SCHEDULE_TARGET_ARN")
-	c.ScheduleRoleARN = get("SCHEDULE_ROLE_ARN")
-	c.ScheduleDLQARN = get("SCHEDULE_DLQ_ARN")
-	for _, v := range []struct{ name, value, service string }{
-		{"SCHEDULE_TARGET_ARN", c.ScheduleTargetARN, ":lambda:"}, {"SCHEDULE_ROLE_ARN", c.ScheduleRoleARN, ":iam:"}, {"SCHEDULE_DLQ_ARN", c.ScheduleDLQARN, ":sqs:"},
-	} {
-		if v.value != "" && (!strings.HasPrefix(v.value, "arn:") || !strings.Contains(v.value, v.service)) {
-			bad(v.name, "must be an ARN (arn:aws%s...), got %q", v.service, v.value)
-		}
-	}
-	c.SchedulerEndpoint = strings.TrimRight(get("SCHEDULER_ENDPOINT"), "/")
-	if c.SchedulerEndpoint != "" {
-		if u, err := url.Parse(c.SchedulerEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("SCHEDULER_ENDPOINT", "must be an http(s) URL, got %q", c.SchedulerEndpoint)
-		}
-	}
-	c.SchedulePollInterval = durationIn(get("SCHEDULE_POLL_INTERVAL"), 10*time.Second, 100*time.Millisecond, 10*time.Second, "SCHEDULE_POLL_INTERVAL", bad)
 	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
