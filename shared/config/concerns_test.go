@@ -9,6 +9,7 @@ import (
 
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/ratelimit"
 )
 
 // loadCase is one environment and what Load makes of one concern: its
@@ -232,4 +233,65 @@ func TestTriggers(t *testing.T) {
 		{name: "poll too rare", env: map[string]string{"SCHEDULE_POLL_INTERVAL": "11s"},
 			wantErr: `config: SCHEDULE_POLL_INTERVAL: must be a Go duration from 100ms to 10s, got "11s"`},
 	})
+}
+
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	rule := func(name, spec string) ratelimit.Rule { return ratelimit.MustParse(name, spec) }
+	defaults := config.RateLimits{
+		RateLimitMessages: rule("messages", "30/m"), RateLimitStreams: rule("streams", "30/m"), RateLimitRuns: rule("runs", "20/m"),
+		RateLimitResumes: rule("resumes", "120/m"), RateLimitAttachments: rule("attachments", "20/m,200/h"),
+		RateLimitSignInEmail: rule("sign-ins", "5/m,30/h"), RateLimitSignInAddress: rule("sign-ins", "30/m,300/h"), RateLimitSignUpAddress: rule("sign-ups", "10/m,100/h"),
+		RateLimitOAuthToken: rule("token requests", "60/m,600/h"), RateLimitOAuthRegister: rule("client registrations", "10/m,50/h"),
+	}
+	set := defaults
+	set.RateLimitMessages, set.RateLimitStreams, set.RateLimitOAuthRegister = rule("messages", "2/m,100/h"), rule("streams", "0"), rule("client registrations", "1/s")
+	testConcern(t, func(c config.Config) config.RateLimits { return c.RateLimits }, []loadCase[config.RateLimits]{
+		{name: "defaults", want: defaults},
+		{name: "set", env: map[string]string{"RATE_LIMIT_MESSAGES": "2/m, 100/h", "RATE_LIMIT_STREAMS": "off", "RATE_LIMIT_OAUTH_REGISTER": "1/s"}, want: set},
+		{name: "words", env: map[string]string{"RATE_LIMIT_SIGN_UP_ADDRESS": "30 per minute"},
+			wantErr: `config: RATE_LIMIT_SIGN_UP_ADDRESS: must be 0 (off) or up to 3 comma-separated limits like 30/m (N per s, m or h; e.g. 30/m,500/h), got "30 per minute"`},
+	})
+}
+
+// TestValidate: each concern's Validate checks values built in code too,
+// not only Load's.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate of the defaults: %v", err)
+	}
+	unnamed := c.RateLimits
+	unnamed.RateLimitRuns.Name = ""
+	zero := c.RateLimits
+	zero.RateLimitResumes.Windows = []ratelimit.Window{{Limit: 0, Per: time.Minute}}
+	tests := []struct {
+		name    string
+		v       interface{ Validate() error }
+		wantErr string
+	}{
+		{"runtime", config.Runtime{FunctionMemoryMB: -1}, `config: AWS_LAMBDA_FUNCTION_MEMORY_SIZE: must be the function's memory in MB, at least 128, got "-1"`},
+		{"logging level", config.Logging{LogLevel: slog.LevelWarn + 1, LogFormat: logging.JSON}, `config: LOG_LEVEL: must be debug, info, warn or error, got "warn+1"`},
+		{"logging format", config.Logging{}, `config: LOG_FORMAT: must be json or text, got ""`},
+		{"dev server", config.DevServer{Port: 65536}, `config: PORT: must be a port number 0-65535, got "65536"`},
+		{"tools", config.Tools{SandboxPerUser: 1, ToolsCacheTTL: -time.Second},
+			`config: TOOLS_CACHE_TTL: must be a non-negative Go duration like 5m, got "-1s"`},
+		{"runs", config.Runs{GenerationLease: time.Minute}, `config: SWEEP_INTERVAL: must be a Go duration from 100ms to 10m0s, got "0s"`},
+		{"blobs", config.Blobs{}, `config: USER_STORAGE_QUOTA: must be a positive integer number of bytes (default 1073741824, 1 GiB), got "0"`},
+		{"rule without a name", unnamed, "config: RATE_LIMIT_RUNS: the rule has no name (its counters' key)"},
+		{"rule of no requests", zero,
+			`config: RATE_LIMIT_RESUMES: must be 0 (off) or up to 3 comma-separated limits like 30/m (N per s, m or h; e.g. 30/m,500/h), got "0/m"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := tt.v.Validate(); err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Validate = %v\nwant %s", err, tt.wantErr)
+			}
+		})
+	}
 }

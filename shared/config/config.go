@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,26 +34,7 @@ type Config struct {
 	Tools
 	Runs
 	Triggers
-
-	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
-	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
-	// e.g. "30/m" or "30/m,500/h".
-	RateLimitMessages ratelimit.Rule // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
-	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
-	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
-	RateLimitResumes  ratelimit.Rule // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
-	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
-	// one an upload URL).
-	RateLimitAttachments ratelimit.Rule
-
-	// Credential limits, counted in RATE_LIMITS_TABLE before any password
-	// is hashed; same syntax as the per-user limits.
-	RateLimitSignInEmail   ratelimit.Rule // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
-	RateLimitSignInAddress ratelimit.Rule // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
-	RateLimitSignUpAddress ratelimit.Rule // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
-	// The OAuth endpoints' limits, per client address.
-	RateLimitOAuthToken    ratelimit.Rule // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
-	RateLimitOAuthRegister ratelimit.Rule // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
+	RateLimits
 
 	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
 	// integer; 0 or unset: no budget) is the tokens, input plus output,
@@ -421,6 +403,47 @@ func (t Triggers) Validate() error {
 	return p.err()
 }
 
+// RateLimits are the rate limits (shared/ratelimit), counted in
+// RATE_LIMITS_TABLE: each is "0" (off) or comma-separated windows "N/s",
+// "N/m" or "N/h", e.g. "30/m" or "30/m,500/h". Each field's rule tag is
+// the rule's Name, its counters' key: rules of the same name share one
+// count.
+type RateLimits struct {
+	// Per-user rate limits.
+	RateLimitMessages ratelimit.Rule `env:"RATE_LIMIT_MESSAGES" envDefault:"30/m" rule:"messages"` // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
+	RateLimitStreams  ratelimit.Rule `env:"RATE_LIMIT_STREAMS" envDefault:"30/m" rule:"streams"`   // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
+	RateLimitRuns     ratelimit.Rule `env:"RATE_LIMIT_RUNS" envDefault:"20/m" rule:"runs"`         // RATE_LIMIT_RUNS; default 20/m: workflow runs
+	RateLimitResumes  ratelimit.Rule `env:"RATE_LIMIT_RESUMES" envDefault:"120/m" rule:"resumes"`  // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
+	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
+	// one an upload URL).
+	RateLimitAttachments ratelimit.Rule `env:"RATE_LIMIT_ATTACHMENTS" envDefault:"20/m,200/h" rule:"attachments"`
+
+	// Credential limits, counted before any password is hashed.
+	RateLimitSignInEmail   ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_EMAIL" envDefault:"5/m,30/h" rule:"sign-ins"`     // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
+	RateLimitSignInAddress ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_ADDRESS" envDefault:"30/m,300/h" rule:"sign-ins"` // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
+	RateLimitSignUpAddress ratelimit.Rule `env:"RATE_LIMIT_SIGN_UP_ADDRESS" envDefault:"10/m,100/h" rule:"sign-ups"` // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
+	// The OAuth endpoints' limits, per client address.
+	RateLimitOAuthToken    ratelimit.Rule `env:"RATE_LIMIT_OAUTH_TOKEN" envDefault:"60/m,600/h" rule:"token requests"`         // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
+	RateLimitOAuthRegister ratelimit.Rule `env:"RATE_LIMIT_OAUTH_REGISTER" envDefault:"10/m,50/h" rule:"client registrations"` // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
+}
+
+// Validate fails on a rule without a Name and on one ratelimit.Parse
+// would refuse: rules built in code (Load's have been parsed and named).
+func (r RateLimits) Validate() error {
+	var p problems
+	v := reflect.ValueOf(r)
+	for i := range v.NumField() {
+		name, rule := v.Type().Field(i).Tag.Get("env"), v.Field(i).Interface().(ratelimit.Rule)
+		if rule.Name == "" {
+			p.add(name, "the rule has no name (its counters' key)")
+		}
+		if _, err := ratelimit.Parse(rule.Name, rule.String()); err != nil {
+			p.add(name, "%v", err)
+		}
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -435,6 +458,7 @@ func (c Config) Validate() error {
 		c.Tools.Validate(),
 		c.Runs.Validate(),
 		c.Triggers.Validate(),
+		c.RateLimits.Validate(),
 	)
 }
 
@@ -494,29 +518,6 @@ func Load(getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	for _, l := range []struct {
-		rule        *ratelimit.Rule
-		env, name   string
-		defaultSpec string
-	}{
-		{&c.RateLimitMessages, "RATE_LIMIT_MESSAGES", "messages", DefaultRateLimitMessages},
-		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
-		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
-		{&c.RateLimitResumes, "RATE_LIMIT_RESUMES", "resumes", DefaultRateLimitResumes},
-		{&c.RateLimitAttachments, "RATE_LIMIT_ATTACHMENTS", "attachments", DefaultRateLimitAttachments},
-		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
-		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
-		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
-		{&c.RateLimitOAuthToken, "RATE_LIMIT_OAUTH_TOKEN", "token requests", DefaultRateLimitOAuthToken},
-		{&c.RateLimitOAuthRegister, "RATE_LIMIT_OAUTH_REGISTER", "client registrations", DefaultRateLimitOAuthRegister},
-	} {
-		r, err := ratelimit.Parse(l.name, or(get(l.env), l.defaultSpec))
-		if err != nil {
-			bad(l.env, "%v", err)
-		}
-		*l.rule = r
-	}
-
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
