@@ -10,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
+	"github.com/workflowchat/service/shared/usage"
 )
 
 // loadCase is one environment and what Load makes of one concern: its
@@ -251,6 +252,24 @@ func TestRateLimits(t *testing.T) {
 		{name: "set", env: map[string]string{"RATE_LIMIT_MESSAGES": "2/m, 100/h", "RATE_LIMIT_STREAMS": "off", "RATE_LIMIT_OAUTH_REGISTER": "1/s"}, want: set},
 		{name: "words", env: map[string]string{"RATE_LIMIT_SIGN_UP_ADDRESS": "30 per minute"},
 			wantErr: `config: RATE_LIMIT_SIGN_UP_ADDRESS: must be 0 (off) or up to 3 comma-separated limits like 30/m (N per s, m or h; e.g. 30/m,500/h), got "30 per minute"`},
+	})
+}
+
+func TestBudgets(t *testing.T) {
+	t.Parallel()
+	testConcern(t, func(c config.Config) config.Budgets { return c.Budgets }, []loadCase[config.Budgets]{
+		{name: "none", want: config.Budgets{}},
+		{name: "set", env: map[string]string{"USER_MONTHLY_TOKEN_BUDGET": "1000", "MODEL_PRICES": `{"gpt-4o": {"input": 2.5, "output": 10}, "builtin": {}}`},
+			want: config.Budgets{UserMonthlyTokenBudget: 1000, ModelPrices: map[string]usage.Price{"gpt-4o": {Input: 2.5, Output: 10}, "builtin": {}}}},
+		{name: "negative budget", env: map[string]string{"USER_MONTHLY_TOKEN_BUDGET": "-1"},
+			wantErr: `config: USER_MONTHLY_TOKEN_BUDGET: must be a non-negative integer number of tokens (0: no budget), got "-1"`},
+		{name: "budget in words", env: map[string]string{"USER_MONTHLY_TOKEN_BUDGET": "lots"}, wantErr: `config: USER_MONTHLY_TOKEN_BUDGET: must be an integer, got "lots"`},
+		{name: "prices not JSON", env: map[string]string{"MODEL_PRICES": "gpt-4o=2.5"},
+			wantErr: `config: MODEL_PRICES: must be a JSON object like {"gpt-4o": {"input": 2.5, "output": 10}} (USD per million tokens): invalid character 'g' looking for beginning of value`},
+		{name: "unknown price field", env: map[string]string{"MODEL_PRICES": `{"gpt-4o": {"in": 1}}`},
+			wantErr: `config: MODEL_PRICES: must be a JSON object like {"gpt-4o": {"input": 2.5, "output": 10}} (USD per million tokens): json: unknown field "in"`},
+		{name: "negative prices", env: map[string]string{"MODEL_PRICES": `{"b": {"input": -1}, "a": {"output": -1}}`},
+			wantErr: "config: MODEL_PRICES: the prices of \"a\" must not be negative\nconfig: MODEL_PRICES: the prices of \"b\" must not be negative"},
 	})
 }
 

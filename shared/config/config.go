@@ -4,13 +4,14 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,14 +37,7 @@ type Config struct {
 	Triggers
 	RateLimits
 
-	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
-	// integer; 0 or unset: no budget) is the tokens, input plus output,
-	// each user may spend per UTC month across all models.
-	UserMonthlyTokenBudget int64
-	// ModelPrices (MODEL_PRICES, a JSON object {"<modelId>": {"input":
-	// USD, "output": USD}} per million tokens; unset: every model costs 0)
-	// prices the usage report.
-	ModelPrices map[string]usage.Price
+	Budgets
 
 	raw map[string]string
 }
@@ -444,6 +438,33 @@ func (r RateLimits) Validate() error {
 	return p.err()
 }
 
+// Budgets are what users may spend on models and what it costs
+// (shared/usage).
+type Budgets struct {
+	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
+	// integer; 0 or unset: no budget) is the tokens, input plus output,
+	// each user may spend per UTC month across all models.
+	UserMonthlyTokenBudget int64 `env:"USER_MONTHLY_TOKEN_BUDGET"`
+	// ModelPrices (MODEL_PRICES, a JSON object {"<modelId>": {"input":
+	// USD, "output": USD}} per million tokens; unset: every model costs 0)
+	// prices the usage report.
+	ModelPrices map[string]usage.Price `env:"MODEL_PRICES"`
+}
+
+// Validate fails on a negative budget and on negative prices.
+func (b Budgets) Validate() error {
+	var p problems
+	if b.UserMonthlyTokenBudget < 0 {
+		p.add("USER_MONTHLY_TOKEN_BUDGET", "must be a non-negative integer number of tokens (0: no budget), got %q", strconv.FormatInt(b.UserMonthlyTokenBudget, 10))
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.ModelPrices)) {
+		if pr := b.ModelPrices[id]; pr.Input < 0 || pr.Output < 0 {
+			p.add("MODEL_PRICES", "the prices of %q must not be negative", id)
+		}
+	}
+	return p.err()
+}
+
 // Validate checks every concern; the error names each bad variable.
 func (c Config) Validate() error {
 	return errors.Join(
@@ -459,6 +480,7 @@ func (c Config) Validate() error {
 		c.Runs.Validate(),
 		c.Triggers.Validate(),
 		c.RateLimits.Validate(),
+		c.Budgets.Validate(),
 	)
 }
 
@@ -489,36 +511,7 @@ const (
 func Load(getenv func(string) string) (Config, error) {
 	raw, vals := environ(getenv)
 	c := Config{raw: raw}
-	errs := load(&c, vals)
-	get := func(name string) string {
-		v := strings.TrimSpace(getenv(name))
-		c.raw[name] = v
-		return v
-	}
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
-	}
-
-	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			bad("USER_MONTHLY_TOKEN_BUDGET", "must be a non-negative integer number of tokens (0: no budget), got %q", v)
-		}
-		c.UserMonthlyTokenBudget = n
-	}
-	if v := get("MODEL_PRICES"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c.ModelPrices); err != nil {
-			bad("MODEL_PRICES", `must be a JSON object like {"gpt-4o": {"input": 2.5, "output": 10}} (USD per million tokens): %v`, err)
-		}
-		for id, p := range c.ModelPrices {
-			if p.Input < 0 || p.Output < 0 {
-				bad("MODEL_PRICES", "the prices of %q must not be negative", id)
-			}
-		}
-	}
-	if len(errs) > 0 {
+	if errs := load(&c, vals); len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
@@ -565,34 +558,3 @@ func (c Config) value(name string) string {
 
 // bucketName matches an S3 bucket name (general purpose buckets).
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-
-// list splits a comma-separated value, dropping blanks.
-func list(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// durationIn parses v as a Go duration between lo and hi; empty is def.
-func durationIn(v string, def, lo, hi time.Duration, name string, bad func(name, format string, args ...any)) time.Duration {
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		bad(name, "must be a Go duration from %s to %s, got %q", lo, hi, v)
-		return def
-	}
-	return d
-}
