@@ -1,6 +1,30 @@
 // Package config loads the service's configuration once, at start-up, from
 // an injected getenv function (os.Getenv in mains, a map in tests). Every
 // error names the environment variable at fault.
+//
+// Config is a composition of one struct per concern (Runtime, Logging,
+// Tables, DevServer, Auth, OAuth, Blobs, Models, Tools, Runs, Triggers,
+// RateLimits, Budgets), embedded so that every field reads cfg.Field.
+// Each field declares its variable in struct tags:
+//
+//	env:"NAME"              the variable (github.com/caarlos0/env)
+//	envDefault:"v"          its default (only in Lambda when envLocalDefault is given too)
+//	envLocalDefault:"v"     its default outside Lambda (AWS_LAMBDA_FUNCTION_NAME unset)
+//	envTrimRight:"/"        characters dropped from the end of the value (of each element of a list)
+//	rule:"name"             a ratelimit.Rule's Name, its counters' key
+//
+// Load reads every tagged variable from getenv (spaces trimmed; empty is
+// unset), lets env.ParseWithOptions fill the structs with this package's
+// parsers, one per type (booleans, integers, Go durations, comma-separated
+// lists, log formats, rate-limit rules, model prices; a slog.Level parses
+// itself, and "warning" is taken for warn), and then calls each concern's
+// Validate, which holds the checks of ranges and formats. It fails with
+// one error that names every bad variable: a value that does not parse
+// gets its parser's message, one out of range Validate's.
+//
+// A new variable is a field with its tags in the struct of its concern,
+// and its checks in that struct's Validate; README.md's Configuration
+// table lists it (a test keeps the two in step).
 package config
 
 import (
@@ -36,11 +60,101 @@ type Config struct {
 	Runs
 	Triggers
 	RateLimits
-
 	Budgets
 
 	raw map[string]string
 }
+
+// Load reads the configuration from getenv. It fails on any malformed value,
+// naming the variable.
+func Load(getenv func(string) string) (Config, error) {
+	raw, vals := environ(getenv)
+	c := Config{raw: raw}
+	if errs := load(&c, vals); len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Validate checks every concern; the error names each bad variable.
+func (c Config) Validate() error {
+	return errors.Join(
+		c.Runtime.Validate(),
+		c.Logging.Validate(),
+		c.Tables.Validate(),
+		c.DevServer.Validate(),
+		c.Auth.Validate(),
+		c.OAuth.Validate(),
+		c.Blobs.Validate(),
+		c.Models.Validate(),
+		c.Tools.Validate(),
+		c.Runs.Validate(),
+		c.Triggers.Validate(),
+		c.RateLimits.Validate(),
+		c.Budgets.Validate(),
+	)
+}
+
+// Require fails, naming every missing variable, unless each of the named
+// variables resolved to a value (set, or defaulted locally).
+func (c Config) Require(names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if c.value(n) == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("config: required but not set: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (c Config) value(name string) string {
+	switch name {
+	case "USERS_TABLE":
+		return c.UsersTable
+	case "SESSIONS_TABLE":
+		return c.SessionsTable
+	case "DATA_TABLE":
+		return c.DataTable
+	case "RATE_LIMITS_TABLE":
+		return c.RateLimitsTable
+	case "OAUTH_TABLE":
+		return c.OAuthTable
+	case "MCP_SERVICE_KEY":
+		return c.MCPServiceKey
+	case "MCP_URL":
+		return c.MCPURL
+	case "RUNNER_FUNCTION":
+		return c.RunnerFunction
+	case "BLOB_BUCKET":
+		return c.BlobBucket
+	}
+	return c.raw[name]
+}
+
+// DefaultSandboxPerUser is SANDBOX_PER_USER's default.
+const DefaultSandboxPerUser = 2
+
+// DefaultUserStorageQuota is USER_STORAGE_QUOTA's default: 1 GiB.
+const DefaultUserStorageQuota = 1 << 30
+
+// The default per-user rate limits.
+const (
+	DefaultRateLimitMessages = "30/m"
+	DefaultRateLimitStreams  = "30/m"
+	DefaultRateLimitRuns     = "20/m"
+	DefaultRateLimitResumes  = "120/m"
+
+	DefaultRateLimitAttachments = "20/m,200/h"
+
+	DefaultRateLimitSignInEmail   = "5/m,30/h"
+	DefaultRateLimitSignInAddress = "30/m,300/h"
+	DefaultRateLimitSignUpAddress = "10/m,100/h"
+	DefaultRateLimitOAuthToken    = "60/m,600/h"
+	DefaultRateLimitOAuthRegister = "10/m,50/h"
+)
 
 // Runtime is what Lambda tells the function about itself.
 type Runtime struct {
@@ -463,97 +577,6 @@ func (b Budgets) Validate() error {
 		}
 	}
 	return p.err()
-}
-
-// Validate checks every concern; the error names each bad variable.
-func (c Config) Validate() error {
-	return errors.Join(
-		c.Runtime.Validate(),
-		c.Logging.Validate(),
-		c.Tables.Validate(),
-		c.DevServer.Validate(),
-		c.Auth.Validate(),
-		c.OAuth.Validate(),
-		c.Blobs.Validate(),
-		c.Models.Validate(),
-		c.Tools.Validate(),
-		c.Runs.Validate(),
-		c.Triggers.Validate(),
-		c.RateLimits.Validate(),
-		c.Budgets.Validate(),
-	)
-}
-
-// DefaultSandboxPerUser is SANDBOX_PER_USER's default.
-const DefaultSandboxPerUser = 2
-
-// DefaultUserStorageQuota is USER_STORAGE_QUOTA's default: 1 GiB.
-const DefaultUserStorageQuota = 1 << 30
-
-// The default per-user rate limits.
-const (
-	DefaultRateLimitMessages = "30/m"
-	DefaultRateLimitStreams  = "30/m"
-	DefaultRateLimitRuns     = "20/m"
-	DefaultRateLimitResumes  = "120/m"
-
-	DefaultRateLimitAttachments = "20/m,200/h"
-
-	DefaultRateLimitSignInEmail   = "5/m,30/h"
-	DefaultRateLimitSignInAddress = "30/m,300/h"
-	DefaultRateLimitSignUpAddress = "10/m,100/h"
-	DefaultRateLimitOAuthToken    = "60/m,600/h"
-	DefaultRateLimitOAuthRegister = "10/m,50/h"
-)
-
-// Load reads the configuration from getenv. It fails on any malformed value,
-// naming the variable.
-func Load(getenv func(string) string) (Config, error) {
-	raw, vals := environ(getenv)
-	c := Config{raw: raw}
-	if errs := load(&c, vals); len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
-	}
-	return c, nil
-}
-
-// Require fails, naming every missing variable, unless each of the named
-// variables resolved to a value (set, or defaulted locally).
-func (c Config) Require(names ...string) error {
-	var missing []string
-	for _, n := range names {
-		if c.value(n) == "" {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("config: required but not set: %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-func (c Config) value(name string) string {
-	switch name {
-	case "USERS_TABLE":
-		return c.UsersTable
-	case "SESSIONS_TABLE":
-		return c.SessionsTable
-	case "DATA_TABLE":
-		return c.DataTable
-	case "RATE_LIMITS_TABLE":
-		return c.RateLimitsTable
-	case "OAUTH_TABLE":
-		return c.OAuthTable
-	case "MCP_SERVICE_KEY":
-		return c.MCPServiceKey
-	case "MCP_URL":
-		return c.MCPURL
-	case "RUNNER_FUNCTION":
-		return c.RunnerFunction
-	case "BLOB_BUCKET":
-		return c.BlobBucket
-	}
-	return c.raw[name]
 }
 
 // bucketName matches an S3 bucket name (general purpose buckets).
