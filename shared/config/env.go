@@ -40,6 +40,8 @@ type field struct {
 	name     string // the variable (env tag)
 	goName   string // the Go field's name, which env.ParseError reports
 	index    []int  // the field's index path in Config
+	def      string // envDefault
+	hasDef   bool
 	local    string // tagLocalDefault
 	hasLocal bool
 	trim     string // tagTrimRight
@@ -64,23 +66,15 @@ var fields = sync.OnceValue(func() []field {
 			if name == "" || name == "-" {
 				continue
 			}
+			def, hasDef := sf.Tag.Lookup("envDefault")
 			local, hasLocal := sf.Tag.Lookup(tagLocalDefault)
-			out = append(out, field{name: name, goName: sf.Name, index: idx, local: local, hasLocal: hasLocal,
+			out = append(out, field{name: name, goName: sf.Name, index: idx, def: def, hasDef: hasDef, local: local, hasLocal: hasLocal,
 				trim: sf.Tag.Get(tagTrimRight), list: sf.Type == reflect.TypeFor[[]string](), rule: sf.Tag.Get(tagRule)})
 		}
 	}
 	walk(reflect.TypeFor[Config](), nil)
 	return out
 })
-
-// variables lists the names of every variable Load reads.
-func variables() []string {
-	var names []string
-	for _, f := range fields() {
-		names = append(names, f.name)
-	}
-	return names
-}
 
 // environ reads every variable from getenv. raw holds the values as set
 // (spaces trimmed), for Require; vals the values env parses: tagTrimRight
