@@ -20,8 +20,8 @@ import (
 )
 
 // The struct tags of the concern structs. env (the variable) and
-// envDefault (its default, everywhere) are caarlos0/env's; Load reads the
-// others before and after env parses:
+// envDefault (its default) are caarlos0/env's; Load reads the others
+// before and after env parses:
 const (
 	// tagLocalDefault is a variable's default outside Lambda
 	// (AWS_LAMBDA_FUNCTION_NAME unset). In Lambda it has envDefault, if
