@@ -51,7 +51,13 @@ type field struct {
 
 // fields lists the variables of Config's concern structs (its embedded
 // structs), in declaration order.
-var fields = sync.OnceValue(func() []field {
+func fields() []field { return tagged().list }
+
+// tagged walks Config's type once.
+var tagged = sync.OnceValue(func() (t struct {
+	list     []field
+	byGoName map[string]field
+}) {
 	var out []field
 	var walk func(t reflect.Type, index []int)
 	walk = func(t reflect.Type, index []int) {
@@ -73,7 +79,11 @@ var fields = sync.OnceValue(func() []field {
 		}
 	}
 	walk(reflect.TypeFor[Config](), nil)
-	return out
+	t.list, t.byGoName = out, make(map[string]field, len(out))
+	for _, f := range out {
+		t.byGoName[f.goName] = f
+	}
+	return t
 })
 
 // environ reads every variable from getenv. raw holds the values as set
@@ -81,7 +91,7 @@ var fields = sync.OnceValue(func() []field {
 // applied, tagLocalDefault filled in outside Lambda, and empty ones left
 // out, so that envDefault applies to them.
 func environ(getenv func(string) string) (raw, vals map[string]string) {
-	raw, vals = map[string]string{}, map[string]string{}
+	raw, vals = make(map[string]string, len(fields())), make(map[string]string, len(fields()))
 	inLambda := strings.TrimSpace(getenv(functionNameVar)) != ""
 	for _, f := range fields() {
 		v := strings.TrimSpace(getenv(f.name))
@@ -121,17 +131,13 @@ func trimRight(v, cutset string, list bool) string {
 // with c.Validate. It returns an error per bad variable: the parser's
 // when its value does not parse, else Validate's.
 func load(c *Config, vals map[string]string) []error {
-	byGoName := map[string]field{}
-	for _, f := range fields() {
-		byGoName[f.goName] = f
-	}
 	var errs []error
 	unparsed := map[string]bool{}
 	for _, e := range flatten(env.ParseWithOptions(c, env.Options{Environment: vals, FuncMap: parsers})) {
 		var pe env.ParseError
 		var f field
 		if errors.As(e, &pe) {
-			f = byGoName[pe.Name]
+			f = tagged().byGoName[pe.Name]
 		}
 		if f.name == "" {
 			errs = append(errs, fmt.Errorf("config: %w", e)) // a tag env does not support: a bug here
