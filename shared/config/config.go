@@ -1,15 +1,41 @@
 // Package config loads the service's configuration once, at start-up, from
 // an injected getenv function (os.Getenv in mains, a map in tests). Every
 // error names the environment variable at fault.
+//
+// Config is a composition of one struct per concern (Runtime, Logging,
+// Tables, DevServer, Auth, OAuth, Blobs, Models, Tools, Runs, Triggers,
+// RateLimits, Budgets), embedded so that every field reads cfg.Field.
+// Each field declares its variable in struct tags:
+//
+//	env:"NAME"              the variable (github.com/caarlos0/env)
+//	envDefault:"v"          its default (only in Lambda when envLocalDefault is given too)
+//	envLocalDefault:"v"     its default outside Lambda (AWS_LAMBDA_FUNCTION_NAME unset)
+//	envTrimRight:"/"        characters dropped from the end of the value (of each element of a list)
+//	rule:"name"             a ratelimit.Rule's Name, its counters' key
+//
+// Load reads every tagged variable from getenv (spaces trimmed; empty is
+// unset), lets env.ParseWithOptions fill the structs with this package's
+// parsers, one per type (booleans, integers, Go durations, comma-separated
+// lists, log formats, rate-limit rules, model prices; a slog.Level parses
+// itself, and "warning" is taken for warn), and then calls each concern's
+// Validate, which holds the checks of ranges and formats. It fails with
+// one error that names every bad variable: a value that does not parse
+// gets its parser's message, one out of range Validate's.
+//
+// A new variable is a field with its tags in the struct of its concern,
+// and its checks in that struct's Validate; README.md's Configuration
+// table lists it (a test keeps the two in step).
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,490 +48,51 @@ import (
 // Config is the whole service's configuration. Each function reads the
 // fields it needs and calls Require for the ones it cannot run without.
 type Config struct {
-	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
-	InLambda bool
-	// FunctionName (AWS_LAMBDA_FUNCTION_NAME, set by Lambda) is the
-	// running function's name: the runner hands the runs it starts (a
-	// trigger's buffered fire) to itself.
-	FunctionName string
-
-	Region           string // AWS_REGION; default us-east-1
-	DynamoDBEndpoint string // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
-	UsersTable       string // USERS_TABLE; default "users" locally
-	SessionsTable    string // SESSIONS_TABLE; default "sessions" locally
-	DataTable        string // DATA_TABLE; default "data" locally
-	RateLimitsTable  string // RATE_LIMITS_TABLE; default "rate_limits" locally
-	OAuthTable       string // OAUTH_TABLE; default "oauth" locally
-
-	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
-	// is the service's public origin: the issuer of its OAuth tokens and
-	// the base of the MCP endpoint's resource URL. Empty: from each
-	// request (X-Viewer-Host, set by the CloudFront distribution, else
-	// Host).
-	PublicBaseURL string
-	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets
-	// Manager secret holding the access tokens' signing keys (in
-	// Lambda). Locally the keys are in OAuthKeyFile.
-	OAuthSigningSecret string
-	// OAuthKeyFile (OAUTH_KEY_FILE) is where the dev server keeps its
-	// signing keys, created when missing; default oauth-keys.json beside
-	// DATA_FILE, and in memory (new at each start) when DATA_FILE is
-	// empty.
-	OAuthKeyFile string
-	// OAuthAllowHTTPClients (OAUTH_ALLOW_HTTP_CLIENTS, a boolean; default
-	// false) accepts http:// client id URLs and fetches client metadata
-	// documents from private addresses. Local tests only.
-	OAuthAllowHTTPClients bool
-
-	// DataFile (DATA_FILE) is where the local embedded engine keeps its
-	// data across restarts and crashes: a snapshot, plus a journal
-	// (DataFile + ".journal") of every write since, synced before the
-	// write is answered, both checksummed (damage stops the start); empty:
-	// in memory only. Ignored with DYNAMODB_ENDPOINT.
-	DataFile string
-	// DevClockFile (DEV_CLOCK_FILE), dev server only: a file holding a Go
-	// duration (e.g. "2m") by which the dev server's clock runs ahead of
-	// the wall clock, read again whenever it changes, so that end-to-end
-	// tests can bring schedules and deadlines due without waiting. Empty:
-	// the wall clock.
-	DevClockFile string
-	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
-	// how often the embedded engine folds its journal into the DataFile
-	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
-	// only then.
-	SnapshotInterval time.Duration
-
-	AllowedOrigins []string // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
-
-	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
-	// too large for an item, attachments) in AWS. Unset locally: the dev
-	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
-	// without DATA_FILE.
-	BlobBucket string
-	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
-	// BLOB_BUCKET with an S3-compatible server reached path-style with
-	// static dummy credentials: tests (a fake S3) only.
-	BlobEndpoint string
-	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
-	// default 1 GiB) bounds the bytes of each user's attachments.
-	UserStorageQuota int64
-
-	LogLevel  slog.Level     // LOG_LEVEL: debug, info, warn, error; default info
-	LogFormat logging.Format // LOG_FORMAT: json or text; default json in Lambda, text locally
-
-	DefaultModelID    string        // DEFAULT_MODEL_ID; default "builtin"
-	BuiltinChunkDelay time.Duration // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
-
-	// Model providers: each is enabled by its configuration.
-	OpenAIAPIKey     string   // OPENAI_API_KEY
-	OpenAIBaseURL    string   // OPENAI_BASE_URL: an OpenAI-compatible server (Ollama, vLLM); default the OpenAI API
-	OpenAIModels     []string // OPENAI_MODELS, comma separated model names
-	AnthropicAPIKey  string   // ANTHROPIC_API_KEY
-	AnthropicBaseURL string   // ANTHROPIC_BASE_URL; default the Anthropic API
-	AnthropicModels  []string // ANTHROPIC_MODELS, comma separated model names
-	BedrockModels    []string // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
-	BedrockEndpoint  string   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
-
-	MCPServiceKey string // MCP_SERVICE_KEY; a development key is generated locally when unset
-	MCPURL        string // MCP_URL: the tool server's base URL
-	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
-	// function that executes durable workflow runs, invoked
-	// asynchronously; the dev server runs the runner in process instead.
-	RunnerFunction string
-	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA) and SecretsManagerEndpoint
-	// (AWS_ENDPOINT_URL_SECRETS_MANAGER), the AWS SDKs' own names for
-	// them, override the endpoints of the runner's invocations and of the
-	// OAuth signing keys' secret (tests).
-	LambdaEndpoint         string
-	SecretsManagerEndpoint string
-	ToolsCacheTTL          time.Duration // TOOLS_CACHE_TTL (Go duration); default 5m
-
-	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
-	// `openssl rand -hex 32`) is the server key the webhook triggers'
-	// secrets are derived from; the database never holds it. Locally, when
-	// unset, it is derived from MCP_SERVICE_KEY.
-	WebhookSigningKey string
-	// Schedules of schedule triggers in EventBridge Scheduler: the group
-	// (SCHEDULE_GROUP), the target TriggerFireFunction
-	// (SCHEDULE_TARGET_ARN), the role Scheduler invokes it with
-	// (SCHEDULE_ROLE_ARN) and the dead-letter queue (SCHEDULE_DLQ_ARN);
-	// SCHEDULER_ENDPOINT overrides the Scheduler endpoint (tests). Without
-	// SCHEDULE_GROUP the schedules are kept in the Data table's due index,
-	// which the dev server polls every SCHEDULE_POLL_INTERVAL (a Go
-	// duration from 100ms to 10s; default 10s).
-	ScheduleGroup        string
-	ScheduleTargetARN    string
-	ScheduleRoleARN      string
-	ScheduleDLQARN       string
-	SchedulerEndpoint    string
-	SchedulePollInterval time.Duration
-
-	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
-	// true/false, 1/0; default false) lets http_request reach loopback,
-	// private and link-local addresses. Local development and tests only.
-	ToolsAllowPrivateNetworks bool
-	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
-	// 2) is how many isolated tool runs (jq, expressions, templates,
-	// regular expressions, CSV, HTML) one user may have at once in the
-	// tool server's sandbox; all anonymous callers (clients with only the
-	// service key) share one such allowance. The sandbox keeps more
-	// workers than that, so one user never holds them all.
-	SandboxPerUser int
-	// FunctionMemoryMB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, set by Lambda: the
-	// function's memory in MB; 0 outside Lambda) sizes the tool server's
-	// sandbox (functions/assembly/mcpfn.SandboxSize).
-	FunctionMemoryMB int
-
-	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
-	// tools of tests of durable runs (tools.TestTools: a counting, slow,
-	// failing step) to the tool server. End-to-end tests only; the
-	// template never sets it.
-	ToolsTestHooks bool
-
-	// Per-user rate limits (shared/ratelimit), counted in RATE_LIMITS_TABLE:
-	// each is "0" (off) or comma-separated windows "N/s", "N/m" or "N/h",
-	// e.g. "30/m" or "30/m,500/h".
-	RateLimitMessages ratelimit.Rule // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
-	RateLimitStreams  ratelimit.Rule // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
-	RateLimitRuns     ratelimit.Rule // RATE_LIMIT_RUNS; default 20/m: workflow runs
-	RateLimitResumes  ratelimit.Rule // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
-	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
-	// one an upload URL).
-	RateLimitAttachments ratelimit.Rule
-
-	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
-	// default 30s) is how far ahead each log write of a streamed reply
-	// renews its lease; SweepInterval (SWEEP_INTERVAL, a Go duration from
-	// 100ms to 10m; default 1m) is how often the dev server's sweeper
-	// looks for expired leases. Shorter values let tests see the sweeper
-	// at work.
-	GenerationLease time.Duration
-	SweepInterval   time.Duration
-
-	// Credential limits, counted in RATE_LIMITS_TABLE before any password
-	// is hashed; same syntax as the per-user limits.
-	RateLimitSignInEmail   ratelimit.Rule // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
-	RateLimitSignInAddress ratelimit.Rule // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
-	RateLimitSignUpAddress ratelimit.Rule // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
-	// The OAuth endpoints' limits, per client address.
-	RateLimitOAuthToken    ratelimit.Rule // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
-	RateLimitOAuthRegister ratelimit.Rule // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
-
-	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
-	// integer; 0 or unset: no budget) is the tokens, input plus output,
-	// each user may spend per UTC month across all models.
-	UserMonthlyTokenBudget int64
-	// ModelPrices (MODEL_PRICES, a JSON object {"<modelId>": {"input":
-	// USD, "output": USD}} per million tokens; unset: every model costs 0)
-	// prices the usage report.
-	ModelPrices map[string]usage.Price
-
-	Port    int // PORT; default 3000 (dev server)
-	MCPPort int // MCP_PORT; default 3001 (dev server)
+	Runtime
+	Logging
+	Tables
+	DevServer
+	Auth
+	OAuth
+	Blobs
+	Models
+	Tools
+	Runs
+	Triggers
+	RateLimits
+	Budgets
 
 	raw map[string]string
 }
 
-// DefaultSandboxPerUser is SANDBOX_PER_USER's default.
-const DefaultSandboxPerUser = 2
-
-// DefaultUserStorageQuota is USER_STORAGE_QUOTA's default: 1 GiB.
-const DefaultUserStorageQuota = 1 << 30
-
-// The default per-user rate limits.
-const (
-	DefaultRateLimitMessages = "30/m"
-	DefaultRateLimitStreams  = "30/m"
-	DefaultRateLimitRuns     = "20/m"
-	DefaultRateLimitResumes  = "120/m"
-
-	DefaultRateLimitAttachments = "20/m,200/h"
-
-	DefaultRateLimitSignInEmail   = "5/m,30/h"
-	DefaultRateLimitSignInAddress = "30/m,300/h"
-	DefaultRateLimitSignUpAddress = "10/m,100/h"
-	DefaultRateLimitOAuthToken    = "60/m,600/h"
-	DefaultRateLimitOAuthRegister = "10/m,50/h"
-)
-
 // Load reads the configuration from getenv. It fails on any malformed value,
 // naming the variable.
 func Load(getenv func(string) string) (Config, error) {
-	c := Config{raw: map[string]string{}}
-	get := func(name string) string {
-		v := strings.TrimSpace(getenv(name))
-		c.raw[name] = v
-		return v
-	}
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...)))
-	}
-
-	c.FunctionName = get("AWS_LAMBDA_FUNCTION_NAME")
-	c.InLambda = c.FunctionName != ""
-	c.Region = or(get("AWS_REGION"), "us-east-1")
-	c.DynamoDBEndpoint = get("DYNAMODB_ENDPOINT")
-	if c.DynamoDBEndpoint != "" {
-		if u, err := url.Parse(c.DynamoDBEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("DYNAMODB_ENDPOINT", "must be an http(s) URL, got %q", c.DynamoDBEndpoint)
-		}
-	}
-	localDefault := func(v, def string) string {
-		if c.InLambda {
-			return v
-		}
-		return or(v, def)
-	}
-	c.UsersTable = localDefault(get("USERS_TABLE"), "users")
-	c.SessionsTable = localDefault(get("SESSIONS_TABLE"), "sessions")
-	c.DataTable = localDefault(get("DATA_TABLE"), "data")
-	c.RateLimitsTable = localDefault(get("RATE_LIMITS_TABLE"), "rate_limits")
-	c.OAuthTable = localDefault(get("OAUTH_TABLE"), "oauth")
-	c.PublicBaseURL = strings.TrimRight(get("PUBLIC_BASE_URL"), "/")
-	if c.PublicBaseURL != "" {
-		if u, err := url.Parse(c.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
-			bad("PUBLIC_BASE_URL", "must be an http(s) origin like https://api.example.com, got %q", c.PublicBaseURL)
-		}
-	}
-	c.OAuthSigningSecret = get("OAUTH_SIGNING_SECRET")
-	c.OAuthKeyFile = get("OAUTH_KEY_FILE")
-	c.DataFile = get("DATA_FILE")
-	c.DevClockFile = get("DEV_CLOCK_FILE")
-	c.SnapshotInterval = 30 * time.Second
-	if v := get("SNAPSHOT_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			bad("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got %q", v)
-		}
-		c.SnapshotInterval = d
-	}
-
-	for _, o := range strings.Split(get("ALLOWED_ORIGINS"), ",") {
-		o = strings.TrimRight(strings.TrimSpace(o), "/")
-		if o == "" {
-			continue
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
-			bad("ALLOWED_ORIGINS", "%q is not an origin like https://app.example.com", o)
-			continue
-		}
-		c.AllowedOrigins = append(c.AllowedOrigins, o)
-	}
-
-	c.BlobBucket = get("BLOB_BUCKET")
-	if c.BlobBucket != "" && !bucketName.MatchString(c.BlobBucket) {
-		bad("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", c.BlobBucket)
-	}
-	c.BlobEndpoint = strings.TrimRight(get("BLOB_ENDPOINT"), "/")
-	if c.BlobEndpoint != "" {
-		if u, err := url.Parse(c.BlobEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("BLOB_ENDPOINT", "must be an http(s) URL, got %q", c.BlobEndpoint)
-		}
-	}
-	c.UserStorageQuota = DefaultUserStorageQuota
-	if v := get("USER_STORAGE_QUOTA"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			bad("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, v)
-		}
-		c.UserStorageQuota = n
-	}
-
-	switch v := strings.ToLower(get("LOG_LEVEL")); v {
-	case "", "info":
-		c.LogLevel = slog.LevelInfo
-	case "debug":
-		c.LogLevel = slog.LevelDebug
-	case "warn", "warning":
-		c.LogLevel = slog.LevelWarn
-	case "error":
-		c.LogLevel = slog.LevelError
-	default:
-		bad("LOG_LEVEL", "must be debug, info, warn or error, got %q", v)
-	}
-	switch v := strings.ToLower(get("LOG_FORMAT")); v {
-	case "":
-		c.LogFormat = logging.Text
-		if c.InLambda {
-			c.LogFormat = logging.JSON
-		}
-	case "json", "text":
-		c.LogFormat = logging.Format(v)
-	default:
-		bad("LOG_FORMAT", "must be json or text, got %q", v)
-	}
-
-	c.DefaultModelID = or(get("DEFAULT_MODEL_ID"), "builtin")
-	if v := get("BUILTIN_CHUNK_DELAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > 10*time.Second {
-			bad("BUILTIN_CHUNK_DELAY", "must be a Go duration from 0 to 10s, got %q", v)
-		}
-		c.BuiltinChunkDelay = d
-	}
-	c.OpenAIAPIKey = get("OPENAI_API_KEY")
-	c.OpenAIBaseURL = strings.TrimRight(get("OPENAI_BASE_URL"), "/")
-	c.OpenAIModels = list(get("OPENAI_MODELS"))
-	c.AnthropicAPIKey = get("ANTHROPIC_API_KEY")
-	c.AnthropicBaseURL = strings.TrimRight(get("ANTHROPIC_BASE_URL"), "/")
-	c.AnthropicModels = list(get("ANTHROPIC_MODELS"))
-	c.BedrockModels = list(get("BEDROCK_MODELS"))
-	c.BedrockEndpoint = strings.TrimRight(get("BEDROCK_ENDPOINT"), "/")
-	c.LambdaEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_LAMBDA"), "/")
-	c.SecretsManagerEndpoint = strings.TrimRight(get("AWS_ENDPOINT_URL_SECRETS_MANAGER"), "/")
-	for _, v := range []struct{ name, value string }{
-		{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}, {"BEDROCK_ENDPOINT", c.BedrockEndpoint},
-		{"AWS_ENDPOINT_URL_LAMBDA", c.LambdaEndpoint}, {"AWS_ENDPOINT_URL_SECRETS_MANAGER", c.SecretsManagerEndpoint},
-	} {
-		if v.value == "" {
-			continue
-		}
-		if u, err := url.Parse(v.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad(v.name, "must be an http(s) URL, got %q", v.value)
-		}
-	}
-	if len(c.OpenAIModels) > 0 && c.OpenAIAPIKey == "" && c.OpenAIBaseURL == "" {
-		bad("OPENAI_API_KEY", "is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server")
-	}
-	if len(c.AnthropicModels) > 0 && c.AnthropicAPIKey == "" {
-		bad("ANTHROPIC_API_KEY", "is required for ANTHROPIC_MODELS")
-	}
-
-	c.MCPServiceKey = get("MCP_SERVICE_KEY")
-	if c.MCPServiceKey != "" && len(c.MCPServiceKey) < 16 {
-		bad("MCP_SERVICE_KEY", "must be at least 16 characters")
-	}
-	c.RunnerFunction = strings.TrimSpace(get("RUNNER_FUNCTION"))
-	c.MCPURL = strings.TrimRight(get("MCP_URL"), "/")
-	if c.MCPURL != "" {
-		if u, err := url.Parse(c.MCPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("MCP_URL", "must be an http(s) URL, got %q", c.MCPURL)
-		}
-	}
-	c.WebhookSigningKey = get("WEBHOOK_SIGNING_KEY")
-	if c.WebhookSigningKey != "" && len(c.WebhookSigningKey) < 32 {
-		bad("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
-	}
-	c.ScheduleGroup = get("SCHEDULE_GROUP")
-	c.ScheduleTargetARN = get("SCHEDULE_TARGET_ARN")
-	c.ScheduleRoleARN = get("SCHEDULE_ROLE_ARN")
-	c.ScheduleDLQARN = get("SCHEDULE_DLQ_ARN")
-	for _, v := range []struct{ name, value, service string }{
-		{"SCHEDULE_TARGET_ARN", c.ScheduleTargetARN, ":lambda:"}, {"SCHEDULE_ROLE_ARN", c.ScheduleRoleARN, ":iam:"}, {"SCHEDULE_DLQ_ARN", c.ScheduleDLQARN, ":sqs:"},
-	} {
-		if v.value != "" && (!strings.HasPrefix(v.value, "arn:") || !strings.Contains(v.value, v.service)) {
-			bad(v.name, "must be an ARN (arn:aws%s...), got %q", v.service, v.value)
-		}
-	}
-	c.SchedulerEndpoint = strings.TrimRight(get("SCHEDULER_ENDPOINT"), "/")
-	if c.SchedulerEndpoint != "" {
-		if u, err := url.Parse(c.SchedulerEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("SCHEDULER_ENDPOINT", "must be an http(s) URL, got %q", c.SchedulerEndpoint)
-		}
-	}
-	c.SchedulePollInterval = durationIn(get("SCHEDULE_POLL_INTERVAL"), 10*time.Second, 100*time.Millisecond, 10*time.Second, "SCHEDULE_POLL_INTERVAL", bad)
-	c.GenerationLease = durationIn(get("GENERATION_LEASE"), 30*time.Second, time.Second, 10*time.Minute, "GENERATION_LEASE", bad)
-	c.SweepInterval = durationIn(get("SWEEP_INTERVAL"), time.Minute, 100*time.Millisecond, 10*time.Minute, "SWEEP_INTERVAL", bad)
-	if v := get("USER_MONTHLY_TOKEN_BUDGET"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			bad("USER_MONTHLY_TOKEN_BUDGET", "must be a non-negative integer number of tokens (0: no budget), got %q", v)
-		}
-		c.UserMonthlyTokenBudget = n
-	}
-	if v := get("MODEL_PRICES"); v != "" {
-		dec := json.NewDecoder(strings.NewReader(v))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c.ModelPrices); err != nil {
-			bad("MODEL_PRICES", `must be a JSON object like {"gpt-4o": {"input": 2.5, "output": 10}} (USD per million tokens): %v`, err)
-		}
-		for id, p := range c.ModelPrices {
-			if p.Input < 0 || p.Output < 0 {
-				bad("MODEL_PRICES", "the prices of %q must not be negative", id)
-			}
-		}
-	}
-	c.ToolsCacheTTL = 5 * time.Minute
-	if v := get("TOOLS_CACHE_TTL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			bad("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", v)
-		}
-		c.ToolsCacheTTL = d
-	}
-
-	c.SandboxPerUser = DefaultSandboxPerUser
-	if v := get("SANDBOX_PER_USER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64 {
-			bad("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", v)
-		}
-		c.SandboxPerUser = n
-	}
-	if v := get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 128 {
-			bad("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "must be the function's memory in MB, at least 128, got %q", v)
-		}
-		c.FunctionMemoryMB = n
-	}
-
-	if v := get("TOOLS_TEST_HOOKS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("TOOLS_TEST_HOOKS", "must be a boolean (true or false), got %q", v)
-		}
-		c.ToolsTestHooks = b
-	}
-
-	if v := get("OAUTH_ALLOW_HTTP_CLIENTS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("OAUTH_ALLOW_HTTP_CLIENTS", "must be a boolean (true or false), got %q", v)
-		}
-		c.OAuthAllowHTTPClients = b
-	}
-
-	if v := get("TOOLS_ALLOW_PRIVATE_NETWORKS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("TOOLS_ALLOW_PRIVATE_NETWORKS", "must be a boolean (true or false), got %q", v)
-		}
-		c.ToolsAllowPrivateNetworks = b
-	}
-
-	for _, l := range []struct {
-		rule        *ratelimit.Rule
-		env, name   string
-		defaultSpec string
-	}{
-		{&c.RateLimitMessages, "RATE_LIMIT_MESSAGES", "messages", DefaultRateLimitMessages},
-		{&c.RateLimitStreams, "RATE_LIMIT_STREAMS", "streams", DefaultRateLimitStreams},
-		{&c.RateLimitRuns, "RATE_LIMIT_RUNS", "runs", DefaultRateLimitRuns},
-		{&c.RateLimitResumes, "RATE_LIMIT_RESUMES", "resumes", DefaultRateLimitResumes},
-		{&c.RateLimitAttachments, "RATE_LIMIT_ATTACHMENTS", "attachments", DefaultRateLimitAttachments},
-		{&c.RateLimitSignInEmail, "RATE_LIMIT_SIGN_IN_EMAIL", "sign-ins", DefaultRateLimitSignInEmail},
-		{&c.RateLimitSignInAddress, "RATE_LIMIT_SIGN_IN_ADDRESS", "sign-ins", DefaultRateLimitSignInAddress},
-		{&c.RateLimitSignUpAddress, "RATE_LIMIT_SIGN_UP_ADDRESS", "sign-ups", DefaultRateLimitSignUpAddress},
-		{&c.RateLimitOAuthToken, "RATE_LIMIT_OAUTH_TOKEN", "token requests", DefaultRateLimitOAuthToken},
-		{&c.RateLimitOAuthRegister, "RATE_LIMIT_OAUTH_REGISTER", "client registrations", DefaultRateLimitOAuthRegister},
-	} {
-		r, err := ratelimit.Parse(l.name, or(get(l.env), l.defaultSpec))
-		if err != nil {
-			bad(l.env, "%v", err)
-		}
-		*l.rule = r
-	}
-
-	c.Port = port(get("PORT"), 3000, "PORT", bad)
-	c.MCPPort = port(get("MCP_PORT"), 3001, "MCP_PORT", bad)
-
-	if len(errs) > 0 {
+	raw, vals := environ(getenv)
+	c := Config{raw: raw}
+	if errs := load(&c, vals); len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// Validate checks every concern; the error names each bad variable.
+func (c Config) Validate() error {
+	return errors.Join(
+		c.Runtime.Validate(),
+		c.Logging.Validate(),
+		c.Tables.Validate(),
+		c.DevServer.Validate(),
+		c.Auth.Validate(),
+		c.OAuth.Validate(),
+		c.Blobs.Validate(),
+		c.Models.Validate(),
+		c.Tools.Validate(),
+		c.Runs.Validate(),
+		c.Triggers.Validate(),
+		c.RateLimits.Validate(),
+		c.Budgets.Validate(),
+	)
 }
 
 // Require fails, naming every missing variable, unless each of the named
@@ -547,47 +134,446 @@ func (c Config) value(name string) string {
 	return c.raw[name]
 }
 
-// bucketName matches an S3 bucket name (general purpose buckets).
-var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+// DefaultSandboxPerUser is SANDBOX_PER_USER's default.
+const DefaultSandboxPerUser = 2
 
-func port(v string, def int, name string, bad func(string, string, ...any)) int {
-	if v == "" {
-		return def
-	}
-	p, err := strconv.Atoi(v)
-	if err != nil || p < 0 || p > 65535 {
-		bad(name, "must be a port number 0-65535, got %q", v)
-	}
-	return p
+// DefaultUserStorageQuota is USER_STORAGE_QUOTA's default: 1 GiB.
+const DefaultUserStorageQuota = 1 << 30
+
+// The default per-user rate limits.
+const (
+	DefaultRateLimitMessages = "30/m"
+	DefaultRateLimitStreams  = "30/m"
+	DefaultRateLimitRuns     = "20/m"
+	DefaultRateLimitResumes  = "120/m"
+
+	DefaultRateLimitAttachments = "20/m,200/h"
+
+	DefaultRateLimitSignInEmail   = "5/m,30/h"
+	DefaultRateLimitSignInAddress = "30/m,300/h"
+	DefaultRateLimitSignUpAddress = "10/m,100/h"
+	DefaultRateLimitOAuthToken    = "60/m,600/h"
+	DefaultRateLimitOAuthRegister = "10/m,50/h"
+)
+
+// Runtime is what Lambda tells the function about itself.
+type Runtime struct {
+	// InLambda is true when running in AWS Lambda (AWS_LAMBDA_FUNCTION_NAME set).
+	InLambda bool `env:"-"`
+	// FunctionName (AWS_LAMBDA_FUNCTION_NAME, set by Lambda) is the
+	// running function's name: the runner hands the runs it starts (a
+	// trigger's buffered fire) to itself.
+	FunctionName string `env:"AWS_LAMBDA_FUNCTION_NAME"`
+	// Region (AWS_REGION, set by Lambda; default us-east-1).
+	Region string `env:"AWS_REGION" envDefault:"us-east-1"`
+	// FunctionMemoryMB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, set by Lambda: the
+	// function's memory in MB, at least 128; 0 outside Lambda) sizes the
+	// tool server's sandbox (functions/assembly/mcpfn.SandboxSize).
+	FunctionMemoryMB int `env:"AWS_LAMBDA_FUNCTION_MEMORY_SIZE"`
 }
 
-// list splits a comma-separated value, dropping blanks.
-func list(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+// functionNameVar tells Lambda from a local process.
+const functionNameVar = "AWS_LAMBDA_FUNCTION_NAME"
+
+// Validate fails on a memory size Lambda cannot have.
+func (r Runtime) Validate() error {
+	var p problems
+	if r.FunctionMemoryMB != 0 && r.FunctionMemoryMB < 128 {
+		p.add("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "must be the function's memory in MB, at least 128, got %q", strconv.Itoa(r.FunctionMemoryMB))
+	}
+	return p.err()
+}
+
+// Logging is the log's level and encoding (shared/logging).
+type Logging struct {
+	LogLevel  slog.Level     `env:"LOG_LEVEL" envDefault:"info"`                         // LOG_LEVEL: debug, info, warn, error; default info
+	LogFormat logging.Format `env:"LOG_FORMAT" envDefault:"json" envLocalDefault:"text"` // LOG_FORMAT: json or text; default json in Lambda, text locally
+}
+
+const (
+	logLevelVar     = "LOG_LEVEL"
+	logLevelMustBe  = "must be debug, info, warn or error, got %q"
+	logFormatMustBe = "must be json or text, got %q"
+)
+
+// Validate fails on a level other than the four named ones (slog would
+// take "info+2") and on an unknown format.
+func (l Logging) Validate() error {
+	var p problems
+	switch l.LogLevel {
+	case slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError:
+	default:
+		p.add(logLevelVar, logLevelMustBe, strings.ToLower(l.LogLevel.String()))
+	}
+	if l.LogFormat != logging.JSON && l.LogFormat != logging.Text {
+		p.add("LOG_FORMAT", logFormatMustBe, l.LogFormat)
+	}
+	return p.err()
+}
+
+// Tables are the DynamoDB tables (shared/store) and where they are. In
+// Lambda the stack sets the tables' names; locally they have defaults.
+type Tables struct {
+	DynamoDBEndpoint string `env:"DYNAMODB_ENDPOINT"`                               // DYNAMODB_ENDPOINT; empty: AWS in Lambda, the embedded engine locally
+	UsersTable       string `env:"USERS_TABLE" envLocalDefault:"users"`             // USERS_TABLE; default "users" locally
+	SessionsTable    string `env:"SESSIONS_TABLE" envLocalDefault:"sessions"`       // SESSIONS_TABLE; default "sessions" locally
+	DataTable        string `env:"DATA_TABLE" envLocalDefault:"data"`               // DATA_TABLE; default "data" locally
+	RateLimitsTable  string `env:"RATE_LIMITS_TABLE" envLocalDefault:"rate_limits"` // RATE_LIMITS_TABLE; default "rate_limits" locally
+	OAuthTable       string `env:"OAUTH_TABLE" envLocalDefault:"oauth"`             // OAUTH_TABLE; default "oauth" locally
+}
+
+// Validate fails on an endpoint that is not an http(s) URL.
+func (t Tables) Validate() error {
+	var p problems
+	p.httpURL("DYNAMODB_ENDPOINT", t.DynamoDBEndpoint)
+	return p.err()
+}
+
+// DevServer is the dev server's own (infra/devserver, infra/local).
+type DevServer struct {
+	// DataFile (DATA_FILE) is where the local embedded engine keeps its
+	// data across restarts and crashes: a snapshot, plus a journal
+	// (DataFile + ".journal") of every write since, synced before the
+	// write is answered, both checksummed (damage stops the start); empty:
+	// in memory only. Ignored with DYNAMODB_ENDPOINT.
+	DataFile string `env:"DATA_FILE"`
+	// DevClockFile (DEV_CLOCK_FILE), dev server only: a file holding a Go
+	// duration (e.g. "2m") by which the dev server's clock runs ahead of
+	// the wall clock, read again whenever it changes, so that end-to-end
+	// tests can bring schedules and deadlines due without waiting. Empty:
+	// the wall clock.
+	DevClockFile string `env:"DEV_CLOCK_FILE"`
+	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
+	// how often the embedded engine folds its journal into the DataFile
+	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:
+	// only then.
+	SnapshotInterval time.Duration `env:"SNAPSHOT_INTERVAL" envDefault:"30s"`
+
+	Port    int `env:"PORT" envDefault:"3000"`     // PORT; default 3000 (dev server)
+	MCPPort int `env:"MCP_PORT" envDefault:"3001"` // MCP_PORT; default 3001 (dev server)
+}
+
+// Validate fails on a negative interval and on ports out of range.
+func (d DevServer) Validate() error {
+	var p problems
+	if d.SnapshotInterval < 0 {
+		p.add("SNAPSHOT_INTERVAL", "must be a non-negative Go duration like 30s (0 snapshots only at shutdown), got %q", d.SnapshotInterval)
+	}
+	for _, v := range []struct {
+		name string
+		port int
+	}{{"PORT", d.Port}, {"MCP_PORT", d.MCPPort}} {
+		if v.port < 0 || v.port > 65535 {
+			p.add(v.name, "must be a port number 0-65535, got %q", strconv.Itoa(v.port))
 		}
 	}
-	return out
+	return p.err()
 }
 
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
+// Auth is what browsers signed in with the session cookie may do
+// (shared/httpapi: CORS and cross-site writes).
+type Auth struct {
+	AllowedOrigins []string `env:"ALLOWED_ORIGINS" envTrimRight:"/"` // ALLOWED_ORIGINS, comma separated; "*" is refused (credentials are allowed)
 }
 
-// durationIn parses v as a Go duration between lo and hi; empty is def.
-func durationIn(v string, def, lo, hi time.Duration, name string, bad func(name, format string, args ...any)) time.Duration {
-	if v == "" {
-		return def
+// Validate fails on anything but origins (scheme and host, no path).
+func (a Auth) Validate() error {
+	var p problems
+	for _, o := range a.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+			p.add("ALLOWED_ORIGINS", "%q is not an origin like https://app.example.com", o)
+		}
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		bad(name, "must be a Go duration from %s to %s, got %q", lo, hi, v)
-		return def
-	}
-	return d
+	return p.err()
 }
+
+// OAuth is the OAuth 2.1 authorization server's (shared/oauth) and the
+// MCP gateway's.
+type OAuth struct {
+	// PublicBaseURL (PUBLIC_BASE_URL, an http(s) origin without a path)
+	// is the service's public origin: the issuer of its OAuth tokens and
+	// the base of the MCP endpoint's resource URL. Empty: from each
+	// request (X-Viewer-Host, set by the CloudFront distribution, else
+	// Host).
+	PublicBaseURL string `env:"PUBLIC_BASE_URL" envTrimRight:"/"`
+	// OAuthSigningSecret (OAUTH_SIGNING_SECRET) names the AWS Secrets
+	// Manager secret holding the access tokens' signing keys (in
+	// Lambda). Locally the keys are in OAuthKeyFile.
+	OAuthSigningSecret string `env:"OAUTH_SIGNING_SECRET"`
+	// OAuthKeyFile (OAUTH_KEY_FILE) is where the dev server keeps its
+	// signing keys, created when missing; default oauth-keys.json beside
+	// DATA_FILE, and in memory (new at each start) when DATA_FILE is
+	// empty.
+	OAuthKeyFile string `env:"OAUTH_KEY_FILE"`
+	// OAuthAllowHTTPClients (OAUTH_ALLOW_HTTP_CLIENTS, a boolean; default
+	// false) accepts http:// client id URLs and fetches client metadata
+	// documents from private addresses. Local tests only.
+	OAuthAllowHTTPClients bool `env:"OAUTH_ALLOW_HTTP_CLIENTS"`
+	// SecretsManagerEndpoint (AWS_ENDPOINT_URL_SECRETS_MANAGER), the AWS
+	// SDKs' own name for it, overrides the endpoint of the signing keys'
+	// secret (tests).
+	SecretsManagerEndpoint string `env:"AWS_ENDPOINT_URL_SECRETS_MANAGER" envTrimRight:"/"`
+}
+
+// Validate fails on a base URL that is not an origin and on an endpoint
+// that is not an http(s) URL.
+func (o OAuth) Validate() error {
+	var p problems
+	if o.PublicBaseURL != "" {
+		if u, err := url.Parse(o.PublicBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			p.add("PUBLIC_BASE_URL", "must be an http(s) origin like https://api.example.com, got %q", o.PublicBaseURL)
+		}
+	}
+	p.httpURL("AWS_ENDPOINT_URL_SECRETS_MANAGER", o.SecretsManagerEndpoint)
+	return p.err()
+}
+
+// Blobs are the blob store's (shared/blob) and the attachments'.
+type Blobs struct {
+	// BlobBucket (BLOB_BUCKET) is the S3 bucket of the blob store (values
+	// too large for an item, attachments) in AWS. Unset locally: the dev
+	// server keeps blobs in the folder DATA_FILE + ".blobs", or in memory
+	// without DATA_FILE.
+	BlobBucket string `env:"BLOB_BUCKET"`
+	// BlobEndpoint (BLOB_ENDPOINT) overrides the S3 endpoint of
+	// BLOB_BUCKET with an S3-compatible server reached path-style with
+	// static dummy credentials: tests (a fake S3) only.
+	BlobEndpoint string `env:"BLOB_ENDPOINT" envTrimRight:"/"`
+	// UserStorageQuota (USER_STORAGE_QUOTA, a positive integer of bytes;
+	// default 1 GiB, DefaultUserStorageQuota) bounds the bytes of each
+	// user's attachments.
+	UserStorageQuota int64 `env:"USER_STORAGE_QUOTA" envDefault:"1073741824"`
+}
+
+// Validate fails on a bucket name S3 refuses, an endpoint that is not an
+// http(s) URL and a quota that is not positive.
+func (b Blobs) Validate() error {
+	var p problems
+	if b.BlobBucket != "" && !bucketName.MatchString(b.BlobBucket) {
+		p.add("BLOB_BUCKET", "must be an S3 bucket name (3-63 lower-case letters, digits, dots and hyphens), got %q", b.BlobBucket)
+	}
+	p.httpURL("BLOB_ENDPOINT", b.BlobEndpoint)
+	if b.UserStorageQuota <= 0 {
+		p.add("USER_STORAGE_QUOTA", "must be a positive integer number of bytes (default %d, 1 GiB), got %q", DefaultUserStorageQuota, strconv.FormatInt(b.UserStorageQuota, 10))
+	}
+	return p.err()
+}
+
+// Models are the model providers (shared/model/providers): each is
+// enabled by its configuration.
+type Models struct {
+	DefaultModelID    string        `env:"DEFAULT_MODEL_ID" envDefault:"builtin"` // DEFAULT_MODEL_ID; default "builtin"
+	BuiltinChunkDelay time.Duration `env:"BUILTIN_CHUNK_DELAY"`                   // BUILTIN_CHUNK_DELAY: pause between the built-in model's chunks; default 0
+
+	OpenAIAPIKey     string   `env:"OPENAI_API_KEY"`                      // OPENAI_API_KEY
+	OpenAIBaseURL    string   `env:"OPENAI_BASE_URL" envTrimRight:"/"`    // OPENAI_BASE_URL: an OpenAI-compatible server (Ollama, vLLM); default the OpenAI API
+	OpenAIModels     []string `env:"OPENAI_MODELS"`                       // OPENAI_MODELS, comma separated model names
+	AnthropicAPIKey  string   `env:"ANTHROPIC_API_KEY"`                   // ANTHROPIC_API_KEY
+	AnthropicBaseURL string   `env:"ANTHROPIC_BASE_URL" envTrimRight:"/"` // ANTHROPIC_BASE_URL; default the Anthropic API
+	AnthropicModels  []string `env:"ANTHROPIC_MODELS"`                    // ANTHROPIC_MODELS, comma separated model names
+	BedrockModels    []string `env:"BEDROCK_MODELS"`                      // BEDROCK_MODELS, comma separated Bedrock model or inference profile ids
+	BedrockEndpoint  string   `env:"BEDROCK_ENDPOINT" envTrimRight:"/"`   // BEDROCK_ENDPOINT: override of the Bedrock runtime endpoint (tests)
+}
+
+// Validate fails on a chunk delay out of range, on URLs that are not
+// http(s) and on models without the key their provider needs.
+func (m Models) Validate() error {
+	var p problems
+	if m.BuiltinChunkDelay < 0 || m.BuiltinChunkDelay > 10*time.Second {
+		p.add("BUILTIN_CHUNK_DELAY", "must be a Go duration from 0 to 10s, got %q", m.BuiltinChunkDelay)
+	}
+	p.httpURL("OPENAI_BASE_URL", m.OpenAIBaseURL)
+	p.httpURL("ANTHROPIC_BASE_URL", m.AnthropicBaseURL)
+	p.httpURL("BEDROCK_ENDPOINT", m.BedrockEndpoint)
+	if len(m.OpenAIModels) > 0 && m.OpenAIAPIKey == "" && m.OpenAIBaseURL == "" {
+		p.add("OPENAI_API_KEY", "is required for OPENAI_MODELS unless OPENAI_BASE_URL names an OpenAI-compatible server")
+	}
+	if len(m.AnthropicModels) > 0 && m.AnthropicAPIKey == "" {
+		p.add("ANTHROPIC_API_KEY", "is required for ANTHROPIC_MODELS")
+	}
+	return p.err()
+}
+
+// Tools are the tool server's (functions/mcp, shared/toolserver) and
+// its clients'.
+type Tools struct {
+	MCPServiceKey string        `env:"MCP_SERVICE_KEY"`                 // MCP_SERVICE_KEY; a development key is generated locally when unset
+	MCPURL        string        `env:"MCP_URL" envTrimRight:"/"`        // MCP_URL: the tool server's base URL
+	ToolsCacheTTL time.Duration `env:"TOOLS_CACHE_TTL" envDefault:"5m"` // TOOLS_CACHE_TTL (Go duration); default 5m
+
+	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
+	// true/false, 1/0; default false) lets http_request reach loopback,
+	// private and link-local addresses. Local development and tests only.
+	ToolsAllowPrivateNetworks bool `env:"TOOLS_ALLOW_PRIVATE_NETWORKS"`
+	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
+	// 2, DefaultSandboxPerUser) is how many isolated tool runs (jq,
+	// expressions, templates, regular expressions, CSV, HTML) one user
+	// may have at once in the tool server's sandbox; all anonymous
+	// callers (clients with only the service key) share one such
+	// allowance. The sandbox keeps more workers than that, so one user
+	// never holds them all.
+	SandboxPerUser int `env:"SANDBOX_PER_USER" envDefault:"2"`
+
+	// ToolsTestHooks (TOOLS_TEST_HOOKS, a boolean; default false) adds the
+	// tools of tests of durable runs (tools.TestTools: a counting, slow,
+	// failing step) to the tool server. End-to-end tests only; the
+	// template never sets it.
+	ToolsTestHooks bool `env:"TOOLS_TEST_HOOKS"`
+}
+
+// Validate fails on a short service key, a URL that is not http(s), a
+// negative cache lifetime and a sandbox allowance out of range.
+func (t Tools) Validate() error {
+	var p problems
+	if t.MCPServiceKey != "" && len(t.MCPServiceKey) < 16 {
+		p.add("MCP_SERVICE_KEY", "must be at least 16 characters")
+	}
+	p.httpURL("MCP_URL", t.MCPURL)
+	if t.ToolsCacheTTL < 0 {
+		p.add("TOOLS_CACHE_TTL", "must be a non-negative Go duration like 5m, got %q", t.ToolsCacheTTL)
+	}
+	if t.SandboxPerUser < 1 || t.SandboxPerUser > 64 {
+		p.add("SANDBOX_PER_USER", "must be an integer from 1 to 64 (isolated tool runs one user may have at once), got %q", strconv.Itoa(t.SandboxPerUser))
+	}
+	return p.err()
+}
+
+// Runs are the durable workflow runs' (the runner) and the streamed
+// replies' leases, which the sweeper ends or resumes.
+type Runs struct {
+	// RunnerFunction (RUNNER_FUNCTION) is the name or ARN of the Lambda
+	// function that executes durable workflow runs, invoked
+	// asynchronously; the dev server runs the runner in process instead.
+	RunnerFunction string `env:"RUNNER_FUNCTION"`
+	// LambdaEndpoint (AWS_ENDPOINT_URL_LAMBDA), the AWS SDKs' own name
+	// for it, overrides the endpoint of the runner's invocations (tests).
+	LambdaEndpoint string `env:"AWS_ENDPOINT_URL_LAMBDA" envTrimRight:"/"`
+
+	// GenerationLease (GENERATION_LEASE, a Go duration from 1s to 10m;
+	// default 30s) is how far ahead each log write of a streamed reply
+	// renews its lease; SweepInterval (SWEEP_INTERVAL, a Go duration from
+	// 100ms to 10m; default 1m) is how often the dev server's sweeper
+	// looks for expired leases. Shorter values let tests see the sweeper
+	// at work.
+	GenerationLease time.Duration `env:"GENERATION_LEASE" envDefault:"30s"`
+	SweepInterval   time.Duration `env:"SWEEP_INTERVAL" envDefault:"1m"`
+}
+
+// Validate fails on an endpoint that is not an http(s) URL and on
+// durations out of range.
+func (r Runs) Validate() error {
+	var p problems
+	p.httpURL("AWS_ENDPOINT_URL_LAMBDA", r.LambdaEndpoint)
+	p.durationIn("GENERATION_LEASE", r.GenerationLease, time.Second, 10*time.Minute)
+	p.durationIn("SWEEP_INTERVAL", r.SweepInterval, 100*time.Millisecond, 10*time.Minute)
+	return p.err()
+}
+
+// Triggers are the webhook and schedule triggers' (shared/trigger).
+type Triggers struct {
+	// WebhookSigningKey (WEBHOOK_SIGNING_KEY, at least 32 characters, e.g.
+	// `openssl rand -hex 32`) is the server key the webhook triggers'
+	// secrets are derived from; the database never holds it. Locally, when
+	// unset, it is derived from MCP_SERVICE_KEY.
+	WebhookSigningKey string `env:"WEBHOOK_SIGNING_KEY"`
+	// Schedules of schedule triggers in EventBridge Scheduler: the group
+	// (SCHEDULE_GROUP), the target TriggerFireFunction
+	// (SCHEDULE_TARGET_ARN), the role Scheduler invokes it with
+	// (SCHEDULE_ROLE_ARN) and the dead-letter queue (SCHEDULE_DLQ_ARN);
+	// SCHEDULER_ENDPOINT overrides the Scheduler endpoint (tests). Without
+	// SCHEDULE_GROUP the schedules are kept in the Data table's due index,
+	// which the dev server polls every SCHEDULE_POLL_INTERVAL (a Go
+	// duration from 100ms to 10s; default 10s).
+	ScheduleGroup        string        `env:"SCHEDULE_GROUP"`
+	ScheduleTargetARN    string        `env:"SCHEDULE_TARGET_ARN"`
+	ScheduleRoleARN      string        `env:"SCHEDULE_ROLE_ARN"`
+	ScheduleDLQARN       string        `env:"SCHEDULE_DLQ_ARN"`
+	SchedulerEndpoint    string        `env:"SCHEDULER_ENDPOINT" envTrimRight:"/"`
+	SchedulePollInterval time.Duration `env:"SCHEDULE_POLL_INTERVAL" envDefault:"10s"`
+}
+
+// Validate fails on a short signing key, ARNs of the wrong service, an
+// endpoint that is not an http(s) URL and a poll interval out of range.
+func (t Triggers) Validate() error {
+	var p problems
+	if t.WebhookSigningKey != "" && len(t.WebhookSigningKey) < 32 {
+		p.add("WEBHOOK_SIGNING_KEY", "must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	for _, v := range []struct{ name, value, service string }{
+		{"SCHEDULE_TARGET_ARN", t.ScheduleTargetARN, ":lambda:"}, {"SCHEDULE_ROLE_ARN", t.ScheduleRoleARN, ":iam:"}, {"SCHEDULE_DLQ_ARN", t.ScheduleDLQARN, ":sqs:"},
+	} {
+		if v.value != "" && (!strings.HasPrefix(v.value, "arn:") || !strings.Contains(v.value, v.service)) {
+			p.add(v.name, "must be an ARN (arn:aws%s...), got %q", v.service, v.value)
+		}
+	}
+	p.httpURL("SCHEDULER_ENDPOINT", t.SchedulerEndpoint)
+	p.durationIn("SCHEDULE_POLL_INTERVAL", t.SchedulePollInterval, 100*time.Millisecond, 10*time.Second)
+	return p.err()
+}
+
+// RateLimits are the rate limits (shared/ratelimit), counted in
+// RATE_LIMITS_TABLE: each is "0" (off) or comma-separated windows "N/s",
+// "N/m" or "N/h", e.g. "30/m" or "30/m,500/h". Each field's rule tag is
+// the rule's Name, its counters' key: rules of the same name share one
+// count.
+type RateLimits struct {
+	// Per-user rate limits.
+	RateLimitMessages ratelimit.Rule `env:"RATE_LIMIT_MESSAGES" envDefault:"30/m" rule:"messages"` // RATE_LIMIT_MESSAGES; default 30/m: messages answered by a model (chat and workflow chat)
+	RateLimitStreams  ratelimit.Rule `env:"RATE_LIMIT_STREAMS" envDefault:"30/m" rule:"streams"`   // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
+	RateLimitRuns     ratelimit.Rule `env:"RATE_LIMIT_RUNS" envDefault:"20/m" rule:"runs"`         // RATE_LIMIT_RUNS; default 20/m: workflow runs
+	RateLimitResumes  ratelimit.Rule `env:"RATE_LIMIT_RESUMES" envDefault:"120/m" rule:"resumes"`  // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
+	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
+	// one an upload URL).
+	RateLimitAttachments ratelimit.Rule `env:"RATE_LIMIT_ATTACHMENTS" envDefault:"20/m,200/h" rule:"attachments"`
+
+	// Credential limits, counted before any password is hashed.
+	RateLimitSignInEmail   ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_EMAIL" envDefault:"5/m,30/h" rule:"sign-ins"`     // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email
+	RateLimitSignInAddress ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_ADDRESS" envDefault:"30/m,300/h" rule:"sign-ins"` // RATE_LIMIT_SIGN_IN_ADDRESS; default 30/m,300/h: sign-ins per client address
+	RateLimitSignUpAddress ratelimit.Rule `env:"RATE_LIMIT_SIGN_UP_ADDRESS" envDefault:"10/m,100/h" rule:"sign-ups"` // RATE_LIMIT_SIGN_UP_ADDRESS; default 10/m,100/h: sign-ups per client address
+	// The OAuth endpoints' limits, per client address.
+	RateLimitOAuthToken    ratelimit.Rule `env:"RATE_LIMIT_OAUTH_TOKEN" envDefault:"60/m,600/h" rule:"token requests"`         // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
+	RateLimitOAuthRegister ratelimit.Rule `env:"RATE_LIMIT_OAUTH_REGISTER" envDefault:"10/m,50/h" rule:"client registrations"` // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
+}
+
+// Validate fails on a rule without a Name (its counters' key): a rule
+// built in code; ratelimit.Parse has checked the windows of Load's.
+func (r RateLimits) Validate() error {
+	var p problems
+	v := reflect.ValueOf(r)
+	for i := range v.NumField() {
+		if v.Field(i).Interface().(ratelimit.Rule).Name == "" {
+			p.add(v.Type().Field(i).Tag.Get("env"), "the rule has no name (its counters' key)")
+		}
+	}
+	return p.err()
+}
+
+// Budgets are what users may spend on models and what it costs
+// (shared/usage).
+type Budgets struct {
+	// UserMonthlyTokenBudget (USER_MONTHLY_TOKEN_BUDGET, a non-negative
+	// integer; 0 or unset: no budget) is the tokens, input plus output,
+	// each user may spend per UTC month across all models.
+	UserMonthlyTokenBudget int64 `env:"USER_MONTHLY_TOKEN_BUDGET"`
+	// ModelPrices (MODEL_PRICES, a JSON object {"<modelId>": {"input":
+	// USD, "output": USD}} per million tokens; unset: every model costs 0)
+	// prices the usage report.
+	ModelPrices map[string]usage.Price `env:"MODEL_PRICES"`
+}
+
+// Validate fails on a negative budget and on negative prices.
+func (b Budgets) Validate() error {
+	var p problems
+	if b.UserMonthlyTokenBudget < 0 {
+		p.add("USER_MONTHLY_TOKEN_BUDGET", "must be a non-negative integer number of tokens (0: no budget), got %q", strconv.FormatInt(b.UserMonthlyTokenBudget, 10))
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.ModelPrices)) {
+		if pr := b.ModelPrices[id]; pr.Input < 0 || pr.Output < 0 {
+			p.add("MODEL_PRICES", "the prices of %q must not be negative", id)
+		}
+	}
+	return p.err()
+}
+
+// bucketName matches an S3 bucket name (general purpose buckets).
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
