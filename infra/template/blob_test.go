@@ -46,14 +46,15 @@ var wantBlobGrants = map[string]map[string][]string{
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"list":         {"chats/", "runs/"},
 	},
-	// Streamed replies' and in-stream runs' values; a message's
+	// Streamed replies' and in-stream runs' values (a reply deletes the
+	// keys it wrote when its chat was deleted while it was generating); a message's
 	// attachments, checked first when pending (Get of the upload, Put of
 	// its tombstone and of the checked copy, Delete of a copy made while
 	// the attachment was being deleted).
 	"StreamFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"chats/":       {"s3:GetObject", "s3:PutObject"},
+		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
 	},
