@@ -117,6 +117,17 @@ func TestLargeToolResultInStream(t *testing.T) {
 		t.Fatalf("%d messages, want 4", len(msgs))
 	}
 	expectWholeResult(t, msgs[3].ToolCalls[0], want)
+
+	// Deleting the chat deletes the kept results: their URLs stop working
+	// when the DELETE answers.
+	if r := c.do("DELETE", "/api/chats/"+chat.ID, nil); r.Status != 204 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	for _, m := range []messageJSON{msgs[1], msgs[3]} {
+		if r := blobRequest(t, "GET", m.ToolCalls[0].ResultURL, nil, nil); r.Status != 404 {
+			t.Errorf("resultUrl after the chat's delete: %d", r.Status)
+		}
+	}
 }
 
 // TestToolResultSizes: a tool result at the bound is kept whole (no
@@ -208,4 +219,117 @@ func TestLongChatPausedReply(t *testing.T) {
 	}
 	// The chat takes the next message.
 	sendMessage(t, c, chat.ID, map[string]any{"content": "thanks", "modelId": "builtin"})
+}
+
+// readyAttachment creates an attachment of chatID holding data and
+// uploads it; the attachment is ready at its next read.
+func readyAttachment(t *testing.T, c *client, chatID, name, contentType string, data []byte) attachmentJSON {
+	t.Helper()
+	a := newAttachment(t, c, chatID, name, contentType, int64(len(data)))
+	if r := upload(t, a, data); r.Status != 200 {
+		t.Fatalf("upload %s: %d %s", name, r.Status, r.Body)
+	}
+	return a
+}
+
+// TestMessageAttachments: a message carries ready attachments of its chat
+// to the model (POST .../messages and the stream alike): the built-in
+// model says what it received, reads a text file's words (its input
+// tokens count them), and the stored user message lists the ids. Another
+// user's attachment, another chat's, an unknown one are 404; one not
+// uploaded or failed is 409; more than 10, malformed, repeated ids, or
+// ids with a workflowId are 400; nothing is stored for any of them.
+func TestMessageAttachments(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "ALLOWED_ORIGINS="+frontendOrigin)
+	ada, bob := newClient(t, srv.API), newClient(t, srv.API)
+	adaID := signUpChatUser(t, ada, "ada-msg-files@example.com")
+	signUpChatUser(t, bob, "bob-msg-files@example.com")
+	chat := newChat(t, ada, map[string]any{"title": "with files"})
+	words := strings.Repeat("pineapple ", 1000)
+	notes := readyAttachment(t, ada, chat.ID, "notes.md", "text/markdown", []byte("# Notes\n\n"+words))
+	photo := readyAttachment(t, ada, chat.ID, "photo.png", "image/png", pngFile)
+
+	plain := sendMessage(t, ada, chat.ID, map[string]any{"content": "what is in my files?", "modelId": "builtin"})
+	ex := sendMessage(t, ada, chat.ID, map[string]any{"content": "what is in my files?", "modelId": "builtin",
+		"attachmentIds": []string{notes.ID, strings.ToUpper(photo.ID)}})
+	const wantSaid = "I received 1 image (photo.png, image/png, 1016 B) and 1 document (notes.md, text/markdown, 9.8 KB)."
+	if !strings.HasPrefix(ex.Response.Content, wantSaid) {
+		t.Errorf("reply %q, want it to start %q", ex.Response.Content, wantSaid)
+	}
+	if got := ex.Response.InputTokens - plain.Response.InputTokens; got < 1000 {
+		t.Errorf("the text file added %d input tokens, want its 1000 words and more", got)
+	}
+	if strings.Join(ex.AttachmentIDs, ",") != notes.ID+","+photo.ID {
+		t.Errorf("the user message's attachmentIds %v", ex.AttachmentIDs)
+	}
+	res := ada.stream(chat.ID, map[string]any{"content": "and now?", "modelId": "builtin", "userId": adaID, "attachmentIds": []string{photo.ID}})
+	if res.Status != 200 || !strings.Contains(checkSequence(t, res.Events[0].MessageID, 1, res.Events), "I received 1 image (photo.png") {
+		t.Fatalf("stream with an image: %d %q", res.Status, streamTypes(res.Events))
+	}
+	msgs := getMessages(t, ada, chat.ID)
+	if len(msgs) != 6 || strings.Join(msgs[2].AttachmentIDs, ",") != notes.ID+","+photo.ID ||
+		strings.Join(msgs[4].AttachmentIDs, ",") != photo.ID || msgs[0].AttachmentIDs != nil || msgs[3].AttachmentIDs != nil {
+		t.Fatalf("stored messages: %+v", msgs)
+	}
+
+	// Refusals, each before anything is stored.
+	bobChat := newChat(t, bob, map[string]any{"title": "bob's"})
+	bobFile := readyAttachment(t, bob, bobChat.ID, "bob.txt", "text/plain", []byte("bob's"))
+	otherChat := newChat(t, ada, map[string]any{"title": "other"})
+	otherFile := readyAttachment(t, ada, otherChat.ID, "other.txt", "text/plain", []byte("other"))
+	pending := newAttachment(t, ada, chat.ID, "later.txt", "text/plain", 5)
+	failed := newAttachment(t, ada, chat.ID, "fake.png", "image/png", 5)
+	if r := upload(t, failed, []byte("hello")); r.Status != 200 {
+		t.Fatalf("upload: %d", r.Status)
+	}
+	eleven := make([]string, 11)
+	for i := range eleven {
+		eleven[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+	}
+	for _, tt := range []struct {
+		name   string
+		ids    []string
+		extra  map[string]any
+		status int
+		code   string
+		field  string
+	}{
+		{"another user's attachment", []string{notes.ID, bobFile.ID}, nil, 404, "ATTACHMENT_NOT_FOUND", ""},
+		{"another chat's attachment", []string{otherFile.ID}, nil, 404, "ATTACHMENT_NOT_FOUND", ""},
+		{"unknown attachment", []string{unknownUUID}, nil, 404, "ATTACHMENT_NOT_FOUND", ""},
+		{"not uploaded", []string{pending.ID}, nil, 409, "ATTACHMENT_NOT_READY", ""},
+		{"failed", []string{failed.ID}, nil, 409, "ATTACHMENT_FAILED", ""},
+		{"eleven", eleven, nil, 400, "VALIDATION_FAILED", "attachmentIds"},
+		{"malformed", []string{"nope"}, nil, 400, "VALIDATION_FAILED", "attachmentIds[0]"},
+		{"repeated", []string{notes.ID, notes.ID}, nil, 400, "VALIDATION_FAILED", "attachmentIds[1]"},
+		{"with a workflow", []string{notes.ID}, map[string]any{"workflowId": unknownUUID}, 400, "VALIDATION_FAILED", "attachmentIds"},
+	} {
+		body := map[string]any{"content": "look", "modelId": "builtin", "userId": adaID, "attachmentIds": tt.ids}
+		for k, v := range tt.extra {
+			body[k] = v
+		}
+		paths := []string{"/messages", "/messages/stream"}
+		if tt.extra != nil {
+			paths = paths[1:] // only the stream takes a workflowId
+		}
+		for _, p := range paths {
+			e := expectError(t, tt.name+" "+p, ada.do("POST", "/api/chats/"+chat.ID+p, body), tt.status, tt.code)
+			if tt.field != "" {
+				expectField(t, tt.name, e, tt.field)
+			}
+			if tt.status == 404 && strings.Contains(e.Message, "bob") {
+				t.Errorf("%s: the error tells of the other user's file: %q", tt.name, e.Message)
+			}
+		}
+	}
+	// Bob cannot use Ada's file in his chat either.
+	expectError(t, "ada's attachment in bob's chat", bob.do("POST", "/api/chats/"+bobChat.ID+"/messages",
+		map[string]any{"content": "look", "attachmentIds": []string{notes.ID}}), 404, "ATTACHMENT_NOT_FOUND")
+	if got := getMessages(t, ada, chat.ID); len(got) != 6 {
+		t.Errorf("%d messages after the refusals, want 6", len(got))
+	}
+	if got := getMessages(t, bob, bobChat.ID); len(got) != 0 {
+		t.Errorf("bob's chat holds %d messages", len(got))
+	}
 }
