@@ -230,7 +230,10 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case werr == nil && errors.Is(genErr, errAwaitingApproval):
 		// The paused state goes to the blob store when the item cannot
 		// hold it; if it cannot be written, the reply fails (below).
-		if genErr = s.keepPending(ctx, &msg); genErr == nil {
+		pctx, cancelPending := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+		genErr = s.keepPending(pctx, &msg)
+		cancelPending()
+		if genErr == nil {
 			msg.Status = StatusAwaitingApproval
 			final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
 			break
