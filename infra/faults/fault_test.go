@@ -401,7 +401,7 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 	cfg := e.cfg
 	cfg.MCPURL, cfg.MCPServiceKey = toolURL, e.stack.ServiceKey
 	d := assembly.Deps{DB: e.stack.DB, Logger: logger, Hasher: hasher, ToolHTTP: &http.Client{Timeout: o.toolTimeout},
-		PingInterval: time.Minute, StepTimeout: o.stepTimeout}
+		PingInterval: time.Minute, StepTimeout: o.stepTimeout, Blobs: e.stack.Blobs}
 	// The runs these functions start execute on a runner of the same
 	// options (as RunnerFunction has its own tool client and step limit).
 	inproc := &runs.InProcess{}
