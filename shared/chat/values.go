@@ -92,7 +92,9 @@ func (s *Service) keepPending(ctx context.Context, m *Message) error {
 }
 
 // pendingOf returns the state of paused reply m: its Pending, or the
-// state its PendingKey names, read back whole. Nil when m holds none.
+// state its PendingKey names, read back whole. Nil when m holds none. It
+// fails with the blob store's errors (Internal when the state is
+// missing or damaged).
 func (s *Service) pendingOf(ctx context.Context, m Message) (*Pending, error) {
 	const op = "chat.pendingOf"
 	if m.Pending != nil || m.PendingKey == "" {
@@ -102,6 +104,11 @@ func (s *Service) pendingOf(ctx context.Context, m Message) (*Pending, error) {
 		return nil, errs.E(op, errs.Internal, "", "the paused reply's state is in the blob store, which is not configured")
 	}
 	b, _, err := blob.ReadAll(ctx, s.blobs, m.PendingKey, maxPendingBlob)
+	if errs.Is(err, errs.NotFound) {
+		// The item names a state that is not there: not the client's
+		// doing (a 404 would say the call or chat is unknown).
+		return nil, errs.E(op, errs.Internal, "", "the paused reply's state is missing").WithCause(err)
+	}
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
