@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/tmaxmax/go-sse"
 
 	"github.com/workflowchat/service/shared/auth"
@@ -42,6 +44,7 @@ func TestStreamFunctionEvent(t *testing.T) {
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
 	h, err := newHandler(ctx, db.Env(t, map[string]string{
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": startFakeS3(t, "blobs"),
 		"AWS_LAMBDA_FUNCTION_NAME": "StreamFunction", "RUNNER_FUNCTION": "RunnerFunction", "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "BUILTIN_CHUNK_DELAY": "100ms", "LOG_LEVEL": "error",
 		"ALLOWED_ORIGINS": "https://app.workflowchat.example", // the recorded event's frontend
 	}))
@@ -206,4 +209,16 @@ func TestStreamFunctionEvent(t *testing.T) {
 	if err != nil || resp.StatusCode != 401 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") {
 		t.Errorf("anonymous: %+v %v", resp, err)
 	}
+}
+
+// startFakeS3 serves an in-memory S3 holding bucket, for BLOB_ENDPOINT.
+func startFakeS3(t *testing.T, bucket string) string {
+	t.Helper()
+	backend := s3mem.New()
+	if err := backend.CreateBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithoutVersioning()).Server())
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -29,8 +29,9 @@ func withinBudget(t *testing.T, what string, used, budget int) {
 }
 
 // TestBudgetToolOutputFeedsTheNextCall: a reply whose tool returns 20,000
-// words must not send them to its second model call when the budget
-// (300 tokens) has no room for them: the first call runs, the second is
+// words (40 KB: kept whole in the blob store, cut to 32 KiB, some 16,000
+// words, for the event and the model) must not send them to its second
+// model call when the budget (300 tokens) has no room for them: the first call runs, the second is
 // refused with an error event BUDGET_EXCEEDED, and the tokens spent stay
 // within the budget. (Before reservations the second call was checked
 // against what had been spent, passed, and spent 40,000 tokens and more.)
@@ -52,8 +53,8 @@ func TestBudgetToolOutputFeedsTheNextCall(t *testing.T) {
 	var errEvent streamEvent
 	for _, e := range res.Events {
 		types = append(types, e.Type)
-		if e.Type == "tool_result" && len(e.Result) < 40000 {
-			t.Errorf("tool result of %d bytes, want the 20,000 words", len(e.Result))
+		if e.Type == "tool_result" && (e.ResultSize < 40000 || len(e.Result) < toolResultBound-100) {
+			t.Errorf("tool result of %d bytes (whole %d), want the 20,000 words cut to %d bytes", len(e.Result), e.ResultSize, toolResultBound)
 		}
 		if e.Type == "error" {
 			errEvent = e

@@ -32,6 +32,8 @@ type messageJSON struct {
 	Truncated    bool           `json:"truncated"`
 	Status       string         `json:"status"`
 	CreatedAt    time.Time      `json:"createdAt"`
+	// AttachmentIDs are the files a user message carried.
+	AttachmentIDs []string `json:"attachmentIds"`
 }
 
 type toolCallJSON struct {
@@ -39,6 +41,10 @@ type toolCallJSON struct {
 	ToolArgs  json.RawMessage `json:"toolArgs"`
 	Result    json.RawMessage `json:"result"`
 	Truncated bool            `json:"truncated"`
+	// ResultURL (a signed GET) and ResultSize come with a result kept
+	// whole in the blob store.
+	ResultURL  string `json:"resultUrl"`
+	ResultSize int64  `json:"resultSize"`
 }
 
 // exchangeJSON is the answer of POST /api/chats/{chatId}/messages.

@@ -31,8 +31,14 @@ type streamEvent struct {
 	Content *string `json:"content"`
 	// ToolCallID names the call of a tool_approval event.
 	ToolCallID string `json:"toolCallId"`
+	// Truncated and ResultSize, on a tool_result, say that its result
+	// was cut and how large it is whole.
+	Truncated  bool  `json:"truncated"`
+	ResultSize int64 `json:"resultSize"`
 	// ID is the event's SSE id, <messageId>:<seq>.
 	ID string `json:"-"`
+	// Size is the length of the event's data, its JSON.
+	Size int `json:"-"`
 }
 
 // eventIDPattern is the form of an event's SSE id.
@@ -144,7 +150,7 @@ func readEvents(t *testing.T, r io.Reader) func(func(streamEvent, error) bool) {
 			} else if err := spec.ValidateSchema(name, []byte(ev.Data)); err != nil {
 				t.Errorf("event %s: %v", ev.Data, err)
 			}
-			e.ID = ev.LastEventID
+			e.ID, e.Size = ev.LastEventID, len(ev.Data)
 			if !yield(e, nil) {
 				return
 			}

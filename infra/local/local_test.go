@@ -146,6 +146,31 @@ func checkCalls(t *testing.T, f *fixture, cases []callBudget) {
 	}
 }
 
+// TestDynamoDBCallBudgetLargeToolResult: a reply's DynamoDB calls do not
+// depend on the size of its tool result. A reply that calls json_query
+// costs 8 calls (the 6 of a reply, the tool gate's policy read, the
+// second model turn's usage), whether the result is 100 bytes, exactly
+// chat.ValueBound, one byte over (kept in the blob store, which is not
+// DynamoDB) or 589 KB (the report's reproduction, which could not be
+// saved). The stream's start and end are the same transactions whatever
+// the size; its log writes follow its duration (BenchmarkReplyWrites).
+func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
+	f := newFixture(t)
+	query := func(q string) string {
+		b, _ := json.Marshal(map[string]string{"modelId": "builtin",
+			"content": `run json_query with {"input": 1, "query": ` + strconv.Quote(q) + `}`})
+		return string(b)
+	}
+	x := func(n int) string { return `"x" * ` + strconv.Itoa(n-len(`{"result":""}`)) }
+	path := "/api/chats/" + f.chatID + "/messages"
+	checkCalls(t, f, []callBudget{
+		{"post message, 100-byte tool result", "POST", path, query(x(100)), 201, 8},
+		{"post message, tool result at the bound", "POST", path, query(x(chat.ValueBound)), 201, 8},
+		{"post message, tool result one byte over", "POST", path, query(x(chat.ValueBound + 1)), 201, 8},
+		{"post message, 589 KB tool result", "POST", path, query(`[range(100000)] | map(tostring) | join(" ")`), 201, 8},
+	})
+}
+
 // TestDynamoDBCallBudgetWithTokenBudget: with USER_MONTHLY_TOKEN_BUDGET
 // set, a reply costs one more call than without (above): the reservation
 // of its model call, one conditional UpdateItem before anything is stored

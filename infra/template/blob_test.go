@@ -37,25 +37,29 @@ var wantBlobGrants = map[string]map[string][]string{
 	// role), the check (Get, Head), the copy to attachments/ (Get on the
 	// source, Put on the copy), the upload's tombstone (Put); the
 	// presigned download of attachments/; the copy's delete. The chat's own values (chats/), its runs' (runs/, read
-	// and deleted with it), its replies' event-log values (logs/).
+	// and deleted with it), its replies' event-log values (logs/); tool values by reference
+	// (calls/).
 	"ChatsFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
+		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"list":         {"chats/", "runs/"},
 	},
-	// Streamed replies' and in-stream runs' values; a message's
+	// Streamed replies' and in-stream runs' values (a reply deletes the
+	// keys it wrote when its chat was deleted while it was generating); a message's
 	// attachments, checked first when pending (Get of the upload, Put of
 	// its tombstone and of the checked copy, Delete of a copy made while
 	// the attachment was being deleted).
 	"StreamFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"chats/":       {"s3:GetObject", "s3:PutObject"},
+		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"logs/":        {"s3:GetObject", "s3:PutObject"},
+		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 	},
 	// Runs' values, deleted with their workflow; run inputs naming an
 	// attachment.

@@ -7,6 +7,8 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -30,6 +32,31 @@ const (
 	// (UTF-8 bytes): a reply longer than that is stored cut, with
 	// Truncated set.
 	MaxReplyBytes = 64 << 10
+	// ValueBound bounds a value of a reply (its JSON): a tool result up
+	// to it is kept whole in the reply's event, its message and what the
+	// model reads; a longer one is kept whole in the blob store
+	// (ResultKey) and is cut to ValueBound (truncate.Cut) everywhere
+	// else. Tool arguments and a workflow step's output in an event are
+	// cut to it too.
+	ValueBound = 32 << 10
+	// MaxEventBytes bounds the JSON of every event a reply sends and
+	// logs: values are cut to ValueBound, a delta longer than
+	// maxDeltaBytes goes as several content events, and the content of
+	// an INTERRUPTED error is cut to fit.
+	MaxEventBytes = 128 << 10
+	// maxDeltaBytes bounds the UTF-8 bytes of one content event's delta
+	// (JSON escaping can make it up to 6 times longer).
+	maxDeltaBytes = 16 << 10
+	// MaxInlinePending bounds the JSON of a paused reply's state kept in
+	// its message's item (Pending); a larger state is kept in the blob
+	// store, the item holding its key (PendingKey). The item's other
+	// values take at most truncate.MaxItem, so the two stay under
+	// DynamoDB's 400 KB.
+	MaxInlinePending = 32 << 10
+	// MaxAttachments bounds a message's attachmentIds.
+	MaxAttachments = 10
+	// ResultURLTTL is how long a tool call's resultUrl works.
+	ResultURLTTL = 15 * time.Minute
 )
 
 // Chat is a conversation owned by a user.
@@ -69,12 +96,18 @@ type Message struct {
 	// Truncated is true when an assistant message's content was cut at
 	// MaxReplyBytes (the stream had sent it whole).
 	Truncated bool `json:"truncated,omitempty"`
+	// AttachmentIDs are the attachments a user message carried (at most
+	// MaxAttachments, each ready and of the same chat when it was sent).
+	AttachmentIDs []string `json:"attachmentIds,omitempty"`
 	// Pending is the state of a reply paused for a tool approval (status
 	// awaiting_approval), kept with the message so that any instance can
 	// continue it; Decision is the user's answer (approved or denied)
 	// until the continuation starts. Neither is part of the API.
 	Pending  *Pending `json:"-"`
 	Decision string   `json:"-"`
+	// PendingKey, instead of Pending, is the blob key of a paused reply's
+	// state too large for the message's item (MaxInlinePending).
+	PendingKey string `json:"-"`
 	// Status is streaming while a streamed reply is generated, then
 	// completed, stopped or failed; completed for every message that was
 	// never streamed.
@@ -154,11 +187,21 @@ type ToolCall struct {
 	// store: each such value is {"truncated": true, "preview": "..."} (see
 	// package truncate).
 	Truncated bool `json:"truncated,omitempty"`
+	// ResultSize is the length in bytes of a result kept whole in the
+	// blob store (ResultKey), and ResultURL, when the message is read, a
+	// signed URL that serves it for ResultURLTTL.
+	ResultSize int64  `json:"resultSize,omitempty"`
+	ResultURL  string `json:"resultUrl,omitempty"`
+	// ResultKey is the blob key of the whole result whose Result is cut
+	// (ValueBound); empty when Result is whole, or when the blob could
+	// not be written.
+	ResultKey string `json:"-"`
 }
 
 // bound cuts an assistant message to what one stored item holds: its
 // content to MaxReplyBytes, then its tool calls' results and arguments to
-// the rest of truncate.MaxItem, the largest first.
+// the rest of truncate.MaxItem, the largest first. A result kept in the
+// blob store stays marked, with its key, however short its preview.
 func bound(m *Message) {
 	m.Content, m.Truncated = truncate.String(m.Content, MaxReplyBytes)
 	if len(m.ToolCalls) == 0 {
@@ -172,7 +215,7 @@ func bound(m *Message) {
 	for i := range m.ToolCalls {
 		c := &m.ToolCalls[i]
 		c.Result, c.ToolArgs = vals[2*i], vals[2*i+1]
-		c.Truncated = cut[2*i] || cut[2*i+1]
+		c.Truncated = c.Truncated || cut[2*i] || cut[2*i+1]
 	}
 }
 
@@ -286,16 +329,48 @@ type MessageRequest struct {
 	ModelID    string  `json:"modelId"`
 	UserID     *string `json:"userId"`
 	WorkflowID *string `json:"workflowId"`
+	// AttachmentIDs name ready attachments of the chat the message
+	// carries to the model (at most MaxAttachments, no repeats).
+	AttachmentIDs []string `json:"attachmentIds"`
 }
 
-// Validate checks the content's length and the workflow id's format.
+// Validate checks the content's length, the workflow id's format and the
+// attachment ids.
 func (r MessageRequest) Validate() error {
 	var f errs.FieldErrors
 	validateContent(&f, r.Content)
 	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
 		f.Add("workflowId", "must be a UUID")
 	}
+	validateAttachments(&f, r)
 	return f.Err("chat.MessageRequest")
+}
+
+// validateAttachments checks r's attachmentIds: at most MaxAttachments
+// attachment ids (UUIDs), none repeated, and none with a workflowId (a
+// message that runs a workflow goes to no model).
+func validateAttachments(f *errs.FieldErrors, r MessageRequest) {
+	ids := r.AttachmentIDs
+	switch {
+	case len(ids) == 0:
+		return
+	case len(ids) > MaxAttachments:
+		f.Add("attachmentIds", "must hold at most %d attachment ids, not %d", MaxAttachments, len(ids))
+		return
+	case r.WorkflowID != nil:
+		f.Add("attachmentIds", "cannot be sent with workflowId: a workflow run takes no attachments")
+		return
+	}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		switch {
+		case !httpapi.IsUUID(id):
+			f.Add(fmt.Sprintf("attachmentIds[%d]", i), "must be an attachment id (a UUID)")
+		case seen[strings.ToLower(id)]:
+			f.Add(fmt.Sprintf("attachmentIds[%d]", i), "repeats attachment %s", id)
+		}
+		seen[strings.ToLower(id)] = true
+	}
 }
 
 func validateContent(f *errs.FieldErrors, content string) {
@@ -325,5 +400,6 @@ func (r StreamRequest) Validate() error {
 	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
 		f.Add("workflowId", "must be a UUID")
 	}
+	validateAttachments(&f, r.MessageRequest)
 	return f.Err("chat.StreamRequest")
 }

@@ -23,6 +23,12 @@ type Event struct {
 	Result    json.RawMessage `json:"result,omitempty"`
 	// ToolCallID names the call a tool_approval event asks about.
 	ToolCallID string `json:"toolCallId,omitempty"`
+	// Truncated says that a value of the event (toolArgs, result) was
+	// cut to ValueBound; ResultSize, on a tool_result, is the length of
+	// the whole result (served by the stored tool call's resultUrl when
+	// it was kept).
+	Truncated  bool   `json:"truncated,omitempty"`
+	ResultSize int64  `json:"resultSize,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Message    string `json:"message,omitempty"`
 	// Content, on the error INTERRUPTED, is the reply as saved: a client
@@ -66,9 +72,9 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // tool_result events, at most MaxToolRounds rounds (see generate). held,
 // when not nil, is the budget reservation of its first model call
 // (reserveReply).
-func (s *Service) reply(ctx context.Context, history []Message, user Message, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
+func (s *Service) reply(ctx context.Context, history []Message, user Message, atts []model.Attachment, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
 	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, Status: StatusCompleted}
-	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user)}, "", held, emit)
+	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user, atts)}, "", held, emit)
 }
 
 // reserveReply reserves userID's budget for the first model call of a
@@ -118,7 +124,7 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 	var content strings.Builder
 	content.WriteString(msg.Content)
 	var used model.Usage
-	msg.Pending, msg.Decision = nil, ""
+	msg.Pending, msg.Decision, msg.PendingKey = nil, "", ""
 	finish := func(err error) (Message, error) {
 		s.usage.Release(ctx, held) // a reservation whose call was not made
 		msg.Content, msg.CreatedAt = content.String(), s.clock()
@@ -150,12 +156,14 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 				}
 				return finish(errAwaitingApproval)
 			}
-			result := toolResult(out)
-			if err := emit(Event{Type: EventToolResult, ToolName: call.Name, Result: result}); err != nil {
+			// A result longer than ValueBound is kept whole in the blob
+			// store; the event, the message and the model get it cut.
+			tc, read := s.keepResult(ctx, msg, len(msg.ToolCalls), ToolCall{ToolName: call.Name, ToolArgs: call.Args, Result: toolResult(out)})
+			if err := emit(Event{Type: EventToolResult, ToolName: call.Name, Result: tc.Result, Truncated: tc.Truncated, ResultSize: tc.ResultSize}); err != nil {
 				return finish(err)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: call.Name, ToolArgs: call.Args, Result: result})
-			req.Messages = append(req.Messages, model.Message{Role: model.RoleTool, ToolCallID: call.ID, Content: string(result)})
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+			req.Messages = append(req.Messages, model.Message{Role: model.RoleTool, ToolCallID: call.ID, Content: string(read)})
 		}
 		if len(calls) > 0 {
 			calls, round = nil, round+1
@@ -234,8 +242,10 @@ func errorResult(msg string) json.RawMessage {
 }
 
 // toModelMessages converts the last MaxHistory messages and the new user
-// message to model messages.
-func toModelMessages(history []Message, user Message) []model.Message {
+// message, with its attachments as the model takes them, to model
+// messages. Earlier messages go as their text: their tool calls and
+// attachments are not sent again.
+func toModelMessages(history []Message, user Message, atts []model.Attachment) []model.Message {
 	if len(history) > MaxHistory {
 		history = history[len(history)-MaxHistory:]
 	}
@@ -246,5 +256,5 @@ func toModelMessages(history []Message, user Message) []model.Message {
 		}
 		out = append(out, model.Message{Role: m.Role, Content: m.Content})
 	}
-	return append(out, model.Message{Role: model.RoleUser, Content: user.Content})
+	return append(out, model.Message{Role: model.RoleUser, Content: user.Content, Attachments: atts})
 }

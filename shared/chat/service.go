@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
@@ -32,6 +33,8 @@ type Service struct {
 	jobs         job.Store
 	usage        *usage.Meter
 	gate         *toolgate.Gate
+	blobs        blob.Store
+	atts         Attachments
 	defaultModel string
 	now          func() time.Time
 	lease        time.Duration
@@ -53,7 +56,14 @@ type Options struct {
 	Usage *usage.Meter
 	// Gate decides and runs the models' tool calls (policies, budget,
 	// identity); nil answers every call that tools are not available.
-	Gate           *toolgate.Gate
+	Gate *toolgate.Gate
+	// Blobs keeps the values of replies too large for their items (tool
+	// results, paused states) under chats/<chatId>/; nil keeps none (a
+	// large tool result is only stored cut).
+	Blobs blob.Store
+	// Attachments reads the attachments messages carry; nil refuses
+	// attachmentIds (ATTACHMENTS_UNAVAILABLE).
+	Attachments    Attachments
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -69,7 +79,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, blobs: o.Blobs, atts: o.Attachments, defaultModel: o.DefaultModelID,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -136,8 +146,9 @@ func (s *Service) List(ctx context.Context, userID string, page paging.Page) ([]
 	return chats, total, errs.Wrap(op, err)
 }
 
-// Messages returns the messages of chat id in conversation order.
-// NotFound, Forbidden.
+// Messages returns the messages of chat id in conversation order, each
+// tool call whose whole result is in the blob store with a URL serving it
+// (ResultURL). NotFound, Forbidden.
 func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
 	const op = "chat.Messages"
 	c, msgs, err := s.store.Conversation(ctx, id)
@@ -147,7 +158,57 @@ func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return nil, err
 	}
+	ptrs := make([]*Message, len(msgs))
+	for i := range msgs {
+		ptrs[i] = &msgs[i]
+	}
+	if err := s.withURLs(ctx, ptrs...); err != nil {
+		return nil, errs.Wrap(op, err)
+	}
 	return msgs, nil
+}
+
+// Attachments reads the attachments a message carries
+// (attachment.Service).
+type Attachments interface {
+	// ForMessage returns userID's attachments ids of chat chatID, each
+	// ready, as a model taking in reads them (text cut to a bound,
+	// images and PDFs as bytes when in takes them), in the order of ids.
+	// Errors: NotFound ATTACHMENT_NOT_FOUND (also another chat's or
+	// another user's), Conflict ATTACHMENT_NOT_READY or
+	// ATTACHMENT_FAILED, and storage errors.
+	ForMessage(ctx context.Context, userID, chatID string, ids []string, in model.Input) ([]model.Attachment, error)
+}
+
+// attachments returns the attachments ids of chat c for a reply by
+// modelID (see Attachments.ForMessage); none for no ids. Invalid
+// ATTACHMENTS_UNAVAILABLE where this deployment reads no attachments.
+func (s *Service) attachments(ctx context.Context, c Chat, ids []string, modelID string) ([]model.Attachment, error) {
+	const op = "chat.attachments"
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if s.atts == nil {
+		return nil, errs.E(op, errs.Invalid, "ATTACHMENTS_UNAVAILABLE", "this deployment takes no attachments on messages")
+	}
+	m, err := s.models.Lookup(modelID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	atts, err := s.atts.ForMessage(ctx, c.UserID, c.ID, ids, m.Input)
+	return atts, errs.Wrap(op, err)
+}
+
+// normalizeIDs returns ids lower-cased (attachment ids are stored so).
+func normalizeIDs(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.ToLower(id)
+	}
+	return out
 }
 
 // Exchange is a user message and the assistant's reply.
@@ -159,10 +220,12 @@ type Exchange struct {
 // Send posts a user message to chat id and returns it with the assistant's
 // whole reply; both are stored in one transaction. A reply that calls a
 // tool whose policy is ask is stored awaiting_approval (see Decide). The model is req's, else
-// the user's preference, else the deployment default. While the reply is
+// the user's preference, else the deployment default. The message's
+// attachments (req.AttachmentIDs) reach the model with it. While the reply is
 // generated the chat takes no other message. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
-// other than the caller's), RateLimited BUDGET_EXCEEDED (the user's
+// other than the caller's), the attachments' (see Attachments.ForMessage),
+// RateLimited BUDGET_EXCEEDED (the user's
 // monthly token budget has no room for a model call: checked by reserving
 // the first call before anything is stored), Conflict GENERATION_ACTIVE (the chat is
 // already generating a reply), and the model's errors.
@@ -202,8 +265,13 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	if _, err := s.models.Lookup(modelID); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
+	atts, err := s.attachments(ctx, c, normalizeIDs(req.AttachmentIDs), modelID)
+	if err != nil {
+		return Exchange{}, errs.Wrap(op, err)
+	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
-	held, err := s.reserveReply(ctx, c.UserID, modelID, toModelMessages(history, user))
+	user.AttachmentIDs = normalizeIDs(req.AttachmentIDs)
+	held, err := s.reserveReply(ctx, c.UserID, modelID, toModelMessages(history, user, atts))
 	if err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
@@ -213,16 +281,22 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		s.usage.Release(ctx, held)
 		return Exchange{}, errs.Wrap(op, err)
 	}
-	reply, err := s.reply(ctx, history, user, modelID, gen.ID, held, func(Event) error { return nil })
+	reply, err := s.reply(ctx, history, user, atts, modelID, gen.ID, held, func(Event) error { return nil })
 	if errors.Is(err, errAwaitingApproval) {
-		reply.Status, err = StatusAwaitingApproval, nil
+		reply.Status, err = StatusAwaitingApproval, s.keepPending(ctx, &reply)
 	}
 	if err != nil {
 		s.endGeneration(ctx, c, gen.ID)
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	if err := s.store.FinishGeneration(ctx, c, gen.ID, user, reply); err != nil {
+		if errs.Is(err, errs.NotFound) {
+			s.dropValues(ctx, reply) // the chat was deleted meanwhile
+		}
 		s.endGeneration(ctx, c, gen.ID)
+		return Exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.withURLs(ctx, &reply); err != nil {
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	return Exchange{Message: user, Response: reply}, nil

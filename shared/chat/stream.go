@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -42,7 +43,10 @@ type Turn struct {
 	Chat    Chat
 	History []Message
 	User    Message
-	ModelID string
+	// Attachments are the user message's attachments as the model reads
+	// them.
+	Attachments []model.Attachment
+	ModelID     string
 	// ReplyID is the id of the assistant message, announced in start.
 	ReplyID string
 	// Reply is the assistant message as stored at the start (streaming).
@@ -86,7 +90,8 @@ func (s *Service) newLease(now time.Time, last int64) job.Lease {
 // be the caller's (NotFound WORKFLOW_NOT_FOUND, then Forbidden), checked
 // after the chat; without one, RateLimited BUDGET_EXCEEDED when the user's
 // monthly token budget has no room for the reply's first model call,
-// whose reservation the Turn holds. The user message, the assistant message (status
+// whose reservation the Turn holds. Then the message's attachments, which
+// fail as Attachments.ForMessage does. The user message, the assistant message (status
 // streaming) and the reply's event log with its start event are stored in
 // one transaction; RunStream ends the generation.
 func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest) (*Turn, error) {
@@ -112,10 +117,16 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		}
 		run = &wf
 	}
+	ids := normalizeIDs(req.AttachmentIDs)
+	atts, err := s.attachments(ctx, c, ids, req.ModelID)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
+	user.AttachmentIDs = ids
 	var held *usage.Reservation
 	if run == nil {
-		if held, err = s.reserveReply(ctx, c.UserID, req.ModelID, toModelMessages(history, user)); err != nil {
+		if held, err = s.reserveReply(ctx, c.UserID, req.ModelID, toModelMessages(history, user, atts)); err != nil {
 			return nil, errs.Wrap(op, err)
 		}
 	}
@@ -132,7 +143,7 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
+	return &Turn{Chat: c, History: history, User: user, Attachments: atts, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
 		FirstSeq: 2, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
@@ -160,8 +171,8 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // when a stop was requested (its next log write fails); failed with an
 // error event when the model, the tools or the log fail. The assistant
 // message is stored with the concatenated deltas, also when stopped or
-// failed. It returns the stored message, and the error that ended it
-// early.
+// failed. No event is longer than MaxEventBytes (boundEvents). It returns
+// the stored message, and the error that ended it early.
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
 	if t.Continue == nil {
 		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
@@ -179,15 +190,18 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		case <-genCtx.Done():
 		}
 	}()
-	emit := func(e Event) error {
+	emit := boundEvents(func(e Event) error {
 		data, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
+		if len(data) > MaxEventBytes { // boundEvents keeps every event under it
+			return errs.E("chat.RunStream", errs.Internal, "", fmt.Sprintf("a %s event of %d bytes is over the bound of %d", e.Type, len(data), MaxEventBytes))
+		}
 		e.ID = eventID(t.ReplyID, w.Add(data))
 		live(e)
 		return nil
-	}
+	})
 	var (
 		msg    Message
 		genErr error
@@ -198,7 +212,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case t.Workflow != nil:
 		msg, genErr = s.renderRun(genCtx, t, emit)
 	default:
-		msg, genErr = s.reply(genCtx, t.History, t.User, t.ModelID, t.ReplyID, t.Held, emit)
+		msg, genErr = s.reply(genCtx, t.History, t.User, t.Attachments, t.ModelID, t.ReplyID, t.Held, emit)
 	}
 	pending, next, werr := w.Close()
 	msg.CreatedAt = t.Reply.CreatedAt
@@ -214,8 +228,18 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg.Status, genErr = StatusStopped, nil
 		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
 	case werr == nil && errors.Is(genErr, errAwaitingApproval):
-		msg.Status, genErr = StatusAwaitingApproval, nil
-		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
+		// The paused state goes to the blob store when the item cannot
+		// hold it; if it cannot be written, the reply fails (below).
+		pctx, cancelPending := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+		genErr = s.keepPending(pctx, &msg)
+		cancelPending()
+		if genErr == nil {
+			msg.Status = StatusAwaitingApproval
+			final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
+			break
+		}
+		msg.Pending = nil
+		fallthrough
 	case werr != nil || genErr != nil:
 		switch {
 		case ctx.Err() != nil:
@@ -242,6 +266,9 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		cancelSave()
 	}
 	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			s.dropValues(ctx, msg) // the chat was deleted meanwhile
+		}
 		logging.FromContext(ctx).ErrorContext(ctx, "save the reply", "chatId", t.Chat.ID, "messageId", t.ReplyID, "err", err.Error())
 		// The lease will run out and the sweeper end the reply from its
 		// log, with events numbered after every id handed out. Tell the
@@ -407,6 +434,9 @@ func (s *Service) Stop(ctx context.Context, chatID, messageID string) (Message, 
 	for {
 		m, active, err := s.store.GeneratedMessage(ctx, chatID, messageID)
 		if err != nil || !active || time.Now().After(deadline) {
+			if err == nil {
+				err = s.withURLs(ctx, &m)
+			}
 			return m, errs.Wrap(op, err)
 		}
 		select {
@@ -455,8 +485,13 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
+	// The message as stored holds what came before the current
+	// generation (a reply continued after a tool approval: what it held
+	// when paused); the log's events after its last pause are the rest.
+	// A tool call's whole result, when the event says it was cut, is at
+	// the key its place in the message gives (ResultKey).
+	before, calls := msg.ToolCalls, []ToolCall(nil)
 	var content strings.Builder
-	msg.ToolCalls = nil
 	for _, r := range recs {
 		e, err := decodeEvent(id, r)
 		if err != nil {
@@ -466,23 +501,32 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 		case EventContent:
 			content.WriteString(e.Delta)
 		case EventToolCall:
-			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: e.ToolName, ToolArgs: e.ToolArgs})
+			calls = append(calls, ToolCall{ToolName: e.ToolName, ToolArgs: e.ToolArgs, Truncated: e.Truncated})
 		case EventToolResult:
-			if n := len(msg.ToolCalls); n > 0 && msg.ToolCalls[n-1].Result == nil {
-				msg.ToolCalls[n-1].Result = e.Result
+			if n := len(calls); n > 0 && calls[n-1].Result == nil {
+				c := &calls[n-1]
+				c.Result, c.Truncated, c.ResultSize = e.Result, c.Truncated || e.Truncated, e.ResultSize
+				if e.ResultSize > 0 { // kept whole (keepResult)
+					c.ResultKey = ResultKey(chatID, id, len(before)+n-1)
+				}
+			}
+		case EventEnd:
+			if e.Reason == ReasonAwaitingApproval { // the stored message holds all this
+				content.Reset()
+				calls = nil
 			}
 		}
 	}
-	for i := range msg.ToolCalls {
-		if msg.ToolCalls[i].Result == nil {
-			msg.ToolCalls[i].Result = errorResult("interrupted")
+	for i := range calls {
+		if calls[i].Result == nil {
+			calls[i].Result = errorResult("interrupted")
 		}
 	}
-	msg.Content, msg.Status = content.String(), StatusFailed
+	msg.ToolCalls = append(before, calls...)
+	msg.Content, msg.Status = msg.Content+content.String(), StatusFailed
 	bound(&msg)
-	saved := msg.Content
 	final, _, err := numbered(nil, head.LastSeq, head.Closing(), id, []Event{
-		{Type: EventError, Error: CodeInterrupted, Message: "the reply was interrupted: the process generating it stopped", Content: &saved},
+		interruptedEvent(msg.Content),
 		{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
 	})
 	if err != nil {
@@ -521,16 +565,23 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return Message{}, err
 	}
+	notPending := errs.E(op, errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision")
 	m, ok := lastAssistant(msgs)
-	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || len(m.Pending.Calls) == 0 ||
-		m.Pending.Calls[0].ID != toolCallID || m.Decision != "" {
-		return Message{}, errs.E(op, errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision")
+	if !ok || m.Status != StatusAwaitingApproval || m.Decision != "" {
+		return Message{}, notPending
+	}
+	p, err := s.pendingOf(ctx, m)
+	if err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
+	if p == nil || len(p.Calls) == 0 || p.Calls[0].ID != toolCallID {
+		return Message{}, notPending
 	}
 	decision := DecisionDenied
 	if approve {
 		decision = DecisionApproved
 		if remember && s.gate != nil {
-			if err := s.gate.Remember(ctx, c.UserID, m.Pending.Calls[0].Name); err != nil {
+			if err := s.gate.Remember(ctx, c.UserID, p.Calls[0].Name); err != nil {
 				return Message{}, errs.Wrap(op, err)
 			}
 		}
@@ -539,6 +590,9 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 		return Message{}, errs.Wrap(op, err)
 	}
 	m.Decision = decision
+	if err := s.withURLs(ctx, &m); err != nil {
+		return Message{}, errs.Wrap(op, err)
+	}
 	return m, nil
 }
 
@@ -555,8 +609,12 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 		return nil, errs.Wrap(op, err)
 	}
 	m, ok := lastAssistant(msgs)
-	if !ok || m.Status != StatusAwaitingApproval || m.Pending == nil || m.Decision == "" {
+	if !ok || m.Status != StatusAwaitingApproval || (m.Pending == nil && m.PendingKey == "") || m.Decision == "" {
 		return nil, nil
+	}
+	p, err := s.pendingOf(ctx, m)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
 	}
 	var (
 		last  int64
@@ -589,6 +647,6 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: m.Pending, Decision: m.Decision,
+	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: p, Decision: m.Decision,
 		FirstSeq: last + 1, Reserved: gen.Lease.Reserved}, nil
 }

@@ -143,6 +143,11 @@ const (
 	// MaxBatchBytes bounds the JSON of one write's events, below the 400
 	// KB of a DynamoDB item.
 	MaxBatchBytes = 300 << 10
+	// MaxPendingBytes bounds the JSON of the events waiting to be
+	// written: an Add past it waits for a write, as past the
+	// reservation. So what Close hands back, which the job's end writes
+	// in one transaction, holds at most this plus one event.
+	MaxPendingBytes = 1 << 20
 )
 
 // Options tune a Writer; zero values take the constants above.
@@ -202,6 +207,7 @@ type Writer struct {
 	moved    *sync.Cond // broadcast when written, reserved or err change, or on close
 	next     int64      // the sequence number of the next event
 	pending  []Record
+	size     int       // the bytes of the pending events' data
 	oldest   time.Time // when the oldest pending event was added
 	written  int64     // the last written sequence number
 	reserved int64     // the highest id Add may hand out
@@ -224,11 +230,11 @@ func NewWriter(ctx context.Context, next, reserved int64, app Appender, o Option
 
 // Add queues data as the next event and returns its sequence number, an
 // id within the reservation: it waits for a write while the reservation
-// is used up, unless the Writer has failed or is closed (the events are
-// then returned by Close).
+// is used up or the pending events hold MaxPendingBytes, unless the
+// Writer has failed or is closed (the events are then returned by Close).
 func (w *Writer) Add(data json.RawMessage) int64 {
 	w.mu.Lock()
-	for w.next > w.reserved && w.err == nil && !w.closed {
+	for w.starvedLocked() && w.err == nil && !w.closed {
 		w.kickLocked()
 		w.moved.Wait()
 	}
@@ -238,9 +244,16 @@ func (w *Writer) Add(data json.RawMessage) int64 {
 		w.oldest = w.o.Now()
 	}
 	w.pending = append(w.pending, Record{Seq: seq, Prev: seq - 1, Data: data})
+	w.size += len(data)
 	w.mu.Unlock()
 	w.kickLocked()
 	return seq
+}
+
+// starvedLocked reports whether an Add must wait for a write: the
+// reservation is used up, or the pending events hold MaxPendingBytes.
+func (w *Writer) starvedLocked() bool {
+	return w.next > w.reserved || w.size >= MaxPendingBytes
 }
 
 func (w *Writer) kickLocked() {
@@ -281,7 +294,7 @@ func (w *Writer) Close() (pending []Record, next int64, err error) {
 	defer w.mu.Unlock()
 	w.closed = true
 	w.moved.Broadcast()
-	pending, w.pending = w.pending, nil
+	pending, w.pending, w.size = w.pending, nil, 0
 	return pending, w.next, w.err
 }
 
@@ -300,7 +313,7 @@ func (w *Writer) loop() {
 		now := w.o.Now()
 		w.mu.Lock()
 		n, oldest := len(w.pending), w.oldest
-		starved := w.next > w.reserved // an Add waits for a reservation
+		starved := w.starvedLocked() // an Add waits for a write
 		w.mu.Unlock()
 		var wait time.Duration
 		switch {
@@ -355,13 +368,16 @@ func (w *Writer) flush() bool {
 			close(w.dead)
 			return false
 		}
+		for _, r := range w.pending[:batch] {
+			w.size -= len(r.Data)
+		}
 		w.pending = w.pending[batch:]
 		if len(w.pending) > 0 {
 			w.oldest = w.o.Now()
 		}
 		w.written, w.reserved = last, max(w.reserved, l.Reserved)
 		w.moved.Broadcast()
-		more := len(w.pending) >= w.o.MaxBatch
+		more := len(w.pending) >= w.o.MaxBatch || w.size >= MaxBatchBytes
 		w.mu.Unlock()
 		if !more {
 			return true

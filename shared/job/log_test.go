@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -242,6 +243,64 @@ func TestWriterReservation(t *testing.T) {
 		t.Errorf("writes %v reserving %v: want [2 3 4 5] reserving up to 9", got, b.reserved)
 	}
 	_ = pending
+}
+
+// TestWriterPendingBytes: an Add that would let the pending events hold
+// MaxPendingBytes or more waits for a write, whatever the reservation and
+// the delay allow, so Close never hands back more than MaxPendingBytes
+// plus one event; and no write carries more than MaxBatchBytes unless it
+// is one event alone.
+func TestWriterPendingBytes(t *testing.T) {
+	t.Parallel()
+	b := &batches{block: make(chan struct{})}
+	var mu sync.Mutex
+	var sizes []int
+	app := func(ctx context.Context, recs []job.Record, l job.Lease) error {
+		n := 0
+		for _, r := range recs {
+			n += len(r.Data)
+		}
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		return b.append(ctx, recs, l)
+	}
+	w := job.NewWriter(context.Background(), 1, 1000, app, job.Options{MaxDelay: time.Hour, Heartbeat: time.Hour})
+	big := json.RawMessage(`"` + strings.Repeat("x", 100<<10) + `"`) // about 100 KiB
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 30 { // about 3 MiB in all
+			w.Add(big)
+		}
+	}()
+	// The writer is blocked: the Adds stop at the byte bound.
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("30 events of 100 KiB were all queued while no write could happen")
+	default:
+	}
+	close(b.block)
+	<-done
+	pending, _, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, r := range pending {
+		held += len(r.Data)
+	}
+	if held > job.MaxPendingBytes+len(big) {
+		t.Errorf("Close handed back %d bytes, over %d plus one event", held, job.MaxPendingBytes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range sizes {
+		if n > job.MaxBatchBytes+len(big) {
+			t.Errorf("a write of %d bytes", n)
+		}
+	}
 }
 
 // TestWriterFailureReleasesAdd: an Add waiting for a reservation returns

@@ -131,7 +131,10 @@ type InputCounter interface {
 // and 2.5 to 3.5 on code, JSON and most other languages, so the estimate
 // is high for prose and close for JSON: an estimate is what a budget
 // reservation holds before the call, and settling corrects it to the
-// provider's count after.
+// provider's count after. Attachments count too: a text file's text as
+// text, an image sent as one ImageTokens, a PDF sent as ImageTokens plus
+// one token per DocumentBytesPerToken bytes (a file sent as a note, and
+// the framing UserParts adds, cost a few words, not counted).
 func EstimateTokens(req Request) int {
 	bytes, words, parts := 0, 0, len(req.Messages)+len(req.Tools)
 	add := func(s string) {
@@ -139,9 +142,20 @@ func EstimateTokens(req Request) int {
 		words += len(strings.Fields(s))
 	}
 	add(req.System)
+	media := 0
 	for _, m := range req.Messages {
 		add(m.Content)
 		add(m.ToolCallID)
+		for _, a := range m.Attachments {
+			add(a.Text)
+			switch {
+			case len(a.Data) == 0:
+			case a.Kind() == KindImage:
+				media += ImageTokens
+			default:
+				media += ImageTokens + len(a.Data)/DocumentBytesPerToken
+			}
+		}
 		for _, c := range m.ToolCalls {
 			add(c.ID)
 			add(c.Name)
@@ -153,8 +167,20 @@ func EstimateTokens(req Request) int {
 		add(t.Description)
 		add(string(t.InputSchema))
 	}
-	return max((bytes+2)/3+4*parts, words)
+	return max((bytes+2)/3+4*parts, words) + media
 }
+
+// Estimates of what images and documents cost a provider, whose counts
+// depend on pixels and pages this service does not measure: ImageTokens
+// is about what the current providers charge for an image at their
+// default resolution (Anthropic about 1,600 for 1.15 megapixels; OpenAI
+// up to about 1,100 in high detail), and a PDF is counted as an image
+// plus one token per DocumentBytesPerToken bytes of the file. Settling
+// corrects the reservation to the provider's count.
+const (
+	ImageTokens           = 1600
+	DocumentBytesPerToken = 64
+)
 
 // Registry maps model ids to the providers that serve them. It is
 // immutable after construction and safe for concurrent use.

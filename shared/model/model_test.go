@@ -236,3 +236,24 @@ func TestEstimateInput(t *testing.T) {
 		t.Errorf("EstimateTokens of 1000 one-letter words = %d, want the words", got)
 	}
 }
+
+// TestEstimateTokensCountsAttachments: a text attachment counts as text,
+// an image sent as bytes as ImageTokens, a PDF as ImageTokens plus its
+// bytes over DocumentBytesPerToken; a file sent as a note, nothing more.
+func TestEstimateTokensCountsAttachments(t *testing.T) {
+	t.Parallel()
+	base := model.Request{Messages: []model.Message{{Role: "user", Content: "look"}}}
+	with := func(a ...model.Attachment) model.Request {
+		r := base
+		r.Messages = []model.Message{{Role: "user", Content: "look", Attachments: a}}
+		return r
+	}
+	b := model.EstimateTokens(base)
+	text := model.EstimateTokens(with(model.Attachment{Name: "a.txt", ContentType: "text/plain", Text: strings.Repeat("abc ", 300)}))
+	img := model.EstimateTokens(with(model.Attachment{Name: "a.png", ContentType: "image/png", Data: make([]byte, 5000)}))
+	pdf := model.EstimateTokens(with(model.Attachment{Name: "a.pdf", ContentType: "application/pdf", Data: make([]byte, 64000)}))
+	note := model.EstimateTokens(with(model.Attachment{Name: "a.png", ContentType: "image/png"}))
+	if text < b+300 || img != b+model.ImageTokens || pdf != b+model.ImageTokens+1000 || note != b {
+		t.Errorf("base %d: text %d, image %d, pdf %d, note %d", b, text, img, pdf, note)
+	}
+}

@@ -112,23 +112,41 @@ type messageItem struct {
 	CreatedAt    time.Time `dynamo:"createdAt"`
 	Pending      string    `dynamo:"pending,omitempty"` // JSON: a paused reply's state
 	Decision     string    `dynamo:"decision,omitempty"`
+	// PendingKey is the blob key of a paused reply's state too large for
+	// the item (chat.Message.PendingKey).
+	PendingKey    string   `dynamo:"pendingKey,omitempty"`
+	AttachmentIDs []string `dynamo:"attachmentIds,omitempty"`
+}
+
+// storedToolCall is a tool call as the toolCalls attribute holds it: the
+// API's fields but the signed URL, and the key of a result kept in the
+// blob store.
+type storedToolCall struct {
+	ToolName   string          `json:"toolName"`
+	ToolArgs   json.RawMessage `json:"toolArgs"`
+	Result     json.RawMessage `json:"result"`
+	Truncated  bool            `json:"truncated,omitempty"`
+	ResultSize int64           `json:"resultSize,omitempty"`
+	ResultKey  string          `json:"resultKey,omitempty"`
 }
 
 // collectionItem reads any item of a chat collection.
 type collectionItem struct {
 	chatItem
-	ChatID       string `dynamo:"chatId"`
-	Role         string `dynamo:"role"`
-	Content      string `dynamo:"content"`
-	ModelID      string `dynamo:"modelId"`
-	ReplyTo      string `dynamo:"replyTo"`
-	ToolCalls    string `dynamo:"toolCalls"`
-	InputTokens  int    `dynamo:"inputTokens"`
-	OutputTokens int    `dynamo:"outputTokens"`
-	Truncated    bool   `dynamo:"truncated"`
-	Status       string `dynamo:"status"`
-	Pending      string `dynamo:"pending"`
-	Decision     string `dynamo:"decision"`
+	ChatID        string   `dynamo:"chatId"`
+	Role          string   `dynamo:"role"`
+	Content       string   `dynamo:"content"`
+	ModelID       string   `dynamo:"modelId"`
+	ReplyTo       string   `dynamo:"replyTo"`
+	ToolCalls     string   `dynamo:"toolCalls"`
+	InputTokens   int      `dynamo:"inputTokens"`
+	OutputTokens  int      `dynamo:"outputTokens"`
+	Truncated     bool     `dynamo:"truncated"`
+	Status        string   `dynamo:"status"`
+	Pending       string   `dynamo:"pending"`
+	Decision      string   `dynamo:"decision"`
+	PendingKey    string   `dynamo:"pendingKey"`
+	AttachmentIDs []string `dynamo:"attachmentIds"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
@@ -151,10 +169,15 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 	it := messageItem{
 		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
 		ModelID: m.ModelID, ReplyTo: m.ReplyTo, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated,
-		Status: m.Status, CreatedAt: m.CreatedAt,
+		Status: m.Status, CreatedAt: m.CreatedAt, PendingKey: m.PendingKey, AttachmentIDs: m.AttachmentIDs,
 	}
 	if len(m.ToolCalls) > 0 {
-		b, err := json.Marshal(m.ToolCalls)
+		calls := make([]storedToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = storedToolCall{ToolName: c.ToolName, ToolArgs: c.ToolArgs, Result: c.Result, Truncated: c.Truncated,
+				ResultSize: c.ResultSize, ResultKey: c.ResultKey}
+		}
+		b, err := json.Marshal(calls)
 		if err != nil {
 			return it, err
 		}
@@ -173,13 +196,20 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 
 func (it collectionItem) message() (chat.Message, error) {
 	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID, ReplyTo: it.ReplyTo,
-		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, Status: it.Status, CreatedAt: it.CreatedAt}
+		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, Status: it.Status, CreatedAt: it.CreatedAt,
+		PendingKey: it.PendingKey, AttachmentIDs: it.AttachmentIDs}
 	if m.Status == "" {
 		m.Status = chat.StatusCompleted
 	}
 	if it.ToolCalls != "" {
-		if err := decodeAttr(it.PK, it.SK, "toolCalls", it.ToolCalls, &m.ToolCalls); err != nil {
+		var calls []storedToolCall
+		if err := decodeAttr(it.PK, it.SK, "toolCalls", it.ToolCalls, &calls); err != nil {
 			return chat.Message{}, err
+		}
+		m.ToolCalls = make([]chat.ToolCall, len(calls))
+		for i, c := range calls {
+			m.ToolCalls[i] = chat.ToolCall{ToolName: c.ToolName, ToolArgs: c.ToolArgs, Result: c.Result, Truncated: c.Truncated,
+				ResultSize: c.ResultSize, ResultKey: c.ResultKey}
 		}
 	}
 	if it.Pending != "" {

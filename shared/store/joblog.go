@@ -227,18 +227,22 @@ func (l eventLogs) head(ctx context.Context, pk, id string) (logHead, error) {
 // longer active (out of the sweeper's index), conditioned on it being
 // active with recs following its last event (the first's Prev) and, when
 // expiredBefore is not zero, on its lease having ended before then (the
-// sweeper's end).
+// sweeper's end). recs go in batches of at most job.MaxBatchBytes of
+// events (a larger event alone), so that no batch item passes DynamoDB's
+// 400 KB: a job.Writer hands back up to job.MaxPendingBytes.
 func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Record, expiredBefore, now time.Time) error {
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("status", status).
 		Remove("active", "GSI1PK", "GSI1SK").Set("expiresAt", now.Add(LogRetention).Unix())
 	prev := int64(0)
 	if len(recs) > 0 {
-		b, err := newLogBatch(pk, id, recs, now)
-		if err != nil {
-			return err
+		for _, part := range splitBySize(recs, job.MaxBatchBytes) {
+			b, err := newLogBatch(pk, id, part, now)
+			if err != nil {
+				return err
+			}
+			tx.Put(l.table.Put(b))
 		}
-		tx.Put(l.table.Put(b))
-		u.Set("lastSeq", b.Last)
+		u.Set("lastSeq", recs[len(recs)-1].Seq)
 		prev = prevOf(recs)
 	}
 	cond, args := "active = ?", []any{true}
@@ -250,6 +254,21 @@ func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Rec
 	}
 	tx.Update(u.If(cond, args...))
 	return nil
+}
+
+// splitBySize cuts recs into runs whose data take at most max bytes
+// together; an event larger than max is a run of its own.
+func splitBySize(recs []job.Record, max int) [][]job.Record {
+	var out [][]job.Record
+	start, size := 0, 0
+	for i, r := range recs {
+		if i > start && size+len(r.Data) > max {
+			out = append(out, recs[start:i])
+			start, size = i, 0
+		}
+		size += len(r.Data)
+	}
+	return append(out, recs[start:])
 }
 
 // read returns the events of log id after seq, in order, and its head, from

@@ -31,13 +31,9 @@ func Open(ctx context.Context, cfg config.Config, d assembly.Deps) (blob.Store, 
 }
 
 // Attachments returns the attachment service: attachments in the Data
-// table, their bytes in the blob store (Open), each user's storage within
-// USER_STORAGE_QUOTA. It fails as Open does.
-func Attachments(ctx context.Context, cfg config.Config, d assembly.Deps) (*attachment.Service, error) {
-	blobs, err := Open(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
+// table, their bytes in blobs (Open), each user's storage within
+// USER_STORAGE_QUOTA.
+func Attachments(cfg config.Config, d assembly.Deps, blobs blob.Store) *attachment.Service {
 	return attachment.NewService(attachment.Options{Store: store.NewAttachments(d.DB, cfg.DataTable), Blobs: blobs,
-		Quota: cfg.UserStorageQuota, Now: d.Now}), nil
+		Quota: cfg.UserStorageQuota, Now: d.Now})
 }

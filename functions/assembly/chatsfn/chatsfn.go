@@ -9,6 +9,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/shared/attachment"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -19,42 +20,40 @@ import (
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
-// Required are the variables the chat functions refuse to start without.
-var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY"}
+// Required are the variables the chat functions refuse to start without:
+// both keep their replies' large values and read attachments in the blob
+// store (BLOB_BUCKET).
+var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "BLOB_BUCKET"}
 
 // Chats is ChatsFunction: the chat routes and the attachment routes
 // (shared/attachment), whose blobs live in BLOB_BUCKET. Deleting a chat
-// deletes its attachments first (store.Chats.WithCleanup), and its runs
-// with their large values.
+// deletes its attachments and its replies' values first
+// (store.Chats.WithCleanup).
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
-	Required:  append(Required[:len(Required):len(Required)], "BLOB_BUCKET"),
+	Required:  Required,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		atts, err := Attachments(ctx, cfg, d)
-		if err != nil {
-			return nil, err
-		}
 		blobs, err := blobstore.Open(ctx, cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		chats := store.NewChats(d.DB, cfg.DataTable).WithCleanup(atts.DeleteChat).WithRunBlobs(blobs)
-		svc, err := Service(ctx, cfg, d, nil, chats)
+		atts := blobstore.Attachments(cfg, d, blobs)
+		chats := store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs)
+		svc, err := Service(ctx, cfg, d, nil, chats, blobs, atts)
 		if err != nil {
 			return nil, err
 		}
+		chats.WithCleanup(func(ctx context.Context, chatID, userID string) error {
+			if err := atts.DeleteChat(ctx, chatID, userID); err != nil {
+				return err
+			}
+			return svc.DeleteValues(ctx, chatID)
+		})
 		r := chat.Routes(svc, d.Auth(cfg), Limits(cfg, d))
 		ar := attachment.Routes(atts, d.Auth(cfg), attachment.Limits{Limiter: d.Limiter(cfg), Create: cfg.RateLimitAttachments})
 		r.Mount(ar, ar.Patterns()...)
 		return r, nil
 	},
-}
-
-// Attachments returns the attachment service: attachments in the Data
-// table, their bytes in the blob store (blobstore.Open), each user's
-// storage within USER_STORAGE_QUOTA.
-func Attachments(ctx context.Context, cfg config.Config, d assembly.Deps) (*attachment.Service, error) {
-	return blobstore.Attachments(ctx, cfg, d)
 }
 
 // Limits are the chat routes' rate limits: RATE_LIMIT_MESSAGES,
@@ -64,27 +63,28 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 }
 
 // Service builds the chat service: chats (the Data table's, given) with
-// the logs of streamed replies, the configured models under the usage
+// the logs of streamed replies, their large values in blobs, the
+// attachments messages carry (atts), the configured models under the usage
 // meter (each model call reserves the user's budget and settles its usage
 // in the Users table), the tool server's tools (one catalog) behind the
 // tool gate (policies, budget, identity), the users' model preferences,
 // and the durable runs a stream with a workflowId starts (handed to
 // RunnerFunction through invoker: the stream's; nil in ChatsFunction,
 // which starts none) and renders.
-func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker, chats *store.Chats) (*chat.Service, error) {
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
+	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	runService := runs.NewService(runs.Options{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
+		Store: store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
+		Invoker: invoker, Values: blobs, Files: atts, Lease: cfg.GenerationLease, Now: d.Now,
 	})
 	return chat.NewService(chat.Options{
-		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models,
+		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }

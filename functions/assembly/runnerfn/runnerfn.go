@@ -48,10 +48,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 		return nil, err
 	}
 	// The attachments run inputs name, whose text steps read.
-	files, err := blobstore.Attachments(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
+	files := blobstore.Attachments(cfg, d, blobs)
 	// Steps' large inputs and results travel to and from the tool server
 	// by reference, through the blob store.
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)

@@ -2,13 +2,15 @@
 // Events (and its resume), behind a Lambda function URL with response
 // streaming, over the chat service of package chatsfn. A stream with a
 // workflowId starts a durable run, handed to RunnerFunction, and renders
-// its events.
+// its events. The replies' large values and the messages' attachments are
+// in the blob store (BLOB_BUCKET).
 package streamfn
 
 import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
@@ -27,7 +29,11 @@ var Stream = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		svc, err := chatsfn.Service(ctx, cfg, d, invoker, store.NewChats(d.DB, cfg.DataTable))
+		blobs, err := blobstore.Open(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := chatsfn.Service(ctx, cfg, d, invoker, store.NewChats(d.DB, cfg.DataTable), blobs, blobstore.Attachments(cfg, d, blobs))
 		if err != nil {
 			return nil, err
 		}

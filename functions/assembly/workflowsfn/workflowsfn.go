@@ -46,10 +46,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
 	// The attachments run inputs name (format attachment).
-	files, err := blobstore.Attachments(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
+	files := blobstore.Attachments(cfg, d, blobs)
 	// Deleting a workflow deletes its triggers and their schedules.
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
