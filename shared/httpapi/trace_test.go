@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -131,6 +132,73 @@ func BenchmarkTraceMiddleware(b *testing.B) {
 		defer func() { _ = tp.Shutdown(context.Background()) }()
 		run(b, core(true))
 	})
+}
+
+// BenchmarkTraceMiddlewareOff interleaves BenchmarkTraceMiddleware's
+// "none" and "off" requests, one of each per iteration, each timed, so
+// that the machine's other work weighs on both alike; it reports the
+// ratio of their total times (off/none) and each one's ns per request.
+func BenchmarkTraceMiddlewareOff(b *testing.B) {
+	logger := slog.New(slog.DiscardHandler)
+	routes := tracedRouter()
+	chain := func(mws ...httpapi.Middleware) http.Handler {
+		return httpapi.Chain(routes, append(mws, httpapi.AccessLog, httpapi.Recover, httpapi.LimitBody(httpapi.MaxBodyBytes))...)
+	}
+	none := chain(httpapi.SecurityHeaders, httpapi.RequestID(logger))
+	off := chain(httpapi.SecurityHeaders, httpapi.RequestID(logger), httpapi.Trace)
+	serve := func(h http.Handler) time.Duration {
+		req := httptest.NewRequest("DELETE", "/api/chats/c1", nil)
+		w := httptest.NewRecorder()
+		t0 := time.Now()
+		h.ServeHTTP(w, req)
+		d := time.Since(t0)
+		if w.Code != http.StatusNoContent {
+			b.Fatal(w.Code)
+		}
+		return d
+	}
+	var tNone, tOff time.Duration
+	i := 0
+	for b.Loop() {
+		// Alternate which goes first.
+		if i%2 == 0 {
+			tNone += serve(none)
+			tOff += serve(off)
+		} else {
+			tOff += serve(off)
+			tNone += serve(none)
+		}
+		i++
+	}
+	b.ReportMetric(float64(tOff)/float64(tNone), "off/none")
+	b.ReportMetric(float64(tNone.Nanoseconds())/float64(i), "ns-none")
+	b.ReportMetric(float64(tOff.Nanoseconds())/float64(i), "ns-off")
+}
+
+// BenchmarkTraceOffOverhead isolates what the Trace middleware adds to a
+// request when tracing is off: a handler that does nothing, behind
+// Trace ("trace") or behind a middleware that only passes the request on
+// ("pass"), the same request served again and again. The difference of
+// the two is the off cost per request, against BenchmarkTraceMiddleware's
+// whole request.
+func BenchmarkTraceOffOverhead(b *testing.B) {
+	nothing := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	pass := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(w, r) })
+	}
+	req := httptest.NewRequest("GET", "/", nil)
+	w := httptest.NewRecorder()
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"pass", pass(nothing)}, {"trace", httpapi.Trace(nothing)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.h.ServeHTTP(w, req)
+			}
+		})
+	}
 }
 
 // discard is an exporter that drops every span.
