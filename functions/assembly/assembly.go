@@ -59,6 +59,8 @@ import (
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/tracing"
+	"github.com/workflowchat/service/shared/tracing/otlp"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
@@ -167,7 +169,30 @@ func Load(ctx context.Context, getenv func(string) string, required ...string) (
 		return config.Config{}, Deps{}, err
 	}
 	d, err := Open(ctx, cfg)
-	return cfg, d, err
+	if err != nil {
+		return config.Config{}, Deps{}, err
+	}
+	// Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT is set (the collector
+	// layer's); off, nothing of the SDK is built at the cold start.
+	if _, err := otlp.FromEnv(getenv, "", d.Logger); err != nil {
+		return config.Config{}, Deps{}, err
+	}
+	return cfg, d, nil
+}
+
+// Flushing returns h that exports the invocation's spans before it
+// returns (tracing.Flush): the Lambda handlers that serve no HTTP (the
+// runner, the sweeper, the schedule fires) wrap theirs with it, as the
+// HTTP adapters of package lambdahttp do. A failed flush is logged, never
+// the invocation's error.
+func Flushing[E any](h func(context.Context, E) error) func(context.Context, E) error {
+	return func(ctx context.Context, ev E) error {
+		err := h(ctx, ev)
+		if ferr := tracing.Flush(ctx); ferr != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "tracing: flush", "err", ferr.Error())
+		}
+		return err
+	}
 }
 
 // Config loads the configuration from getenv and requires the named

@@ -37,6 +37,14 @@ const (
 	// builders open the blob store (assembly/blobstore) link it.
 	s3SDK     = "github.com/aws/aws-sdk-go-v2/service/s3"
 	toolImpls = "github.com/workflowchat/service/shared/tools"
+	// The OpenTelemetry SDK exports the spans (shared/tracing/otlp):
+	// every function but health links it, and none links gRPC or the
+	// generated OTLP types (whose collector package links gRPC and the
+	// gRPC gateway), whose package inits would weigh on every cold start;
+	// the exporter writes the protobuf wire format itself.
+	otelSDK   = "go.opentelemetry.io/otel/sdk"
+	grpc      = "google.golang.org/grpc"
+	otlpProto = "go.opentelemetry.io/proto/otlp"
 )
 
 var (
@@ -45,7 +53,7 @@ var (
 	// stepDeps are the tools' dependencies but expr, which the functions
 	// that check or evaluate a step's `if` (package condition) link.
 	stepDeps   = []string{goquery, gojq, mcpSDK, toolImpls}
-	everywhere = []string{santhoshJSONSchema, lambdaSDK, secretsManagerSDK}
+	everywhere = []string{santhoshJSONSchema, lambdaSDK, secretsManagerSDK, grpc, otlpProto}
 )
 
 // TestFunctionsLinkOnlyWhatTheyUse lists each function's dependencies
@@ -57,8 +65,8 @@ var (
 // checked against the workflow's inputSchema) and the tool server link
 // JSON Schema, none links the JSON Schema library whose init compiled
 // meta-schemas, only the workflow
-// function and the runner link expr (the language of a step's `if`), and
-// health links no DynamoDB.
+// function and the runner link expr (the language of a step's `if`),
+// health links no DynamoDB and no OpenTelemetry SDK, and none links gRPC.
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -68,7 +76,7 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		dir       string
 		forbidden [][]string
 	}{
-		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, s3SDK}}},
+		{"health", [][]string{providerSDKs, toolDeps, {jsonschema, dynamodbSDK, s3SDK, otelSDK}}},
 		{"auth", [][]string{providerSDKs, toolDeps, {jsonschema, s3SDK}}},
 		{"tools", [][]string{providerSDKs, toolDeps, {jsonschema, s3SDK}}},
 		{"models", [][]string{toolDeps, {jsonschema, s3SDK}}},
@@ -118,7 +126,8 @@ func TestLinkCheckSeesDependencies(t *testing.T) {
 	for dir, want := range map[string][]string{
 		"mcp":       {gojq, expr, goquery, jsonschema, mcpSDK, toolImpls},
 		"chats":     {bedrockSDK, dynamodbSDK, s3SDK},
-		"workflows": {expr, jsonschema},
+		"workflows": {expr, jsonschema, otelSDK},
+		"runner":    {otelSDK},
 	} {
 		deps := depsOf(t, dir)
 		for _, w := range want {

@@ -20,6 +20,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/tracing/otlp"
 )
 
 func main() {
@@ -52,6 +53,9 @@ func newHandler(getenv func(string) string, worker string) (http.Handler, error)
 		return nil, err
 	}
 	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
+	if _, err := otlp.FromEnv(getenv, "", logger); err != nil {
+		return nil, err
+	}
 	var sb tools.Sandbox
 	if worker != "" {
 		// The workers start with the first isolated tool call, not at

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,6 +38,7 @@ import (
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/tracing/otlp"
 )
 
 func main() {
@@ -56,6 +58,19 @@ func run() error {
 	}
 	logger := logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	slog.SetDefault(logger)
+	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set; the last
+	// ones are exported at exit, after the servers and the stack stop.
+	stopTracing, err := otlp.FromEnv(os.Getenv, devServiceName, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := stopTracing(ctx); err != nil {
+			logger.Warn("tracing: the last spans were not exported", "err", err.Error())
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -118,6 +133,7 @@ func run() error {
 	fmt.Printf("Storage      %s\n", storage)
 	fmt.Printf("Auth limits  %s\n", authLimitsLine(cfg))
 	fmt.Printf("Blobs        %s\n", blobsLine(cfg))
+	fmt.Printf("Tracing      %s\n", tracingLine(os.Getenv))
 	if cfg.BlobBucket != "" {
 		fmt.Printf("Note         BLOB_BUCKET is ignored: the dev server keeps blobs itself and serves their signed URLs\n")
 	}
@@ -218,6 +234,23 @@ func authLimitsLine(cfg config.Config) string {
 		line += " (per-address limits off, as make run sets them: any number of users from this machine; Lambda keeps them)"
 	}
 	return line
+}
+
+// devServiceName is the dev server's service.name in its spans, unless
+// OTEL_SERVICE_NAME says otherwise.
+const devServiceName = "workflowchat-devserver"
+
+// tracingLine says where the spans go.
+func tracingLine(getenv func(string) string) string {
+	s, on, err := otlp.ReadSettings(getenv, devServiceName)
+	if err != nil || !on {
+		return "off (set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://localhost:4318, to export spans over OTLP/HTTP)"
+	}
+	shown := s.URL
+	if u, err := url.Parse(s.URL); err == nil {
+		shown = u.Redacted()
+	}
+	return "spans exported to " + shown + " (OTLP/HTTP protobuf)"
 }
 
 // blobsLine says where the blobs (attachments, large values) are kept.

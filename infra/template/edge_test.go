@@ -618,6 +618,12 @@ type bedrockStatement struct {
 // bedrockStatements walks every function's Policies in the structural
 // tree.
 func bedrockStatements(s *stack) []bedrockStatement {
+	return statementsOf(s, func(actions []string) bool { return countBedrock(actions) > 0 })
+}
+
+// statementsOf walks every function's Policies in the structural tree for
+// the statements whose actions match, with the condition each is under.
+func statementsOf(s *stack, match func(actions []string) bool) []bedrockStatement {
 	var out []bedrockStatement
 	var visit func(id, where, cond string, v any, level int)
 	visit = func(id, where, cond string, v any, level int) {
@@ -644,7 +650,7 @@ func bedrockStatements(s *stack) []bedrockStatement {
 			}
 			return
 		}
-		if countBedrock(strs(m["Action"])) > 0 {
+		if match(strs(m["Action"])) {
 			out = append(out, bedrockStatement{fn: id, where: where, cond: cond, stmt: m})
 		}
 	}

@@ -847,6 +847,7 @@ var checks = []struct {
 	{"o_blob_grants", checkBlobGrants},
 	{"p_signing_key_secret", checkSigningSecret},
 	{"q_viewer_host", checkViewerHost},
+	{"r_tracing", checkTracing},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1217,6 +1218,14 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			if isSecretStatement(stmt) {
 				continue // check (n)'s
+			}
+			if n := countXRay(strs(stmt["Action"])); n > 0 {
+				// X-Ray statements are check (r)'s: their own policy,
+				// under the TracingEnabled condition.
+				if n < len(strs(stmt["Action"])) {
+					probs = append(probs, fmt.Sprintf("%s: mixes xray: and other actions; tracing gets its own conditional policy", where))
+				}
+				continue
 			}
 			if n := countBedrock(strs(stmt["Action"])); n > 0 {
 				// Bedrock statements are check (k)'s: their own policy,
@@ -1730,8 +1739,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"managed policy", "d_iam_least_privilege",
 			"      Policies:\n", "      Policies:\n        - AmazonDynamoDBFullAccess\n", "is not an inline policy document"},
 		{"more than the code performs", "d_iam_reviewed_contract",
-			"Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n      Events:\n        ListModels:",
-			"Action: [dynamodb:GetItem, dynamodb:UpdateItem, dynamodb:DeleteItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n      Events:\n        ListModels:",
+			"Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n" + xrayBlock + "      Events:\n        ListModels:",
+			"Action: [dynamodb:GetItem, dynamodb:UpdateItem, dynamodb:DeleteItem]\n              Resource: [!GetAtt UsersTable.Arn]\n            # The auth middleware reads the session and renews it.\n            - Sid: Sessions\n              Effect: Allow\n              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n" + xrayBlock + "      Events:\n        ListModels:",
 			"ModelsFunction on UsersTable"},
 		{"table env var misnamed", "e_table_env_vars",
 			"USERS_TABLE: !Ref UsersTable", "USER_TABLE: !Ref UsersTable", "that table's variable is USERS_TABLE"},
@@ -1879,6 +1888,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 	cases = append(cases, edgeCases...)
 	cases = append(cases, triggerCases...)
 	cases = append(cases, blobCases...)
+	cases = append(cases, tracingCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -174,6 +175,8 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // failed. No event is longer than MaxEventBytes (boundEvents). It returns
 // the stored message, and the error that ended it early.
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
+	ctx, span := tracing.StartJob(ctx, "reply", t.ReplyID)
+	defer span.End()
 	if t.Continue == nil {
 		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
 	}

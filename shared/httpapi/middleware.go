@@ -16,6 +16,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // Middleware wraps a handler.
@@ -36,7 +37,8 @@ type Options struct {
 }
 
 // Stack wraps h in the standard middleware, outermost first: security
-// headers, request id, request logging, panic recovery, CORS, the refusal
+// headers, request id, the request's trace span, request logging, panic
+// recovery, CORS, the refusal
 // of cross-site writes and of bodies that are not JSON, and the body
 // limit. When h is a *Router, its routes' Access adjusts CORS and the
 // cross-site check (see Access).
@@ -50,7 +52,7 @@ func Stack(h http.Handler, o Options) http.Handler {
 		access = rt.AccessOf
 	}
 	cors, writes := CORS(o.AllowedOrigins), CrossSiteWrites(o.AllowedOrigins)
-	return Chain(h, SecurityHeaders, RequestID(logger), AccessLog, Recover,
+	return Chain(h, SecurityHeaders, RequestID(logger), Trace, AccessLog, Recover,
 		func(next http.Handler) http.Handler {
 			viaCORS, open := cors(next), OpenCORS(next)
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -132,6 +134,27 @@ func RequestID(base *slog.Logger) Middleware {
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
+}
+
+// Trace makes a request the server span of its trace when tracing is on
+// (package tracing): a child of the traceparent the request carries, named
+// by the route the request matched ("POST /api/chats/{chatId}"), with the
+// response's status; the request's logger gets the trace id. Off, it only
+// passes the request on.
+func Trace(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !tracing.Enabled() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, span := tracing.StartServer(r)
+		ctx = logging.WithLogger(ctx, logging.FromContext(ctx).With("traceId", tracing.TraceID(ctx)))
+		sw := &statusWriter{ResponseWriter: w}
+		r = r.WithContext(ctx)
+		// The router sets r.Pattern on this very request when it matches.
+		defer func() { tracing.EndServer(span, r.Pattern, sw.status) }()
+		next.ServeHTTP(sw, r)
+	})
 }
 
 // statusWriter records the status and size of a response. It keeps the

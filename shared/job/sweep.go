@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // Ref names one job: its kind, the collection it lives in (a reply's
@@ -102,6 +104,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("job: find expired: %w", err)
 	}
+	if len(expired) == 0 {
+		return 0, nil
+	}
+	// Only a sweep that found work is traced: the run resumes it makes
+	// link to it.
+	ctx, span := tracing.Start(ctx, "job.sweep", tracing.SweptJobs.Int(len(expired)))
+	defer span.End()
 	var errList []error
 	n := 0
 	for _, e := range expired {

@@ -12,6 +12,9 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"net/http"
+
+	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // APIGatewayV2Handler is the Lambda handler signature for HTTP API events.
@@ -21,8 +24,25 @@ type APIGatewayV2Handler func(context.Context, events.APIGatewayV2HTTPRequest) (
 // cookies, headers, path, query and (base64) body reach h as an
 // *http.Request; h's status, headers, Set-Cookie headers and body become the
 // response.
+//
+// When tracing is on, the spans of the request are exported before the
+// handler returns (tracing.Flush): Lambda may freeze the process as soon
+// as it has.
 func NewAPIGatewayV2(h http.Handler) APIGatewayV2Handler {
-	return httpadapter.NewV2(h).ProxyWithContext
+	proxy := httpadapter.NewV2(h).ProxyWithContext
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		resp, err := proxy(ctx, ev)
+		flush(ctx)
+		return resp, err
+	}
+}
+
+// flush exports the invocation's spans (tracing.Flush), logging a
+// failure.
+func flush(ctx context.Context) {
+	if err := tracing.Flush(ctx); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "tracing: flush", "err", err.Error())
+	}
 }
 
 // Start runs h as this Lambda function's handler for HTTP API events. It

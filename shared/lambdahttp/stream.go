@@ -184,6 +184,9 @@ func functionURLRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest
 // serveStream runs h and settles the response however h ends.
 func serveStream(h http.Handler, w *streamWriter, r *http.Request) {
 	defer w.pipe.Close()
+	// The spans are exported before the body ends, which ends the
+	// invocation.
+	defer flush(r.Context())
 	defer func() {
 		v := recover()
 		if v == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/bearer"
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // Implementation identifies the gateway to MCP clients.
@@ -196,7 +197,9 @@ func addTool(srv *mcp.Server, t Tool, h mcp.ToolHandler) (err error) {
 
 // call is the tools/call handler of tool name for userID.
 func (g *gateway) call(userID, name string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
+		ctx, span := tracing.StartMCPCall(ctx, req.Params.GetMeta())
+		defer func() { tracing.End(span, err) }()
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // Model describes a model a user can pick.
@@ -224,10 +226,13 @@ func (r *Registry) Lookup(id string) (Model, error) {
 
 // Generate streams a reply from the model req.ModelID names. Invalid
 // INVALID_MODEL for an unknown model; otherwise the provider's errors.
-func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) error) (Result, error) {
-	if _, err := r.Lookup(req.ModelID); err != nil {
+func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) error) (res Result, err error) {
+	m, err := r.Lookup(req.ModelID)
+	if err != nil {
 		return Result{}, err
 	}
+	ctx, span := tracing.StartModelCall(ctx, m.Provider, m.ID, req.MaxTokens)
+	defer func() { tracing.EndModelCall(span, res.Usage.InputTokens, res.Usage.OutputTokens, err) }()
 	return r.providers[req.ModelID].Generate(ctx, req, emit)
 }
 

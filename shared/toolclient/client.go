@@ -24,6 +24,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // DefaultClientTimeout bounds one call of a Client made without an
@@ -214,11 +215,20 @@ func (c *Client) call(ctx context.Context, op, method string, params, out any, i
 		req.Header.Set(IdentityHeader, identity)
 	}
 
+	// The call is a client span; its traceparent lets the tool server
+	// continue the trace.
+	var tool string
+	if rp, ok := params.(RunParams); ok {
+		tool = rp.ToolID
+	}
+	req, span := tracing.StartToolServerCall(req, method, tool)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		tracing.EndClient(span, 0, err)
 		return transportError(op, err)
 	}
 	defer resp.Body.Close()
+	defer tracing.EndClient(span, resp.StatusCode, nil)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
 		return transportError(op, err)

@@ -30,6 +30,7 @@ import (
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/usage"
 )
 
@@ -191,6 +192,18 @@ const (
 // budget nothing is reserved and the usage a tool reports is recorded.
 // Errors: the policies' and the budget store's (nothing ran), Announce's.
 func (g *Gate) Run(ctx context.Context, c Call) (Outcome, error) {
+	ctx, span := tracing.StartTool(ctx, c.ToolID)
+	out, err := g.run(ctx, c)
+	failed := err
+	if failed == nil {
+		failed = out.Err() // a refusal or the tool's failure fails the span
+	}
+	tracing.End(span, failed)
+	return out, err
+}
+
+// run is Run without its span.
+func (g *Gate) run(ctx context.Context, c Call) (Outcome, error) {
 	const op = "toolgate.Run"
 	if out, decided, err := g.decide(ctx, c); err != nil || decided {
 		if err == nil && out.Kind == Refuse {

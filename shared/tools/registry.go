@@ -12,6 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/schema"
+	"github.com/workflowchat/service/shared/tracing"
 )
 
 // idPattern is the syntax of a tool id: valid as a function name for every
@@ -299,7 +300,9 @@ func (r *Registry) ValidateOutput(id string, output map[string]any) error {
 // returns TOOL_TIMEOUT; an isolated tool's worker is killed, any other
 // tool is abandoned. The output of an isolated tool holds its values as
 // json.RawMessage, the worker's encoding, which marshals to the same JSON.
-func (r *Registry) Run(ctx context.Context, id string, input map[string]any) (map[string]any, error) {
+func (r *Registry) Run(ctx context.Context, id string, input map[string]any) (_ map[string]any, err error) {
+	ctx, span := tracing.StartToolRun(ctx, id)
+	defer func() { tracing.End(span, err) }()
 	op := "tools.Run(" + id + ")"
 	e, err := r.entry(op, id)
 	if err != nil {

@@ -82,8 +82,8 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, ref workflow.RunRef) error {
+	return assembly.Flushing(func(ctx context.Context, ref workflow.RunRef) error {
 		d.Logger.InfoContext(ctx, "run attempt", "runId", ref.RunID, "attempt", ref.Attempt)
 		return r.Run(ctx, ref)
-	}, nil
+	}), nil
 }

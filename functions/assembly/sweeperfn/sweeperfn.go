@@ -65,11 +65,11 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if now == nil {
 		now = time.Now
 	}
-	return func(ctx context.Context, ev events.EventBridgeEvent) error {
+	return assembly.Flushing(func(ctx context.Context, ev events.EventBridgeEvent) error {
 		n, err := sw.Sweep(ctx)
 		d.Logger.InfoContext(ctx, "sweep", append([]any{"event", ev.ID, "ended", n}, InterruptedJobs(fn, n, now())...)...)
 		return err
-	}, nil
+	}), nil
 }
 
 // MetricNamespace and InterruptedJobsMetric name the CloudWatch metric of

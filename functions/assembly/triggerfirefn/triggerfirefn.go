@@ -49,9 +49,9 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, ev trigger.FireEvent) error {
+	return assembly.Flushing(func(ctx context.Context, ev trigger.FireEvent) error {
 		outcome, err := svc.Fire(ctx, ev)
 		d.Logger.InfoContext(ctx, "fire", "triggerId", ev.TriggerID, "scheduledTime", ev.ScheduledTime, "outcome", outcome)
 		return err
-	}, nil
+	}), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -136,9 +137,10 @@ func NewRunner(o RunnerOptions) *Runner {
 // does the run. Cancellation is noticed at the next checkpoint. It fails
 // only when the run could not be read or recorded; the sweeper then takes
 // it over once its lease expires.
-func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) error {
+func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 	const op = "runs.Runner.Run"
-	ctx = context.WithoutCancel(ctx)
+	ctx, span := tracing.StartAttempt(context.WithoutCancel(ctx), ref.RunID, ref.Attempt)
+	defer func() { tracing.End(span, err) }()
 	run, head, err := r.store.LoggedRun(ctx, ref.RunID)
 	if errs.Is(err, errs.NotFound) {
 		return nil
@@ -296,8 +298,10 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return func(ctx context.Context, e job.Expired) error {
+	return func(ctx context.Context, e job.Expired) (err error) {
 		const op = "runs.ResumeExpired"
+		ctx, span := tracing.StartResume(ctx, e.ID)
+		defer func() { tracing.End(span, err) }()
 		run, head, err := o.Store.LoggedRun(ctx, e.ID)
 		if errs.Is(err, errs.NotFound) {
 			return nil

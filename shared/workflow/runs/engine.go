@@ -173,6 +173,8 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 	}
 	outputs := make(map[string]map[string]any, len(steps))
 	scope := workflow.Scope{Steps: outputs, Input: input}
+	var span stepSpan
+	defer span.end()
 	for i, step := range steps {
 		rs := &run.Steps[i]
 		switch rs.Status {
@@ -188,6 +190,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		case workflow.StepSkipped:
 			continue
 		}
+		ctx := span.start(ctx, i, rs)
 		if e.beforeStep != nil {
 			e.beforeStep(i)
 		}

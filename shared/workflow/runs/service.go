@@ -16,6 +16,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/inputschema"
 )
@@ -180,6 +181,7 @@ func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error
 	if err := s.store.CreateRun(ctx, stored, job.Lease{Until: s.now().Add(s.lease)}); err != nil {
 		return errs.Wrap(op, err)
 	}
+	tracing.RunStarted(ctx, run.ID)
 	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "invoke the runner; the sweeper will", "runId", run.ID, "err", err.Error())
 	}
@@ -588,6 +590,7 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 		}
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
+	tracing.LinkRun(ctx, run.ID)
 	if err := s.invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt}); err != nil {
 		logging.FromContext(ctx).WarnContext(ctx, "hand the answered run to the runner; the sweeper will", "runId", run.ID, "err", err.Error())
 	}
