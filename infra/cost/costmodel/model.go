@@ -203,7 +203,7 @@ func (r Report) Line(w Work) string {
 // IdleLine is the report's line of the idle month.
 func (r Report) IdleLine() string {
 	c := r.Idle.Cost(r.Prices)
-	return fmt.Sprintf("%s per idle month (%d alarms on %d metrics, %d secrets, %s sweeps on %s, nothing stored): %s",
+	return fmt.Sprintf("%s per idle month (%d alarms on %d metrics, %d secret(s), %s sweeps on %s, nothing stored): %s",
 		usd(c.Total()), r.Idle.Alarms, r.Idle.AlarmMetrics, r.Idle.Secrets, Thousands(r.Idle.SweepsPerMonth), r.Idle.Schedule, breakdown(c))
 }
 
