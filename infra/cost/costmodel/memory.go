@@ -61,7 +61,7 @@ var Memory = []FunctionMemory{
 	{Function: "SweeperFunction", MB: 128},
 	{Function: "WorkflowsFunction", MB: 128},
 	{Function: "RunnerFunction", MB: 192, Why: "a step's output, up to the isolated tools' 4 MiB cap, is held a few times while it is checkpointed: " +
-		"with a 3 MB output the runner peaked at 58 to 65 MiB in different runs, whose twice falls either side of 128; 192 holds the cap's"},
+		"with a 3 MB output the runner peaked at 56 to 65 MiB in different runs, whose twice falls either side of 128; 192 holds the cap's"},
 	{Function: "TriggerFireFunction", MB: 128},
 	{Function: "TriggersFunction", MB: 128},
 	{Function: "OAuthFunction", MB: 1024, Why: "its sign-in page verifies passwords with argon2id, CPU-bound as AuthFunction's"},
