@@ -4,7 +4,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR ?= .build
 LAMBDA_FLAGS := -trimpath -ldflags='-s -w' -tags lambda.norpc
 
-.PHONY: run test test-short vet lint-template lambda-test dynamodb-local build deploy bench load soak clean fuzz fuzz-short fuzz-run
+.PHONY: run test test-short vet lint-template lambda-test dynamodb-local build deploy bench cost load soak clean fuzz fuzz-short fuzz-run
 
 # DATA_FILE keeps `make run`'s data across restarts (git-ignored);
 # `make run DATA_FILE=` keeps it in memory only.
@@ -105,6 +105,10 @@ deploy:
 ## bench: rewrite docs/benchmarks.md whole: Go benchmarks, cold start and first invoke per function, a 15 s load test (~10 min on 2 cores; BENCH_FLAGS="-only 'Cold start'" for some sections, -list names them).
 bench:
 	$(GO) run ./infra/bench -out docs/benchmarks.md $(BENCH_FLAGS)
+
+## cost: what a short and a long reply, a workflow step and an idle month cost in AWS, from usage measured offline (DynamoDB capacity per call, each function's duration and peak memory under the emulator, requests and bytes) at dated us-east-1 prices; prints it and rewrites docs/cost.md (~5 min on 2 cores).
+cost:
+	$(GO) run ./infra/cost -out docs/cost.md
 
 ## load: the load generator on a dev server of its own (LOAD_FLAGS="-c 16 -d 1m -json load.json").
 load:

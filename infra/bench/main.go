@@ -189,7 +189,9 @@ const preamble = "# Benchmarks\n\n" +
 	"`go run ./infra/bench -only REGEXP` measures again only the sections whose titles match. " +
 	"Timings vary with the machine and its load (the development machine is shared and noisy); " +
 	"ratios against a floor measured in the same run are the figures to compare. " +
-	"A figure measured by hand says so, with its date and command.\n"
+	"A figure measured by hand says so, with its date and command. " +
+	"What the service costs in AWS, from usage measured the same way (DynamoDB capacity per call, each function's duration and peak memory under the emulator), " +
+	"is [cost.md](cost.md), written by `make cost`.\n"
 
 // writeSection measures s and writes it: its title, when and where it was
 // measured, its body and its hand notes.

@@ -95,6 +95,13 @@
 //   - Legacy parameters minidyn would silently ignore (Expected,
 //     AttributeUpdates, QueryFilter, ScanFilter, AttributesToGet,
 //     ConditionalOperator) are rejected with a ValidationException.
+//   - ReturnConsumedCapacity TOTAL or INDEXES is answered with the
+//     ConsumedCapacity DynamoDB would charge, computed from the items'
+//     sizes by its documented rules (capacity.go): 4 KB read units (half
+//     when eventually consistent, twice in a transaction), 1 KB write
+//     units of the larger of the item before and after, the writes of
+//     each global secondary index, transactions doubled. minidyn reports
+//     none; without the parameter nothing is computed.
 //   - Use Engine.WithBackend to call the failure-emulation methods of
 //     Engine.Backend while requests may run.
 //

@@ -203,6 +203,19 @@ func (h *handler) dispatch(ctx context.Context, op string, body []byte, region s
 		if err := h.checkRead(ctx, op, body); err != nil {
 			return nil, err
 		}
+		mode, err := capacityMode(body)
+		if err != nil {
+			return nil, err
+		}
+		rep := h.shared(ctx, op, body)
+		if mode == "" || rep.status != http.StatusOK {
+			return rep, nil
+		}
+		u, err := h.readUsage(ctx, op, body, rep)
+		if err != nil {
+			return nil, err
+		}
+		return withUsage(rep, u, mode, op != "GetItem")
 	}
 	return h.shared(ctx, op, body), nil
 }

@@ -29,6 +29,7 @@ type searchInput struct {
 	ConsistentRead            *bool
 	Select                    string
 	Segment, TotalSegments    *int32
+	ReturnConsumedCapacity    string
 }
 
 type searchOutput struct {
@@ -58,6 +59,10 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 		return nil, err
 	}
 	if err := validateSearch(query, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	sch, rep := h.schema(ctx, in.TableName)
@@ -181,7 +186,20 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 	if in.Select != "COUNT" {
 		out.Items = items
 	}
-	return jsonReply(out)
+	rep, err = jsonReply(out)
+	if err != nil || mode == "" {
+		return rep, err
+	}
+	// The items evaluated, as stored or as the index projects them,
+	// rounded up together (capacity.go).
+	u := newUsage()
+	cost := readUnits(size, in.ConsistentRead != nil && *in.ConsistentRead)
+	if idx != nil {
+		u.of(in.TableName).index(in.IndexName).read += cost
+	} else {
+		u.of(in.TableName).table.read += cost
+	}
+	return withUsage(rep, u, mode, false)
 }
 
 func (h *handler) matchFilter(lang *interpreter.Language, in *searchInput, item map[string]*types.Item) (bool, error) {

@@ -169,8 +169,13 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues              string
 		ConditionExpression       string
 		ExpressionAttributeValues map[string]*types.Item
+		ReturnConsumedCapacity    string
 	}
 	if err := decodeRequest(body, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	switch in.ReturnValues {
@@ -193,7 +198,7 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	}
 	return h.write(func() (*reply, []record, error) {
 		var old map[string]json.RawMessage
-		if in.ReturnValues == "ALL_OLD" {
+		if in.ReturnValues == "ALL_OLD" || mode != "" {
 			if old, rep = h.getItem(ctx, in.TableName, encodeItem(keyOf(sch, in.Item))); rep != nil {
 				return rep, nil, nil
 			}
@@ -203,11 +208,17 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 		}
 		h.indexPut(in.TableName, in.Item)
 		recs := []record{{"PutItem", body}}
-		if len(old) == 0 {
-			rep, err := jsonReply(struct{}{})
+		var out any = struct{}{}
+		if in.ReturnValues == "ALL_OLD" && len(old) > 0 {
+			out = map[string]json.RawMessage{"Attributes": mustJSON(old)}
+		}
+		rep, err := jsonReply(out)
+		if err != nil || mode == "" {
 			return rep, recs, err
 		}
-		rep, err := jsonReply(map[string]json.RawMessage{"Attributes": mustJSON(old)})
+		u := newUsage()
+		u.write(sch, in.TableName, typed(old), in.Item, 1)
+		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
 }
@@ -219,8 +230,13 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 		Key                       map[string]*types.Item
 		ConditionExpression       string
 		ExpressionAttributeValues map[string]*types.Item
+		ReturnConsumedCapacity    string
 	}
 	if err := decodeRequest(body, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkExpressions(expr{"ConditionExpression", in.ConditionExpression}); err != nil {
@@ -237,12 +253,25 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 		return nil, err
 	}
 	return h.write(func() (*reply, []record, error) {
+		var old map[string]json.RawMessage
+		if mode != "" {
+			if old, rep = h.getItem(ctx, in.TableName, encodeItem(in.Key)); rep != nil {
+				return rep, nil, nil
+			}
+		}
 		rep := h.call(ctx, "DeleteItem", body)
 		if rep.status != http.StatusOK {
 			return rep, nil, nil
 		}
 		h.indexDelete(in.TableName, in.Key)
-		return rep, []record{{"DeleteItem", body}}, nil
+		recs := []record{{"DeleteItem", body}}
+		if mode == "" {
+			return rep, recs, nil
+		}
+		u := newUsage()
+		u.write(sch, in.TableName, typed(old), nil, 1)
+		rep, err := withUsage(rep, u, mode, false)
+		return rep, recs, err
 	})
 }
 
@@ -357,9 +386,14 @@ func (h *handler) applyUpdate(ctx context.Context, sch *schema, u *updateInput, 
 func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		updateInput
-		ReturnValues string
+		ReturnValues           string
+		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	switch in.ReturnValues {
@@ -384,9 +418,14 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		if image != nil {
 			_ = json.Unmarshal(mustJSON(image), &old)
 		}
-		item, _, rep, err := h.applyUpdate(ctx, sch, &in.updateInput, body, image)
+		item, after, rep, err := h.applyUpdate(ctx, sch, &in.updateInput, body, image)
 		if rep != nil || err != nil {
 			return rep, nil, err
+		}
+		var u *usage
+		if mode != "" {
+			u = newUsage()
+			u.write(sch, in.TableName, imageItem(image), after, 1)
 		}
 		changed := func(a, b map[string]json.RawMessage) map[string]json.RawMessage {
 			diff := map[string]json.RawMessage{}
@@ -409,11 +448,14 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 			attrs = changed(old, item)
 		}
 		recs := []record{{"UpdateItem", body}}
-		if attrs == nil {
-			rep, err := jsonReply(struct{}{})
-			return rep, recs, err
+		var out any = struct{}{}
+		if attrs != nil {
+			out = map[string]any{"Attributes": attrs}
 		}
-		rep, err = jsonReply(map[string]any{"Attributes": attrs})
+		if rep, err = jsonReply(out); err != nil {
+			return nil, nil, err
+		}
+		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
 }
@@ -430,9 +472,14 @@ type writeRequest struct {
 // index in step with the requests it processed.
 func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
-		RequestItems map[string][]writeRequest
+		RequestItems           map[string][]writeRequest
+		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	if len(in.RequestItems) == 0 {
@@ -484,6 +531,19 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		}
 	}
 	return h.write(func() (*reply, []record, error) {
+		// The items as they were, for the capacity (capacity.go).
+		olds := map[string][]map[string]*types.Item{}
+		if mode != "" {
+			for _, table := range tables {
+				for _, r := range in.RequestItems[table] {
+					raw, rep := h.getItem(ctx, table, encodeItem(r.key(schemas[table])))
+					if rep != nil {
+						return rep, nil, nil
+					}
+					olds[table] = append(olds[table], typed(raw))
+				}
+			}
+		}
 		rep := h.call(ctx, "BatchWriteItem", body)
 		if rep.status != http.StatusOK {
 			h.resync(ctx, in.RequestItems, schemas)
@@ -496,6 +556,7 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 			return nil, nil, fmt.Errorf("decode backend BatchWriteItem: %w", err)
 		}
 		done := map[string][]writeRequest{}
+		u := newUsage()
 		for _, table := range tables {
 			sch := schemas[table]
 			ti := newTableIndex(sch)
@@ -503,7 +564,7 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 			for _, r := range out.UnprocessedItems[table] {
 				skip[ti.itemID(r.key(sch))] = true
 			}
-			for _, r := range in.RequestItems[table] {
+			for i, r := range in.RequestItems[table] {
 				if skip[ti.itemID(r.key(sch))] {
 					continue
 				}
@@ -512,6 +573,13 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 					h.indexPut(table, r.PutRequest.Item)
 				} else {
 					h.indexDelete(table, r.DeleteRequest.Key)
+				}
+				if mode != "" {
+					var after map[string]*types.Item
+					if r.PutRequest != nil {
+						after = r.PutRequest.Item
+					}
+					u.write(sch, table, olds[table][i], after, 1)
 				}
 			}
 		}
@@ -522,7 +590,8 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		if len(out.UnprocessedItems) > 0 {
 			applied = mustJSON(map[string]any{"RequestItems": done})
 		}
-		return rep, []record{{"BatchWriteItem", applied}}, nil
+		rep, err := withUsage(rep, u, mode, true)
+		return rep, []record{{"BatchWriteItem", applied}}, err
 	})
 }
 
@@ -588,9 +657,14 @@ type txAction struct {
 // too large cancels the transaction with a ValidationError reason).
 func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
-		TransactItems []map[string]json.RawMessage
+		TransactItems          []map[string]json.RawMessage
+		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
+		return nil, err
+	}
+	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
+	if err != nil {
 		return nil, err
 	}
 	if len(in.TransactItems) == 0 {
@@ -715,22 +789,32 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 				}
 			}
 		}
+		// Every action is a transactional write (capacity.go): twice a
+		// write's units, a ConditionCheck as a write of its item.
+		u := newUsage()
 		for i, a := range actions {
 			var rep *reply
 			switch a.kind {
 			case "ConditionCheck":
+				u.of(a.TableName).table.write += 2 * writeUnits(itemSize(imageItem(images[i])))
 				continue
 			case "Put":
 				if rep = h.call(ctx, "PutItem", a.raw); rep.status == http.StatusOK {
 					h.indexPut(a.TableName, a.Item)
+					u.write(schemas[i], a.TableName, imageItem(images[i]), a.Item, 2)
 				}
 			case "Delete":
 				if rep = h.call(ctx, "DeleteItem", a.raw); rep.status == http.StatusOK {
 					h.indexDelete(a.TableName, a.Key)
+					u.write(schemas[i], a.TableName, imageItem(images[i]), nil, 2)
 				}
 			case "Update":
 				var err error
-				_, _, rep, err = h.applyUpdate(ctx, schemas[i], &a.updateInput, a.raw, images[i])
+				var after map[string]*types.Item
+				_, after, rep, err = h.applyUpdate(ctx, schemas[i], &a.updateInput, a.raw, images[i])
+				if err == nil && rep == nil {
+					u.write(schemas[i], a.TableName, imageItem(images[i]), after, 2)
+				}
 				if err != nil {
 					undo(i)
 					ae, ok := errors.AsType[*apiError](err)
@@ -754,6 +838,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 			}
 		}
 		rep, err := jsonReply(struct{}{})
+		if err == nil {
+			rep, err = withUsage(rep, u, mode, true)
+		}
 		return rep, []record{{"TransactWriteItems", body}}, err
 	})
 }

@@ -132,6 +132,9 @@ type Options struct {
 	Now func() time.Time
 	// Counter, when set, counts DynamoDB calls.
 	Counter *store.CallCounter
+	// Capacity, when set, sums the capacity units of every DynamoDB call
+	// (make cost's measurement mode).
+	Capacity *store.CapacityMeter
 	// Hasher, when set, replaces the production password hasher (tests use
 	// cheaper parameters).
 	Hasher *auth.Hasher
@@ -181,7 +184,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		}
 		s.Engine, endpoint = eng, eng.URL
 	}
-	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: endpoint, Counter: o.Counter})
+	db, err := store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: endpoint, Counter: o.Counter, Capacity: o.Capacity})
 	if err != nil {
 		s.Close()
 		return nil, err

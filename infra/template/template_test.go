@@ -848,6 +848,7 @@ var checks = []struct {
 	{"p_signing_key_secret", checkSigningSecret},
 	{"q_viewer_host", checkViewerHost},
 	{"r_tracing", checkTracing},
+	{"s_memory_sizes", checkMemory},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1698,6 +1699,10 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		byName[c.name] = c.fn
 	}
 	cases := []brokenCase{
+		{"the Globals' memory drifts from the table", "s_memory_sizes",
+			"    MemorySize: 128\n", "    MemorySize: 256\n", "MemorySize 256, but costmodel.Memory says 128"},
+		{"a function's own memory drifts from the table", "s_memory_sizes",
+			"      MemorySize: 1024\n", "      MemorySize: 512\n", "AuthFunction: MemorySize 512, but costmodel.Memory says 1024"},
 		{"function renamed away from its folder", "a_functions_match_folders",
 			"  HealthFunction:\n", "  LivenessFunction:\n", "functions/health: no AWS::Serverless::Function"},
 		{"wrong runtime", "a_functions_match_folders",

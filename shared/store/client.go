@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -30,6 +33,10 @@ type Options struct {
 	Endpoint string
 	// Counter, when set, counts every DynamoDB call the client makes.
 	Counter *CallCounter
+	// Capacity, when set, asks DynamoDB for the capacity every call
+	// consumes and sums it: a measurement mode (make cost), never set by
+	// the functions.
+	Capacity *CapacityMeter
 }
 
 // MaxAttempts is how many times the SDK tries a throttled or failed
@@ -114,6 +121,9 @@ func Open(ctx context.Context, opts Options) (*dynamo.DB, error) {
 	if opts.Counter != nil {
 		cfg.APIOptions = append(cfg.APIOptions, opts.Counter.register)
 	}
+	if opts.Capacity != nil {
+		cfg.APIOptions = append(cfg.APIOptions, opts.Capacity.register)
+	}
 	return dynamo.New(cfg, func(o *dynamodb.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
@@ -140,6 +150,120 @@ func (c *CallCounter) register(stack *middleware.Stack) error {
 			c.n.Add(1)
 			return next.HandleInitialize(ctx, in)
 		}), middleware.After)
+}
+
+// CapacityMeter sums the capacity units DynamoDB reports for the calls of
+// a client (Options.Capacity): it sets ReturnConsumedCapacity TOTAL on
+// every item operation that does not ask for more, and adds up the
+// ConsumedCapacity of the answers. DynamoDB reports nothing for a failed
+// call (a failed condition consumes capacity all the same): those are
+// counted apart.
+type CapacityMeter struct {
+	mu sync.Mutex
+	c  Capacity
+}
+
+// Capacity is what a CapacityMeter counted.
+type Capacity struct {
+	// ReadUnits and WriteUnits are the read and write request units the
+	// answers reported (an eventually consistent read of up to 4 KB is
+	// half a unit).
+	ReadUnits, WriteUnits float64
+	// Reads and Writes count the successful calls of each kind;
+	// FailedReads and FailedWrites the failed ones.
+	Reads, Writes, FailedReads, FailedWrites int64
+	// Unreported counts successful calls whose answer had no
+	// ConsumedCapacity (an engine that does not report it).
+	Unreported int64
+}
+
+// Sub is c minus d: what was counted between two snapshots.
+func (c Capacity) Sub(d Capacity) Capacity {
+	return Capacity{ReadUnits: c.ReadUnits - d.ReadUnits, WriteUnits: c.WriteUnits - d.WriteUnits,
+		Reads: c.Reads - d.Reads, Writes: c.Writes - d.Writes, FailedReads: c.FailedReads - d.FailedReads,
+		FailedWrites: c.FailedWrites - d.FailedWrites, Unreported: c.Unreported - d.Unreported}
+}
+
+// Snapshot returns the sums so far.
+func (m *CapacityMeter) Snapshot() Capacity {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.c
+}
+
+// readOps are the item operations that read.
+var readOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true, "Scan": true, "TransactGetItems": true}
+
+// register adds the meter to a client's operations that have
+// ReturnConsumedCapacity (the item operations): it asks for TOTAL unless
+// the caller asked for more, and counts the answer.
+func (m *CapacityMeter) register(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("store.CapacityMeter",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			rc := field(in.Parameters, "ReturnConsumedCapacity")
+			if !rc.IsValid() {
+				return next.HandleInitialize(ctx, in)
+			}
+			if s := rc.String(); s == "" || s == string(types.ReturnConsumedCapacityNone) {
+				rc.SetString(string(types.ReturnConsumedCapacityTotal))
+			}
+			out, md, err := next.HandleInitialize(ctx, in)
+			m.add(!readOps[awsmiddleware.GetOperationName(ctx)], out.Result, err)
+			return out, md, err
+		}), middleware.After)
+}
+
+// field is the field name of the struct *v points to (invalid if none).
+func field(v any, name string) reflect.Value {
+	p := reflect.ValueOf(v)
+	if p.Kind() != reflect.Pointer || p.IsNil() || p.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return p.Elem().FieldByName(name)
+}
+
+// add counts one item operation's answer: its ConsumedCapacity, one
+// entry or one per table.
+func (m *CapacityMeter) add(write bool, result any, err error) {
+	var reported []types.ConsumedCapacity
+	switch c := field(result, "ConsumedCapacity"); {
+	case !c.IsValid():
+	case c.Kind() == reflect.Slice:
+		reported, _ = c.Interface().([]types.ConsumedCapacity)
+	case !c.IsNil():
+		if one, ok := c.Interface().(*types.ConsumedCapacity); ok {
+			reported = []types.ConsumedCapacity{*one}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err != nil && write:
+		m.c.FailedWrites++
+		return
+	case err != nil:
+		m.c.FailedReads++
+		return
+	case write:
+		m.c.Writes++
+	default:
+		m.c.Reads++
+	}
+	if len(reported) == 0 {
+		m.c.Unreported++
+	}
+	for _, c := range reported {
+		r, w := aws.ToFloat64(c.ReadCapacityUnits), aws.ToFloat64(c.WriteCapacityUnits)
+		if r == 0 && w == 0 { // TOTAL may give CapacityUnits alone
+			if write {
+				w = aws.ToFloat64(c.CapacityUnits)
+			} else {
+				r = aws.ToFloat64(c.CapacityUnits)
+			}
+		}
+		m.c.ReadUnits += r
+		m.c.WriteUnits += w
+	}
 }
 
 // decodeAttr decodes the JSON attribute attr of the item with key pk/sk
