@@ -25,6 +25,7 @@ import (
 
 // fixture is a stack on the embedded engine with a signed-up user.
 type fixture struct {
+	cfg     config.Config
 	stack   *local.Stack
 	counter *store.CallCounter
 	cookie  string
@@ -69,7 +70,7 @@ func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		tb.Fatal(err)
 	}
-	f := &fixture{stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
+	f := &fixture{cfg: cfg, stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
 	rec = httptest.NewRecorder()
 	s.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{"title":"bench"}`))
 	var created struct{ Data struct{ ID string } }
