@@ -242,6 +242,9 @@ func buildReport(w measure.Workload, capacity map[string]costmodel.DynamoDB, emu
 	long, nLong := usage(measure.KindLong, w.Pace.Seconds(w.Long))
 	run, nRun := usage(measure.KindRun, 0)
 	sweep, _ := usage(measure.KindSweep, 0)
+	fire, nFire := usage(measure.KindFire, 0)
+	fires, err := perMonth(scheduleRate)
+	errs = append(errs, err)
 	r := costmodel.Report{
 		Measured: emulated.Measured,
 		Prices:   costmodel.USEast1,
@@ -255,11 +258,17 @@ func buildReport(w measure.Workload, capacity map[string]costmodel.DynamoDB, emu
 		},
 		Idle: costmodel.Idle{Schedule: facts.schedule, SweepsPerMonth: facts.sweepsPerMonth, Sweep: sweep,
 			Alarms: facts.alarms, AlarmMetrics: facts.alarmMetrics, Secrets: facts.secrets},
+		Schedule: costmodel.Schedule{Expression: scheduleRate, FiresPerMonth: fires, Samples: nFire, Fire: fire,
+			Detail: "TriggerFireFunction invoked by EventBridge Scheduler, starting a durable run of 1 json_query step"},
 		Peaks: emulated.Peaks,
 		Notes: notes,
 	}
 	return r, errors.Join(errs...)
 }
+
+// scheduleRate is the schedule the report prices: the least period a
+// schedule trigger may have, so the most a schedule can cost.
+const scheduleRate = "rate(1 minute)"
 
 // notes are the model's assumptions, printed with the report.
 var notes = []string{
@@ -274,4 +283,5 @@ var notes = []string{
 	"Logs: the functions' own lines at LOG_LEVEL info plus Lambda's START, END and REPORT lines; storage of logs (never expiring: no log group sets a retention) and of data grows with use and is not in the per-unit figures.",
 	"Response streaming: replies stay under the 6 MB per response that Lambda streams for free.",
 	"The idle month: the sweeper's schedule (EventBridge scheduled rules cost nothing), the alarms (per metric each evaluates), the secrets; empty tables and an empty bucket cost nothing (no minimum charge on on-demand tables or S3).",
+	"A schedule's month: every fire of a schedule trigger is one EventBridge Scheduler invocation (priced; Scheduler's free invocations a month are left out, as every free tier is), TriggerFireFunction's invocation and its DynamoDB calls (the trigger's read, the overlap marker, the run's creation), and the run it starts (here one json_query step; a longer workflow adds its steps at the workflow step's price).",
 }

@@ -181,6 +181,14 @@ func TestReportOfTinyWorkload(t *testing.T) {
 	idle["alarms"] = float64(facts.alarmMetrics) * p.AlarmMetricMonth
 	idle["Secrets Manager"] = float64(facts.secrets) * p.SecretMonth
 	check("per idle month", idle)
+	// A schedule's month: every fire's usage (TriggerFireFunction, the run
+	// it starts) plus its Scheduler invocation, 43,800 times.
+	if r.Schedule.FiresPerMonth != 43800 || r.Schedule.Samples != measure.Tiny.Samples.Fires {
+		t.Errorf("schedule: %v fires a month, %d measured", r.Schedule.FiresPerMonth, r.Schedule.Samples)
+	}
+	fire := unitCost(r.Schedule.Fire)
+	fire["EventBridge Scheduler"] = p.SchedulerInvocation
+	check("per schedule per month", scale(fire, r.Schedule.FiresPerMonth))
 	if long <= short {
 		t.Errorf("a long reply ($%.4f per 1,000) costs no more than a short one ($%.4f)", long, short)
 	}
@@ -190,6 +198,7 @@ func TestReportOfTinyWorkload(t *testing.T) {
 		"$0.625 per million write request units", "$1.00 per million requests", "Inputs, measured, per unit of work:",
 		"short reply (8 tokens streamed", "per run of 2 steps:", "idle sweep (one scheduled invocation over empty tables), per sweep:",
 		"Lambda StreamFunction: 1 invocation(s)", "Lambda RunnerFunction: 1 invocation(s)", "Lambda SweeperFunction: 1 invocation(s)",
+		"Lambda TriggerFireFunction: 1 invocation(s)", "$1.00 per million invocations", "schedule fire (",
 		"of it waiting on the model", "Memory: each function's MemorySize against its measured peak", "Assumptions:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q", want)

@@ -102,6 +102,7 @@ func checkCostMeasurement(t *testing.T, w measure.Workload, res measure.Emulated
 		{measure.KindLong, w.Samples.Long, map[string]float64{"StreamFunction": 1}, 1, false, w.Long},
 		{measure.KindRun, w.Samples.Runs, map[string]float64{"WorkflowsFunction": 1, "RunnerFunction": 1, "McpFunction": float64(w.Steps)}, 1, true, 0},
 		{measure.KindSweep, w.Samples.Sweeps, map[string]float64{"SweeperFunction": 1}, 0, false, 0},
+		{measure.KindFire, w.Samples.Fires, map[string]float64{"TriggerFireFunction": 1, "RunnerFunction": 1, "McpFunction": 1}, 0, false, 0},
 	} {
 		got, ok := res.Units[c.kind]
 		if !ok || got.Samples != c.samples {

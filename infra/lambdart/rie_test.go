@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -113,6 +114,9 @@ type backend struct {
 	// secretsURL is a stand-in of Secrets Manager holding the OAuth
 	// signing keys as signingSecret.
 	secretsURL string
+	// schedulerURL is a stand-in of EventBridge Scheduler that accepts
+	// every schedule written (TriggersFunction's schedule triggers).
+	schedulerURL string
 }
 
 // signingSecret names the OAuth signing key set in the backend's Secrets
@@ -152,7 +156,12 @@ func newBackend(t *testing.T) backend {
 	fakeS3 := httptest.NewServer(gofakes3.New(s3, gofakes3.WithoutVersioning()).Server())
 	t.Cleanup(fakeS3.Close)
 	_, secrets := signingkeystest.Serve(t, signingSecret, accesstoken.GenerateKeySet("k1"))
-	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key, s3URL: fakeS3.URL, secretsURL: secrets}
+	scheduler := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ScheduleArn":"arn:aws:scheduler:us-east-1:123456789012:schedule/rie-triggers/%s"}`, path.Base(r.URL.Path))
+	}))
+	t.Cleanup(scheduler.Close)
+	return backend{dynamoURL: eng.URL, toolURL: ts.URL, key: key, s3URL: fakeS3.URL, secretsURL: secrets, schedulerURL: scheduler.URL}
 }
 
 // env is the configuration of a function on b, as template.yaml sets it.
@@ -173,7 +182,7 @@ func functionEnv(b backend, name string) []string {
 	case "triggers":
 		return b.env("RUNNER_FUNCTION=RunnerFunction", "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
 			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
-			"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq")
+			"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq", "SCHEDULER_ENDPOINT="+b.schedulerURL)
 	case "oauth":
 		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL)
 	case "mcpgateway":

@@ -25,6 +25,7 @@ import (
 
 // fixture is a stack on the embedded engine with a signed-up user.
 type fixture struct {
+	cfg     config.Config
 	stack   *local.Stack
 	counter *store.CallCounter
 	cookie  string
@@ -33,6 +34,12 @@ type fixture struct {
 }
 
 func newFixture(tb testing.TB, extra ...string) *fixture {
+	tb.Helper()
+	return newFixtureAt(tb, nil, extra...)
+}
+
+// newFixtureAt is newFixture on the clock now (nil: time.Now).
+func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture {
 	tb.Helper()
 	// The rate limits stay on, so that their DynamoDB call is counted, but
 	// high enough for benchmark loops. extra are more NAME, value pairs.
@@ -45,7 +52,7 @@ func newFixture(tb testing.TB, extra ...string) *fixture {
 		tb.Fatal(err)
 	}
 	counter := &store.CallCounter{}
-	s, err := local.New(context.Background(), cfg, local.Options{Counter: counter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler)})
+	s, err := local.New(context.Background(), cfg, local.Options{Now: now, Counter: counter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -63,7 +70,7 @@ func newFixture(tb testing.TB, extra ...string) *fixture {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		tb.Fatal(err)
 	}
-	f := &fixture{stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
+	f := &fixture{cfg: cfg, stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
 	rec = httptest.NewRecorder()
 	s.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{"title":"bench"}`))
 	var created struct{ Data struct{ ID string } }
@@ -169,6 +176,41 @@ func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
 		{"post message, tool result one byte over", "POST", path, query(x(chat.ValueBound + 1)), 201, 8},
 		{"post message, 589 KB tool result", "POST", path, query(`[range(100000)] | map(tostring) | join(" ")`), 201, 8},
 	})
+}
+
+// TestDynamoDBCallBudgetStreamedToolResult holds a streamed reply that
+// calls json_query to its DynamoDB calls, for tool results up to
+// chat.ValueBound (the 32 KiB kept inline): the 6 of a streamed reply
+// (session, rate limit, conversation Query, the start transaction with the
+// user message, the lease and the log's first batch, the usage of the
+// model call, the end transaction with the reply), the tool gate's policy
+// read and the second model turn's usage: 8, whatever the result's size.
+// The clock stands still, so the event log's writer never flushes on its
+// 100 ms delay or its heartbeat: what the log writes in between follows
+// the reply's duration (BenchmarkReplyWrites), and here the reply has
+// fewer events than a batch, so its events ride the start and the end.
+func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
+	at := time.Now()
+	f := newFixtureAt(t, func() time.Time { return at })
+	stream := func(q string) string {
+		b, _ := json.Marshal(map[string]string{"modelId": "builtin", "userId": f.userID,
+			"content": `run json_query with {"input": 1, "query": ` + strconv.Quote(q) + `}`})
+		return string(b)
+	}
+	x := func(n int) string { return `"x" * ` + strconv.Itoa(n-len(`{"result":""}`)) }
+	for _, size := range []int{100, 16 << 10, chat.ValueBound} {
+		f.counter.Reset()
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats/"+f.chatID+"/messages/stream", stream(x(size))))
+		calls := f.counter.Count()
+		body := rec.Body.String()
+		if rec.Code != 200 || !strings.Contains(body, `"type":"tool_result"`) || !strings.Contains(body, `"reason":"completed"`) || strings.Contains(body, `"truncated"`) {
+			t.Fatalf("%d-byte tool result: %d %.500s", size, rec.Code, body)
+		}
+		if calls != 8 {
+			t.Errorf("stream with a %d-byte tool result: %d DynamoDB calls, want 8", size, calls)
+		}
+	}
 }
 
 // TestDynamoDBCallBudgetWithTokenBudget: with USER_MONTHLY_TOKEN_BUDGET

@@ -78,23 +78,23 @@ type S3 struct{ Puts, Gets float64 }
 
 // Cost is a figure in dollars by service.
 type Cost struct {
-	Lambda, DynamoDB, APIGateway, CloudFront, S3, Logs, Alarms, Secrets, Storage float64
+	Lambda, DynamoDB, APIGateway, CloudFront, S3, Logs, Alarms, Secrets, Storage, Scheduler float64
 }
 
 // Total is the sum of c's services.
 func (c Cost) Total() float64 {
-	return c.Lambda + c.DynamoDB + c.APIGateway + c.CloudFront + c.S3 + c.Logs + c.Alarms + c.Secrets + c.Storage
+	return c.Lambda + c.DynamoDB + c.APIGateway + c.CloudFront + c.S3 + c.Logs + c.Alarms + c.Secrets + c.Storage + c.Scheduler
 }
 
 // Scale is c times f.
 func (c Cost) Scale(f float64) Cost {
-	return Cost{c.Lambda * f, c.DynamoDB * f, c.APIGateway * f, c.CloudFront * f, c.S3 * f, c.Logs * f, c.Alarms * f, c.Secrets * f, c.Storage * f}
+	return Cost{c.Lambda * f, c.DynamoDB * f, c.APIGateway * f, c.CloudFront * f, c.S3 * f, c.Logs * f, c.Alarms * f, c.Secrets * f, c.Storage * f, c.Scheduler * f}
 }
 
 // Add is c plus d.
 func (c Cost) Add(d Cost) Cost {
 	return Cost{c.Lambda + d.Lambda, c.DynamoDB + d.DynamoDB, c.APIGateway + d.APIGateway, c.CloudFront + d.CloudFront, c.S3 + d.S3,
-		c.Logs + d.Logs, c.Alarms + d.Alarms, c.Secrets + d.Secrets, c.Storage + d.Storage}
+		c.Logs + d.Logs, c.Alarms + d.Alarms, c.Secrets + d.Secrets, c.Storage + d.Storage, c.Scheduler + d.Scheduler}
 }
 
 const gb = 1 << 30
@@ -167,6 +167,29 @@ func (i Idle) Cost(p Prices) Cost {
 	return c
 }
 
+// Schedule is what one schedule trigger costs for a month: each fire is
+// an EventBridge Scheduler invocation of TriggerFireFunction, which
+// starts a run (RunnerFunction, the run's steps on McpFunction); Fire is
+// one fire measured, its run included.
+type Schedule struct {
+	// Expression is the schedule ("rate(1 minute)") and FiresPerMonth
+	// its fires in a month of HoursPerMonth.
+	Expression    string
+	FiresPerMonth float64
+	// Detail says what each fire runs; Samples how many fires were
+	// measured.
+	Detail  string
+	Samples int
+	Fire    Usage
+}
+
+// Cost prices a month of s at p.
+func (s Schedule) Cost(p Prices) Cost {
+	c := s.Fire.Cost(p)
+	c.Scheduler = p.SchedulerInvocation
+	return c.Scale(s.FiresPerMonth)
+}
+
 // FunctionPeak is a function's measured peak memory.
 type FunctionPeak struct {
 	// Function is the function's logical id.
@@ -185,6 +208,8 @@ type Report struct {
 	Prices   Prices
 	Work     []Work
 	Idle     Idle
+	// Schedule is one schedule trigger's month (none when zero).
+	Schedule Schedule
 	// Peaks are the functions' measured peaks, checked against Memory.
 	Peaks []FunctionPeak
 	// Notes are the model's assumptions, printed at the end.
@@ -207,6 +232,13 @@ func (r Report) IdleLine() string {
 		usd(c.Total()), r.Idle.Alarms, r.Idle.AlarmMetrics, r.Idle.Secrets, Thousands(r.Idle.SweepsPerMonth), r.Idle.Schedule, breakdown(c))
 }
 
+// ScheduleLine is the report's line of one schedule's month.
+func (r Report) ScheduleLine() string {
+	c := r.Schedule.Cost(r.Prices)
+	return fmt.Sprintf("%s per schedule per month (%s, %s fires, each %s): %s",
+		usd(c.Total()), r.Schedule.Expression, Thousands(r.Schedule.FiresPerMonth), r.Schedule.Detail, breakdown(c))
+}
+
 // breakdown lists c's non-zero services.
 func breakdown(c Cost) string {
 	var parts []string
@@ -214,7 +246,7 @@ func breakdown(c Cost) string {
 		name string
 		v    float64
 	}{{"Lambda", c.Lambda}, {"DynamoDB", c.DynamoDB}, {"API Gateway", c.APIGateway}, {"CloudFront", c.CloudFront}, {"S3", c.S3},
-		{"CloudWatch Logs", c.Logs}, {"alarms", c.Alarms}, {"Secrets Manager", c.Secrets}, {"storage", c.Storage}} {
+		{"CloudWatch Logs", c.Logs}, {"alarms", c.Alarms}, {"Secrets Manager", c.Secrets}, {"storage", c.Storage}, {"EventBridge Scheduler", c.Scheduler}} {
 		if s.v != 0 {
 			parts = append(parts, s.name+" "+usd(s.v))
 		}
@@ -235,6 +267,9 @@ func (r Report) Write(w io.Writer) error {
 		fmt.Fprintf(&b, "%s\n", r.Line(wk))
 	}
 	fmt.Fprintf(&b, "%s\n", r.IdleLine())
+	if r.Schedule.FiresPerMonth > 0 {
+		fmt.Fprintf(&b, "%s\n", r.ScheduleLine())
+	}
 
 	fmt.Fprintf(&b, "\nPrices, %s, as of %s (%s):\n", r.Prices.Region, r.Prices.AsOf, r.Prices.Note)
 	for _, l := range r.Prices.lines() {
@@ -252,6 +287,10 @@ func (r Report) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  idle sweep (one scheduled invocation over empty tables), per sweep:\n")
 	writeUsage(&b, r.Idle.Sweep)
+	if r.Schedule.FiresPerMonth > 0 {
+		fmt.Fprintf(&b, "  schedule fire (%s; %d measured), per fire:\n", r.Schedule.Detail, r.Schedule.Samples)
+		writeUsage(&b, r.Schedule.Fire)
+	}
 
 	if len(r.Peaks) > 0 {
 		fmt.Fprintf(&b, "\nMemory: each function's MemorySize against its measured peak (%s):\n", RuleText)

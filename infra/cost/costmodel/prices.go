@@ -30,6 +30,8 @@ type Prices struct {
 	CloudFrontOutGB      float64 // CloudFront data transfer out to the internet (United States, first tier), per GB
 	CloudFrontToOriginGB float64 // CloudFront data transfer out to the origin (request bodies), per GB
 
+	SchedulerInvocation float64 // EventBridge Scheduler, per scheduled invocation
+
 	AlarmMetricMonth float64 // CloudWatch standard-resolution alarm, per metric it evaluates, per month
 	SecretMonth      float64 // Secrets Manager, per secret per month
 }
@@ -46,7 +48,7 @@ var Sources = []Source{
 	{"Amazon CloudWatch (Logs, alarms)", "https://aws.amazon.com/cloudwatch/pricing/"},
 	{"Amazon CloudFront", "https://aws.amazon.com/cloudfront/pricing/"},
 	{"AWS Secrets Manager", "https://aws.amazon.com/secrets-manager/pricing/"},
-	{"Amazon EventBridge (scheduled rules: no charge)", "https://aws.amazon.com/eventbridge/pricing/"},
+	{"Amazon EventBridge (scheduled rules: no charge; Scheduler)", "https://aws.amazon.com/eventbridge/pricing/"},
 }
 
 // USEast1 are the us-east-1 (N. Virginia) prices the model uses.
@@ -75,6 +77,12 @@ var USEast1 = Prices{
 	CloudFrontFunction:   0.10 / 1e6,
 	CloudFrontOutGB:      0.085,
 	CloudFrontToOriginGB: 0.020,
+
+	// EventBridge Scheduler's list price, $1.00 per million invocations,
+	// dated 2026-11-26 (added then, from the EventBridge pricing page as
+	// given to the project that day, not fetched here; the other prices'
+	// date is AsOf).
+	SchedulerInvocation: 1.00 / 1e6,
 
 	AlarmMetricMonth: 0.10,
 	SecretMonth:      0.40,
@@ -105,6 +113,7 @@ func (p Prices) lines() []priceLine {
 		{"CloudFront Functions", p.CloudFrontFunction, "million invocations", 1e6},
 		{"CloudFront data out to the internet", p.CloudFrontOutGB, "GB", 1},
 		{"CloudFront data out to the origin", p.CloudFrontToOriginGB, "GB", 1},
+		{"EventBridge Scheduler invocations (dated 2026-11-26)", p.SchedulerInvocation, "million invocations", 1e6},
 		{"CloudWatch alarms (standard resolution)", p.AlarmMetricMonth, "alarm metric-month", 1},
 		{"Secrets Manager", p.SecretMonth, "secret-month", 1},
 	}

@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/trigger"
 )
 
 // InProcess is a Host in this process: the dev server's stack
@@ -66,14 +68,27 @@ func (p *InProcess) Do(ctx context.Context, fn string, r *http.Request) (*Respon
 	return &Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}, nil
 }
 
-// Invoke runs a sweep for "sweeper"; the stack has no other function
+// Invoke runs a sweep for "sweeper" and a schedule's fire for
+// "triggerfire" (event: FireEvent's); the stack has no other function
 // without routes to run.
-func (p *InProcess) Invoke(ctx context.Context, fn string, _ any) error {
-	if fn != "sweeper" {
-		return fmt.Errorf("in process, %s is not run by event", fn)
+func (p *InProcess) Invoke(ctx context.Context, fn string, event any) error {
+	switch fn {
+	case "sweeper":
+		_, err := p.stack.Sweeper.Sweep(ctx)
+		return err
+	case "triggerfire":
+		b, err := json.Marshal(event)
+		if err != nil {
+			return err
+		}
+		var ev trigger.FireEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return fmt.Errorf("triggerfire: %w", err)
+		}
+		_, err = p.stack.Poller.Fire(ctx, ev)
+		return err
 	}
-	_, err := p.stack.Sweeper.Sweep(ctx)
-	return err
+	return fmt.Errorf("in process, %s is not run by event", fn)
 }
 
 // Settle waits for the durable runs in progress.

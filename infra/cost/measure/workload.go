@@ -28,6 +28,7 @@ const (
 	KindLong     = "long reply"
 	KindRun      = "workflow run"
 	KindSweep    = "idle sweep"
+	KindFire     = "schedule fire"
 	KindSetup    = "setup"    // sign-up, chats, the workflow: not priced
 	KindWarmUp   = "warm-up"  // the first unit of each kind: not priced
 	KindCoverage = "coverage" // a request to each other function, for its peak memory: not priced
@@ -56,18 +57,18 @@ type Workload struct {
 }
 
 // Samples counts the units measured of each kind.
-type Samples struct{ Short, Long, Runs, Sweeps int }
+type Samples struct{ Short, Long, Runs, Sweeps, Fires int }
 
 // Default is make cost's workload: replies of 150 and 1,200 tokens from a
 // model that answers its first token after 0.5 s and then 60 tokens a
 // second (a current model's pace), runs of 5 steps.
 var Default = Workload{Short: 150, Long: 1200, Pace: Pace{FirstToken: 500 * time.Millisecond, TokensPerSecond: 60}, Steps: 5,
-	Samples: Samples{Short: 5, Long: 3, Runs: 5, Sweeps: 5}, Coverage: true}
+	Samples: Samples{Short: 5, Long: 3, Runs: 5, Sweeps: 5, Fires: 5}, Coverage: true}
 
 // Tiny is a workload of a few seconds, for tests; its coverage requests
 // keep make cost's working.
 var Tiny = Workload{Short: 8, Long: 24, Pace: Pace{FirstToken: 10 * time.Millisecond, TokensPerSecond: 400}, Steps: 2,
-	Samples: Samples{Short: 1, Long: 1, Runs: 1, Sweeps: 1}, Coverage: true}
+	Samples: Samples{Short: 1, Long: 1, Runs: 1, Sweeps: 1, Fires: 1}, Coverage: true}
 
 // Models are the stand-in model's models and their tokens.
 func (w Workload) Models() map[string]int {
@@ -140,7 +141,7 @@ func Run(ctx context.Context, h Host, w Workload, rec Recorder) error {
 	rec.Begin(KindSetup)
 	c, err := signUp(ctx, h)
 	var chats [3]string
-	var workflowID string
+	var workflowID, scheduleID string
 	for i := range chats {
 		if err == nil {
 			chats[i], err = c.id(ctx, "chats", "POST", "/api/chats", map[string]any{"title": fmt.Sprintf("cost %d", i)}, http.StatusCreated)
@@ -148,6 +149,17 @@ func Run(ctx context.Context, h Host, w Workload, rec Recorder) error {
 	}
 	if err == nil {
 		workflowID, err = c.id(ctx, "workflows", "POST", "/api/workflows", map[string]any{"userId": c.userID, "name": "cost", "steps": steps(w.Steps)}, http.StatusCreated)
+	}
+	// A schedule of its own (rate(1 minute), the least period) on a
+	// workflow of one json_query step: each fire is TriggerFireFunction's
+	// invocation, as EventBridge Scheduler makes it, and the run it starts.
+	var fireWorkflow string
+	if err == nil {
+		fireWorkflow, err = c.id(ctx, "workflows", "POST", "/api/workflows", map[string]any{"userId": c.userID, "name": "scheduled", "steps": steps(1)}, http.StatusCreated)
+	}
+	if err == nil {
+		scheduleID, err = c.id(ctx, "triggers", "POST", "/api/workflows/"+fireWorkflow+"/triggers",
+			map[string]any{"type": "schedule", "schedule": "rate(1 minute)", "enabled": true}, http.StatusCreated)
 	}
 	rec.End(KindSetup)
 	if err != nil {
@@ -176,7 +188,21 @@ func Run(ctx context.Context, h Host, w Workload, rec Recorder) error {
 			return err
 		}
 	}
+	first := time.Now().UTC().Truncate(time.Minute)
+	for i := range w.Samples.Fires + 1 {
+		ev := FireEvent(scheduleID, first.Add(time.Duration(i)*time.Minute))
+		if err := unit(KindFire, i, func() error { return h.Invoke(ctx, "triggerfire", ev) }); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// FireEvent is EventBridge Scheduler's event for a schedule trigger's
+// fire due at at: the trigger's id, its version (1: never changed) and
+// the scheduled time.
+func FireEvent(triggerID string, at time.Time) map[string]any {
+	return map[string]any{"triggerId": triggerID, "version": 1, "scheduledTime": at.Format(time.RFC3339)}
 }
 
 // ScheduledEvent is the sweeper's schedule tick, as EventBridge sends it.
@@ -370,7 +396,7 @@ func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) 
 	}
 	trigger, err := c.id(ctx, "triggers", "POST", "/api/workflows/"+workflowID+"/triggers", map[string]any{"type": "webhook"}, http.StatusCreated)
 	errs = append(errs, err)
-	errs = append(errs, h.Invoke(ctx, "triggerfire", map[string]any{"triggerId": trigger, "version": 1, "scheduledTime": time.Now().UTC().Format(time.RFC3339)}))
+	errs = append(errs, h.Invoke(ctx, "triggerfire", FireEvent(trigger, time.Now().UTC())))
 	resp, err := c.do(ctx, "oauth", "POST", "/api/users/"+c.userID+"/tokens", map[string]any{"name": "cost", "expiresInDays": 1}, http.StatusCreated)
 	errs = append(errs, err)
 	if err == nil {

@@ -18,7 +18,7 @@ import (
 )
 
 // benchDurable is the storage and a chat of the durable run benchmarks.
-func benchDurable(b *testing.B) (*storetest.DB, *store.Runs, *store.Jobs, *tools.Registry, string, string) {
+func benchDurable(b testing.TB) (*storetest.DB, *store.Runs, *store.Jobs, *tools.Registry, string, string) {
 	db := storetest.New(b)
 	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
 	if err != nil {

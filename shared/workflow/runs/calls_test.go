@@ -1,0 +1,292 @@
+package runs_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/infra/latency"
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+// countingBlobs is a blob backend (in memory, as the dev server's) that
+// counts the calls and the bytes written and read, so that a test can
+// say what a run costs the blob store (S3 in AWS) beside DynamoDB.
+type countingBlobs struct {
+	blob.Backend
+	puts, gets            atomic.Int64
+	written, read, others atomic.Int64
+}
+
+func newCountingBlobs() *countingBlobs { return &countingBlobs{Backend: blob.NewMemory(nil)} }
+
+func (c *countingBlobs) Put(ctx context.Context, key string, body io.Reader, o blob.PutOptions) (blob.Info, error) {
+	c.puts.Add(1)
+	c.written.Add(o.Size)
+	return c.Backend.Put(ctx, key, body, o)
+}
+
+func (c *countingBlobs) Get(ctx context.Context, key string) (*blob.Object, error) {
+	c.gets.Add(1)
+	o, err := c.Backend.Get(ctx, key)
+	if err == nil {
+		o.Body = countingReader{o.Body, &c.read}
+	}
+	return o, err
+}
+
+func (c *countingBlobs) Stat(ctx context.Context, key string) (blob.Info, error) {
+	c.others.Add(1)
+	return c.Backend.Stat(ctx, key)
+}
+
+func (c *countingBlobs) calls() int64 { return c.puts.Load() + c.gets.Load() + c.others.Load() }
+
+func (c *countingBlobs) reset() {
+	c.puts.Store(0)
+	c.gets.Store(0)
+	c.written.Store(0)
+	c.read.Store(0)
+	c.others.Store(0)
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	k, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(k))
+	return k, err
+}
+
+// callsFixture is a durable runner over the real store on the embedded
+// engine, with a counted blob store: what the runner function has in AWS.
+type callsFixture struct {
+	db     *storetest.DB
+	runs   *store.Runs
+	runner *runs.Runner
+	blobs  *countingBlobs
+	chatID string
+	userID string
+}
+
+func newCallsFixture(tb testing.TB) *callsFixture {
+	tb.Helper()
+	db, _, jobs, reg, chatID, userID := benchDurable(tb)
+	blobs := newCountingBlobs()
+	rs := store.NewRuns(db.DB, db.Data()).WithBlobs(blobs)
+	return &callsFixture{db: db, runs: rs, blobs: blobs, chatID: chatID, userID: userID,
+		runner: runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Values: blobs})}
+}
+
+// exec stores a run of w (with input) and runs it to its end as one
+// runner attempt; it returns the run's id.
+func (f *callsFixture) exec(tb testing.TB, w workflow.Workflow, input map[string]any) string {
+	tb.Helper()
+	run := runs.NewRun(w, f.chatID, f.userID, time.Now())
+	run.Input = input
+	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.runner.Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		tb.Fatal(err)
+	}
+	return run.ID
+}
+
+// completed reads run id, which must have completed.
+func (f *callsFixture) completed(tb testing.TB, id string) workflow.Run {
+	tb.Helper()
+	got, err := f.runs.Run(context.Background(), id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if got.Status != workflow.RunCompleted {
+		tb.Fatalf("run %s: %s %q", id, got.Status, got.Error)
+	}
+	return got
+}
+
+// sizedSteps is a workflow of n json_query steps: the first outputs
+// {"result": "xxx..."} of exactly size bytes of JSON, each next one reads
+// the previous one's result whole through a template and outputs it again.
+func sizedSteps(userID string, n, size int) workflow.Workflow {
+	w := benchWorkflow(userID)
+	w.Steps = []workflow.Step{{ID: "s0", ToolID: "json_query",
+		Inputs: map[string]any{"input": 1, "query": `"x" * ` + strconv.Itoa(size-len(`{"result":""}`))}}}
+	for i := 1; i < n; i++ {
+		w.Steps = append(w.Steps, workflow.Step{ID: fmt.Sprintf("s%d", i), ToolID: "json_query",
+			Inputs: map[string]any{"input": fmt.Sprintf("{{s%d.result}}", i-1), "query": "."}})
+	}
+	return w
+}
+
+// Durable run call budget: storing the run with its log is one
+// transaction (CreateRun), the runner's attempt reads the run and its
+// log's head in one TransactGetItems (LoggedRun), then every checkpoint is
+// one transaction (the run's record, its new events and the lease): one
+// marks the run running, two per step (the step running, its result), the
+// last also ending the run and its log. So a run of n steps costs 3 + 2n
+// calls, whatever the size of its values up to runs.SpillBytes, which stay
+// in the record and make no blob call. (BenchmarkDurableRunStep's
+// ddbcalls/step is 2.3 for its ten steps: these 23 calls over ten.)
+const (
+	durableRunFixedCalls = 3 // CreateRun, LoggedRun, the checkpoint marking the run running
+	durableStepCalls     = 2 // the step's start and its result
+)
+
+// TestDurableRunDynamoDBCalls holds a durable run to its DynamoDB call
+// budget, per step, for values up to the spill threshold, so that a
+// change adding a call per step (or a blob call for a small value) is
+// caught: the calls are counted with the store's call-counting middleware,
+// as the benchmarks count them.
+func TestDurableRunDynamoDBCalls(t *testing.T) {
+	f := newCallsFixture(t)
+	for _, tc := range []struct {
+		steps, size int
+	}{
+		{1, 100}, {3, 100}, {5, 100},
+		// The largest values kept in the record: each step's output and
+		// the next one's resolved input (11 bytes longer) both under
+		// runs.SpillBytes.
+		{1, runs.SpillBytes - 16}, {3, runs.SpillBytes - 16},
+	} {
+		t.Run(fmt.Sprintf("%d_steps_%d_B", tc.steps, tc.size), func(t *testing.T) {
+			w := sizedSteps(f.userID, tc.steps, tc.size)
+			f.db.Counter.Reset()
+			f.blobs.reset()
+			id := f.exec(t, w, nil)
+			want := int64(durableRunFixedCalls + durableStepCalls*tc.steps)
+			n := f.db.Counter.Count()
+			got := f.completed(t, id)
+			if n != want {
+				t.Errorf("%d DynamoDB calls, want %d (%d + %d per step)", n, want, durableRunFixedCalls, durableStepCalls)
+			}
+			if n := f.blobs.calls(); n != 0 {
+				t.Errorf("%d blob calls for values of %d bytes, want none", n, tc.size)
+			}
+			if _, spilled := workflow.SpilledKey(got.Steps[tc.steps-1].Output); spilled {
+				t.Errorf("a %d-byte output was spilled", tc.size)
+			}
+		})
+	}
+	// One byte over the threshold goes to the blob store, with no more
+	// DynamoDB calls: the cut form rides the same checkpoints.
+	t.Run("1_step_over_the_threshold", func(t *testing.T) {
+		f.db.Counter.Reset()
+		f.blobs.reset()
+		id := f.exec(t, sizedSteps(f.userID, 1, runs.SpillBytes+1), nil)
+		n, want := f.db.Counter.Count(), int64(durableRunFixedCalls+durableStepCalls)
+		got := f.completed(t, id)
+		if n != want {
+			t.Errorf("%d DynamoDB calls, want %d", n, want)
+		}
+		if _, spilled := workflow.SpilledKey(got.Steps[0].Output); !spilled || f.blobs.puts.Load() != 1 {
+			t.Errorf("output %v after %d blob puts, want spilled by one", got.Steps[0].Output, f.blobs.puts.Load())
+		}
+	})
+}
+
+// forEachWorkflow is one forEach step of json_query over the run input's
+// array items, each element's output small.
+func forEachWorkflow(userID string) workflow.Workflow {
+	w := benchWorkflow(userID)
+	w.Steps = []workflow.Step{{ID: "each", ToolID: "json_query", ForEach: "{{input.items}}",
+		Inputs: map[string]any{"input": "{{item}}", "query": ". + 1"}}}
+	return w
+}
+
+func items(n int) map[string]any {
+	a := make([]any, n)
+	for i := range a {
+		a[i] = float64(i)
+	}
+	return map[string]any{"items": a}
+}
+
+// forEachElementCalls is what one element of a forEach step adds: its
+// output's own write (SaveElement), apart from the run's record.
+const forEachElementCalls = 1
+
+// TestForEachDynamoDBCalls: a forEach step costs what a step costs plus
+// one write per element.
+func TestForEachDynamoDBCalls(t *testing.T) {
+	f := newCallsFixture(t)
+	for _, n := range []int{1, 10} {
+		f.db.Counter.Reset()
+		id := f.exec(t, forEachWorkflow(f.userID), items(n))
+		want := int64(durableRunFixedCalls + durableStepCalls + forEachElementCalls*n)
+		c := f.db.Counter.Count()
+		got := f.completed(t, id)
+		if c != want {
+			t.Errorf("forEach over %d: %d DynamoDB calls, want %d", n, c, want)
+		}
+		if rs, _ := got.Steps[0].Output["results"].([]any); len(rs) != n {
+			t.Errorf("forEach over %d: output %v", n, got.Steps[0].Output)
+		}
+	}
+}
+
+// BenchmarkForEachElement runs a forEach step of json_query over 100
+// elements as a durable run and reports the time and DynamoDB calls per
+// element (the run's own calls spread over them); BenchmarkEngineBareTool
+// is its floor.
+func BenchmarkForEachElement(b *testing.B) {
+	const n = 100
+	f := newCallsFixture(b)
+	w, in := forEachWorkflow(f.userID), items(n)
+	f.db.Counter.Reset()
+	b.ReportAllocs()
+	for b.Loop() {
+		f.exec(b, w, in)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/element")
+	b.ReportMetric(float64(f.db.Counter.Count())/float64(b.N*n), "ddbcalls/element")
+}
+
+// BenchmarkStepOutput runs, as a durable run, a step whose output is 100
+// bytes of JSON (the floor) or 1 MB, and a second step that reads it whole
+// through a template and outputs its length. The 1 MB output goes to the
+// blob store, and so does the second step's resolved input (the same
+// megabyte, recorded as the step's input); the second step gets the value
+// from the runner's memory, so nothing is read back within one attempt
+// (a later attempt, after a pause or a takeover, reads it). It reports
+// DynamoDB calls, blob calls and blob bytes written and read per run.
+func BenchmarkStepOutput(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		size int
+	}{{"100_B", 100}, {"1_MB", 1_000_000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newCallsFixture(b)
+			w := sizedSteps(f.userID, 2, bc.size)
+			w.Steps[1].Inputs["query"] = "length"
+			f.db.Counter.Reset()
+			f.blobs.reset()
+			var each []time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				t0 := time.Now()
+				f.exec(b, w, nil)
+				each = append(each, time.Since(t0))
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(latency.Percentile(each, 0.5).Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(f.db.Counter.Count())/n, "ddbcalls/op")
+			b.ReportMetric(float64(f.blobs.calls())/n, "blobcalls/op")
+			b.ReportMetric(float64(f.blobs.written.Load())/n, "blob-written-B/op")
+			b.ReportMetric(float64(f.blobs.read.Load())/n, "blob-read-B/op")
+		})
+	}
+}
