@@ -226,11 +226,15 @@ func refusal(what string, err error) string {
 	var b strings.Builder
 	b.WriteString(what)
 	b.WriteString(": ")
-	b.WriteString(errs.MessageOf(err, "refused"))
+	msg := errs.MessageOf(err, "refused")
+	b.WriteString(msg)
 	var e *errs.Error
 	if errors.As(err, &e) {
 		for _, d := range e.Details {
-			fmt.Fprintf(&b, "; %s: %s", d.Field, d.Message)
+			// Validation messages often list their details already.
+			if detail := d.Field + ": " + d.Message; !strings.Contains(msg, detail) {
+				b.WriteString("; " + detail)
+			}
 		}
 		if e.RetryAfter > 0 {
 			fmt.Fprintf(&b, " (retry in %d s)", e.RetryAfter)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/workflowchat/service/shared/errs"
 )
 
 func TestWantsProgress(t *testing.T) {
@@ -61,6 +62,33 @@ func TestToResult(t *testing.T) {
 		b, _ := json.Marshal(r.StructuredContent)
 		if r.IsError != c.isError || string(b) != c.structured || r.Content[0].(*mcp.TextContent).Text != c.txt {
 			t.Errorf("%s: %+v %s", name, r, b)
+		}
+	}
+}
+
+// TestRefusal: a refused call names every field detail once, whether or
+// not the error's message already lists it.
+func TestRefusal(t *testing.T) {
+	t.Parallel()
+	listed := &errs.Error{Kind: errs.Invalid, Code: "INVALID_INPUT",
+		Message: "the run's input does not match the workflow's inputSchema: input.text: is required",
+		Details: []errs.FieldError{{Field: "input.text", Message: "is required"}}}
+	unlisted := &errs.Error{Kind: errs.Invalid, Code: "INVALID_INPUT", Message: "the run's input is not valid",
+		Details: []errs.FieldError{{Field: "input.a", Message: "is required"}, {Field: "input.b", Message: "must be a string"}}}
+	limited := &errs.Error{Kind: errs.RateLimited, Code: "RATE_LIMITED", Message: "too many requests", RetryAfter: 7}
+	for name, c := range map[string]struct {
+		what string
+		err  error
+		want string
+	}{
+		"details in the message": {"invalid arguments", listed,
+			"invalid arguments: the run's input does not match the workflow's inputSchema: input.text: is required"},
+		"details apart": {"invalid arguments", unlisted,
+			"invalid arguments: the run's input is not valid; input.a: is required; input.b: must be a string"},
+		"retry": {"too many workflow runs", limited, "too many workflow runs: too many requests (retry in 7 s)"},
+	} {
+		if got := refusal(c.what, c.err); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", name, got, c.want)
 		}
 	}
 }
