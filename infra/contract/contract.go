@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -46,11 +47,16 @@ type Spec struct {
 	routes map[string]*routers.Route // by ServeMux pattern, "GET /api/x/{id}"
 }
 
+// htmlDecoder registers kin-openapi's decoder of text/html bodies once.
+var htmlDecoder sync.Once
+
 // Load parses and validates the OpenAPI document at path (3.1, JSON Schema
 // 2020-12 semantics). It fails when the document is not OpenAPI 3.1 or
 // later, does not validate, refers to other files, or documents a path that
 // is not a valid http.ServeMux pattern or that conflicts with another.
 func Load(path string) (*Spec, error) {
+	// The OAuth pages (text/html) are checked as strings, as text/plain is.
+	htmlDecoder.Do(func() { openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder) })
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	doc, err := loader.LoadFromFile(path)

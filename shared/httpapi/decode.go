@@ -37,7 +37,7 @@ func Decode[T any](r *http.Request) (T, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return v, errs.E(op, errs.TooLarge, "", "request body exceeds 1 MiB")
+			return v, BodyTooLarge(op, tooLarge.Limit)
 		}
 		return v, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err)
 	}

@@ -386,3 +386,74 @@ func TestRouteAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteErrorBodyTooLarge: a body read past its http.MaxBytesReader is
+// 413 PAYLOAD_TOO_LARGE naming the reader's limit, however the handler
+// passed the failed read on (raw, wrapped as internal, or classified as a
+// bad body); other errors keep their status.
+func TestWriteErrorBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	read := func(r *http.Request, w http.ResponseWriter, limit int64) error {
+		_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		return err
+	}
+	tests := []struct {
+		name    string
+		limit   int64
+		body    int
+		wrap    func(error) error
+		status  int
+		code    string
+		message string
+	}{
+		{"raw", 1 << 20, 1<<20 + 1, func(err error) error { return err }, 413, "PAYLOAD_TOO_LARGE", "1 MiB (1048576 bytes)"},
+		{"wrapped as internal", 64 << 10, 1 << 20, func(err error) error { return errs.Wrap("test.read", err) }, 413, "PAYLOAD_TOO_LARGE", "64 KiB (65536 bytes)"},
+		{"classified as a bad body", 1000, 1001, func(err error) error {
+			return errs.E("test.read", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err)
+		}, 413, "PAYLOAD_TOO_LARGE", "exceeds 1000 bytes"},
+		{"at the limit", 1000, 1000, func(err error) error { return err }, 200, "", ""},
+		{"another read error", 1000, 10, func(error) error {
+			return errs.E("test.read", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(io.ErrUnexpectedEOF)
+		}, 400, "INVALID_BODY", "could not read"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				err := read(r, w, tt.limit)
+				if err == nil && tt.code == "" {
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				httpapi.WriteError(w, r, tt.wrap(err))
+			})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", tt.body))))
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if tt.code == "" {
+				return
+			}
+			var b errorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Code != tt.code || !strings.Contains(b.Message, tt.message) {
+				t.Errorf("body %s, want %s naming %q", rec.Body, tt.code, tt.message)
+			}
+		})
+	}
+}
+
+func TestSizeText(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int64]string{
+		1 << 20:   "1 MiB (1048576 bytes)",
+		8 << 20:   "8 MiB (8388608 bytes)",
+		256 << 10: "256 KiB (262144 bytes)",
+		1000:      "1000 bytes",
+		0:         "0 bytes",
+	} {
+		if got := httpapi.SizeText(n); got != want {
+			t.Errorf("SizeText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -230,7 +230,7 @@ func LimitBody(limit int64) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > limit {
-				WriteError(w, r, errs.E("httpapi.LimitBody", errs.TooLarge, "", fmt.Sprintf("request body exceeds %d bytes", limit)))
+				WriteError(w, r, BodyTooLarge("httpapi.LimitBody", limit))
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, limit)

@@ -7,6 +7,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -75,11 +76,20 @@ func StatusOf(err error) int {
 	}
 }
 
-// WriteError is the one place an error becomes an HTTP response. The client
+// WriteError is the one place an error becomes an HTTP response. An error
+// whose chain holds an *http.MaxBytesError is 413 PAYLOAD_TOO_LARGE naming
+// the reader's limit, whatever its kind. The client
 // gets the status, code and client-safe message of err's *errs.Error; the
 // operation chain and cause are logged, never sent. An error without a
 // *errs.Error is an internal error with a generic message.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) && errs.KindOf(err) != errs.TooLarge {
+		// A body read past its http.MaxBytesReader, however the handler
+		// classified the failed read: the client's size, 413 naming the
+		// limit, never a 500 or a 400.
+		err = BodyTooLarge("httpapi.WriteError", mbe.Limit).WithCause(err)
+	}
 	status := StatusOf(err)
 	body := ErrorBody{Error: http.StatusText(status), Code: errs.CodeOf(err)}
 	var e *errs.Error
@@ -102,4 +112,23 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		log.DebugContext(r.Context(), "request rejected", "status", status, "code", body.Code, "err", err.Error())
 	}
 	WriteJSON(w, status, body)
+}
+
+// BodyTooLarge is the 413 PAYLOAD_TOO_LARGE answer to a request body over
+// limit bytes; its message names the limit.
+func BodyTooLarge(op string, limit int64) *errs.Error {
+	return errs.E(op, errs.TooLarge, "", "request body exceeds "+SizeText(limit))
+}
+
+// SizeText writes n bytes as "1 MiB (1048576 bytes)", "64 KiB (65536
+// bytes)" or, for a size of no whole unit, "1000 bytes".
+func SizeText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB (%d bytes)", n>>20, n)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB (%d bytes)", n>>10, n)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
 }

@@ -118,9 +118,14 @@ type gateway struct {
 // ServeHTTP picks the JSON or the SSE handler: SSE only for a tools/call
 // whose params carry _meta.progressToken.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 	if err != nil {
-		httpapi.WriteError(w, r, errs.E("mcpgateway", errs.TooLarge, "", "request body too large"))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge("mcpgateway", tooLarge.Limit))
+			return
+		}
+		httpapi.WriteError(w, r, errs.E("mcpgateway", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -108,7 +108,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			httpapi.WriteError(w, r, errs.E(op, errs.TooLarge, "", fmt.Sprintf("request body exceeds %d bytes", httpapi.MaxBodyBytes)))
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge(op, tooLarge.Limit))
 			return
 		}
 		httpapi.WriteError(w, r, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))

@@ -163,7 +163,8 @@ func handleRotate(s *Service) http.Handler {
 		var in RotateRequest
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 		if err != nil {
-			httpapi.WriteError(w, r, errs.E("trigger.handleRotate", errs.TooLarge, "", "request body exceeds 1 MiB"))
+			// A body over the limit is 413 (httpapi.WriteError).
+			httpapi.WriteError(w, r, errs.E("trigger.handleRotate", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/oauth"
 )
@@ -164,6 +166,10 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge("authserver.handleAuthorizeForm", tooLarge.Limit))
+			return
+		}
 		errorPage(w, http.StatusBadRequest, "the form could not be read")
 		return
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/safehttp"
 )
@@ -352,9 +353,15 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, http.StatusBadRequest, oauthError{Code: "invalid_client_metadata", Description: "the body must be JSON (Content-Type: application/json)"})
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRegistration+1))
-	if err != nil || len(body) > MaxRegistration {
-		writeOAuthError(w, http.StatusBadRequest, oauthError{Code: "invalid_client_metadata", Description: fmt.Sprintf("the body must be at most %d bytes of JSON", MaxRegistration)})
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRegistration))
+	if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+		// 413 as for any body over a limit (the edge answers a declared
+		// length over 1 MiB the same way), naming this one.
+		httpapi.WriteError(w, r, httpapi.BodyTooLarge("authserver.handleRegister", tooLarge.Limit))
+		return
+	}
+	if err != nil {
+		writeOAuthError(w, http.StatusBadRequest, oauthError{Code: "invalid_client_metadata", Description: "the body could not be read"})
 		return
 	}
 	var m oauthex.ClientRegistrationMetadata

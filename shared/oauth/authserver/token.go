@@ -3,6 +3,7 @@ package authserver
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"mime"
 	"net/http"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/accesstoken"
@@ -34,23 +36,30 @@ type tokenResponse struct {
 }
 
 // parseOAuthForm reads a form-encoded OAuth request body, refusing other
-// bodies and repeated parameters (RFC 6749 section 3.2).
-func parseOAuthForm(r *http.Request) *oauthError {
+// bodies and repeated parameters (RFC 6749 section 3.2) with an OAuth
+// error, and a body over the request limit with 413 PAYLOAD_TOO_LARGE (the
+// answer to a declared length over it). It answers a refusal itself and
+// reports whether the handler may go on.
+func parseOAuthForm(w http.ResponseWriter, r *http.Request) bool {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
-		e := errInvalidRequest("the body must be application/x-www-form-urlencoded")
-		return &e
+		writeOAuthError(w, http.StatusBadRequest, errInvalidRequest("the body must be application/x-www-form-urlencoded"))
+		return false
 	}
 	if err := r.ParseForm(); err != nil {
-		e := errInvalidRequest("the form could not be read")
-		return &e
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge("authserver.parseOAuthForm", tooLarge.Limit))
+			return false
+		}
+		writeOAuthError(w, http.StatusBadRequest, errInvalidRequest("the form could not be read"))
+		return false
 	}
 	for k, v := range r.PostForm {
 		if len(v) > 1 {
-			e := errInvalidRequest("the parameter " + k + " is repeated")
-			return &e
+			writeOAuthError(w, http.StatusBadRequest, errInvalidRequest("the parameter "+k+" is repeated"))
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // handleToken is the token endpoint (RFC 6749 section 3.2), rate limited
@@ -60,8 +69,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, 0, fromServiceError(err))
 		return
 	}
-	if e := parseOAuthForm(r); e != nil {
-		writeOAuthError(w, http.StatusBadRequest, *e)
+	if !parseOAuthForm(w, r) {
 		return
 	}
 	base, ok := s.base(w, r)
@@ -270,8 +278,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, 0, fromServiceError(err))
 		return
 	}
-	if e := parseOAuthForm(r); e != nil {
-		writeOAuthError(w, http.StatusBadRequest, *e)
+	if !parseOAuthForm(w, r) {
 		return
 	}
 	client, e := s.authenticateClient(r)

@@ -197,9 +197,10 @@ func handleRetryRun(s *Service) http.Handler {
 		}
 		var in RetryRunRequest
 		if r.ContentLength != 0 {
-			body, err := io.ReadAll(r.Body)
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 			if err != nil {
-				httpapi.WriteError(w, r, err)
+				// Over the limit: 413 (httpapi.WriteError names it).
+				httpapi.WriteError(w, r, errs.E("runs.handleRetryRun", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 				return
 			}
 			if len(body) > 0 {
