@@ -44,7 +44,7 @@ type env struct {
 	seq                  atomic.Int64
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	models, err := model.NewRegistry(model.Builtin{})
 	if err != nil {
@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 
 // user returns a new user whose policy of tool is policy ("" keeps the
 // default) and who has spent spent tokens this month.
-func (e *env) user(t *testing.T, tool, policy string, spent int64) string {
+func (e *env) user(t testing.TB, tool, policy string, spent int64) string {
 	t.Helper()
 	id := fmt.Sprintf("user-%d", e.seq.Add(1))
 	ctx := context.Background()
