@@ -159,7 +159,7 @@ func (w *walker) typeOf(sch *jsonschema.Schema, v any, path []string) {
 	if len(want) == 0 || slices.ContainsFunc(want, func(t string) bool { return hasType(v, t) }) {
 		return
 	}
-	w.add(path, "type", fmt.Sprintf("got %s, want %s", typeName(v), strings.Join(want, " or ")))
+	w.add(path, "type", fmt.Sprintf("got %s, want %s", TypeOf(v), strings.Join(want, " or ")))
 }
 
 func (w *walker) num(sch *jsonschema.Schema, n float64, path []string) {
@@ -387,8 +387,11 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// typeName is the JSON type of a plain value; integers are numbers.
-func typeName(v any) string {
+// TypeOf names the JSON type of a decoded value (null, boolean, string,
+// array, object, number: Go's integer and float kinds and json.Number),
+// and "value" for anything else, never a Go type name: the names reach
+// users in error messages.
+func TypeOf(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -400,11 +403,10 @@ func typeName(v any) string {
 		return "array"
 	case map[string]any:
 		return "object"
-	}
-	if _, ok := number(v); ok {
+	case float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
 		return "number"
 	}
-	return fmt.Sprintf("%T", v)
+	return "value"
 }
 
 func hasType(v any, t string) bool {
@@ -412,7 +414,7 @@ func hasType(v any, t string) bool {
 		n, ok := number(v)
 		return ok && n == math.Trunc(n)
 	}
-	return typeName(v) == t
+	return TypeOf(v) == t
 }
 
 // render shows a schema value in a message: a string in single quotes,

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"errors"
+	"github.com/workflowchat/service/shared/schema"
 	"regexp"
 	"strings"
 
@@ -40,24 +41,7 @@ func jsonTypeOf(t string) string {
 }
 
 // jsonTypeOfValue names the JSON type of a decoded value.
-func jsonTypeOfValue(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	if _, ok := toFloat(v); ok {
-		return "number"
-	}
-	return "value"
-}
+func jsonTypeOfValue(v any) string { return schema.TypeOf(v) }
 
 // jsonTypeNames rewrites the Go type names in msg as JSON type names. A
 // name that is part of a longer word, follows a '.' or '$' (a field or a
