@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/workflowchat/service/infra/cost/costmodel"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -176,20 +177,38 @@ func coldStart(runs int) ([]coldResult, error) {
 	return results, nil
 }
 
-// lambdaEnv is the environment Lambda gives a function (the variables the
-// stack sets, fake credentials), with the store at ddbURL and the tool
-// server at mcpURL. AWS_LAMBDA_RUNTIME_API is added per run.
+// lambdaEnv is the environment Lambda gives function name (the variables
+// the stack sets, fake credentials), with the store at ddbURL and the tool
+// server at mcpURL. AWS_LAMBDA_RUNTIME_API is added per run. The AWS
+// endpoints nothing reads at init (the blob store, Secrets Manager,
+// EventBridge Scheduler) point at a closed port: an init that called one
+// would fail the measurement.
 func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
-	return []string{
+	const nowhere = "http://127.0.0.1:9"
+	memory := 512
+	if name == "mcp" { // its sandbox is sized from its memory
+		memory, _ = costmodel.MemoryOf("McpFunction")
+	}
+	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TZ=UTC",
-		"AWS_LAMBDA_FUNCTION_NAME=" + name, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
+		"AWS_LAMBDA_FUNCTION_NAME=" + name, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", fmt.Sprintf("AWS_LAMBDA_FUNCTION_MEMORY_SIZE=%d", memory),
 		"AWS_EXECUTION_ENV=AWS_Lambda_provided.al2023", "_HANDLER=bootstrap", "LAMBDA_TASK_ROOT=" + home,
 		"AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_SESSION_TOKEN=bench",
 		"USERS_TABLE=users", "SESSIONS_TABLE=sessions", "DATA_TABLE=data", "RATE_LIMITS_TABLE=rate_limits", "OAUTH_TABLE=oauth",
 		"DYNAMODB_ENDPOINT=" + ddbURL, "MCP_URL=" + mcpURL, "MCP_SERVICE_KEY=bench-service-key-0123456789",
-		"RUNNER_FUNCTION=RunnerFunction",
+		"RUNNER_FUNCTION=RunnerFunction", "BLOB_BUCKET=blobs", "BLOB_ENDPOINT=" + nowhere,
 	}
+	switch name {
+	case "oauth", "mcpgateway":
+		env = append(env, "OAUTH_SIGNING_SECRET=arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-keys-AbCdEf",
+			"AWS_ENDPOINT_URL_SECRETS_MANAGER="+nowhere)
+	case "triggers":
+		env = append(env, "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=bench-triggers",
+			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
+			"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:fire-dlq", "SCHEDULER_ENDPOINT="+nowhere)
+	}
+	return env
 }
 
 // initTime starts bin with env and a fake Runtime API, and returns the

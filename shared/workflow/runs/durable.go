@@ -88,7 +88,10 @@ type RunnerOptions struct {
 	// means RunnerRunTimeout.
 	RunTimeout time.Duration
 	Lease      time.Duration
-	Now        func() time.Time
+	// CancelCheck is how often a running attempt reads whether its run
+	// was cancelled; zero means DefaultCancelCheck.
+	CancelCheck time.Duration
+	Now         func() time.Time
 	// Condition evaluates steps' `if` (EngineOptions.Condition).
 	Condition func(src string, input map[string]any, outputs map[string]map[string]any) (bool, error)
 	// BeforeStep is the engine's test hook (EngineOptions.BeforeStep).
@@ -108,6 +111,7 @@ type Runner struct {
 	engine     *Engine
 	idempotent func(ctx context.Context, toolID string) (bool, error)
 	lease      time.Duration
+	check      time.Duration
 	now        func() time.Time
 	ended      func(ctx context.Context, run workflow.Run) error
 }
@@ -126,8 +130,11 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.RunTimeout <= 0 {
 		o.RunTimeout = RunnerRunTimeout
 	}
+	if o.CancelCheck <= 0 {
+		o.CancelCheck = DefaultCancelCheck
+	}
 	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep})
-	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, now: o.Now, ended: o.Ended}
+	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, check: o.CancelCheck, now: o.Now, ended: o.Ended}
 }
 
 // Run executes attempt ref.Attempt of a durable run from its first
@@ -214,12 +221,12 @@ func (r *Runner) elements(ctx context.Context, runID, stepID string) (map[int]ma
 	return out, nil
 }
 
-// cancelCheck is how often a runner reads whether its run was cancelled
+// DefaultCancelCheck is how often a runner reads whether its run was cancelled
 // while a step runs (one read of the log's head).
-const cancelCheck = 2 * time.Second
+const DefaultCancelCheck = 2 * time.Second
 
 // heartbeat renews the run's lease every third of it while the run's
-// steps run, and reads the log's head every cancelCheck (or third of the
+// steps run, and reads the log's head every CancelCheck (or third of the
 // lease, when shorter): a run cancelled meanwhile (store.Runs.CancelRun
 // marks the head) has cancel called, which stops the step at once. It returns the function
 // that stops the heartbeat.
@@ -228,7 +235,7 @@ func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef, cancel func
 	var wg sync.WaitGroup
 	jref := job.Ref{Kind: workflow.RunKind, Collection: ref.RunID, ID: ref.RunID}
 	wg.Go(func() {
-		t := time.NewTicker(min(cancelCheck, r.lease/3))
+		t := time.NewTicker(min(r.check, r.lease/3))
 		defer t.Stop()
 		renewed := time.Now()
 		for {
