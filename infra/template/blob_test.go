@@ -32,6 +32,10 @@ var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:
 // code uses the bucket today (attachments, and the chat delete's
 // cleanup); the other grants are those of the job engine whose values
 // move into the store (docs/deploy.md, Blobs): review them with that code.
+// A function not named here has no S3 statement and no BLOB_BUCKET
+// (checkBlobGrants); SweeperFunction is one, as its sweeper opens no blob
+// store (a run it resumes or times out goes to the runner, which reads
+// the values).
 var wantBlobGrants = map[string]map[string][]string{
 	// Attachments: the presigned upload into uploads/ (signed with this
 	// role), the check (Get, Head), the copy to attachments/ (Get on the
@@ -73,11 +77,6 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-	},
-	// Ending an interrupted job: its saved values.
-	"SweeperFunction": {
-		"chats/": {"s3:GetObject"},
-		"runs/":  {"s3:GetObject"},
 	},
 	// A call's large input (spilled into the run), a run's large output
 	// read back for the client.
@@ -408,6 +407,12 @@ var blobCases = []brokenCase{
 	{"chats without the bucket's name", "o_blob_grants",
 		"          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Each user's", "          # Each user's",
 		"ChatsFunction: may access the blob bucket but BLOB_BUCKET"},
+	{"the sweeper granted blobs again", "o_blob_grants", "            # runs.ResumeExpired: asynchronous invokes of the runner only.\n",
+		"            - Sid: BlobsRuns\n              Effect: Allow\n              Action: [s3:GetObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n",
+		"SweeperFunction on blobs runs/: grants [s3:GetObject], want none"},
+	{"the sweeper given the bucket's name again", "o_blob_grants", "          RUNNER_FUNCTION: !Ref RunnerFunction\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
+		"          RUNNER_FUNCTION: !Ref RunnerFunction\n          BLOB_BUCKET: !Ref BlobBucket\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
+		"SweeperFunction: receives BLOB_BUCKET but has no access"},
 	{"bucket name in Globals", "o_blob_grants", "        LOG_FORMAT: json\n", "        LOG_FORMAT: json\n        BLOB_BUCKET: !Ref BlobBucket\n", "Globals.Function.Environment BLOB_BUCKET"},
 	{"S3 mixed into a DynamoDB statement", "d_iam_least_privilege", "Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]",
 		"Action: [dynamodb:Query, s3:GetObject]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]", "mixes s3: and other actions"},
