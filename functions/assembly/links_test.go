@@ -92,7 +92,9 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// evaluates steps' `if` (expr).
 		// Both may start a schedule's buffered fire (input checked).
 		{"runner", [][]string{providerSDKs, stepDeps}},
-		{"sweeper", [][]string{providerSDKs, toolDeps}},
+		// The sweeper opens no blob store: a run it resumes or times out
+		// goes to the runner, which reads the values.
+		{"sweeper", [][]string{providerSDKs, toolDeps, {s3SDK}}},
 		// The triggers' functions call no model and no tool; the run
 		// engine's starter (JSON Schema for run inputs, the runner's
 		// invoke) is theirs to link.

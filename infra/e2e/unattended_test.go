@@ -240,8 +240,8 @@ func TestForEachElementFailure(t *testing.T) {
 // TestHumanStep: a run pauses `waiting` at an ask_human step (event
 // step_waiting with the request); an answer the step's inputSchema
 // refuses is 400 and changes nothing; a good one is 202 and the run goes
-// on with it; a second answer is 409 STEP_NOT_WAITING. A waiting run can
-// be cancelled.
+// on with it; a second answer is 409 STEP_NOT_WAITING. A rejection
+// needs no values. A waiting run can be cancelled.
 func TestHumanStep(t *testing.T) {
 	t.Parallel()
 	srv := durableServer(t)
@@ -282,6 +282,20 @@ func TestHumanStep(t *testing.T) {
 		t.Errorf("answered run: %+v", done)
 	}
 	expectError(t, "a second answer", c.do("POST", respond, `{"approved":false}`), 409, "STEP_NOT_WAITING")
+
+	// A rejection needs no values, whatever the schema requires; values
+	// given with one are checked all the same.
+	_, rejected := startRun(t, c, chatID, wfID, map[string]any{"amount": 99})
+	reject := "/api/workflows/" + wfID + "/runs/" + rejected.ID + "/steps/ask/respond"
+	expectError(t, "a rejection with values the schema refuses", c.do("POST", reject, `{"approved":false,"values":{"note":5}}`), 400, "INVALID_INPUT")
+	if r := c.do("POST", reject, `{"approved":false}`); r.Status != 202 {
+		t.Fatalf("a rejection without values: %d %s", r.Status, r.Body)
+	}
+	done = waitRun(t, c, wfID, rejected.ID, "completed", ended)
+	if out, _ := json.Marshal(done.Steps[1].Output["result"]); done.Status != "completed" || string(out) != `[false,null]` ||
+		done.Steps[0].Output["approved"] != false || fmt.Sprint(done.Steps[0].Output["values"]) != "map[]" {
+		t.Errorf("rejected run: %+v", done)
+	}
 
 	// From the chat stream: the reply ends with the question, the run
 	// waits. A workflow whose input is required cannot start from the

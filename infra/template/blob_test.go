@@ -32,19 +32,22 @@ var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:
 // code uses the bucket today (attachments, and the chat delete's
 // cleanup); the other grants are those of the job engine whose values
 // move into the store (docs/deploy.md, Blobs): review them with that code.
+// A function not named here has no S3 statement and no BLOB_BUCKET
+// (checkBlobGrants); SweeperFunction is one, as its sweeper opens no blob
+// store (a run it resumes or times out goes to the runner, which reads
+// the values).
 var wantBlobGrants = map[string]map[string][]string{
 	// Attachments: the presigned upload into uploads/ (signed with this
 	// role), the check (Get, Head), the copy to attachments/ (Get on the
 	// source, Put on the copy), the upload's tombstone (Put); the
-	// presigned download of attachments/; the copy's delete. The chat's own values (chats/), its runs' (runs/, read
-	// and deleted with it), its replies' event-log values (logs/); tool values by reference
-	// (calls/).
+	// presigned download of attachments/; the copy's delete. The chat's
+	// own values (chats/), its runs' (runs/, read and deleted with it);
+	// tool values by reference (calls/).
 	"ChatsFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
-		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"list":         {"chats/", "runs/"},
 	},
@@ -58,7 +61,6 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
-		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 	},
 	// Runs' values, deleted with their workflow; run inputs naming an
@@ -67,7 +69,6 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"list":         {"runs/"},
 	},
 	// Steps' values; tool inputs and results passed by reference.
@@ -75,14 +76,7 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
-		"logs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-	},
-	// Ending an interrupted job: its saved values, its closing events'.
-	"SweeperFunction": {
-		"chats/": {"s3:GetObject"},
-		"runs/":  {"s3:GetObject"},
-		"logs/":  {"s3:GetObject", "s3:PutObject"},
 	},
 	// A call's large input (spilled into the run), a run's large output
 	// read back for the client.
@@ -395,7 +389,7 @@ var blobCases = []brokenCase{
 	{"uploads never expire", "n_blob_bucket",
 		"          - Id: ExpireUploads\n            Status: Enabled\n            Prefix: uploads/\n            ExpirationInDays: 1\n", "", "lifecycle of uploads/: 0 days, want 1"},
 	{"attachments expire", "n_blob_bucket", "            Prefix: uploads/\n", "            Prefix: attachments/\n", "lifecycle expires attachments/"},
-	{"log values kept a week", "n_blob_bucket", "            Prefix: logs/\n            ExpirationInDays: 1", "            Prefix: logs/\n            ExpirationInDays: 7", "lifecycle of logs/: 7 days, want 1"},
+	{"tool values in transit kept a week", "n_blob_bucket", "            Prefix: calls/\n            ExpirationInDays: 1", "            Prefix: calls/\n            ExpirationInDays: 7", "lifecycle of calls/: 7 days, want 1"},
 	{"multipart uploads kept", "n_blob_bucket", "              DaysAfterInitiation: 1", "              DaysAfterInitiation: 30", "aborts incomplete multipart uploads"},
 	{"versioned", "n_blob_bucket", "      OwnershipControls:\n", "      VersioningConfiguration:\n        Status: Enabled\n      OwnershipControls:\n", "versioning enabled"},
 	{"plain HTTP allowed", "n_blob_bucket", `                aws:SecureTransport: "false"`, `                aws:SecureTransport: "true"`, "aws:SecureTransport is false"},
@@ -408,11 +402,17 @@ var blobCases = []brokenCase{
 		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            - Sid: BlobsList", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
 	{"a wildcard action", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [\"s3:*\"]", `"s3:*" is not in the S3 allow-list`},
 	{"listing the whole bucket", "o_blob_grants", "              Condition:\n                StringLike:\n                  s3:prefix: [chats/*, runs/*]\n", "", "lists the whole bucket"},
-	{"another bucket", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/logs/*"`, `                - "arn:aws:s3:::other-bucket/*"`, "resource \"arn:aws:s3:::other-bucket/*\""},
+	{"another bucket", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/uploads/*"`, `                - "arn:aws:s3:::other-bucket/*"`, "resource \"arn:aws:s3:::other-bucket/*\""},
 	{"more than reviewed", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [s3:GetObject, s3:PutObject, s3:DeleteObject]", "ChatsFunction on blobs runs/"},
 	{"chats without the bucket's name", "o_blob_grants",
 		"          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Each user's", "          # Each user's",
 		"ChatsFunction: may access the blob bucket but BLOB_BUCKET"},
+	{"the sweeper granted blobs again", "o_blob_grants", "            # runs.ResumeExpired: asynchronous invokes of the runner only.\n",
+		"            - Sid: BlobsRuns\n              Effect: Allow\n              Action: [s3:GetObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n",
+		"SweeperFunction on blobs runs/: grants [s3:GetObject], want none"},
+	{"the sweeper given the bucket's name again", "o_blob_grants", "          RUNNER_FUNCTION: !Ref RunnerFunction\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
+		"          RUNNER_FUNCTION: !Ref RunnerFunction\n          BLOB_BUCKET: !Ref BlobBucket\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
+		"SweeperFunction: receives BLOB_BUCKET but has no access"},
 	{"bucket name in Globals", "o_blob_grants", "        LOG_FORMAT: json\n", "        LOG_FORMAT: json\n        BLOB_BUCKET: !Ref BlobBucket\n", "Globals.Function.Environment BLOB_BUCKET"},
 	{"S3 mixed into a DynamoDB statement", "d_iam_least_privilege", "Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]",
 		"Action: [dynamodb:Query, s3:GetObject]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]", "mixes s3: and other actions"},

@@ -1,7 +1,7 @@
 // Package blob is the service's store of values too large for a DynamoDB
-// item (tool results, step inputs and outputs, event payloads, a paused
-// reply's state) and of users' files (attachments). The item keeps the
-// key; the bytes live here.
+// item (tool results, step inputs and outputs, a paused reply's state)
+// and of users' files (attachments). The item keeps the key; the bytes
+// live here.
 //
 // One interface, Store, and three backends: S3 in AWS (package s3blob, the
 // only code that imports the S3 SDK), a folder on disk (NewFolder; the dev
@@ -20,7 +20,6 @@
 // decides how long S3 keeps it (Kinds, and the bucket's lifecycle rules in
 // template.yaml):
 //
-//	logs/...         values of event-log records: expire after 1 day
 //	uploads/...      presigned uploads not yet checked: expire after 1 day
 //	runs/<runId>/... a workflow run's values: kept as long as the run
 //	chats/<chatId>/... a chat's reply values: kept as long as the chat
@@ -162,7 +161,6 @@ const DefaultContentType = "application/octet-stream"
 // The key prefixes, one per kind of data (see the package comment and
 // Kinds).
 const (
-	PrefixLogs        = "logs/"
 	PrefixUploads     = "uploads/"
 	PrefixRuns        = "runs/"
 	PrefixChats       = "chats/"
@@ -182,7 +180,6 @@ type Kind struct {
 
 // Kinds are every kind of data the store holds.
 var Kinds = []Kind{
-	{PrefixLogs, 1, "values of event-log records (tool results and step outputs too large for a log item); the logs themselves expire 24 h after their last write"},
 	{PrefixUploads, 1, "presigned uploads (attachments) waiting to be checked; a checked upload is copied to attachments/ and deleted"},
 	{PrefixRuns, 0, "workflow runs' inputs, step inputs and outputs; deleted with the run"},
 	{PrefixChats, 0, "chat replies' values (tool results, a paused reply's state); deleted with the chat"},

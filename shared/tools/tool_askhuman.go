@@ -49,7 +49,7 @@ func askHumanTool() *Tool {
   "type": "object",
   "properties": {
     "approved": {"type": "boolean", "description": "Whether the person approved (false after a timeout)."},
-    "values": {"type": "object", "description": "The values the person gave, valid against the step's inputSchema ({} when none)."},
+    "values": {"type": "object", "description": "The values the person gave, valid against the step's inputSchema; {} when none (a rejection or a timeout may give none, whatever the schema requires)."},
     "respondedAt": {"type": "string", "format": "date-time", "description": "When the person answered, or when the wait timed out."},
     "timedOut": {"type": "boolean", "description": "True when no one answered in time and onTimeout is continue."}
   },

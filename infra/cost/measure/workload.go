@@ -366,7 +366,7 @@ func (c *client) run(ctx context.Context, chat, workflowID string, n int) error 
 // value: health, sign-in and the session, the models and the tools, a
 // whole reply and the messages (ChatsFunction), the workflow chat's
 // proposal and its apply, a run whose one step
-// outputs about 3 MB, a webhook trigger, a schedule's fire, a personal
+// outputs 7.96 MiB (near the isolated tools' 8 MiB cap), a webhook trigger, a schedule's fire, a personal
 // access token (OAuthFunction) and the MCP gateway's tool list with it.
 func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) error {
 	var errs []error
@@ -385,11 +385,13 @@ func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) 
 	} else {
 		errs = append(errs, c.propose(ctx, draft))
 	}
-	// A run whose step's output is near the isolated tools' 4 MiB cap: the
+	// A run whose step's output is near the isolated tools' 8 MiB cap
+	// (tools.SandboxMaxOutput; a step's output may be no larger): the
 	// largest value a run's functions hold (runner, workflows, the tool
-	// server).
+	// server). 940000 numbers as strings are 8,348,902 bytes of JSON
+	// with {"result": ...}, 39,706 under the cap.
 	large, err := c.id(ctx, "workflows", "POST", "/api/workflows", map[string]any{"userId": c.userID, "name": "large",
-		"steps": []map[string]any{{"id": "big", "toolId": "json_query", "inputs": map[string]any{"input": []int{}, "query": "[range(350000) | tostring]"}}}}, http.StatusCreated)
+		"steps": []map[string]any{{"id": "big", "toolId": "json_query", "inputs": map[string]any{"input": []int{}, "query": "[range(940000) | tostring]"}}}}, http.StatusCreated)
 	errs = append(errs, err)
 	if err == nil {
 		errs = append(errs, c.run(ctx, chat, large, 1))

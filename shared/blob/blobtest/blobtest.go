@@ -129,15 +129,15 @@ func testPutGet(t *testing.T, s blob.Store) {
 }
 
 func testMissing(t *testing.T, s blob.Store) {
-	_, err := s.Get(ctx(), "logs/nothing/here")
+	_, err := s.Get(ctx(), "calls/nothing/here")
 	wantErr(t, "get", err, errs.NotFound, blob.CodeNotFound)
-	_, err = s.Stat(ctx(), "logs/nothing/here")
+	_, err = s.Stat(ctx(), "calls/nothing/here")
 	wantErr(t, "stat", err, errs.NotFound, blob.CodeNotFound)
-	_, err = s.Copy(ctx(), "logs/nothing/here", "logs/copy", blob.CopyOptions{})
+	_, err = s.Copy(ctx(), "calls/nothing/here", "calls/copy", blob.CopyOptions{})
 	wantErr(t, "copy", err, errs.NotFound, blob.CodeNotFound)
 	// A key that is a prefix of a stored key is not a blob.
-	put(t, s, "logs/a/b", "x", "text/plain")
-	_, err = s.Get(ctx(), "logs/a")
+	put(t, s, "calls/a/b", "x", "text/plain")
+	_, err = s.Get(ctx(), "calls/a")
 	wantErr(t, "get a directory", err, errs.NotFound, blob.CodeNotFound)
 }
 
@@ -240,7 +240,7 @@ func testDelete(t *testing.T, s blob.Store) {
 }
 
 func testDeletePrefix(t *testing.T, s blob.Store) {
-	keys := []string{"runs/r1/a", "runs/r1/b/c", "runs/r10/a", "runs/r2/a", "logs/r1/a"}
+	keys := []string{"runs/r1/a", "runs/r1/b/c", "runs/r10/a", "runs/r2/a", "calls/r1/a"}
 	for _, k := range keys {
 		put(t, s, k, k, "text/plain")
 	}
@@ -248,7 +248,7 @@ func testDeletePrefix(t *testing.T, s blob.Store) {
 	if err != nil || n != 2 {
 		t.Fatalf("delete runs/r1/: %d %v, want 2", n, err)
 	}
-	for _, k := range []string{"runs/r10/a", "runs/r2/a", "logs/r1/a"} {
+	for _, k := range []string{"runs/r10/a", "runs/r2/a", "calls/r1/a"} {
 		if got, _ := read(t, s, k); got != k {
 			t.Fatalf("%s = %q after deleting another prefix", k, got)
 		}
@@ -264,7 +264,7 @@ func testDeletePrefix(t *testing.T, s blob.Store) {
 	if n, err := s.DeletePrefix(ctx(), "never/"); err != nil || n != 0 {
 		t.Fatalf("delete a prefix never used: %d %v", n, err)
 	}
-	if got, _ := read(t, s, "logs/r1/a"); got != "logs/r1/a" {
+	if got, _ := read(t, s, "calls/r1/a"); got != "calls/r1/a" {
 		t.Fatal("other prefix touched")
 	}
 }

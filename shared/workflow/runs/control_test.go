@@ -3,7 +3,9 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,5 +335,73 @@ func TestHumanStepLease(t *testing.T) {
 	got, _ := f.runs.Run(context.Background(), run.ID)
 	if got.Status != workflow.RunWaiting || !h.LeaseUntil.Equal(now.Add(time.Hour).Truncate(time.Millisecond)) || len(inv.refs) != 0 {
 		t.Fatalf("after an early sweep: %s, lease %s, invokes %v", got.Status, h.LeaseUntil, inv.refs)
+	}
+}
+
+// TestRespond answers a human step whose inputSchema requires a field:
+// an approval must give valid values; a rejection needs none (recorded
+// as {}), and values it gives are checked all the same. A refused answer
+// leaves the run waiting; an accepted one completes the step with
+// {approved, values, respondedAt, timedOut: false} and the run goes on,
+// the next step reading the answer.
+func TestRespond(t *testing.T) {
+	t.Parallel()
+	f := newValuesFixture(t)
+	ctx := f.ctx()
+	wfID := f.workflow(t,
+		workflow.Step{ID: "ask", ToolID: "ask_human", Inputs: map[string]any{"message": "Pay?", "inputSchema": map[string]any{
+			"type": "object", "required": []any{"note"},
+			"properties": map[string]any{"note": map[string]any{"type": "string"}, "copies": map[string]any{"type": "integer", "default": 1.0}}}}},
+		workflow.Step{ID: "after", ToolID: "json_query", Inputs: map[string]any{"input": map[string]any{"ok": "{{ask.approved}}", "values": "{{ask.values}}"}, "query": "[.ok, .values]"}},
+	)
+	cases := []struct {
+		name       string
+		answer     runs.Answer
+		wantDetail string // a refusal: INVALID_INPUT with this detail
+		wantValues string // an answer taken: the step's values as JSON
+	}{
+		{"approval without values", runs.Answer{Approved: true}, "values.note", ""},
+		{"approval with values the schema refuses", runs.Answer{Approved: true, Values: map[string]any{"note": 5.0}}, "values.note", ""},
+		{"rejection with values the schema refuses", runs.Answer{Values: map[string]any{"note": 5.0}}, "values.note", ""},
+		{"rejection with values lacking a required field", runs.Answer{Values: map[string]any{"copies": 2.0}}, "values.note", ""},
+		{"approval", runs.Answer{Approved: true, Values: map[string]any{"note": "invoice 7"}}, "", `{"copies":1,"note":"invoice 7"}`},
+		{"rejection without values", runs.Answer{}, "", `{}`},
+		{"rejection with values", runs.Answer{Values: map[string]any{"note": "too much"}}, "", `{"copies":1,"note":"too much"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			run, err := f.svc.Start(ctx, runs.StartRequest{WorkflowID: wfID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.wait(t, run.ID, func(r workflow.Run) bool { return r.Status == workflow.RunWaiting })
+			_, err = f.svc.Respond(ctx, runs.Scope{WorkflowID: wfID}, run.ID, "ask", tc.answer)
+			if tc.wantDetail != "" {
+				var e *errs.Error
+				if !errors.As(err, &e) || e.Kind != errs.Invalid || e.Code != "INVALID_INPUT" ||
+					!slices.ContainsFunc(e.Details, func(d errs.FieldError) bool { return d.Field == tc.wantDetail }) {
+					t.Fatalf("Respond: %v, want Invalid INVALID_INPUT with a detail for %s", err, tc.wantDetail)
+				}
+				if r, _ := f.runs.Run(context.Background(), run.ID); r.Status != workflow.RunWaiting || r.Steps[0].Status != workflow.StepWaiting {
+					t.Fatalf("after a refused answer: %s, step %s", r.Status, r.Steps[0].Status)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Respond: %v", err)
+			}
+			done := f.wait(t, run.ID, func(r workflow.Run) bool { return !workflow.Active(r.Status) })
+			out := done.Steps[0].Output
+			values, _ := json.Marshal(out["values"])
+			if done.Status != workflow.RunCompleted || done.Steps[0].Status != workflow.StepCompleted || out["approved"] != tc.answer.Approved ||
+				out["timedOut"] != false || out["respondedAt"] == nil || string(values) != tc.wantValues {
+				t.Fatalf("run %s %q, step output %v; want approved %v, values %s", done.Status, done.Error, out, tc.answer.Approved, tc.wantValues)
+			}
+			want := fmt.Sprintf("[%v,%s]", tc.answer.Approved, tc.wantValues)
+			if got, _ := json.Marshal(done.Steps[1].Output["result"]); string(got) != want {
+				t.Errorf("the next step read %s, want %s", got, want)
+			}
+		})
 	}
 }

@@ -535,7 +535,10 @@ func (s *Service) cancelWaiting(ctx context.Context, runID string) (workflow.Run
 type Answer struct {
 	Approved bool
 	// Values are checked against the step's inputSchema, when it has
-	// one (its defaults applied).
+	// one (its defaults applied). A rejection (Approved false) needs
+	// none: nil values are then recorded as {} unchecked, so that a
+	// person says no without filling the fields an approval requires;
+	// values given with a rejection are checked all the same.
 	Values map[string]any
 }
 
@@ -548,7 +551,7 @@ type Answer struct {
 // Forbidden, Conflict STEP_NOT_WAITING (the step is not waiting, or was
 // answered, timed out or cancelled meanwhile), Invalid INVALID_INPUT for
 // values the step's inputSchema refuses (one detail per field,
-// values.<name>). A runner that cannot be reached is not an error: the
+// values.<name>; a rejection without values is not checked). A runner that cannot be reached is not an error: the
 // sweeper hands the run over once its lease expires.
 func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a Answer) (workflow.Run, error) {
 	const op = "workflow.RespondStep"
@@ -568,10 +571,11 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s is %s, not waiting for an answer", stepID, rs.Status))
 	}
 	values := a.Values
+	rejectedBare := values == nil && !a.Approved
 	if values == nil {
 		values = map[string]any{}
 	}
-	if req, err := workflow.ParseHumanRequest(rs.Input); err == nil && len(req.InputSchema) > 0 {
+	if req, err := workflow.ParseHumanRequest(rs.Input); err == nil && len(req.InputSchema) > 0 && !rejectedBare {
 		schema, err := inputschema.Check(req.InputSchema)
 		if err != nil {
 			return workflow.Run{}, errs.E(op, errs.Invalid, "INVALID_INPUT_SCHEMA", "the step's inputSchema "+err.Error())
