@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/workflowchat/service/functions/assembly/signingkeys/signingkeystest"
 	"github.com/workflowchat/service/infra/cost/costmodel"
+	"github.com/workflowchat/service/shared/oauth/accesstoken"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -122,6 +124,8 @@ func coldStart(runs int) ([]coldResult, error) {
 		http.Error(w, `{"error":"Service Unavailable","message":"bench","code":"BENCH"}`, http.StatusServiceUnavailable)
 	}))
 	defer mcp.Close()
+	secrets := httptest.NewServer(signingkeystest.New(benchSigningSecret, accesstoken.GenerateKeySet("k1")))
+	defer secrets.Close()
 
 	// One go build per platform for all functions (shared work, one
 	// process); per function only if that fails, to name the broken one.
@@ -148,7 +152,7 @@ func coldStart(runs int) ([]coldResult, error) {
 		fmt.Fprintf(os.Stderr, "bench: cold start %s\n", name)
 		if r.err == nil {
 			r.size, r.hostSize = fileSize(arm), fileSize(host)
-			env := lambdaEnv(name, dir, ddb.URL, mcp.URL)
+			env := lambdaEnv(name, dir, ddb.URL, mcp.URL, secrets.URL)
 			var times []time.Duration
 			for i := 0; i < runs && r.err == nil; i++ {
 				ddbCalls.Store(0)
@@ -177,13 +181,17 @@ func coldStart(runs int) ([]coldResult, error) {
 	return results, nil
 }
 
+// benchSigningSecret names the OAuth signing keys' secret.
+const benchSigningSecret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-keys-AbCdEf"
+
 // lambdaEnv is the environment Lambda gives function name (the variables
 // the stack sets, fake credentials), with the store at ddbURL and the tool
 // server at mcpURL. AWS_LAMBDA_RUNTIME_API is added per run. The AWS
-// endpoints nothing reads at init (the blob store, Secrets Manager,
-// EventBridge Scheduler) point at a closed port: an init that called one
-// would fail the measurement.
-func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
+// endpoints nothing reads at init (the blob store, EventBridge Scheduler)
+// point at a closed port: an init that called one would fail the
+// measurement. The OAuth functions read their signing keys at init, from
+// the Secrets Manager stand-in at secretsURL.
+func lambdaEnv(name, home, ddbURL, mcpURL, secretsURL string) []string {
 	const nowhere = "http://127.0.0.1:9"
 	memory := 512
 	if name == "mcp" { // its sandbox is sized from its memory
@@ -201,8 +209,7 @@ func lambdaEnv(name, home, ddbURL, mcpURL string) []string {
 	}
 	switch name {
 	case "oauth", "mcpgateway":
-		env = append(env, "OAUTH_SIGNING_SECRET=arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-keys-AbCdEf",
-			"AWS_ENDPOINT_URL_SECRETS_MANAGER="+nowhere)
+		env = append(env, "OAUTH_SIGNING_SECRET="+benchSigningSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsURL)
 	case "triggers":
 		env = append(env, "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=bench-triggers",
 			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
