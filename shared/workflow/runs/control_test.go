@@ -339,8 +339,8 @@ func TestHumanStepLease(t *testing.T) {
 }
 
 // TestRespond answers a human step whose inputSchema requires a field:
-// an approval must give valid values; a rejection needs none (recorded
-// as {}), and values it gives are checked all the same. A refused answer
+// an approval must give valid values; a rejection needs none (nil or {}
+// recorded as {}), and values it gives are checked all the same. A refused answer
 // leaves the run waiting; an accepted one completes the step with
 // {approved, values, respondedAt, timedOut: false} and the run goes on,
 // the next step reading the answer.
@@ -366,6 +366,8 @@ func TestRespond(t *testing.T) {
 		{"rejection with values lacking a required field", runs.Answer{Values: map[string]any{"copies": 2.0}}, "values.note", ""},
 		{"approval", runs.Answer{Approved: true, Values: map[string]any{"note": "invoice 7"}}, "", `{"copies":1,"note":"invoice 7"}`},
 		{"rejection without values", runs.Answer{}, "", `{}`},
+		{"rejection with empty values, as a form sends them", runs.Answer{Values: map[string]any{}}, "", `{}`},
+		{"approval with empty values", runs.Answer{Approved: true, Values: map[string]any{}}, "values.note", ""},
 		{"rejection with values", runs.Answer{Values: map[string]any{"note": "too much"}}, "", `{"copies":1,"note":"too much"}`},
 	}
 	for _, tc := range cases {

@@ -536,9 +536,10 @@ type Answer struct {
 	Approved bool
 	// Values are checked against the step's inputSchema, when it has
 	// one (its defaults applied). A rejection (Approved false) needs
-	// none: nil values are then recorded as {} unchecked, so that a
-	// person says no without filling the fields an approval requires;
-	// values given with a rejection are checked all the same.
+	// none: nil or empty values (what a form sends when nothing was
+	// filled) are then recorded as {} unchecked, so that a person says no
+	// without filling the fields an approval requires; values given with
+	// a rejection are checked all the same.
 	Values map[string]any
 }
 
@@ -551,7 +552,7 @@ type Answer struct {
 // Forbidden, Conflict STEP_NOT_WAITING (the step is not waiting, or was
 // answered, timed out or cancelled meanwhile), Invalid INVALID_INPUT for
 // values the step's inputSchema refuses (one detail per field,
-// values.<name>; a rejection without values is not checked). A runner that cannot be reached is not an error: the
+// values.<name>; a rejection without values, or with {}, is not checked). A runner that cannot be reached is not an error: the
 // sweeper hands the run over once its lease expires.
 func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a Answer) (workflow.Run, error) {
 	const op = "workflow.RespondStep"
@@ -571,7 +572,7 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s is %s, not waiting for an answer", stepID, rs.Status))
 	}
 	values := a.Values
-	rejectedBare := values == nil && !a.Approved
+	rejectedBare := len(values) == 0 && !a.Approved
 	if values == nil {
 		values = map[string]any{}
 	}
