@@ -134,7 +134,8 @@ func TestLargeToolResultInStream(t *testing.T) {
 
 // TestToolResultSizes: a tool result at the bound is kept whole (no
 // resultUrl), one byte over is cut with a resultUrl, in the stream and in
-// POST .../messages alike, and 4 MiB, the most json_query returns, too.
+// POST .../messages alike, and 4 MiB too (over the 512 KiB that travel inline from the tool server,
+// so the result comes back by reference).
 func TestToolResultSizes(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
