@@ -28,10 +28,8 @@ var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:
 
 // wantBlobGrants is the reviewed contract of the functions' access to the
 // bucket: per function, per key prefix (a blob.Kinds prefix), the object
-// actions, and under "list" the prefixes it may list. Only ChatsFunction's
-// code uses the bucket today (attachments, and the chat delete's
-// cleanup); the other grants are those of the job engine whose values
-// move into the store (docs/deploy.md, Blobs): review them with that code.
+// actions, and under "list" the prefixes it may list; each entry says
+// what of the function's code uses it (docs/deploy.md, Blobs).
 // A function not named here has no S3 statement and no BLOB_BUCKET
 // (checkBlobGrants); SweeperFunction is one, as its sweeper opens no blob
 // store (a run it resumes or times out goes to the runner, which reads
