@@ -28,7 +28,9 @@ const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:signing-
 // it answers 401 pointing to the metadata under the viewer's origin; with
 // a personal access token it answers tools/list as JSON, listing the
 // token's user's workflow exposed as a tool (from the Data table; the tool
-// server, unreachable here, would only refine its output schema).
+// server, unreachable here, would only refine its output schema). The list
+// is the user's own, so it is marked cacheScope "private": a shared
+// intermediary must not serve it to another user.
 func TestMcpGatewayFunctionEvents(t *testing.T) {
 	sm := signingkeystest.Start(t, secretARN, accesstoken.GenerateKeySet("k1"))
 	db := storetest.New(t)
@@ -93,7 +95,8 @@ func TestMcpGatewayFunctionEvents(t *testing.T) {
 	}
 	body = read(resp)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], "application/json") ||
-		!strings.Contains(body, `"name":"weekly_report"`) || !strings.Contains(body, `"description":"Weekly report"`) || !strings.Contains(body, `"outputSchema"`) {
+		!strings.Contains(body, `"name":"weekly_report"`) || !strings.Contains(body, `"description":"Weekly report"`) || !strings.Contains(body, `"outputSchema"`) ||
+		!strings.Contains(body, `"cacheScope":"private"`) {
 		t.Errorf("tools/list: %d %v %s", resp.StatusCode, resp.Headers, body)
 	}
 }

@@ -160,6 +160,9 @@ func (g *gateway) server(r *http.Request) *mcp.Server {
 	impl := Implementation
 	srv := mcp.NewServer(&impl, &mcp.ServerOptions{
 		Instructions: "Your Workflow Chat workflows that you marked to expose as tools. Each runs as a durable workflow run; a long run answers with its runId and status.",
+		// Every list is one user's own: the SDK's default cacheScope
+		// "public" would let a shared intermediary serve it to others.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	})
 	tools, err := g.tools.Tools(ctx, p.UserID)
 	if err != nil {
