@@ -335,6 +335,11 @@ func TestAttachmentAsRunInput(t *testing.T) {
 		if len(e.Details) != 1 || e.Details[0].Field != "input.doc" {
 			t.Errorf("%s: details %+v", name, e.Details)
 		}
+		// Another user's file reads as no file at all: nothing tells
+		// the caller it exists.
+		if name == "another user's" && (strings.Contains(e.Message, "access") || !strings.Contains(e.Message, "no attachment")) {
+			t.Errorf("%s: %q tells more than that there is no such attachment", name, e.Message)
+		}
 	}
 	var list struct {
 		Data struct{ WorkflowRuns []unattendedRun }

@@ -366,7 +366,8 @@ func (s *Service) Ready(ctx context.Context, userID, chatID, id string) (Attachm
 
 // ReadyByID is Ready for an attachment of any of userID's chats: what a
 // workflow run input of format "attachment" names. NotFound
-// ATTACHMENT_NOT_FOUND (also for a malformed id), Forbidden, and Ready's
+// ATTACHMENT_NOT_FOUND (also for a malformed id and for another user's
+// attachment), and Ready's
 // errors.
 func (s *Service) ReadyByID(ctx context.Context, userID, id string) (Attachment, error) {
 	const op = "attachment.ReadyByID"
@@ -378,6 +379,11 @@ func (s *Service) ReadyByID(ctx context.Context, userID, id string) (Attachment,
 		return Attachment{}, errs.Wrap(op, err)
 	}
 	a, err := s.Ready(ctx, userID, chatID, id)
+	if errs.Is(err, errs.Forbidden) {
+		// Another user's attachment reads as no attachment: a caller
+		// naming ids learns nothing of other users' files.
+		return Attachment{}, errs.E(op, errs.NotFound, CodeNotFound, "no attachment "+id)
+	}
 	return a, errs.Wrap(op, err)
 }
 

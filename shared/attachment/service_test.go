@@ -334,7 +334,7 @@ func TestIsolationBetweenUsers(t *testing.T) {
 	_, err = e.svc.Ready(context.Background(), "bob", c.ID, a.ID)
 	wantCode(t, "bob's message names ada's attachment", err, errs.Forbidden, "FORBIDDEN")
 	_, err = e.svc.ReadyByID(context.Background(), "bob", a.ID)
-	wantCode(t, "bob's run names ada's attachment", err, errs.Forbidden, "FORBIDDEN")
+	wantCode(t, "bob's run names ada's attachment", err, errs.NotFound, attachment.CodeNotFound)
 	// Bob's own chat does not hold ada's attachment either.
 	_, err = e.svc.Get(as("bob"), e.chat(t, "bob").ID, a.ID)
 	wantCode(t, "ada's attachment through bob's chat", err, errs.NotFound, attachment.CodeNotFound)
