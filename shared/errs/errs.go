@@ -220,6 +220,24 @@ func Fields(op string, details ...FieldError) *Error {
 	return &Error{Op: op, Kind: Invalid, Code: "VALIDATION_FAILED", Message: msg, Details: details}
 }
 
+// Summarize joins the first three of details into one sentence ("field:
+// message; field: message; ... and N more"), for a message that names
+// them.
+func Summarize(details []FieldError) string {
+	var b strings.Builder
+	for i, p := range details {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(details)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Field + ": " + p.Message)
+	}
+	return b.String()
+}
+
 // NotFoundf returns a NotFound error with the given code and message.
 func NotFoundf(op, code, format string, args ...any) *Error {
 	return E(op, NotFound, code, fmt.Sprintf(format, args...))

@@ -277,19 +277,7 @@ func TooLarge(op string, n int) error {
 // problems, its message naming the first ones.
 func definitionError(op string, probs []errs.FieldError) error {
 	e := errs.Fields(op, probs...)
-	var b strings.Builder
-	b.WriteString("the workflow definition is not valid: ")
-	for i, p := range probs {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(probs)-3)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Field + ": " + p.Message)
-	}
-	e.Message = b.String()
+	e.Message = "the workflow definition is not valid: " + errs.Summarize(probs)
 	return e
 }
 

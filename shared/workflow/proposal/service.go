@@ -121,7 +121,7 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 			changes = []workflow.Change{}
 		}
 		if _, probs := ApplyChanges(w, changes, tools); len(probs) > 0 {
-			content = strings.TrimSpace(content + "\n\nI could not propose these changes, because they are not valid for this workflow: " + summarize(probs))
+			content = strings.TrimSpace(content + "\n\nI could not propose these changes, because they are not valid for this workflow: " + errs.Summarize(probs))
 		} else if n := changesSize(changes); n > MaxProposalBytes {
 			content = strings.TrimSpace(content + fmt.Sprintf("\n\nI could not propose these changes: they take %d bytes, and a proposal holds at most %d.", n, MaxProposalBytes))
 		} else {

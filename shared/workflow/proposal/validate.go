@@ -341,23 +341,7 @@ func proposalError(op, code, msg string, probs []errs.FieldError) *errs.Error {
 	if code == workflow.CodeProposalConflict {
 		kindOf = errs.Conflict
 	}
-	return &errs.Error{Op: op, Kind: kindOf, Code: code, Message: msg + ": " + summarize(probs), Details: probs}
-}
-
-// summarize joins up to three problems into one sentence.
-func summarize(probs []errs.FieldError) string {
-	var b strings.Builder
-	for i, p := range probs {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(probs)-3)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Field + ": " + p.Message)
-	}
-	return b.String()
+	return &errs.Error{Op: op, Kind: kindOf, Code: code, Message: msg + ": " + errs.Summarize(probs), Details: probs}
 }
 
 func joinField(prefix, field string) string {
