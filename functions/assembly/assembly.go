@@ -93,10 +93,9 @@ type Deps struct {
 	// runner Lambda function named by RUNNER_FUNCTION (runstart.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
-	// Triggered starts the runs of triggers (schedules, webhooks): the run
-	// engine's trigger.RunStarter. nil: triggersfn.Starter's stand-in,
-	// which refuses every run (503 RUNS_UNAVAILABLE) until the engine
-	// provides one.
+	// Triggered starts the runs of triggers (schedules, webhooks); nil
+	// means the run engine's durable runs, handed to the runner through
+	// Runs (runstart.Starter).
 	Triggered trigger.RunStarter
 	// Blobs is the blob store; nil means the S3 bucket BLOB_BUCKET
 	// (blobstore.Open). The dev server gives its folder or memory store,
