@@ -109,10 +109,6 @@ func (s *Service) Create(ctx context.Context, chatID string, in CreateRequest) (
 	if err != nil {
 		return Attachment{}, err
 	}
-	if v.size > s.quota {
-		return Attachment{}, errs.E(op, errs.TooLarge, CodeQuotaExceeded,
-			fmt.Sprintf("this file (%d bytes) is larger than the whole storage quota of %d bytes", v.size, s.quota))
-	}
 	now := s.clock()
 	a := Attachment{ID: uuid.NewString(), ChatID: chatID, UserID: auth.UserID(ctx), Name: v.name, ContentType: v.contentType,
 		Size: v.size, Status: StatusPending, CreatedAt: now, Charged: v.size}
