@@ -41,6 +41,7 @@ import (
 
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 )
 
 // Bounds and lifetimes.
@@ -196,7 +197,7 @@ func (r CreateRequest) validate() (validated, error) {
 	}
 	if *r.Size > MaxSize {
 		return validated{}, errs.E(op, errs.TooLarge, CodeTooLarge,
-			fmt.Sprintf("attachments are at most %d bytes (25 MiB); this one declares %d", MaxSize, *r.Size))
+			fmt.Sprintf("attachments are at most %s; this one declares %d bytes", httpapi.SizeText(MaxSize), *r.Size))
 	}
 	return validated{name: name, contentType: mediaType, size: *r.Size}, nil
 }

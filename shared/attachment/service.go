@@ -109,10 +109,6 @@ func (s *Service) Create(ctx context.Context, chatID string, in CreateRequest) (
 	if err != nil {
 		return Attachment{}, err
 	}
-	if v.size > s.quota {
-		return Attachment{}, errs.E(op, errs.TooLarge, CodeQuotaExceeded,
-			fmt.Sprintf("this file (%d bytes) is larger than the whole storage quota of %d bytes", v.size, s.quota))
-	}
 	now := s.clock()
 	a := Attachment{ID: uuid.NewString(), ChatID: chatID, UserID: auth.UserID(ctx), Name: v.name, ContentType: v.contentType,
 		Size: v.size, Status: StatusPending, CreatedAt: now, Charged: v.size}
@@ -162,11 +158,21 @@ func (a Attachment) view() Attachment {
 
 // Delete deletes attachment id of chat chatID: its bytes are retired
 // before its item goes (see retire), so its URLs stop working before the
-// answer, and its size goes back to the quota with the item. NotFound CHAT_NOT_FOUND, Forbidden, NotFound
-// ATTACHMENT_NOT_FOUND.
+// answer, and its size goes back to the quota with the item. A delete
+// that failed after marking the attachment deleted (reads no longer find
+// it) is finished by the next one. NotFound CHAT_NOT_FOUND, Forbidden,
+// NotFound ATTACHMENT_NOT_FOUND.
 func (s *Service) Delete(ctx context.Context, chatID, id string) error {
 	const op = "attachment.Delete"
-	a, err := s.store.Attachment(ctx, auth.UserID(ctx), chatID, id)
+	userID := auth.UserID(ctx)
+	a, err := s.store.Attachment(ctx, userID, chatID, id)
+	if errs.CodeOf(err) == CodeNotFound {
+		// The chat is the caller's; the attachment may be one whose delete
+		// stopped half-way, still holding its bytes and its quota:
+		// BeginDelete finds it (the caller's, marked or not) or answers
+		// NotFound.
+		a, err = Attachment{ID: id, ChatID: chatID, UserID: userID}, nil
+	}
 	if err != nil {
 		return errs.Wrap(op, err)
 	}

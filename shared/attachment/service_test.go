@@ -384,6 +384,42 @@ func TestDeleteStopsURLs(t *testing.T) {
 	e.wantTombstones(t)
 }
 
+// deleteFails is a blob store whose deletes fail, as when S3 is
+// unreachable.
+type deleteFails struct{ *blob.Local }
+
+func (deleteFails) Delete(context.Context, ...string) error {
+	return errs.E("test.Delete", errs.Unavailable, blob.CodeUnavailable, "the blob store is down")
+}
+
+// TestDeleteFinishesAHalfDoneDelete: a delete that fails after marking
+// the attachment deleted leaves it unseen but holding its quota; the next
+// delete finishes the job instead of answering 404.
+func TestDeleteFinishesAHalfDoneDelete(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0)
+	c := e.chat(t, "ada")
+	a := e.create(t, "ada", c.ID, "notes.txt", "text/plain", 5)
+	put(t, a.UploadURL, a.UploadHeaders, []byte("hello"))
+	broken := attachment.NewService(attachment.Options{Store: e.atts, Blobs: deleteFails{e.blobs}, Now: e.clock.Now})
+	wantCode(t, "delete with the blob store down", broken.Delete(as("ada"), c.ID, a.ID), errs.Unavailable, blob.CodeUnavailable)
+	_, err := e.svc.Get(as("ada"), c.ID, a.ID)
+	wantCode(t, "get after the failed delete", err, errs.NotFound, attachment.CodeNotFound)
+	if e.used(t, "ada") != 5 {
+		t.Fatalf("after the failed delete: used %d, want 5", e.used(t, "ada"))
+	}
+	wantCode(t, "another user's delete", e.svc.Delete(as("bob"), c.ID, a.ID), errs.Forbidden, "FORBIDDEN")
+	if err := e.svc.Delete(as("ada"), c.ID, a.ID); err != nil {
+		t.Fatalf("the retried delete: %v", err)
+	}
+	if e.used(t, "ada") != 0 {
+		t.Fatalf("after the retried delete: used %d", e.used(t, "ada"))
+	}
+	e.wantTombstones(t)
+	wantCode(t, "delete once more", e.svc.Delete(as("ada"), c.ID, a.ID), errs.NotFound, attachment.CodeNotFound)
+	wantCode(t, "delete of an id never created", e.svc.Delete(as("ada"), c.ID, uuid.NewString()), errs.NotFound, attachment.CodeNotFound)
+}
+
 // wantTombstones fails unless the blob store holds exactly keep and
 // tombstones (empty blobs under uploads/).
 func (e *env) wantTombstones(t *testing.T, keep ...string) {

@@ -194,6 +194,7 @@ const (
 	CodeChanged     = "BLOB_CHANGED"
 	CodeExists      = "BLOB_EXISTS"
 	CodeSize        = "BLOB_SIZE_MISMATCH"
+	CodeTooLarge    = "BLOB_TOO_LARGE"
 	CodeInvalidSize = "INVALID_BLOB_SIZE"
 	CodeInvalidTTL  = "INVALID_TTL"
 	CodeUnavailable = "BLOB_STORE_UNAVAILABLE"
@@ -311,7 +312,7 @@ func ReadAll(ctx context.Context, s Backend, key string, max int64) ([]byte, Inf
 	}
 	defer obj.Body.Close()
 	if obj.Size > max {
-		return nil, obj.Info, errs.E(op, errs.TooLarge, "BLOB_TOO_LARGE", fmt.Sprintf("the blob holds %d bytes, more than the %d allowed here", obj.Size, max))
+		return nil, obj.Info, errs.E(op, errs.TooLarge, CodeTooLarge, fmt.Sprintf("the blob holds %d bytes, more than the %d allowed here", obj.Size, max))
 	}
 	data, err := io.ReadAll(io.LimitReader(obj.Body, max+1))
 	if err != nil {

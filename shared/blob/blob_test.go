@@ -3,6 +3,7 @@ package blob_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/workflowchat/service/shared/blob"
@@ -422,5 +424,40 @@ func TestLocalCreateOnlyIsSigned(t *testing.T) {
 	}
 	if status, _, b := do(t, "PUT", up.URL, []byte("ho"), up.Headers); status != 412 || !strings.Contains(b, "PRECONDITION_FAILED") {
 		t.Fatalf("again: %d %s", status, b)
+	}
+}
+
+// TestCopyExactly covers the body check every backend's Put shares (S3's
+// included): a body off its size, over an http.MaxBytesReader's limit or
+// broken off is refused with a client's error.
+func TestCopyExactly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body io.Reader
+		size int64
+		code string
+	}{
+		{"exact", strings.NewReader("abc"), 3, ""},
+		{"short", strings.NewReader("ab"), 3, blob.CodeSize},
+		{"long", strings.NewReader("abcd"), 3, blob.CodeSize},
+		{"over a request's limit", http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader("abcd")), 2), 3, blob.CodeSize},
+		{"broken off", io.MultiReader(strings.NewReader("ab"), iotest.ErrReader(errors.New("connection reset"))), 3, "BODY_INCOMPLETE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var dst bytes.Buffer
+			_, err := blob.CopyExactly(&dst, tt.body, tt.size)
+			if tt.code == "" {
+				if err != nil || dst.String() != "abc" {
+					t.Fatalf("got %q, %v", dst.String(), err)
+				}
+				return
+			}
+			if errs.CodeOf(err) != tt.code || !errs.Is(err, errs.Invalid) {
+				t.Fatalf("err %v (code %s), want Invalid %s", err, errs.CodeOf(err), tt.code)
+			}
+		})
 	}
 }

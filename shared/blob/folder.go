@@ -125,7 +125,7 @@ func (f *Folder) write(key string, body io.Reader, size int64, contentType strin
 		}
 	}()
 	h := md5.New()
-	if _, err := copyExactly(io.MultiWriter(tmp, h), body, size); err != nil {
+	if _, err := CopyExactly(io.MultiWriter(tmp, h), body, size); err != nil {
 		return Info{}, err
 	}
 	m := meta{ContentType: contentType, Size: size, ETag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`}

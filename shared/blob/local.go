@@ -230,8 +230,6 @@ func (l *Local) cors(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// verify checks r's signature and expiry for method. It returns the key
-// and, for a PUT, the signed content type and size.
 // signed is what a verified URL allows.
 type signed struct {
 	key, contentType string
@@ -317,8 +315,7 @@ func (l *Local) servePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength < 0 {
-		httpapi.WriteJSON(w, http.StatusLengthRequired, httpapi.ErrorBody{Error: http.StatusText(http.StatusLengthRequired),
-			Message: "the upload needs a Content-Length header", Code: "LENGTH_REQUIRED"})
+		httpapi.WriteError(w, r, errs.E(op, errs.LengthRequired, "", "the upload needs a Content-Length header"))
 		return
 	}
 	if r.ContentLength != s.size {
@@ -328,8 +325,8 @@ func (l *Local) servePut(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := l.Put(r.Context(), s.key, http.MaxBytesReader(w, r.Body, s.size), PutOptions{ContentType: s.contentType, Size: s.size, CreateOnly: s.createOnly})
 	if errs.CodeOf(err) == CodeExists {
-		httpapi.WriteJSON(w, http.StatusPreconditionFailed, httpapi.ErrorBody{Error: http.StatusText(http.StatusPreconditionFailed),
-			Message: "this URL can no longer upload: a file is already there, or the upload was closed", Code: "PRECONDITION_FAILED"})
+		httpapi.WriteError(w, r, errs.E(op, errs.PreconditionFailed, "",
+			"this URL can no longer upload: a file is already there, or the upload was closed").WithCause(err))
 		return
 	}
 	if err != nil {

@@ -48,7 +48,7 @@ func (m *Memory) Put(ctx context.Context, key string, body io.Reader, o PutOptio
 		return Info{}, err
 	}
 	var buf bytes.Buffer
-	if _, err := copyExactly(&buf, body, o.Size); err != nil {
+	if _, err := CopyExactly(&buf, body, o.Size); err != nil {
 		return Info{}, errs.Wrap(op, err)
 	}
 	data := buf.Bytes()
@@ -167,10 +167,13 @@ func etagOf(data []byte) string {
 	return `"` + hex.EncodeToString(sum[:]) + `"`
 }
 
-// copyExactly copies size bytes from src to dst, failing with
-// SizeMismatch when src ends early or holds more.
-func copyExactly(dst io.Writer, src io.Reader, size int64) (int64, error) {
-	const op = "blob.copyExactly"
+// CopyExactly copies size bytes from src to dst, failing with Invalid
+// BLOB_SIZE_MISMATCH (SizeMismatch) when src ends early, holds more, or
+// passes an http.MaxBytesReader's limit, and with Invalid BODY_INCOMPLETE
+// when src fails otherwise (an *errs.Error from src is returned as is).
+// Every backend's Put checks its body with it.
+func CopyExactly(dst io.Writer, src io.Reader, size int64) (int64, error) {
+	const op = "blob.CopyExactly"
 	n, err := io.Copy(dst, io.LimitReader(src, size))
 	if err != nil {
 		return n, bodyError(op, err, size)

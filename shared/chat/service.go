@@ -286,6 +286,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		reply.Status, err = StatusAwaitingApproval, s.keepPending(ctx, &reply)
 	}
 	if err != nil {
+		// Nothing of the reply is stored: the results it kept in the blob
+		// store would have no item naming them.
+		s.dropValues(ctx, reply)
 		s.endGeneration(ctx, c, gen.ID)
 		return Exchange{}, errs.Wrap(op, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
@@ -32,7 +33,7 @@ import (
 
 // recorder is a model that says what to do in its user's words and
 // records every request it gets: "big N" calls big_text for N bytes of
-// JSON, "ask" calls ask_tool (policy ask), "shout N" streams a delta of N
+// JSON ("fail after big N" then fails instead of answering its result), "ask" calls ask_tool (policy ask), "shout N" streams a delta of N
 // control characters; anything else, or a tool result, is answered "ok".
 type recorder struct {
 	mu   sync.Mutex
@@ -49,8 +50,11 @@ func (r *recorder) Generate(ctx context.Context, req model.Request, emit func(mo
 	r.mu.Unlock()
 	last := req.Messages[len(req.Messages)-1]
 	res := model.Result{Usage: model.Usage{InputTokens: 1, OutputTokens: 1}}
+	if last.Role == model.RoleTool && strings.HasPrefix(req.Messages[0].Content, "fail after big ") {
+		return res, errs.E("recorder", errs.Unavailable, "MODEL_UNAVAILABLE", "the model is down")
+	}
 	if last.Role == model.RoleUser && len(req.Tools) > 0 {
-		f := strings.Fields(last.Content)
+		f := strings.Fields(strings.TrimPrefix(last.Content, "fail after "))
 		switch {
 		case len(f) == 2 && f[0] == "big":
 			res.ToolCalls = []model.ToolCall{{ID: "c1", Name: "big_text", Args: json.RawMessage(`{"n":` + f[1] + `}`)}}
@@ -246,6 +250,25 @@ func TestToolResultBound(t *testing.T) {
 		msgs := f.stored(t, id)
 		check("stored message", msgs[1].ToolCalls[0], chat.ResultKey(id, msgs[1].ID, 0))
 		check("stream", msgs[3].ToolCalls[0], chat.ResultKey(id, msgs[3].ID, 0))
+	}
+}
+
+// TestFailedSendKeepsNoValues: a sent message whose reply fails after a
+// tool result was kept in the blob store stores nothing, so it leaves no
+// blob behind either.
+func TestFailedSendKeepsNoValues(t *testing.T) {
+	t.Parallel()
+	f := newValuesFixture(t, true)
+	id := f.newChat(t)
+	_, err := f.svc.Send(f.ctx, id, chat.MessageRequest{Content: fmt.Sprintf("fail after big %d", chat.ValueBound+100), ModelID: "rec"})
+	if !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("send: %v, want the model's Unavailable", err)
+	}
+	if msgs := f.stored(t, id); len(msgs) != 0 {
+		t.Fatalf("%d messages stored after a failed send", len(msgs))
+	}
+	if n, err := f.blobs.DeletePrefix(f.ctx, blob.PrefixChats+id+"/"); err != nil || n != 0 {
+		t.Errorf("%d blobs of the chat left after a failed send (%v)", n, err)
 	}
 }
 

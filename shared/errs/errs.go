@@ -41,6 +41,10 @@ const UnsupportedMediaType = MethodNotAllowed + 1
 // not hold: 412.
 const PreconditionFailed = UnsupportedMediaType + 1
 
+// LengthRequired: the request body must declare its length
+// (Content-Length) and did not: 411.
+const LengthRequired = PreconditionFailed + 1
+
 var kindNames = [...]string{
 	Internal:         "internal",
 	Invalid:          "invalid",
@@ -56,6 +60,7 @@ var kindNames = [...]string{
 
 	UnsupportedMediaType: "unsupported media type",
 	PreconditionFailed:   "precondition failed",
+	LengthRequired:       "length required",
 }
 
 // String returns a lower-case name for k.
@@ -82,6 +87,7 @@ var defaultCodes = [...]string{
 
 	UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
 	PreconditionFailed:   "PRECONDITION_FAILED",
+	LengthRequired:       "LENGTH_REQUIRED",
 }
 
 // DefaultCode returns the machine code used for k when an error names none.

@@ -39,7 +39,8 @@ func TestDefaultCodes(t *testing.T) {
 		errs.NotFound: "NOT_FOUND", errs.Conflict: "CONFLICT", errs.TooLarge: "PAYLOAD_TOO_LARGE",
 		errs.RateLimited: "RATE_LIMITED", errs.Unavailable: "SERVICE_UNAVAILABLE", errs.Timeout: "TIMEOUT",
 		errs.MethodNotAllowed: "METHOD_NOT_ALLOWED", errs.UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE", errs.PreconditionFailed: "PRECONDITION_FAILED",
-		errs.Internal: "INTERNAL_ERROR",
+		errs.LengthRequired: "LENGTH_REQUIRED",
+		errs.Internal:       "INTERNAL_ERROR",
 	}
 	for k, code := range tests {
 		if got := errs.CodeOf(errs.E("op", k, "", "m")); got != code {

@@ -457,3 +457,20 @@ func TestSizeText(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOfEveryKind pins the one mapping of error kinds to statuses,
+// the 412 and 411 of the dev server's signed uploads included.
+func TestStatusOfEveryKind(t *testing.T) {
+	t.Parallel()
+	tests := map[errs.Kind]int{
+		errs.Internal: 500, errs.Invalid: 400, errs.Unauthenticated: 401, errs.Forbidden: 403,
+		errs.NotFound: 404, errs.Conflict: 409, errs.TooLarge: 413, errs.RateLimited: 429,
+		errs.Unavailable: 503, errs.Timeout: 504, errs.MethodNotAllowed: 405,
+		errs.UnsupportedMediaType: 415, errs.PreconditionFailed: 412, errs.LengthRequired: 411,
+	}
+	for k, want := range tests {
+		if got := httpapi.StatusOf(errs.E("op", k, "", "m")); got != want {
+			t.Errorf("%v: status %d, want %d", k, got, want)
+		}
+	}
+}

@@ -71,6 +71,8 @@ func StatusOf(err error) int {
 		return http.StatusUnsupportedMediaType
 	case errs.PreconditionFailed:
 		return http.StatusPreconditionFailed
+	case errs.LengthRequired:
+		return http.StatusLengthRequired
 	default:
 		return http.StatusInternalServerError
 	}

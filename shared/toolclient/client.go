@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -141,11 +139,11 @@ func (c *Client) RunToolAs(ctx context.Context, id string, input map[string]any,
 		if err != nil {
 			return RunResult{}, errs.E(op, errs.Invalid, CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
 		}
-		if len(b) > MaxValueBytes {
-			return RunResult{}, errs.E(op, errs.TooLarge, CodeValueTooLarge, fmt.Sprintf("the tool input is %d bytes of JSON, more than %d", len(b), MaxValueBytes))
+		if err := CheckValueSize(op, "the tool input", len(b)); err != nil {
+			return RunResult{}, err
 		}
 		if len(b) > InlineBytes {
-			key := blob.PrefixCalls + uuid.NewString() + ".json"
+			key := NewValueKey()
 			if _, err := blob.PutBytes(ctx, c.blobs, key, b, "application/json"); err != nil {
 				return RunResult{}, errs.Wrap(op, err)
 			}
@@ -162,9 +160,9 @@ func (c *Client) RunToolAs(ctx context.Context, id string, input map[string]any,
 			return RunResult{}, unusable(op, fmt.Errorf("a result by reference %q the client did not ask for", out.ResultRef))
 		}
 		defer c.forget(ctx, out.ResultRef)
-		b, _, err := blob.ReadAll(ctx, c.blobs, out.ResultRef, MaxValueBytes)
+		b, err := ReadValue(ctx, c.blobs, op, out.ResultRef)
 		if err != nil {
-			return RunResult{}, errs.Wrap(op, err)
+			return RunResult{}, err
 		}
 		if err := json.Unmarshal(b, &out.Result); err != nil {
 			return RunResult{}, unusable(op, fmt.Errorf("result %s: %w", out.ResultRef, err))

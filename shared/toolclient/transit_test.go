@@ -85,6 +85,16 @@ func TestReferencesAreChecked(t *testing.T) {
 			t.Errorf("inputRef %s: %d %s", ref, resp.status, resp.body)
 		}
 	}
+	// An input by reference over MaxValueBytes is refused as an inline
+	// one is: 413 TOOL_VALUE_TOO_LARGE, not the blob store's own code.
+	huge := `{"text":"` + strings.Repeat("z", toolclient.MaxValueBytes) + `"}`
+	if _, err := blob.PutBytes(context.Background(), store, "calls/huge.json", []byte(huge), "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"method": "runTool", "params": map[string]any{"toolId": "json_query", "inputRef": "calls/huge.json"}})
+	if resp := post(t, srv.URL, string(body)); resp.status != 413 || !strings.Contains(resp.body, toolclient.CodeValueTooLarge) {
+		t.Errorf("an 8 MiB input by reference: %d %.200s", resp.status, resp.body)
+	}
 }
 
 type posted struct {

@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -344,17 +342,17 @@ func (s *server) call(r *http.Request, msg map[string]json.RawMessage) (any, err
 
 // inputByRef reads a runTool input passed by reference. Invalid
 // INVALID_PARAMS when there is no blob store, no such blob, or not a JSON
-// object; TooLarge past toolclient.MaxValueBytes.
+// object; TooLarge TOOL_VALUE_TOO_LARGE past toolclient.MaxValueBytes.
 func (s *server) inputByRef(r *http.Request, op, key string) (map[string]any, error) {
 	if s.blobs == nil {
 		return nil, errs.E(op, errs.Invalid, tools.CodeInvalidParams, "this tool server takes no input by reference")
 	}
-	b, _, err := blob.ReadAll(r.Context(), s.blobs, key, toolclient.MaxValueBytes)
+	b, err := toolclient.ReadValue(r.Context(), s.blobs, op, key)
 	switch {
 	case errs.Is(err, errs.NotFound):
 		return nil, errs.E(op, errs.Invalid, tools.CodeInvalidParams, "inputRef names no stored input")
 	case err != nil:
-		return nil, errs.Wrap(op, err)
+		return nil, err
 	}
 	var input map[string]any
 	if json.Unmarshal(b, &input) != nil || input == nil {
@@ -372,14 +370,13 @@ func (s *server) resultByRef(r *http.Request, op string, res RunResult, byRef bo
 	if err != nil {
 		return RunResult{}, errs.Wrap(op, err)
 	}
-	if len(b) > toolclient.MaxValueBytes {
-		return RunResult{}, errs.E(op, errs.TooLarge, toolclient.CodeValueTooLarge,
-			fmt.Sprintf("the tool's output is %d bytes of JSON, more than %d", len(b), toolclient.MaxValueBytes))
+	if err := toolclient.CheckValueSize(op, "the tool's output", len(b)); err != nil {
+		return RunResult{}, err
 	}
 	if !byRef || s.blobs == nil || len(b) <= toolclient.InlineBytes {
 		return res, nil
 	}
-	key := blob.PrefixCalls + uuid.NewString() + ".json"
+	key := toolclient.NewValueKey()
 	if _, err := blob.PutBytes(r.Context(), s.blobs, key, b, "application/json"); err != nil {
 		return RunResult{}, errs.Wrap(op, err)
 	}

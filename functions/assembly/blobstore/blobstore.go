@@ -7,7 +7,6 @@ package blobstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/shared/attachment"
@@ -24,8 +23,8 @@ func Open(ctx context.Context, cfg config.Config, d assembly.Deps) (blob.Store, 
 	if d.Blobs != nil {
 		return d.Blobs, nil
 	}
-	if cfg.BlobBucket == "" {
-		return nil, fmt.Errorf("config: required but not set: BLOB_BUCKET")
+	if err := cfg.Require("BLOB_BUCKET"); err != nil {
+		return nil, err
 	}
 	return s3blob.Open(ctx, s3blob.Options{Bucket: cfg.BlobBucket, Region: cfg.Region, Endpoint: cfg.BlobEndpoint})
 }

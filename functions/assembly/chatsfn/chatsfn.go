@@ -88,5 +88,3 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker wo
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
 	}), nil
 }
-
-// chatRuns adapts the run service to what a chat needs of it.

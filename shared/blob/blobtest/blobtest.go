@@ -304,7 +304,7 @@ func testReadAll(t *testing.T, s blob.Store) {
 		t.Fatalf("read all at the bound: %q %+v %v", b, info, err)
 	}
 	_, _, err = blob.ReadAll(ctx(), s, "chats/c/ten", 9)
-	wantErr(t, "read all over the bound", err, errs.TooLarge, "BLOB_TOO_LARGE")
+	wantErr(t, "read all over the bound", err, errs.TooLarge, blob.CodeTooLarge)
 	_, _, err = blob.ReadAll(ctx(), s, "chats/c/none", 9)
 	wantErr(t, "read all of a missing blob", err, errs.NotFound, blob.CodeNotFound)
 }

@@ -154,7 +154,7 @@ func seekable(body io.Reader, size int64) (io.Reader, error) {
 	}
 	if size <= bufferLimit {
 		buf := bytes.NewBuffer(make([]byte, 0, size))
-		if err := copyExactly(buf, body, size); err != nil {
+		if _, err := blob.CopyExactly(buf, body, size); err != nil {
 			return nil, err
 		}
 		return bytes.NewReader(buf.Bytes()), nil
@@ -174,23 +174,6 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return io.ReadFull(r.rs, p)
-}
-
-// copyExactly copies exactly size bytes of src to dst.
-func copyExactly(dst io.Writer, src io.Reader, size int64) error {
-	const op = "s3blob.copyExactly"
-	n, err := io.Copy(dst, io.LimitReader(src, size))
-	if err != nil {
-		return errs.E(op, errs.Invalid, "BODY_INCOMPLETE", "the body could not be read to its end").WithCause(err)
-	}
-	if n != size {
-		return blob.SizeMismatch(op, size)
-	}
-	var one [1]byte
-	if k, _ := io.ReadFull(src, one[:]); k > 0 {
-		return blob.SizeMismatch(op, size)
-	}
-	return nil
 }
 
 // exactReader fails a stream that is longer or shorter than left.
