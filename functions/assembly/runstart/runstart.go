@@ -95,7 +95,7 @@ func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.Triggered
 	}
 	run, err := t.Runs.Start(ctx, runs.StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
 		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
-	if errs.CodeOf(err) == "RUN_EXISTS" {
+	if errs.CodeOf(err) == workflow.CodeRunExists {
 		return existing(err) // a concurrent start of the same id won
 	}
 	if err != nil {
