@@ -132,9 +132,8 @@ func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.
 	if d.Runs != nil {
 		return d.Runs, nil
 	}
-	function := cfg.RunnerFunction
-	if err := cfg.Require("RUNNER_FUNCTION"); function == "" && err != nil {
+	if err := cfg.Require("RUNNER_FUNCTION"); err != nil {
 		return nil, err
 	}
-	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: function}, nil
+	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: cfg.RunnerFunction}, nil
 }
