@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -166,4 +167,126 @@ func TestNothingStaysActiveAfterKill(t *testing.T) {
 	if reply.Status != "failed" || reply.Content != *saved || !strings.HasPrefix(received.String(), *saved) || !strings.HasPrefix(counted(200), reply.Content) {
 		t.Errorf("the saved reply %q (%s); the client was told %q after receiving %q", reply.Content, reply.Status, *saved, received.String())
 	}
+}
+
+// TestWaitingWebhookAndMCPRunsSurviveKill kills the dev server (SIGKILL)
+// while a run waits at an ask_human step, a webhook-started run is in a
+// slow step and an MCP tools/call waits on a slow run, then restarts it on
+// the same DATA_FILE. The waiting run still waits and its answer (202)
+// lets it complete; the webhook and MCP runs are resumed (their slow step
+// is idempotent) and complete; no request after the restart answers 5xx.
+func TestWaitingWebhookAndMCPRunsSurviveKill(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "data.json")
+	srv := durableServer(t, "DATA_FILE="+file)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "kill-waits@example.com")
+	chatID := newChat(t, c, map[string]string{"title": "kill waits"}).ID
+	askID := defineWorkflow(t, c, userID, "asks", `{"steps": [
+	  {"id": "ask", "toolId": "ask_human", "inputs": {"message": "Proceed?"}},
+	  {"id": "after", "toolId": "json_query", "inputs": {"input": "{{ask.approved}}", "query": "."}}]}`)
+	// One slow idempotent step (ms from the input, long enough to be
+	// caught running) then a quick one; exposed as an MCP tool.
+	slowID := defineWorkflow(t, c, userID, "slow", `{
+	  "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}, "ms": {"type": "integer"}}, "required": ["key", "ms"]},
+	  "steps": [{"id": "slow", "toolId": "test_count_idempotent", "inputs": {"key": "{{input.key}}", "ms": "{{input.ms}}"}},
+	            {"id": "after", "toolId": "json_query", "inputs": {"input": "{{slow.n}}", "query": "."}}],
+	  "exposeAsTool": true, "toolName": "slow_count"}`)
+	hook := createTrigger(t, c, slowID, `{"type":"webhook","enabled":true}`)
+	r := c.do("POST", "/api/users/"+userID+"/tokens", `{"name":"kill","expiresInDays":1}`)
+	var pat struct{ Data struct{ Token string } }
+	r.decode(t, &pat)
+	if r.Status != 201 || pat.Data.Token == "" {
+		t.Fatalf("token: %d %s", r.Status, r.Body)
+	}
+
+	// (a) A run waiting at its ask_human step.
+	if status, run := startRun(t, c, chatID, askID, nil); run.Status != "waiting" {
+		t.Fatalf("the asking run: %d %+v", status, run)
+	}
+	waiting := waitRun(t, c, askID, runsOf(t, c, askID)[0].ID, "waiting", func(r unattendedRun) bool { return r.Status == "waiting" })
+	// (b) A webhook-started run in its slow step.
+	body := `{"key": "hook", "ms": 8000}`
+	ts := fmt.Sprint(time.Now().Unix())
+	call := c.do("POST", "/hooks/"+hook.ID, body, "X-Signature", webhookSignature(hook.Secret, ts, body))
+	var hooked struct{ Data struct{ RunID string } }
+	call.decode(t, &hooked)
+	if call.Status != 202 || hooked.Data.RunID == "" {
+		t.Fatalf("webhook call: %d %s", call.Status, call.Body)
+	}
+	// (c) An MCP tools/call waiting on its run (the call waits for it).
+	mcpAnswered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.API+"/api/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_count","arguments":{"key":"mcp","ms":8000}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+pat.Data.Token)
+		resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+		if err != nil {
+			mcpAnswered <- 0 // the server died first
+			return
+		}
+		resp.Body.Close()
+		mcpAnswered <- resp.StatusCode
+	}()
+	var mcpRunID string
+	waitFor(t, "in the slow step (webhook and MCP runs)", func() bool {
+		inSlow := 0
+		for _, run := range runsOf(t, c, slowID) {
+			if run.Steps[0].Status == "running" {
+				inSlow++
+			}
+			if run.Trigger != nil && run.Trigger.Type == "mcp" {
+				mcpRunID = run.ID
+			}
+		}
+		return inSlow == 2 && mcpRunID != ""
+	})
+	_ = srv.cmd.Process.Kill()
+	<-srv.done
+	if status := <-mcpAnswered; status != 0 {
+		t.Errorf("the MCP call was answered %d before the kill, want it waiting on its run", status)
+	}
+
+	srv2 := durableServer(t, "DATA_FILE="+file)
+	c.base = srv2.API
+	// Two lease periods plus a sweep (2 s, 2 s, 200 ms here) and the slow
+	// step run again, on a loaded machine: waitRun's minute bounds it.
+	for name, id := range map[string]string{"webhook": hooked.Data.RunID, "mcp": mcpRunID} {
+		run := waitRun(t, c, slowID, id, "ended", ended)
+		if run.Status != "completed" || run.Attempt < 2 || run.Trigger == nil || run.Trigger.Type != name || run.Steps[1].Output["result"] == nil {
+			t.Errorf("the %s run after the restart: %+v, want completed by a later attempt", name, run)
+		}
+	}
+	// The asking run waited through the kill and the sweeps since.
+	if got := runOf(t, c, askID, waiting.ID); got.Status != "waiting" || got.Steps[0].Status != "waiting" {
+		t.Fatalf("the asking run after the restart: %+v", got)
+	}
+	if r := c.do("POST", "/api/workflows/"+askID+"/runs/"+waiting.ID+"/steps/ask/respond", `{"approved":true}`); r.Status != 202 {
+		t.Fatalf("answer after the restart: %d %s", r.Status, r.Body)
+	}
+	if done := waitRun(t, c, askID, waiting.ID, "ended", ended); done.Status != "completed" || done.Steps[1].Output["result"] != true {
+		t.Errorf("the answered run: %+v", done)
+	}
+	// MCP answers again on the restarted server.
+	mcp := c.do("POST", "/api/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_count","arguments":{"key":"again","ms":0}}}`,
+		"Authorization", "Bearer "+pat.Data.Token, "Accept", "application/json, text/event-stream")
+	if mcp.Status != 200 || !strings.Contains(string(mcp.Body), `"structuredContent":{"result":1}`) {
+		t.Errorf("MCP call after the restart: %d %s", mcp.Status, mcp.Body)
+	}
+}
+
+// runsOf lists the runs of a workflow.
+func runsOf(t *testing.T, c *client, wfID string) []unattendedRun {
+	t.Helper()
+	var list struct {
+		Data struct{ WorkflowRuns []unattendedRun }
+	}
+	r := c.do("GET", "/api/workflows/"+wfID+"/runs", nil)
+	if r.Status != 200 {
+		t.Fatalf("list runs: %d %s", r.Status, r.Body)
+	}
+	r.decode(t, &list)
+	return list.Data.WorkflowRuns
 }

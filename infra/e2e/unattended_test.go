@@ -465,6 +465,14 @@ func waitTrigger(t *testing.T, c *client, wfID, id, what string, done func(trigg
 	}
 }
 
+// webhookSignature is the X-Signature of body sent at ts (Unix seconds)
+// to a webhook trigger whose secret is secret.
+func webhookSignature(secret, ts, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "." + body))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
 // TestWebhookCalls: a signed call starts a run with the body as its
 // input (202 {runId}); the same call again with its Idempotency-Key is
 // 200 with the same run and starts nothing; a bad signature is 401; a
@@ -489,11 +497,7 @@ func TestWebhookCalls(t *testing.T) {
 		}
 		return c.do("POST", "/hooks/"+tr.ID, body, h...)
 	}
-	good := func(ts, body string) string {
-		m := hmac.New(sha256.New, []byte(tr.Secret))
-		m.Write([]byte(ts + "." + body))
-		return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
-	}
+	good := func(ts, body string) string { return webhookSignature(tr.Secret, ts, body) }
 	first := call(`{"order": 41}`, "order-41", good)
 	if first.Status != 202 {
 		t.Fatalf("signed call: %d %s", first.Status, first.Body)

@@ -193,7 +193,7 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	err = tx.Run(ctx)
 	switch {
 	case failedCondition(err, 0), failedCondition(err, 1):
-		return errs.E(op, errs.Conflict, "RUN_EXISTS", "a workflow run with this id exists")
+		return errs.E(op, errs.Conflict, workflow.CodeRunExists, "a workflow run with this id exists")
 	case isConditionFailure(err):
 		return errs.Wrap(op, errChatNotFound)
 	}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,15 +56,7 @@ func (p Precondition) Set() bool { return p.set }
 
 // Matches reports whether a write may apply to the workflow at version.
 func (p Precondition) Matches(version int) bool {
-	if !p.set || p.any {
-		return true
-	}
-	for _, v := range p.versions {
-		if v == version {
-			return true
-		}
-	}
-	return false
+	return !p.set || p.any || slices.Contains(p.versions, version)
 }
 
 // mismatch is the error of a precondition that does not hold.

@@ -14,6 +14,9 @@ const (
 	// CodeRunStateChanged is the code of a run write whose condition on
 	// the stored status failed (the run was cancelled, or is gone).
 	CodeRunStateChanged = "RUN_STATE_CHANGED"
+	// CodeRunExists is the Conflict of a start with the id of a run that
+	// exists (a trigger's run started twice).
+	CodeRunExists = "RUN_EXISTS"
 	// CodeRunActive is the Conflict of a retry of a run still active.
 	CodeRunActive = "RUN_ACTIVE"
 	// CodeRunNotRetryable is the Invalid of a retry of a completed run,

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"maps"
 
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/truncate"
@@ -47,11 +48,7 @@ func WithoutKey(m map[string]any) map[string]any {
 	if _, ok := SpilledKey(m); !ok {
 		return m
 	}
-	c := make(map[string]any, len(m)-1)
-	for k, v := range m {
-		if k != "blob" {
-			c[k] = v
-		}
-	}
+	c := maps.Clone(m)
+	delete(c, "blob")
 	return c
 }

@@ -75,19 +75,15 @@ type TriggeredRuns struct {
 func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.TriggeredRun) (string, error) {
 	const op = "runs.StartTriggered"
 	ctx = auth.ActingFor(ctx, req.UserID)
-	existing := func(err error) (string, error) {
-		r, rerr := t.Runs.Run(ctx, req.RunID)
-		if rerr != nil {
-			return "", errs.Wrap(op, err)
-		}
+	existing := func(r workflow.Run) (string, error) {
 		if workflow.Active(r.Status) {
 			return r.ID, nil
 		}
 		return "", errs.E(op, errs.Conflict, trigger.CodeRunEnded, "the trigger's run has ended")
 	}
 	if req.RunID != "" {
-		if _, err := t.Runs.Run(ctx, req.RunID); err == nil {
-			return existing(nil)
+		if r, err := t.Runs.Run(ctx, req.RunID); err == nil {
+			return existing(r)
 		}
 	}
 	if err := t.Limiter.Allow(ctx, req.UserID, t.Rule); err != nil {
@@ -95,8 +91,13 @@ func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.Triggered
 	}
 	run, err := t.Runs.Start(ctx, runs.StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
 		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
-	if errs.CodeOf(err) == "RUN_EXISTS" {
-		return existing(err) // a concurrent start of the same id won
+	if errs.CodeOf(err) == workflow.CodeRunExists {
+		// A concurrent start of the same id won.
+		r, rerr := t.Runs.Run(ctx, req.RunID)
+		if rerr != nil {
+			return "", errs.Wrap(op, err)
+		}
+		return existing(r)
 	}
 	if err != nil {
 		return "", errs.Wrap(op, err)
@@ -131,9 +132,8 @@ func Invoker(ctx context.Context, cfg config.Config, d assembly.Deps) (workflow.
 	if d.Runs != nil {
 		return d.Runs, nil
 	}
-	function := cfg.RunnerFunction
-	if err := cfg.Require("RUNNER_FUNCTION"); function == "" && err != nil {
+	if err := cfg.Require("RUNNER_FUNCTION"); err != nil {
 		return nil, err
 	}
-	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: function}, nil
+	return LambdaInvoker{Client: assembly.AWSAPI(cfg), Function: cfg.RunnerFunction}, nil
 }

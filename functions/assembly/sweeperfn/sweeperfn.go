@@ -61,13 +61,9 @@ func Lambda(ctx context.Context, getenv func(string) string) (func(context.Conte
 		return nil, err
 	}
 	fn := getenv("AWS_LAMBDA_FUNCTION_NAME")
-	now := d.Now
-	if now == nil {
-		now = time.Now
-	}
 	return assembly.Flushing(func(ctx context.Context, ev events.EventBridgeEvent) error {
 		n, err := sw.Sweep(ctx)
-		d.Logger.InfoContext(ctx, "sweep", append([]any{"event", ev.ID, "ended", n}, InterruptedJobs(fn, n, now())...)...)
+		d.Logger.InfoContext(ctx, "sweep", append([]any{"event", ev.ID, "ended", n}, InterruptedJobs(fn, n, d.Now())...)...)
 		return err
 	}), nil
 }

@@ -256,18 +256,7 @@ func invalidInput(op, field string, details []errs.FieldError) *errs.Error {
 	if field == "input" {
 		msg = "the run's input does not match the workflow's inputSchema"
 	}
-	for i, d := range details {
-		if i == 3 {
-			msg += fmt.Sprintf("; and %d more", len(details)-3)
-			break
-		}
-		sep := "; "
-		if i == 0 {
-			sep = ": "
-		}
-		msg += sep + d.Field + ": " + d.Message
-	}
-	return &errs.Error{Op: op, Kind: errs.Invalid, Code: CodeInvalidInput, Message: msg, Details: details}
+	return &errs.Error{Op: op, Kind: errs.Invalid, Code: CodeInvalidInput, Message: msg + ": " + errs.Summarize(details), Details: details}
 }
 
 // plain returns a copy of input as encoding/json decodes JSON (maps,
