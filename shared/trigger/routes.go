@@ -2,8 +2,6 @@ package trigger
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -202,18 +200,13 @@ func handleHook(s *Service) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		tooLarge := errs.E(op, errs.TooLarge, "", fmt.Sprintf("a webhook body is at most %d bytes (256 KiB)", MaxWebhookBody))
 		if r.ContentLength > MaxWebhookBody {
-			httpapi.WriteError(w, r, tooLarge)
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge(op, MaxWebhookBody))
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				httpapi.WriteError(w, r, tooLarge)
-				return
-			}
+			// A body past the limit is 413 naming it (httpapi.WriteError).
 			httpapi.WriteError(w, r, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 			return
 		}
