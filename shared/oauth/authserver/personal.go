@@ -82,7 +82,7 @@ func (s *Server) CreatePersonalToken(ctx context.Context, userID string, in Toke
 		return CreatedToken{}, errs.E(op, errs.Conflict, "TOO_MANY_TOKENS", "at most 20 personal access tokens; delete one first")
 	}
 	token := newSecret(oauth.PersonalTokenPrefix)
-	t := oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: strings.TrimSpace(in.Name), Hash: hashSecret(token),
+	t := oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: strings.TrimSpace(in.Name), Hash: oauth.HashSecret(token),
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(*in.ExpiresInDays) * 24 * time.Hour)}
 	if err := s.store.CreatePersonalToken(ctx, t); err != nil {
 		return CreatedToken{}, errs.Wrap(op, err)
