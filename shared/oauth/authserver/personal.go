@@ -189,13 +189,19 @@ func userPath(r *http.Request, op string) (string, error) {
 	return id, nil
 }
 
+// handleCreateToken checks the path (400 INVALID_ID, 403 another user's)
+// before it reads the body, as every route with a body does, so that a
+// malformed or foreign path is told as such whatever the body.
 func (s *Server) handleCreateToken() http.Handler {
-	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in TokenRequest) (CreatedToken, error) {
-		id, err := userPath(r, "oauth.CreateToken")
-		if err != nil {
-			return CreatedToken{}, err
+	create := httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in TokenRequest) (CreatedToken, error) {
+		return s.CreatePersonalToken(r.Context(), r.PathValue("userId"), in)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := userPath(r, "oauth.CreateToken"); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
 		}
-		return s.CreatePersonalToken(r.Context(), id, in)
+		create.ServeHTTP(w, r)
 	})
 }
 
