@@ -386,3 +386,33 @@ func TestUpdateUndoneWhenSchedulerFails(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookURLUnderPublicOrigin: a webhook trigger's URL is under the
+// service's public origin as oauth.BaseURL names it (the viewer's host
+// that CloudFront passes on, https when the proxy says so), not the host
+// name the function was reached by.
+func TestWebhookURLUnderPublicOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := e.workflow(t, "a")
+	base := "/api/workflows/" + wf + "/triggers"
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   string
+	}{
+		{"the request's host", nil, "http://example.com"},
+		{"the viewer's host", map[string]string{"X-Viewer-Host": "Chat.Example.org", "X-Forwarded-Proto": "https"}, "https://chat.example.org"},
+	} {
+		var out struct{ Data view }
+		decode(t, e.do(t, e.users["a"].cookie, "POST", base, `{"type":"webhook"}`, tc.header), 201, &out)
+		if want := tc.want + "/hooks/" + out.Data.ID; out.Data.URL != want {
+			t.Errorf("%s: url %q, want %q", tc.name, out.Data.URL, want)
+		}
+		var got struct{ Data view }
+		decode(t, e.do(t, e.users["a"].cookie, "GET", base+"/"+out.Data.ID, "", tc.header), 200, &got)
+		if got.Data.URL != out.Data.URL {
+			t.Errorf("%s: GET url %q, want %q", tc.name, got.Data.URL, out.Data.URL)
+		}
+	}
+}

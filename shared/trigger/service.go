@@ -32,8 +32,12 @@ type Options struct {
 	Scheduler Scheduler
 	Runs      RunStarter
 	Secrets   *webhook.Secrets
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// PublicBaseURL is the service's public origin (PUBLIC_BASE_URL) that
+	// webhook URLs are shown under; empty means each request's
+	// (oauth.BaseURL).
+	PublicBaseURL string
+	Now           func() time.Time
+	Logger        *slog.Logger
 }
 
 // Service implements the trigger operations.
@@ -42,6 +46,7 @@ type Service struct {
 	scheduler Scheduler
 	runs      RunStarter
 	secrets   *webhook.Secrets
+	baseURL   string
 	now       func() time.Time
 	logger    *slog.Logger
 }
@@ -54,7 +59,8 @@ func NewService(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, now: o.Now, logger: o.Logger}
+	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, baseURL: o.PublicBaseURL, now: o.Now,
+		logger: o.Logger}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
