@@ -641,6 +641,22 @@ func TestPersonalAccessTokens(t *testing.T) {
 	if r := e.do(eve.browser, "POST", path, `{"name":"x","expiresInDays":1}`, nil); r.status != 403 {
 		t.Errorf("eve creates on ada's: %d", r.status)
 	}
+	// The path is checked before the body: another user's path is 403 and
+	// a malformed one 400 INVALID_ID, whatever the body.
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		code       string
+	}{
+		{path, `{"name":"x"}`, 403, "FORBIDDEN"},
+		{path, ``, 403, "FORBIDDEN"},
+		{"/api/users/not-a-uuid/tokens", `{"name":"x"}`, 400, "INVALID_ID"},
+		{"/api/users/not-a-uuid/tokens", `{"name":"x","expiresInDays":1}`, 400, "INVALID_ID"},
+	} {
+		if r := e.do(eve.browser, "POST", tc.path, tc.body, nil); r.status != tc.status || !strings.Contains(r.body, `"code":"`+tc.code+`"`) {
+			t.Errorf("eve POST %s %s: %d %s, want %d %s", tc.path, tc.body, r.status, r.body, tc.status, tc.code)
+		}
+	}
 	if r := e.do(eve.browser, "GET", path, "", nil); r.status != 403 {
 		t.Errorf("eve lists ada's: %d", r.status)
 	}

@@ -304,13 +304,16 @@ func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
 }
 
 func (s *Service) newSession(u User, now time.Time) (string, Session) {
-	token := newToken()
+	token := NewToken()
 	return token, Session{TokenHash: HashToken(token), User: u, CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(SessionTTL)}
 }
 
 const tokenBytes = 32
 
-func newToken() string {
+// NewToken returns a new secret of 256 random bits, base64url-encoded (43
+// characters): a session token, or the random part of any token the
+// service issues. It cannot fail (crypto/rand.Read never does).
+func NewToken() string {
 	b := make([]byte, tokenBytes)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return base64.RawURLEncoding.EncodeToString(b)

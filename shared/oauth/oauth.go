@@ -28,10 +28,9 @@ package oauth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 )
 
@@ -180,13 +179,10 @@ type Store interface {
 	DeletePersonalToken(ctx context.Context, userID, id string) error
 }
 
-// HashSecret returns the storage key of a code or token: hex SHA-256.
-// Every secret the service issues has 256 random bits, so a fast hash is
-// enough.
-func HashSecret(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
+// HashSecret returns the storage key of a code or token: auth.HashToken
+// (hex SHA-256), the one hash of the service's secrets. Every secret the
+// service issues has 256 random bits, so a fast hash is enough.
+func HashSecret(s string) string { return auth.HashToken(s) }
 
 // PersonalTokenPrefix starts every personal access token, telling it from
 // an OAuth access token (a JWT) at a glance, in logs and in secret

@@ -336,3 +336,83 @@ func TestCreateOnDeletingWorkflow(t *testing.T) {
 		t.Errorf("another user on a deleting workflow: %v", err)
 	}
 }
+
+// TestUpdateUndoneWhenSchedulerFails: a PATCH whose schedule the scheduler
+// refuses (an expression it does not take, or it is unreachable) answers
+// the scheduler's error and leaves the trigger as it was, still fired by
+// its previous schedule; repeating the PATCH once the scheduler takes it
+// applies it.
+func TestUpdateUndoneWhenSchedulerFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		code   string
+	}{
+		{"refused expression", errs.Fields("eventbridge.Put", errs.FieldError{Field: "schedule", Message: "refused by EventBridge Scheduler"}), 400, "VALIDATION_FAILED"},
+		{"unavailable", errs.E("eventbridge.Put", errs.Unavailable, "SCHEDULER_UNAVAILABLE", "the scheduler is busy"), 503, "SCHEDULER_UNAVAILABLE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			wf := e.workflow(t, "a")
+			path := "/api/workflows/" + wf + "/triggers/"
+			before := e.create(t, "a", wf, `{"type":"schedule","schedule":"rate(5 minutes)","input":{"n":1}}`)
+			e.sched.failNextPut(tc.err)
+			patch := `{"schedule":"rate(7 minutes)","overlap":"allow","input":{"n":2}}`
+			if code, _ := errorOf(t, e.as(t, "a", "PATCH", path+before.ID, patch), tc.status); code != tc.code {
+				t.Errorf("PATCH: %s, want %d %s", code, tc.status, tc.code)
+			}
+			after := e.get(t, "a", wf, before.ID)
+			if after.Schedule != "rate(5 minutes)" || after.Overlap != "skip" || after.Input["n"] != float64(1) ||
+				after.NextFireAt == nil || !after.NextFireAt.Equal(*before.NextFireAt) {
+				t.Errorf("after a refused PATCH: %+v, want it unchanged: %+v", after, before)
+			}
+			// The previous schedule still fires the trigger.
+			e.poll(t, 5, time.Minute)
+			if n := len(e.engine.started()); n != 1 {
+				t.Fatalf("%d runs started by the previous schedule, want 1", n)
+			}
+			var upd struct{ Data view }
+			decode(t, e.as(t, "a", "PATCH", path+before.ID, patch), 200, &upd)
+			if upd.Data.Schedule != "rate(7 minutes)" || upd.Data.Overlap != "allow" || upd.Data.Input["n"] != float64(2) {
+				t.Errorf("PATCH repeated: %+v", upd.Data)
+			}
+			e.poll(t, 7, time.Minute)
+			if n := len(e.engine.started()); n != 2 {
+				t.Errorf("%d runs started, want 2 (the new schedule fires)", n)
+			}
+		})
+	}
+}
+
+// TestWebhookURLUnderPublicOrigin: a webhook trigger's URL is under the
+// service's public origin as oauth.BaseURL names it (the viewer's host
+// that CloudFront passes on, https when the proxy says so), not the host
+// name the function was reached by.
+func TestWebhookURLUnderPublicOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wf := e.workflow(t, "a")
+	base := "/api/workflows/" + wf + "/triggers"
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   string
+	}{
+		{"the request's host", nil, "http://example.com"},
+		{"the viewer's host", map[string]string{"X-Viewer-Host": "Chat.Example.org", "X-Forwarded-Proto": "https"}, "https://chat.example.org"},
+	} {
+		var out struct{ Data view }
+		decode(t, e.do(t, e.users["a"].cookie, "POST", base, `{"type":"webhook"}`, tc.header), 201, &out)
+		if want := tc.want + "/hooks/" + out.Data.ID; out.Data.URL != want {
+			t.Errorf("%s: url %q, want %q", tc.name, out.Data.URL, want)
+		}
+		var got struct{ Data view }
+		decode(t, e.do(t, e.users["a"].cookie, "GET", base+"/"+out.Data.ID, "", tc.header), 200, &got)
+		if got.Data.URL != out.Data.URL {
+			t.Errorf("%s: GET url %q, want %q", tc.name, got.Data.URL, out.Data.URL)
+		}
+	}
+}

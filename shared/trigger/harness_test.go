@@ -109,6 +109,33 @@ func (e *engine) started() []trigger.TriggeredRun {
 	return out
 }
 
+// flakyScheduler is the local scheduler, whose next Put can be made to
+// fail as EventBridge Scheduler's can (a refused expression, throttling).
+type flakyScheduler struct {
+	trigger.Scheduler
+	mu   sync.Mutex
+	next error
+}
+
+// failNextPut makes the next Put fail with err, leaving the schedules as
+// they are.
+func (f *flakyScheduler) failNextPut(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next = err
+}
+
+func (f *flakyScheduler) Put(ctx context.Context, spec trigger.ScheduleSpec) error {
+	f.mu.Lock()
+	err := f.next
+	f.next = nil
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Scheduler.Put(ctx, spec)
+}
+
 // env is a trigger service on the embedded DynamoDB engine, with the
 // local scheduler, the engine double, a fake clock and the HTTP routes.
 type env struct {
@@ -117,6 +144,7 @@ type env struct {
 	engine    *engine
 	triggers  *store.Triggers
 	due       *store.DueSchedules
+	sched     *flakyScheduler
 	svc       *trigger.Service
 	workflows *workflow.Service
 	secrets   *webhook.Secrets
@@ -142,7 +170,8 @@ func newEnv(t *testing.T) *env {
 	e.triggers = store.NewTriggers(db.DB, db.Data())
 	e.due = store.NewDueSchedules(db.DB, db.Data(), e.clock.Now)
 	logger := slog.New(slog.DiscardHandler)
-	e.svc = trigger.NewService(trigger.Options{Store: e.triggers, Scheduler: e.due, Runs: e.engine, Secrets: secrets, Now: e.clock.Now, Logger: logger})
+	e.sched = &flakyScheduler{Scheduler: e.due}
+	e.svc = trigger.NewService(trigger.Options{Store: e.triggers, Scheduler: e.sched, Runs: e.engine, Secrets: secrets, Now: e.clock.Now, Logger: logger})
 	e.poller = &trigger.Poller{Due: e.due, Fire: e.svc.Fire, Now: e.clock.Now, Logger: logger}
 	e.workflows = workflow.NewService(workflow.Options{Store: store.NewWorkflows(db.DB, db.Data()), Triggers: e.svc, Now: e.clock.Now})
 	authn := auth.NewService(store.NewUsers(db.DB, db.Users(), db.Sessions()), &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil)

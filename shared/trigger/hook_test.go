@@ -1,11 +1,14 @@
 package trigger_test
 
 import (
+	"bytes"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/webhook"
 )
@@ -213,5 +216,32 @@ func TestHookRefusals(t *testing.T) {
 	errorOf(t, h.hook(t, h.trig.ID, body, hdr), 403)
 	if n := len(h.engine.started()); n != 4 {
 		t.Errorf("%d runs, want 4", n)
+	}
+}
+
+// TestHookBodyTooLarge: a body over MaxWebhookBody is 413
+// PAYLOAD_TOO_LARGE naming the limit, whether its length is declared or
+// only found while reading (a chunked body).
+func TestHookBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHookEnv(t)
+	big := []byte(`{"x":"` + strings.Repeat("a", trigger.MaxWebhookBody) + `"}`)
+	for _, declared := range []bool{true, false} {
+		req := httptest.NewRequest("POST", "/hooks/"+h.trig.ID, bytes.NewReader(big))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(webhook.Header, webhook.Sign(h.trig.Secret, h.clock.Now(), big))
+		if !declared {
+			req.ContentLength = -1
+		}
+		rec := httptest.NewRecorder()
+		h.api.ServeHTTP(rec, req)
+		var body httpapi.ErrorBody
+		decode(t, rec, 413, &body)
+		if body.Code != "PAYLOAD_TOO_LARGE" || !strings.Contains(body.Message, "256 KiB (262144 bytes)") {
+			t.Errorf("declared length %v: %s %q, want PAYLOAD_TOO_LARGE naming 256 KiB (262144 bytes)", declared, body.Code, body.Message)
+		}
+	}
+	if n := len(h.engine.calls); n != 0 {
+		t.Errorf("oversized calls reached the engine %d times", n)
 	}
 }

@@ -2,8 +2,6 @@ package trigger
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/webhook"
 )
 
@@ -77,16 +76,6 @@ func NewView(t Trigger, baseURL string, now time.Time) View {
 	return v
 }
 
-// BaseURL is the scheme and host the request was addressed to: https
-// behind TLS or a proxy that says so (X-Forwarded-Proto), else http.
-func BaseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
 type triggerList struct {
 	Triggers []View `json:"triggers"`
 }
@@ -109,7 +98,13 @@ func withIDs(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Service) view(r *http.Request, t Trigger) View { return NewView(t, BaseURL(r), s.clock()) }
+// view shows t with its webhook URL under the service's public origin
+// (oauth.BaseURL: PUBLIC_BASE_URL, else the viewer's host), the origin
+// the OAuth issuer and the MCP endpoint are named under too, not the host
+// name the function was reached by.
+func (s *Service) view(r *http.Request, t Trigger) View {
+	return NewView(t, oauth.BaseURL(s.baseURL, r), s.clock())
+}
 
 func handleCreate(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (View, error) {
@@ -202,18 +197,13 @@ func handleHook(s *Service) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		tooLarge := errs.E(op, errs.TooLarge, "", fmt.Sprintf("a webhook body is at most %d bytes (256 KiB)", MaxWebhookBody))
 		if r.ContentLength > MaxWebhookBody {
-			httpapi.WriteError(w, r, tooLarge)
+			httpapi.WriteError(w, r, httpapi.BodyTooLarge(op, MaxWebhookBody))
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				httpapi.WriteError(w, r, tooLarge)
-				return
-			}
+			// A body past the limit is 413 naming it (httpapi.WriteError).
 			httpapi.WriteError(w, r, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 			return
 		}

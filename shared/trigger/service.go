@@ -32,8 +32,12 @@ type Options struct {
 	Scheduler Scheduler
 	Runs      RunStarter
 	Secrets   *webhook.Secrets
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// PublicBaseURL is the service's public origin (PUBLIC_BASE_URL) that
+	// webhook URLs are shown under; empty means each request's
+	// (oauth.BaseURL).
+	PublicBaseURL string
+	Now           func() time.Time
+	Logger        *slog.Logger
 }
 
 // Service implements the trigger operations.
@@ -42,6 +46,7 @@ type Service struct {
 	scheduler Scheduler
 	runs      RunStarter
 	secrets   *webhook.Secrets
+	baseURL   string
 	now       func() time.Time
 	logger    *slog.Logger
 }
@@ -54,7 +59,8 @@ func NewService(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, now: o.Now, logger: o.Logger}
+	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, baseURL: o.PublicBaseURL, now: o.Now,
+		logger: o.Logger}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -194,16 +200,18 @@ func (s *Service) List(ctx context.Context, workflowID string) ([]Trigger, error
 // Update changes trigger triggerID as a validated req says: the schedule's
 // start moves to now when the expression or zone changes. NotFound,
 // Forbidden, Invalid for fields the trigger's type does not have or a
-// schedule that never fires, the scheduler's errors (the change is then
-// stored but its schedule not: fires of the old version are ignored, and
-// repeating the request puts the schedule).
+// schedule that never fires, the scheduler's errors (Invalid naming
+// "schedule" for an expression it refuses): the change is then undone,
+// so that the stored trigger stays the one its schedule fires.
 func (s *Service) Update(ctx context.Context, workflowID, triggerID string, req UpdateRequest) (Trigger, error) {
 	const op = "trigger.Update"
 	in, err := decodeInput(req.Input)
 	if err != nil {
 		return Trigger{}, errs.Wrap(op, err)
 	}
+	var prev Trigger
 	next, err := s.update(ctx, op, workflowID, triggerID, func(t Trigger, now time.Time) (Trigger, error) {
+		prev = t
 		if err := req.validateFor(t); err != nil {
 			return t, err
 		}
@@ -238,7 +246,18 @@ func (s *Service) Update(ctx context.Context, workflowID, triggerID string, req 
 	if err != nil {
 		return Trigger{}, err
 	}
-	return next, errs.Wrap(op, s.sync(ctx, next))
+	if err := s.sync(ctx, next); err != nil {
+		// Undone: kept, the change would show a schedule that never fires
+		// (the scheduler still holds the previous version's, whose fires
+		// are ignored once the version moved). The previous configuration
+		// and version go back on condition that nothing changed since; the
+		// markers and the last fire are not touched.
+		if uerr := s.store.UpdateTrigger(context.WithoutCancel(ctx), prev, next.Version); uerr != nil {
+			logging.FromContext(ctx).ErrorContext(ctx, "trigger: undo update after the scheduler failed", "triggerId", next.ID, "err", uerr)
+		}
+		return Trigger{}, errs.Wrap(op, err)
+	}
+	return next, nil
 }
 
 // update reads trigger triggerID (NotFound, Forbidden), applies change and

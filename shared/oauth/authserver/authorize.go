@@ -308,7 +308,7 @@ func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (st
 	err = s.store.CreateCode(ctx, oauth.Code{
 		// The redirect_uri as the request gave it (empty when it named
 		// none): the token request must repeat it (RFC 6749 section 4.1.3).
-		Hash: hashSecret(code), ClientID: req.client.ID, UserID: userID, RedirectURI: req.params.Get("redirect_uri"),
+		Hash: oauth.HashSecret(code), ClientID: req.client.ID, UserID: userID, RedirectURI: req.params.Get("redirect_uri"),
 		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name,
 		CreatedAt: now, ExpiresAt: now.Add(oauth.CodeTTL),
 	})

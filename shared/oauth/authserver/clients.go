@@ -392,7 +392,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var secret string
 	if method != "none" {
 		secret = newSecret("wcs_")
-		c.SecretHash = hashSecret(secret)
+		c.SecretHash = oauth.HashSecret(secret)
 	}
 	if err := s.store.CreateClient(r.Context(), c); err != nil {
 		writeOAuthError(w, 0, fromServiceError(err))
@@ -455,7 +455,7 @@ func (s *Server) authenticateClient(r *http.Request) (oauth.Client, *oauthError)
 		}
 		return c, nil
 	}
-	if secret == "" || subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(c.SecretHash)) != 1 {
+	if secret == "" || subtle.ConstantTimeCompare([]byte(oauth.HashSecret(secret)), []byte(c.SecretHash)) != 1 {
 		e := errInvalidClient("client authentication failed")
 		return oauth.Client{}, &e
 	}

@@ -82,7 +82,7 @@ func (s *Server) CreatePersonalToken(ctx context.Context, userID string, in Toke
 		return CreatedToken{}, errs.E(op, errs.Conflict, "TOO_MANY_TOKENS", "at most 20 personal access tokens; delete one first")
 	}
 	token := newSecret(oauth.PersonalTokenPrefix)
-	t := oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: strings.TrimSpace(in.Name), Hash: hashSecret(token),
+	t := oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: strings.TrimSpace(in.Name), Hash: oauth.HashSecret(token),
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(*in.ExpiresInDays) * 24 * time.Hour)}
 	if err := s.store.CreatePersonalToken(ctx, t); err != nil {
 		return CreatedToken{}, errs.Wrap(op, err)
@@ -189,13 +189,19 @@ func userPath(r *http.Request, op string) (string, error) {
 	return id, nil
 }
 
+// handleCreateToken checks the path (400 INVALID_ID, 403 another user's)
+// before it reads the body, as every route with a body does, so that a
+// malformed or foreign path is told as such whatever the body.
 func (s *Server) handleCreateToken() http.Handler {
-	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in TokenRequest) (CreatedToken, error) {
-		id, err := userPath(r, "oauth.CreateToken")
-		if err != nil {
-			return CreatedToken{}, err
+	create := httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in TokenRequest) (CreatedToken, error) {
+		return s.CreatePersonalToken(r.Context(), r.PathValue("userId"), in)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := userPath(r, "oauth.CreateToken"); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
 		}
-		return s.CreatePersonalToken(r.Context(), id, in)
+		create.ServeHTTP(w, r)
 	})
 }
 

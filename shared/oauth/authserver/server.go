@@ -1,7 +1,6 @@
 package authserver
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"log/slog"
@@ -68,15 +67,9 @@ func New(o Options) *Server {
 	}
 }
 
-// newSecret returns 256 random bits, base64url-encoded, after prefix.
-func newSecret(prefix string) string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (Go 1.24+)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// hashSecret is oauth.HashSecret.
-func hashSecret(s string) string { return oauth.HashSecret(s) }
+// newSecret returns auth.NewToken (256 random bits, base64url-encoded)
+// after prefix.
+func newSecret(prefix string) string { return prefix + auth.NewToken() }
 
 // grantIDOf derives a grant's id from the code it was issued for, so that
 // a code presented again after its redemption (its item is gone) still

@@ -128,7 +128,7 @@ func (s *Server) exchangeCode(ctx context.Context, base string, client oauth.Cli
 		return tokenResponse{}, errInvalidRequest("code_verifier is required (PKCE)")
 	}
 	now := s.now().UTC()
-	c, err := s.store.ConsumeCode(ctx, hashSecret(code))
+	c, err := s.store.ConsumeCode(ctx, oauth.HashSecret(code))
 	if errs.Is(err, errs.NotFound) {
 		// Used before (or never issued): whatever was issued for it is
 		// revoked (RFC 6749 section 4.1.2).
@@ -176,7 +176,7 @@ func (s *Server) newRefresh(token string, g oauth.Grant, now time.Time) oauth.Re
 	if g.ExpiresAt.Before(exp) {
 		exp = g.ExpiresAt
 	}
-	return oauth.RefreshToken{Hash: hashSecret(token), GrantID: g.ID, ClientID: g.ClientID, UserID: g.UserID, CreatedAt: now, ExpiresAt: exp}
+	return oauth.RefreshToken{Hash: oauth.HashSecret(token), GrantID: g.ID, ClientID: g.ClientID, UserID: g.UserID, CreatedAt: now, ExpiresAt: exp}
 }
 
 var errRefreshUnusable = errInvalidGrant("the refresh token is invalid, expired or revoked")
@@ -196,7 +196,7 @@ func (s *Server) refresh(ctx context.Context, base string, client oauth.Client, 
 		return tokenResponse{}, errInvalidRequest("refresh_token is required")
 	}
 	now := s.now().UTC()
-	old, err := s.store.RefreshToken(ctx, hashSecret(token))
+	old, err := s.store.RefreshToken(ctx, oauth.HashSecret(token))
 	if errs.Is(err, errs.NotFound) {
 		return tokenResponse{}, errRefreshUnusable
 	}
@@ -293,7 +293,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, now := r.Context(), s.now().UTC()
 	grantID := ""
-	if rt, err := s.store.RefreshToken(ctx, hashSecret(token)); err == nil {
+	if rt, err := s.store.RefreshToken(ctx, oauth.HashSecret(token)); err == nil {
 		if rt.ClientID == client.ID {
 			grantID = rt.GrantID
 		}
