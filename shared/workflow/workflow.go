@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Limits (README.md, Limits).
+// Limits (docs/limits.md).
 const (
 	MaxNameLen        = 255
 	MaxDescriptionLen = 1000
