@@ -37,12 +37,7 @@ const maxExcerpt = 300
 // Excerpt returns the start of a provider's error message to keep in a
 // cause: at most 300 bytes, cut at a character boundary and marked "…"
 // when cut.
-func Excerpt(message string) string {
-	if s, cut := truncate.String(message, maxExcerpt); cut {
-		return s + "…"
-	}
-	return message
-}
+func Excerpt(message string) string { return truncate.Ellipsis(message, maxExcerpt) }
 
 // Answer receives the status and headers of the provider's last answer to
 // a request. Its methods are safe for concurrent use.
