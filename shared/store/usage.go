@@ -49,28 +49,30 @@ const (
 // at most limit: one UpdateItem conditioned on `committed <= limit -
 // tokens` (or, for the month's first call, on the item not existing). A
 // refused write returns the item as it was (ReturnValuesOnConditionCheckFailure
-// ALL_OLD), so the caller learns what remains without a read. An item
-// written before the committed counter existed gets it once, from the sum
-// of its models' tokens (one more conditional write), then the
-// reservation is tried again.
-func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, error) {
+// ALL_OLD), so the caller learns, without a read, the committed counter
+// and what settled calls spent (the sum of the models' counters; the
+// difference is what open reservations hold). An item written before the
+// committed counter existed gets it once, from the sum of its models'
+// tokens (one more conditional write), then the reservation is tried
+// again.
+func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, int64, error) {
 	const op = "store.ReserveUsage"
 	for range 2 {
 		ok, committed, item, err := u.reserve(ctx, userID, month, tokens, limit)
 		if err != nil || ok {
-			return ok, committed, storeError(op, err)
+			return ok, committed, 0, storeError(op, err)
 		}
 		if item == nil {
-			return false, 0, nil // no item yet, and tokens > limit
+			return false, 0, 0, nil // no item yet, and tokens > limit
 		}
-		if _, has := item[usageCommitted]; has {
-			return false, committed, nil
-		}
-		// An item from before the counter: start it at what was spent.
 		var spent int64
 		for _, c := range countsOf(item) {
 			spent += c.Tokens()
 		}
+		if _, has := item[usageCommitted]; has {
+			return false, committed, spent, nil
+		}
+		// An item from before the counter: start it at what was spent.
 		_, err = u.db.Client().UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(u.name),
 			Key:                       map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: usageKey(userID, month)}},
@@ -80,10 +82,10 @@ func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit
 			ExpressionAttributeValues: map[string]types.AttributeValue{":spent": number(spent)},
 		})
 		if err != nil && !isConditionFailure(err) {
-			return false, 0, storeError(op, err)
+			return false, 0, 0, storeError(op, err)
 		}
 	}
-	return false, 0, storeError(op, errors.New("the committed counter could not be started"))
+	return false, 0, 0, storeError(op, errors.New("the committed counter could not be started"))
 }
 
 // reserve is one conditional write of Reserve: ok and the counter after,

@@ -96,9 +96,9 @@ func TestUsageReserve(t *testing.T) {
 	}
 	for _, s := range steps {
 		db.Counter.Reset()
-		ok, committed, err := u.Reserve(ctx, "u1", "2026-06", s.tokens, s.limit)
-		if err != nil || ok != s.ok || committed != s.committed {
-			t.Errorf("%s: Reserve(%d, %d) = %v, %d, %v; want %v, %d", s.name, s.tokens, s.limit, ok, committed, err, s.ok, s.committed)
+		ok, committed, spent, err := u.Reserve(ctx, "u1", "2026-06", s.tokens, s.limit)
+		if err != nil || ok != s.ok || committed != s.committed || spent != 0 {
+			t.Errorf("%s: Reserve(%d, %d) = %v, %d, %d, %v; want %v, %d, nothing spent", s.name, s.tokens, s.limit, ok, committed, spent, err, s.ok, s.committed)
 		}
 		if n := db.Counter.Count(); n != 1 {
 			t.Errorf("%s: %d DynamoDB calls, want 1", s.name, n)
@@ -111,6 +111,11 @@ func TestUsageReserve(t *testing.T) {
 	}
 	if c, _ := u.Committed(ctx, "u1", "2026-06"); c != 75 {
 		t.Errorf("committed after a settle = %d, want 75", c)
+	}
+	// A refused reservation tells what settled calls spent (30) apart
+	// from what open ones hold (45).
+	if ok, committed, spent, err := u.Reserve(ctx, "u1", "2026-06", 200, 200); err != nil || ok || committed != 75 || spent != 30 {
+		t.Errorf("Reserve(200, 200) = %v, %d, %d, %v; want refused at 75 committed, 30 spent", ok, committed, spent, err)
 	}
 	if got, _ := u.MonthUsage(ctx, "u1", "2026-06"); got["builtin"] != (usage.Counts{Requests: 1, InputTokens: 20, OutputTokens: 10}) {
 		t.Errorf("usage = %+v", got)
@@ -138,10 +143,10 @@ func TestUsageReserveStartsOldItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, committed, err := u.Reserve(ctx, "u1", "2026-06", 20, 100); err != nil || ok || committed != 90 {
-		t.Errorf("Reserve(20, 100) on 90 spent = %v, %d, %v; want refused at 90", ok, committed, err)
+	if ok, committed, spent, err := u.Reserve(ctx, "u1", "2026-06", 20, 100); err != nil || ok || committed != 90 || spent != 90 {
+		t.Errorf("Reserve(20, 100) on 90 spent = %v, %d, %d, %v; want refused at 90", ok, committed, spent, err)
 	}
-	if ok, committed, err := u.Reserve(ctx, "u1", "2026-06", 10, 100); err != nil || !ok || committed != 100 {
+	if ok, committed, _, err := u.Reserve(ctx, "u1", "2026-06", 10, 100); err != nil || !ok || committed != 100 {
 		t.Errorf("Reserve(10, 100) on 90 spent = %v, %d, %v; want 100", ok, committed, err)
 	}
 }
