@@ -260,13 +260,7 @@ func TestAttachmentRules(t *testing.T) {
 func TestAttachmentsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "data", "devserver.json")
-	srv := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
-	ada := newClient(t, srv.API)
-	r := ada.do("POST", "/api/auth/sign-up/email", map[string]string{"email": "ada-restart-files@example.com", "password": "chat-password-1", "name": "Ada"})
-	if r.Status != 200 {
-		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
-	}
-	token := sessionToken(t, r)
+	srv, ada, token := signedUpOnFile(t, file, "ada-restart-files@example.com")
 	chat := newChat(t, ada, map[string]string{"title": "kept"})
 	a := newAttachment(t, ada, chat.ID, "notes.md", "text/markdown", 12)
 	if r := upload(t, a, []byte("# kept ✓\n\n")); r.Status != 200 {
@@ -297,6 +291,20 @@ func TestAttachmentsSurviveRestart(t *testing.T) {
 	}
 }
 
+// signedUpOnFile starts a dev server over DATA_FILE file and signs up
+// email: the server, the user's client and session token (to use after a
+// restart).
+func signedUpOnFile(t *testing.T, file, email string) (*server, *client, string) {
+	t.Helper()
+	srv := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
+	c := newClient(t, srv.API)
+	r := c.do("POST", "/api/auth/sign-up/email", map[string]string{"email": email, "password": "chat-password-1", "name": "Ada"})
+	if r.Status != 200 {
+		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
+	}
+	return srv, c, sessionToken(t, r)
+}
+
 // onServer returns signed URL u moved to the server at api: a restarted
 // test server listens on another port (PORT=0); a dev server on a fixed
 // PORT keeps its URLs as they are.
@@ -320,13 +328,7 @@ func onServer(t *testing.T, u, api string) string {
 func TestPendingUploadAfterRestart(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "devserver.json")
-	srv := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
-	ada := newClient(t, srv.API)
-	r := ada.do("POST", "/api/auth/sign-up/email", map[string]string{"email": "ada-pending-restart@example.com", "password": "chat-password-1", "name": "Ada"})
-	if r.Status != 200 {
-		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
-	}
-	token := sessionToken(t, r)
+	srv, ada, token := signedUpOnFile(t, file, "ada-pending-restart@example.com")
 	chat := newChat(t, ada, map[string]string{"title": "pending"})
 	content := []byte("# later\n")
 	created := newAttachment(t, ada, chat.ID, "created.md", "text/markdown", int64(len(content)))
