@@ -58,6 +58,13 @@ const maxReserveAttempts = 8
 // of the user to settle before it answers BUDGET_BUSY.
 const DefaultBudgetWait = 5 * time.Second
 
+// StaleReservation is how long after the user's last reservation the
+// tokens still held count as spent rather than as coming back: longer
+// than any model call holds a reservation (a Lambda invocation lasts at
+// most 15 minutes). Until then a call they keep out is BUDGET_BUSY, after
+// it BUDGET_EXCEEDED.
+const StaleReservation = 20 * time.Minute
+
 // BusyRetryAfter is the Retry-After, in seconds, of BUDGET_BUSY.
 const BusyRetryAfter = 2
 
@@ -92,12 +99,11 @@ func (c Counts) Add(d Counts) Counts {
 // tokens.
 type Store interface {
 	// Reserve adds tokens to userID's committed counter of month when the
-	// counter, tokens added, stays at most limit, in one conditional
-	// write: ok and the counter after. Otherwise it writes nothing and
-	// returns ok false, the counter as the refused write found it and
-	// spent, the tokens its models' counters held (what settled calls
-	// spent: committed minus spent is what open reservations hold).
-	Reserve(ctx context.Context, userID, month string, tokens, limit int64) (ok bool, committed, spent int64, err error)
+	// counter, tokens added, stays at most limit, and records at as the
+	// time of the last reservation, in one conditional write: ok and the
+	// counter after (Counter.Committed). Otherwise it writes nothing and
+	// returns ok false and the counter as the refused write found it.
+	Reserve(ctx context.Context, userID, month string, tokens, limit int64, at time.Time) (ok bool, c Counter, err error)
 	// Settle adds delta (negative to give back) to userID's committed
 	// counter of month and c to modelID's counters (none when modelID is
 	// empty), atomically in one write.
@@ -105,6 +111,19 @@ type Store interface {
 	// MonthUsage returns every model's counters of a month (an empty map
 	// when there are none).
 	MonthUsage(ctx context.Context, userID, month string) (map[string]Counts, error)
+}
+
+// Counter is a user's month counter as a reservation found it.
+type Counter struct {
+	// Committed is what open reservations hold plus what settled calls
+	// spent.
+	Committed int64
+	// Spent is what settled calls spent (the sum of the models'
+	// counters): Committed minus Spent is what open reservations hold.
+	Spent int64
+	// ReservedAt is when the last reservation was made (zero when none
+	// was recorded).
+	ReservedAt time.Time
 }
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -187,7 +206,8 @@ func (r *Reservation) Held() int64 {
 // backoff, up to the Meter's wait bound (DefaultBudgetWait). Errors:
 // RateLimited BUDGET_EXCEEDED (with RetryAfter, the seconds to next
 // month) when the prompt and one output token do not fit in what settled
-// calls left, so that no reservation coming back can make room;
+// calls left, so that no reservation coming back can make room (tokens
+// held while no call has reserved for StaleReservation count as spent);
 // RateLimited BUDGET_BUSY (RetryAfter BusyRetryAfter) when they would fit
 // but open reservations still held the room at the wait bound; the
 // context's error when it ends while waiting; the store's errors. Without
@@ -210,13 +230,20 @@ func (m *Meter) Reserve(ctx context.Context, userID string, prompt, maxOutput in
 	backoff := minBusyBackoff
 	for {
 		tokens := int64(prompt) + out
-		ok, committed, spent, err := m.store.Reserve(ctx, userID, r.month, tokens, m.budget)
+		ok, c, err := m.store.Reserve(ctx, userID, r.month, tokens, m.budget, m.now())
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}
 		if ok {
 			r.held, r.maxOutput = tokens, int(out)
 			return r, nil
+		}
+		committed, spent := c.Committed, c.Spent
+		if spent < committed && !c.ReservedAt.IsZero() && m.now().Sub(c.ReservedAt) > StaleReservation {
+			// No call has reserved for longer than any call holds a
+			// reservation: what is held was lost (a process that died
+			// before settling, a call whose fate is unknown) and stays.
+			spent = committed
 		}
 		if int64(prompt) >= m.budget-spent {
 			return nil, m.exceeded(op, max(m.budget-committed, 0))

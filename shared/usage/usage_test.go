@@ -243,10 +243,16 @@ func TestReserveWhileOthersHoldTheBudget(t *testing.T) {
 		if _, err := m.Reserve(ctx, "u1", 30, 0); errs.CodeOf(err) != usage.CodeBudgetExceeded {
 			t.Errorf("a prompt of 30 with 30 unspent: %v, want BUDGET_EXCEEDED", err)
 		}
-		// 29 fits once the open one settles: busy (not waiting here).
+		// 29 fits once the open one settles: busy (not waiting here)...
 		now0 := usage.NewMeter(u, budget, nil, func() time.Time { return now }).WithWait(0)
 		if _, err := now0.Reserve(ctx, "u1", 29, 0); errs.CodeOf(err) != usage.CodeBudgetBusy {
 			t.Errorf("a prompt of 29 with 30 unspent: %v, want BUDGET_BUSY", err)
+		}
+		// ... until no call has reserved for StaleReservation: what is
+		// still held was lost, and counts as spent.
+		later := usage.NewMeter(u, budget, nil, func() time.Time { return now.Add(usage.StaleReservation + time.Second) }).WithWait(time.Hour)
+		if _, err := later.Reserve(ctx, "u1", 29, 0); errs.CodeOf(err) != usage.CodeBudgetExceeded {
+			t.Errorf("a prompt of 29 with 30 held for longer than any call: %v, want BUDGET_EXCEEDED", err)
 		}
 	})
 }
