@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -252,18 +254,13 @@ func TestAttachmentRules(t *testing.T) {
 }
 
 // TestAttachmentsSurviveRestart: with DATA_FILE the files are kept beside
-// it (DATA_FILE.blobs) and a restarted server serves them under new URLs
-// (the old ones were signed by the old process).
+// it (DATA_FILE.blobs) and a restarted server serves them, under the URLs
+// signed before the restart too (the signing secret is kept beside
+// DATA_FILE, DATA_FILE.blob-secret, mode 0600).
 func TestAttachmentsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "data", "devserver.json")
-	srv := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
-	ada := newClient(t, srv.API)
-	r := ada.do("POST", "/api/auth/sign-up/email", map[string]string{"email": "ada-restart-files@example.com", "password": "chat-password-1", "name": "Ada"})
-	if r.Status != 200 {
-		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
-	}
-	token := sessionToken(t, r)
+	srv, ada, token := signedUpOnFile(t, file, "ada-restart-files@example.com")
 	chat := newChat(t, ada, map[string]string{"title": "kept"})
 	a := newAttachment(t, ada, chat.ID, "notes.md", "text/markdown", 12)
 	if r := upload(t, a, []byte("# kept ✓\n\n")); r.Status != 200 {
@@ -281,11 +278,85 @@ func TestAttachmentsSurviveRestart(t *testing.T) {
 	again := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
 	c := withCookie(t, again.API, token)
 	after := getAttachment(t, c, chat.ID, a.ID)
-	if after.Status != "ready" || after.DownloadURL == before.DownloadURL {
+	if after.Status != "ready" || after.DownloadURL == "" {
 		t.Fatalf("after restart: %+v", after)
 	}
-	if r := blobRequest(t, "GET", after.DownloadURL, nil, nil); r.Status != 200 || string(r.Body) != "# kept ✓\n\n" {
-		t.Fatalf("download after restart: %d %q", r.Status, r.Body)
+	for _, u := range []string{after.DownloadURL, onServer(t, before.DownloadURL, again.API)} {
+		if r := blobRequest(t, "GET", u, nil, nil); r.Status != 200 || string(r.Body) != "# kept ✓\n\n" {
+			t.Fatalf("download after restart: %d %q", r.Status, r.Body)
+		}
+	}
+	if fi, err := os.Stat(file + ".blob-secret"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the signing secret file: %v, %v; want mode 0600", fi, err)
+	}
+}
+
+// signedUpOnFile starts a dev server over DATA_FILE file and signs up
+// email: the server, the user's client and session token (to use after a
+// restart).
+func signedUpOnFile(t *testing.T, file, email string) (*server, *client, string) {
+	t.Helper()
+	srv := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
+	c := newClient(t, srv.API)
+	r := c.do("POST", "/api/auth/sign-up/email", map[string]string{"email": email, "password": "chat-password-1", "name": "Ada"})
+	if r.Status != 200 {
+		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
+	}
+	return srv, c, sessionToken(t, r)
+}
+
+// onServer returns signed URL u moved to the server at api: a restarted
+// test server listens on another port (PORT=0); a dev server on a fixed
+// PORT keeps its URLs as they are.
+func onServer(t *testing.T, u, api string) string {
+	t.Helper()
+	moved, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := url.Parse(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.Host = base.Host
+	return moved.String()
+}
+
+// TestPendingUploadAfterRestart: an attachment created before a restart
+// of the dev server and not yet uploaded is uploaded after it, with the
+// create's URL or with the one its read signs afresh, and becomes ready.
+func TestPendingUploadAfterRestart(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "devserver.json")
+	srv, ada, token := signedUpOnFile(t, file, "ada-pending-restart@example.com")
+	chat := newChat(t, ada, map[string]string{"title": "pending"})
+	content := []byte("# later\n")
+	created := newAttachment(t, ada, chat.ID, "created.md", "text/markdown", int64(len(content)))
+	reread := newAttachment(t, ada, chat.ID, "reread.md", "text/markdown", int64(len(content)))
+	stopServer(t, srv)
+
+	again := startServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin)
+	c := withCookie(t, again.API, token)
+	read := getAttachment(t, c, chat.ID, reread.ID)
+	if read.Status != "pending" || read.UploadURL == "" || read.UploadHeaders["Content-Type"] != "text/markdown" ||
+		read.ExpiresAt == nil || !read.ExpiresAt.Equal(*reread.ExpiresAt) {
+		t.Fatalf("a pending attachment read after the restart: %+v", read)
+	}
+	if r := upload(t, read, content); r.Status != 200 {
+		t.Fatalf("upload with the read's URL: %d %s", r.Status, r.Body)
+	}
+	created.UploadURL = onServer(t, created.UploadURL, again.API)
+	if r := upload(t, created, content); r.Status != 200 {
+		t.Fatalf("upload with the create's URL: %d %s", r.Status, r.Body)
+	}
+	for _, id := range []string{created.ID, reread.ID} {
+		got := getAttachment(t, c, chat.ID, id)
+		if got.Status != "ready" || got.UploadURL != "" {
+			t.Fatalf("after the upload: %+v", got)
+		}
+		if r := blobRequest(t, "GET", got.DownloadURL, nil, nil); r.Status != 200 || !bytes.Equal(r.Body, content) {
+			t.Fatalf("download: %d %q", r.Status, r.Body)
+		}
 	}
 }
 

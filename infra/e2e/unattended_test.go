@@ -489,16 +489,23 @@ func TestWebhookCalls(t *testing.T) {
 	if !strings.HasSuffix(tr.URL, "/hooks/"+tr.ID) || !strings.HasPrefix(tr.Secret, "whsec_") {
 		t.Fatalf("webhook trigger: %+v", tr)
 	}
-	call := func(body, key string, sign func(ts, body string) string) response {
+	type signedCall struct {
+		response
+		ts, sig string
+	}
+	signed := func(body, key string, sign func(ts, body string) string) signedCall {
 		ts := fmt.Sprint(time.Now().Unix())
 		h := []string{"X-Signature", sign(ts, body)}
 		if key != "" {
 			h = append(h, "Idempotency-Key", key)
 		}
-		return c.do("POST", "/hooks/"+tr.ID, body, h...)
+		return signedCall{c.do("POST", "/hooks/"+tr.ID, body, h...), ts, h[1]}
+	}
+	call := func(body, key string, sign func(ts, body string) string) response {
+		return signed(body, key, sign).response
 	}
 	good := func(ts, body string) string { return webhookSignature(tr.Secret, ts, body) }
-	first := call(`{"order": 41}`, "order-41", good)
+	first := signed(`{"order": 41}`, "order-41", good)
 	if first.Status != 202 {
 		t.Fatalf("signed call: %d %s", first.Status, first.Body)
 	}
@@ -509,6 +516,19 @@ func TestWebhookCalls(t *testing.T) {
 	again.decode(t, &b)
 	if again.Status != 200 || b.Data.RunID != a.Data.RunID {
 		t.Errorf("replayed call: %d %s, want 200 with run %s", again.Status, again.Body, a.Data.RunID)
+	}
+	// The first call, captured and replayed with a new Idempotency-Key,
+	// names the same run; reformatted, it is refused.
+	for i, sig := range []string{first.sig, "v1=" + strings.TrimPrefix(first.sig, "t="+first.ts+",v1=") + ",t=" + first.ts} {
+		r := c.do("POST", "/hooks/"+tr.ID, `{"order": 41}`, "X-Signature", sig, "Idempotency-Key", fmt.Sprint("order-41-replay-", i))
+		var rr struct{ Data struct{ RunID string } }
+		r.decode(t, &rr)
+		if r.Status != 200 || rr.Data.RunID != a.Data.RunID {
+			t.Errorf("replay %d with a new key: %d %s, want 200 with run %s", i, r.Status, r.Body, a.Data.RunID)
+		}
+	}
+	for _, sig := range []string{first.sig + ",x=1", first.sig + ",v1=00", strings.ToUpper(first.sig), strings.Replace(first.sig, ",", ", ", 1)} {
+		expectError(t, "a reformatted replay "+sig, c.do("POST", "/hooks/"+tr.ID, `{"order": 41}`, "X-Signature", sig, "Idempotency-Key", "order-41-reformatted"), 401, "INVALID_SIGNATURE")
 	}
 	run := waitRun(t, c, wfID, a.Data.RunID, "ended", ended)
 	if run.Status != "completed" || run.Steps[0].Output["result"] != 42.0 || run.Trigger == nil || run.Trigger.Type != "webhook" {

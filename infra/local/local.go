@@ -276,15 +276,25 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 // BlobsDir is the folder of the dev server's blobs with DATA_FILE.
 func BlobsDir(dataFile string) string { return dataFile + ".blobs" }
 
-// blobs builds the dev server's blob store: the folder BlobsDir(DATA_FILE)
-// or memory, its URLs signed with a key of this process (so they stop
-// working when it exits) and starting at o.PublicURL.
+// BlobSecretFile is the file of the dev server's blob URL signing secret
+// with DATA_FILE.
+func BlobSecretFile(dataFile string) string { return dataFile + ".blob-secret" }
+
+// blobs builds the dev server's blob store: the folder BlobsDir(DATA_FILE),
+// its URLs signed with the secret of BlobSecretFile (created when missing,
+// so that URLs signed before a restart still work after it, as the data
+// does), or memory, its URLs signed with a key of this process (they stop
+// working when it exits, as the data does); URLs start at o.PublicURL.
 func blobs(cfg config.Config, o Options) (*blob.Local, error) {
 	var b blob.Backend = blob.NewMemory(o.Now)
+	var secret []byte
 	if cfg.DataFile != "" {
 		f, err := blob.NewFolder(BlobsDir(cfg.DataFile), o.Now)
 		if err != nil {
 			return nil, fmt.Errorf("local: blob store: %w", err)
+		}
+		if secret, err = blob.SecretFile(BlobSecretFile(cfg.DataFile)); err != nil {
+			return nil, fmt.Errorf("local: %w", err)
 		}
 		b = f
 	}
@@ -292,7 +302,7 @@ func blobs(cfg config.Config, o Options) (*blob.Local, error) {
 	if base == "" {
 		base = fmt.Sprintf("http://127.0.0.1:%d", cfg.Port)
 	}
-	return blob.NewLocal(b, blob.LocalOptions{BaseURL: base, Now: o.Now, AllowedOrigins: cfg.AllowedOrigins})
+	return blob.NewLocal(b, blob.LocalOptions{BaseURL: base, Secret: secret, Now: o.Now, AllowedOrigins: cfg.AllowedOrigins})
 }
 
 // signingKeys returns the loader of the OAuth signing keys: the key file

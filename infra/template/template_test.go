@@ -274,7 +274,8 @@ var wantGrants = map[string]map[string][]string{
 		// Put trigger and reference, Update counter); DeleteTrigger (tx:
 		// Delete trigger and reference, Update counter); UpdateTrigger and
 		// RecordFire (UpdateItem); WorkflowTriggers (Query of the
-		// references, BatchGetItem); ClaimDelivery (conditional PutItem).
+		// references, BatchGetItem); ClaimDeliveries (a conditional PutItem,
+		// or a tx of them).
 		// A webhook call's run: the workflow and the run (GetItem),
 		// store.Runs.CreateRun (tx of Puts).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",

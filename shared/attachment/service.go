@@ -126,7 +126,11 @@ func (s *Service) Create(ctx context.Context, chatID string, in CreateRequest) (
 
 // Get returns attachment id of chat chatID, checking a pending one's
 // upload first (see the package comment), with a download URL when it is
-// ready. NotFound CHAT_NOT_FOUND, Forbidden, NotFound ATTACHMENT_NOT_FOUND.
+// ready, and when it is still pending with an upload URL signed afresh
+// that expires when the first one does (a client that lost the create's
+// answer, or whose URL a restarted dev server no longer honours, can
+// still upload; the deadline does not move). NotFound CHAT_NOT_FOUND,
+// Forbidden, NotFound ATTACHMENT_NOT_FOUND; the blob store's errors.
 func (s *Service) Get(ctx context.Context, chatID, id string) (Attachment, error) {
 	const op = "attachment.Get"
 	a, err := s.store.Attachment(ctx, auth.UserID(ctx), chatID, id)
@@ -135,6 +139,13 @@ func (s *Service) Get(ctx context.Context, chatID, id string) (Attachment, error
 	}
 	if a, err = s.settle(ctx, a); err != nil {
 		return Attachment{}, errs.Wrap(op, err)
+	}
+	if left := a.UploadExpires.Sub(s.clock()); a.Status == StatusPending && left >= blob.MinTTL {
+		up, err := s.blobs.PresignPut(ctx, UploadKey(a.UserID, a.ID), blob.PutOptions{ContentType: a.ContentType, Size: a.Size, CreateOnly: true}, left)
+		if err != nil {
+			return Attachment{}, errs.Wrap(op, err)
+		}
+		a.UploadURL, a.UploadHeaders = up.URL, up.Headers
 	}
 	if a.Status == StatusReady {
 		down, err := s.blobs.PresignGet(ctx, Key(a.UserID, a.ID), DownloadTTL)

@@ -3,9 +3,11 @@ package attachment_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -228,6 +230,32 @@ func TestMismatchedUploadsFail(t *testing.T) {
 	wantCode(t, "ready of a failed attachment", err, errs.Conflict, attachment.CodeFailed)
 }
 
+// TestPendingReadSignsUpload: a pending attachment's read answers an
+// upload URL signed afresh, with the same deadline, that uploads as the
+// create's does.
+func TestPendingReadSignsUpload(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 0)
+	c := e.chat(t, "ada")
+	a := e.create(t, "ada", c.ID, "photo.png", "image/png", len(png))
+	e.clock.Add(5 * time.Minute)
+	got, err := e.svc.Get(as("ada"), c.ID, a.ID)
+	if err != nil || got.Status != attachment.StatusPending || got.UploadURL == "" || got.UploadHeaders["Content-Type"] != "image/png" ||
+		got.ExpiresAt == nil || !got.ExpiresAt.Equal(*a.ExpiresAt) {
+		t.Fatalf("pending read: %+v %v", got, err)
+	}
+	u, err := url.Parse(got.UploadURL)
+	if err != nil || u.Query().Get(blob.ParamExpires) != fmt.Sprint(a.ExpiresAt.Unix()) {
+		t.Fatalf("the new URL %q does not expire at the deadline %s", got.UploadURL, a.ExpiresAt)
+	}
+	if status := put(t, got.UploadURL, got.UploadHeaders, png); status != 200 {
+		t.Fatalf("upload with the read's URL: %d", status)
+	}
+	if got, err = e.svc.Get(as("ada"), c.ID, a.ID); err != nil || got.Status != attachment.StatusReady || got.UploadURL != "" {
+		t.Fatalf("after upload: %+v %v", got, err)
+	}
+}
+
 func TestUploadDeadline(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 0)
@@ -237,8 +265,8 @@ func TestUploadDeadline(t *testing.T) {
 	wantCode(t, "ready before upload", err, errs.Conflict, attachment.CodeNotReady)
 	// Past the URL's expiry but within the grace for an upload in flight.
 	e.clock.Add(a.ExpiresAt.Add(attachment.UploadGrace).Sub(e.clock.Now()))
-	if got, err := e.svc.Get(as("ada"), c.ID, a.ID); err != nil || got.Status != attachment.StatusPending {
-		t.Fatalf("within the grace: %+v %v", got, err)
+	if got, err := e.svc.Get(as("ada"), c.ID, a.ID); err != nil || got.Status != attachment.StatusPending || got.UploadURL != "" {
+		t.Fatalf("within the grace: %+v %v (no new upload URL past the deadline)", got, err)
 	}
 	if status := put(t, a.UploadURL, a.UploadHeaders, []byte("hello")); status != 403 {
 		t.Fatalf("upload after the URL's expiry: %d", status)

@@ -461,3 +461,74 @@ func TestCopyExactly(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretFile: the secret is created once, mode 0600, and read back
+// the same by later calls, also by calls racing to create it; a damaged
+// file is an error naming it, never a new secret; a Local over the same
+// secret honours the URLs another one signed (a restarted dev server).
+func TestSecretFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sub", "data.json.blob-secret")
+	secrets := make([][]byte, 8)
+	var wg sync.WaitGroup
+	for i := range secrets {
+		wg.Go(func() {
+			s, err := blob.SecretFile(path)
+			if err != nil {
+				t.Error(err)
+			}
+			secrets[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range secrets {
+		if len(s) != 32 || !bytes.Equal(s, secrets[0]) {
+			t.Fatalf("secrets %x: want one of 32 bytes", secrets)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the file: %v, %v; want mode 0600", fi, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("%d files beside the secret, want none (temporary files removed)", len(entries)-1)
+	}
+
+	mem := blob.NewMemory(nil)
+	first, err := blob.NewLocal(mem, blob.LocalOptions{BaseURL: "http://127.0.0.1:1", Secret: secrets[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := first.PresignPut(context.Background(), "uploads/u/a", blob.PutOptions{ContentType: "text/plain", Size: 2, CreateOnly: true}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := blob.SecretFile(path)
+	second, err := blob.NewLocal(mem, blob.LocalOptions{BaseURL: "http://127.0.0.1:1", Secret: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	req := httptest.NewRequest("PUT", u.RequestURI(), strings.NewReader("hi"))
+	for k, v := range up.Headers {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	second.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("a URL signed before the restart: %d %s", rec.Code, rec.Body)
+	}
+
+	for name, content := range map[string]string{"empty": "", "short": "abcd", "not hex": strings.Repeat("z", 64)} {
+		bad := filepath.Join(t.TempDir(), "bad")
+		if err := os.WriteFile(bad, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := blob.SecretFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s file: %v, want an error naming it", name, err)
+		}
+		if b, _ := os.ReadFile(bad); string(b) != content {
+			t.Errorf("%s file was changed to %q", name, b)
+		}
+	}
+}

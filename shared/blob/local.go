@@ -6,10 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,8 +56,9 @@ type LocalOptions struct {
 	// BaseURL is the origin the handler is served at, e.g.
 	// http://127.0.0.1:3000 (no path, no trailing slash needed).
 	BaseURL string
-	// Secret is the HMAC key of the signatures; nil means 32 random bytes,
-	// so that URLs signed by one process stop working when it exits.
+	// Secret is the HMAC key of the signatures (SecretFile keeps one
+	// across restarts); nil means 32 random bytes, so that URLs signed by
+	// one process stop working when it exits.
 	Secret []byte
 	// Now is the clock of expiries; nil means time.Now.
 	Now func() time.Time
@@ -106,6 +111,63 @@ func NewLocal(b Backend, o LocalOptions) (*Local, error) {
 		origins = append(origins, strings.TrimRight(or, "/"))
 	}
 	return &Local{Backend: b, base: base, secret: secret, now: now, origins: origins}, nil
+}
+
+// SecretFile returns the signing secret kept in the file at path (64 hex
+// digits: 32 random bytes), creating it with a new secret, mode 0600,
+// when it is missing, so that the URLs a Local signs keep working across
+// restarts of the process. The file appears whole or not at all (written
+// aside, then linked into place), and when two processes create it at
+// once both use the one that won. It fails when the file cannot be read
+// or created, or holds anything but 64 hex digits (naming the file).
+func SecretFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := createSecretFile(path); err != nil {
+			return nil, fmt.Errorf("blob: signing secret file %s: %w", path, err)
+		}
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob: signing secret file: %w", err)
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(secret) != 32 {
+		return nil, fmt.Errorf("blob: signing secret file %s: want 64 hex digits; delete it to make a new secret (signed URLs then stop working)", path)
+	}
+	return secret, nil
+}
+
+// createSecretFile writes a new random secret to path unless a file is
+// there already.
+func createSecretFile(path string) error {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".blob-secret-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(secret) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // PresignGet implements Store.PresignGet.

@@ -400,33 +400,63 @@ func (s *Triggers) RecordFire(ctx context.Context, triggerID string, f trigger.F
 	return err
 }
 
-// ClaimDelivery stores d on condition that no unexpired delivery has its
-// key: one conditional PutItem; when the condition fails, one consistent
-// read returns the delivery that holds the key.
-func (s *Triggers) ClaimDelivery(ctx context.Context, d trigger.Delivery) (trigger.Delivery, bool, error) {
-	const op = "store.ClaimDelivery"
-	it := deliveryItem{PK: triggerPK(d.TriggerID), SK: deliveryPrefix + d.KeyHash, Type: "delivery",
-		RunID: d.RunID, BodyHash: d.BodyHash, CreatedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt.Unix()}
+// ClaimDeliveries stores ds, the deliveries of one webhook call, on
+// condition that none of their keys holds an unexpired delivery: one
+// conditional PutItem, or one transaction of them for several, so that
+// either all are stored or none is. held is nil when they were stored;
+// otherwise, read consistently, it has for each of ds the delivery that
+// holds its key (the zero Delivery where none does).
+func (s *Triggers) ClaimDeliveries(ctx context.Context, ds []trigger.Delivery) ([]trigger.Delivery, error) {
+	const op = "store.ClaimDeliveries"
+	if len(ds) == 0 {
+		return nil, errs.E(op, errs.Internal, "INTERNAL", "no delivery to claim")
+	}
 	for range 2 {
-		err := s.table.Put(it).If("attribute_not_exists(PK) OR expiresAt <= ?", d.CreatedAt.Unix()).Run(ctx)
+		var err error
+		if len(ds) == 1 {
+			err = s.claimPut(ds[0]).Run(ctx)
+		} else {
+			tx := s.db.WriteTx()
+			for _, d := range ds {
+				tx.Put(s.claimPut(d))
+			}
+			err = tx.Run(ctx)
+		}
 		if err == nil {
-			return d, true, nil
+			return nil, nil
 		}
 		if !isConditionFailure(err) {
-			return trigger.Delivery{}, false, storeError(op, err)
+			return nil, storeError(op, err)
 		}
-		var old deliveryItem
-		err = s.table.Get("PK", it.PK).Range("SK", dynamo.Equal, it.SK).Consistent(true).One(ctx, &old)
-		if errors.Is(err, dynamo.ErrNotFound) {
-			continue // deleted (expired) in between: claim again
+		held := make([]trigger.Delivery, len(ds))
+		found := false
+		for i, d := range ds {
+			var old deliveryItem
+			err := s.table.Get("PK", triggerPK(d.TriggerID)).Range("SK", dynamo.Equal, deliveryPrefix+d.KeyHash).Consistent(true).One(ctx, &old)
+			if errors.Is(err, dynamo.ErrNotFound) || err == nil && old.ExpiresAt <= d.CreatedAt.Unix() {
+				continue
+			}
+			if err != nil {
+				return nil, storeError(op, err)
+			}
+			held[i] = trigger.Delivery{TriggerID: d.TriggerID, KeyHash: d.KeyHash, BodyHash: old.BodyHash, RunID: old.RunID,
+				CreatedAt: old.CreatedAt, ExpiresAt: time.Unix(old.ExpiresAt, 0)}
+			found = true
 		}
-		if err != nil {
-			return trigger.Delivery{}, false, storeError(op, err)
+		if found {
+			return held, nil
 		}
-		return trigger.Delivery{TriggerID: d.TriggerID, KeyHash: d.KeyHash, BodyHash: old.BodyHash, RunID: old.RunID,
-			CreatedAt: old.CreatedAt, ExpiresAt: time.Unix(old.ExpiresAt, 0)}, false, nil
+		// The holder expired or was deleted in between: claim again.
 	}
-	return trigger.Delivery{}, false, errs.E(op, errs.Unavailable, "STORAGE_UNAVAILABLE", "storage is temporarily unavailable; retry shortly")
+	return nil, errs.E(op, errs.Unavailable, "STORAGE_UNAVAILABLE", "storage is temporarily unavailable; retry shortly")
+}
+
+// claimPut is the conditional Put of delivery d: its key holds no
+// delivery, or an expired one.
+func (s *Triggers) claimPut(d trigger.Delivery) *dynamo.Put {
+	it := deliveryItem{PK: triggerPK(d.TriggerID), SK: deliveryPrefix + d.KeyHash, Type: "delivery",
+		RunID: d.RunID, BodyHash: d.BodyHash, CreatedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt.Unix()}
+	return s.table.Put(it).If("attribute_not_exists(PK) OR expiresAt <= ?", d.CreatedAt.Unix())
 }
 
 // DueSchedules is the local scheduler (the dev server and tests): it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,7 +18,8 @@ import (
 
 // Usage stores the users' token usage in the Users table: one item per
 // user and month, USAGE#<userId>#<YYYY-MM>, holding the month's committed
-// tokens (`committed`: reserved for calls under way plus spent) and three
+// tokens (`committed`: reserved for calls under way plus spent), the time
+// of the last reservation (`reservedAt`, Unix seconds) and three
 // number attributes per model (req_, in_ and out_ followed by the model id
 // in hex, so that any model id is a plain attribute name). A reservation is
 // one conditional UpdateItem of `committed` (a condition can compare one
@@ -43,52 +45,61 @@ const (
 	usageInput     = "in_"
 	usageOutput    = "out_"
 	usageCommitted = "committed"
+	// usageReservedAt is when the month's last reservation was made (Unix
+	// seconds).
+	usageReservedAt = "reservedAt"
 )
 
 // Reserve adds tokens to userID's committed counter of month if it stays
-// at most limit: one UpdateItem conditioned on `committed <= limit -
-// tokens` (or, for the month's first call, on the item not existing). A
-// refused write returns the item as it was (ReturnValuesOnConditionCheckFailure
-// ALL_OLD), so the caller learns what remains without a read. An item
-// written before the committed counter existed gets it once, from the sum
-// of its models' tokens (one more conditional write), then the
+// at most limit, and sets `reservedAt` to at (Unix seconds): one
+// UpdateItem conditioned on `committed <= limit - tokens` (or, for the
+// month's first call, on the item not existing). A refused write returns
+// the item as it was (ReturnValuesOnConditionCheckFailure ALL_OLD), so the
+// caller learns, without a read, the committed counter, what settled
+// calls spent (the sum of the models' counters; the difference is what
+// open reservations hold) and when the last reservation was made. An
+// item written before the committed counter existed gets it once, from
+// the sum of its models' tokens (one more conditional write), then the
 // reservation is tried again.
-func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, error) {
+func (u *Usage) Reserve(ctx context.Context, userID, month string, tokens, limit int64, at time.Time) (bool, usage.Counter, error) {
 	const op = "store.ReserveUsage"
 	for range 2 {
-		ok, committed, item, err := u.reserve(ctx, userID, month, tokens, limit)
+		ok, committed, item, err := u.reserve(ctx, userID, month, tokens, limit, at)
 		if err != nil || ok {
-			return ok, committed, storeError(op, err)
+			return ok, usage.Counter{Committed: committed}, storeError(op, err)
 		}
 		if item == nil {
-			return false, 0, nil // no item yet, and tokens > limit
+			return false, usage.Counter{}, nil // no item yet, and tokens > limit
+		}
+		c := usage.Counter{Committed: committed}
+		for _, m := range countsOf(item) {
+			c.Spent += m.Tokens()
+		}
+		if n, ok := numberOf(item[usageReservedAt]); ok {
+			c.ReservedAt = time.Unix(n, 0)
 		}
 		if _, has := item[usageCommitted]; has {
-			return false, committed, nil
+			return false, c, nil
 		}
 		// An item from before the counter: start it at what was spent.
-		var spent int64
-		for _, c := range countsOf(item) {
-			spent += c.Tokens()
-		}
 		_, err = u.db.Client().UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(u.name),
 			Key:                       map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: usageKey(userID, month)}},
 			UpdateExpression:          aws.String("SET #c = :spent"),
 			ConditionExpression:       aws.String("attribute_not_exists(#c)"),
 			ExpressionAttributeNames:  map[string]string{"#c": usageCommitted},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":spent": number(spent)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":spent": number(c.Spent)},
 		})
 		if err != nil && !isConditionFailure(err) {
-			return false, 0, storeError(op, err)
+			return false, usage.Counter{}, storeError(op, err)
 		}
 	}
-	return false, 0, storeError(op, errors.New("the committed counter could not be started"))
+	return false, usage.Counter{}, storeError(op, errors.New("the committed counter could not be started"))
 }
 
 // reserve is one conditional write of Reserve: ok and the counter after,
 // or the item as the refused write found it (nil when there is none).
-func (u *Usage) reserve(ctx context.Context, userID, month string, tokens, limit int64) (bool, int64, map[string]types.AttributeValue, error) {
+func (u *Usage) reserve(ctx context.Context, userID, month string, tokens, limit int64, at time.Time) (bool, int64, map[string]types.AttributeValue, error) {
 	cond := "#c <= :max"
 	if tokens <= limit {
 		cond += " OR attribute_not_exists(PK)"
@@ -96,10 +107,10 @@ func (u *Usage) reserve(ctx context.Context, userID, month string, tokens, limit
 	out, err := u.db.Client().UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(u.name),
 		Key:                                 map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: usageKey(userID, month)}},
-		UpdateExpression:                    aws.String("ADD #c :t"),
+		UpdateExpression:                    aws.String("ADD #c :t SET #r = :at"),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            map[string]string{"#c": usageCommitted},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": number(tokens), ":max": number(limit - tokens)},
+		ExpressionAttributeNames:            map[string]string{"#c": usageCommitted, "#r": usageReservedAt},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": number(tokens), ":max": number(limit - tokens), ":at": number(at.Unix())},
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})

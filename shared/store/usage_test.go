@@ -81,6 +81,7 @@ func TestUsageReserve(t *testing.T) {
 	db := storetest.New(t)
 	u := store.NewUsage(db.DB, db.Users())
 	ctx := context.Background()
+	at := time.Date(2026, 6, 15, 12, 0, 0, 0, time.UTC)
 	steps := []struct {
 		name          string
 		tokens, limit int64
@@ -96,9 +97,9 @@ func TestUsageReserve(t *testing.T) {
 	}
 	for _, s := range steps {
 		db.Counter.Reset()
-		ok, committed, err := u.Reserve(ctx, "u1", "2026-06", s.tokens, s.limit)
-		if err != nil || ok != s.ok || committed != s.committed {
-			t.Errorf("%s: Reserve(%d, %d) = %v, %d, %v; want %v, %d", s.name, s.tokens, s.limit, ok, committed, err, s.ok, s.committed)
+		ok, c, err := u.Reserve(ctx, "u1", "2026-06", s.tokens, s.limit, at)
+		if err != nil || ok != s.ok || c.Committed != s.committed || c.Spent != 0 {
+			t.Errorf("%s: Reserve(%d, %d) = %v, %+v, %v; want %v, %d, nothing spent", s.name, s.tokens, s.limit, ok, c, err, s.ok, s.committed)
 		}
 		if n := db.Counter.Count(); n != 1 {
 			t.Errorf("%s: %d DynamoDB calls, want 1", s.name, n)
@@ -111,6 +112,12 @@ func TestUsageReserve(t *testing.T) {
 	}
 	if c, _ := u.Committed(ctx, "u1", "2026-06"); c != 75 {
 		t.Errorf("committed after a settle = %d, want 75", c)
+	}
+	// A refused reservation tells what settled calls spent (30) apart
+	// from what open ones hold (45).
+	// A refused reservation tells when the last one was made.
+	if ok, c, err := u.Reserve(ctx, "u1", "2026-06", 200, 200, at.Add(time.Hour)); err != nil || ok || c.Committed != 75 || c.Spent != 30 || !c.ReservedAt.Equal(at) {
+		t.Errorf("Reserve(200, 200) = %v, %+v, %v; want refused at 75 committed, 30 spent, reserved at %s", ok, c, err, at)
 	}
 	if got, _ := u.MonthUsage(ctx, "u1", "2026-06"); got["builtin"] != (usage.Counts{Requests: 1, InputTokens: 20, OutputTokens: 10}) {
 		t.Errorf("usage = %+v", got)
@@ -138,11 +145,12 @@ func TestUsageReserveStartsOldItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, committed, err := u.Reserve(ctx, "u1", "2026-06", 20, 100); err != nil || ok || committed != 90 {
-		t.Errorf("Reserve(20, 100) on 90 spent = %v, %d, %v; want refused at 90", ok, committed, err)
+	at := time.Date(2026, 6, 15, 12, 0, 0, 0, time.UTC)
+	if ok, c, err := u.Reserve(ctx, "u1", "2026-06", 20, 100, at); err != nil || ok || c.Committed != 90 || c.Spent != 90 || !c.ReservedAt.IsZero() {
+		t.Errorf("Reserve(20, 100) on 90 spent = %v, %+v, %v; want refused at 90, never reserved", ok, c, err)
 	}
-	if ok, committed, err := u.Reserve(ctx, "u1", "2026-06", 10, 100); err != nil || !ok || committed != 100 {
-		t.Errorf("Reserve(10, 100) on 90 spent = %v, %d, %v; want 100", ok, committed, err)
+	if ok, c, err := u.Reserve(ctx, "u1", "2026-06", 10, 100, at); err != nil || !ok || c.Committed != 100 {
+		t.Errorf("Reserve(10, 100) on 90 spent = %v, %+v, %v; want 100", ok, c, err)
 	}
 }
 

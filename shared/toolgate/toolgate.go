@@ -104,15 +104,17 @@ type Outcome struct {
 	ToolError error
 	// Usage is what a metered tool's model call spent (Run), else nil.
 	Usage *toolclient.Usage
-	// Code and Message say why a call was refused (Refuse): CodeToolDenied
-	// or usage.CodeBudgetExceeded. RetryAfter is the seconds until the
-	// budget renews (BUDGET_EXCEEDED).
+	// Code and Message say why a call was refused (Refuse): CodeToolDenied,
+	// usage.CodeBudgetExceeded or usage.CodeBudgetBusy. RetryAfter is the
+	// seconds until the budget renews (BUDGET_EXCEEDED) or until a retry
+	// may find room (BUDGET_BUSY).
 	Code, Message string
 	RetryAfter    int
 }
 
 // Err returns the outcome as an error: a refusal as an *errs.Error with
-// its code (Forbidden TOOL_DENIED, RateLimited BUDGET_EXCEEDED), a run's
+// its code (Forbidden TOOL_DENIED, RateLimited BUDGET_EXCEEDED or
+// BUDGET_BUSY), a run's
 // ToolError, else nil.
 func (o Outcome) Err() error {
 	switch o.Kind {
@@ -120,7 +122,7 @@ func (o Outcome) Err() error {
 		return o.ToolError
 	case Refuse:
 		kind := errs.Forbidden
-		if o.Code == usage.CodeBudgetExceeded {
+		if o.Code == usage.CodeBudgetExceeded || o.Code == usage.CodeBudgetBusy {
 			kind = errs.RateLimited
 		}
 		e := errs.E("toolgate", kind, o.Code, o.Message)
@@ -182,8 +184,10 @@ const (
 // denied, or a deny tool, is refused (TOOL_DENIED) and an ask tool asks
 // (Ask, nothing announced); a workflow step is refused only when the
 // user's own policy is deny. Then a metered tool reserves its input's
-// estimate plus its output cap (refused BUDGET_EXCEEDED when the input
-// does not fit in what remains; with a budget, a tool whose declaration
+// estimate plus its output cap (waiting, bounded, while other calls under
+// way hold the room; refused BUDGET_BUSY when they still do, BUDGET_EXCEEDED
+// when the input does not fit in what settled calls left; with a budget,
+// a tool whose declaration
 // cannot be read does not run), the call is announced, run with the
 // user's identity and the reservation's cap, and its reservation settled
 // to the usage the tool reported (given back when the tool server
@@ -229,7 +233,7 @@ func (g *Gate) run(ctx context.Context, c Call) (Outcome, error) {
 		}
 		if err == nil && d.Metered {
 			r, err = g.meter.Reserve(ctx, c.UserID, EstimateInput(input), 0)
-			if errs.CodeOf(err) == usage.CodeBudgetExceeded {
+			if code := errs.CodeOf(err); code == usage.CodeBudgetExceeded || code == usage.CodeBudgetBusy {
 				var e *errs.Error
 				errors.As(err, &e)
 				return Outcome{Kind: Refuse, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}, errs.Wrap(op, announce(c))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -319,5 +320,76 @@ func TestSteps(t *testing.T) {
 				t.Errorf("Run error = %v (kind %v, code %s, message %q)", err, errs.KindOf(err), errs.CodeOf(err), errs.MessageOf(err, ""))
 			}
 		})
+	}
+}
+
+// TestGateConcurrentCallsShareTheBudget: the shape of a forEach of 64
+// llm_generate steps at concurrency 16 under a budget of 2,000 tokens.
+// Each call reserves its prompt plus an output cap lowered to what
+// remains, so one call under way holds nearly the whole budget; the
+// others wait for it to settle instead of being refused. Every call runs
+// or is refused BUDGET_BUSY (retry shortly); BUDGET_EXCEEDED only once
+// what the calls spent leaves no room; the usage never passes the budget.
+func TestGateConcurrentCallsShareTheBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const budget, calls, concurrency = 2000, 64, 16
+	gate := toolgate.New(toolgate.Options{Tools: e.catalog, Policies: e.policies, Meter: usage.NewMeter(e.usage, budget, nil, func() time.Time { return now })})
+	userID := e.user(t, "", "", 0)
+	ctx := context.Background()
+	input := map[string]any{"prompt": "hi"}
+	est := int64(toolgate.EstimateInput(input))
+	var (
+		next                atomic.Int64
+		ran, busy, exceeded atomic.Int64
+		failures            = make(chan error, calls)
+		wg                  sync.WaitGroup
+	)
+	for range concurrency {
+		wg.Go(func() {
+			for next.Add(1) <= calls {
+				out, err := gate.Run(ctx, toolgate.Call{Origin: toolgate.Workflow, UserID: userID, ToolID: "llm_generate", Input: input})
+				switch {
+				case err != nil:
+					failures <- err
+				case out.Kind == toolgate.Run && out.ToolError == nil:
+					ran.Add(1)
+				case out.Kind == toolgate.Refuse && out.Code == usage.CodeBudgetBusy && out.RetryAfter > 0:
+					busy.Add(1)
+				case out.Kind == toolgate.Refuse && out.Code == usage.CodeBudgetExceeded:
+					exceeded.Add(1)
+				default:
+					failures <- fmt.Errorf("outcome %+v", out)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(failures)
+	for err := range failures {
+		t.Error(err)
+	}
+	got, err := e.usage.MonthUsage(ctx, userID, usage.Month(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spentTokens, requests int64
+	for _, c := range got {
+		spentTokens += c.Tokens()
+		requests += c.Requests
+	}
+	committed, _ := e.usage.Committed(ctx, userID, usage.Month(now))
+	t.Logf("%d ran, %d busy, %d exceeded; %d tokens spent of %d", ran.Load(), busy.Load(), exceeded.Load(), spentTokens, budget)
+	if ran.Load()+busy.Load()+exceeded.Load() != calls || requests != ran.Load() {
+		t.Errorf("%d ran, %d busy, %d exceeded of %d calls; %d recorded", ran.Load(), busy.Load(), exceeded.Load(), calls, requests)
+	}
+	if exceeded.Load() > 0 && spentTokens+est < budget {
+		t.Errorf("%d calls refused BUDGET_EXCEEDED with %d of %d tokens spent: a prompt of %d still fits", exceeded.Load(), spentTokens, budget, est)
+	}
+	if committed != spentTokens || spentTokens > budget*11/10 {
+		t.Errorf("committed %d, spent %d, budget %d", committed, spentTokens, budget)
+	}
+	if ran.Load() == 0 {
+		t.Error("no call ran")
 	}
 }

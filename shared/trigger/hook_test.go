@@ -2,8 +2,10 @@ package trigger_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +72,7 @@ func TestHookIdempotency(t *testing.T) {
 	if again.Data.RunID != first.Data.RunID {
 		t.Errorf("replay: run %q, want %q", again.Data.RunID, first.Data.RunID)
 	}
+	h.clock.Advance(time.Second) // a new signature (the same t would be the same call)
 	decode(t, h.hook(t, h.trig.ID, body, h.signed(body, "key-2")), 202, &other)
 	if other.Data.RunID == first.Data.RunID {
 		t.Error("another key got the same run")
@@ -100,6 +103,143 @@ func TestHookIdempotency(t *testing.T) {
 	}
 	if n := len(h.engine.started()); n != 4 {
 		t.Errorf("%d runs started, want 4", n)
+	}
+}
+
+// TestHookReplayVariants: a captured call, with or without an
+// Idempotency-Key, sent again with any key or reformatted, answers 200
+// with the same run or 401, and never starts a second run.
+func TestHookReplayVariants(t *testing.T) {
+	t.Parallel()
+	for _, origKey := range []string{"", "original-key"} {
+		t.Run("key="+origKey, func(t *testing.T) {
+			t.Parallel()
+			h := newHookEnv(t)
+			body := []byte(`{"order":7}`)
+			captured := h.signed(body, origKey)
+			var first struct{ Data struct{ RunID string } }
+			decode(t, h.hook(t, h.trig.ID, body, captured), 202, &first)
+			sig := captured[webhook.Header]
+			ts, v1, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",v1=")
+			h.clock.Advance(10 * time.Second) // still within the tolerance
+			withKey := func(header, key string) map[string]string {
+				m := map[string]string{webhook.Header: header}
+				if key != "" {
+					m["Idempotency-Key"] = key
+				}
+				return m
+			}
+			other := strings.Repeat("ab", 32) // well-formed, matches nothing
+			for _, tc := range []struct {
+				name   string
+				header map[string]string
+				status int // 200: the same run; 401: refused
+			}{
+				{"as captured", withKey(sig, origKey), 200},
+				{"with no key", withKey(sig, ""), 200},
+				{"with a new key", withKey(sig, "attacker-1"), 200},
+				{"with another new key", withKey(sig, "attacker-2"), 200},
+				{"v1 before t", withKey("v1="+v1+",t="+ts, "attacker-3"), 200},
+				{"v1 twice", withKey(sig+",v1="+v1, "attacker-4"), 200},
+				{"a non-matching v1 added", withKey(sig+",v1="+other, "attacker-5"), 200},
+				{"a non-matching v1 first", withKey("t="+ts+",v1="+other+",v1="+v1, "attacker-6"), 200},
+				{",x=1 appended", withKey(sig+",x=1", "attacker-7"), 401},
+				{",v1=00 appended", withKey(sig+",v1=00", "attacker-8"), 401},
+				{"upper-case hex", withKey("t="+ts+",v1="+strings.ToUpper(v1), "attacker-9"), 401},
+				{"a space after the comma", withKey("t="+ts+", v1="+v1, "attacker-10"), 401},
+				{"t with a leading zero", withKey("t=0"+ts+",v1="+v1, "attacker-11"), 401},
+				{"a trailing comma", withKey(sig+",", "attacker-12"), 401},
+			} {
+				rec := h.hook(t, h.trig.ID, body, tc.header)
+				if tc.status == 401 {
+					if code, _ := errorOf(t, rec, 401); code != webhook.CodeInvalidSignature {
+						t.Errorf("%s: %s, want INVALID_SIGNATURE", tc.name, code)
+					}
+					continue
+				}
+				var again struct{ Data struct{ RunID string } }
+				decode(t, rec, 200, &again)
+				if again.Data.RunID != first.Data.RunID {
+					t.Errorf("%s: run %q, want %q", tc.name, again.Data.RunID, first.Data.RunID)
+				}
+			}
+			// The same replay sent many times at once, each with its own
+			// key: still the one run.
+			var wg sync.WaitGroup
+			codes := make([]int, 8)
+			for i := range codes {
+				wg.Go(func() {
+					codes[i] = h.hook(t, h.trig.ID, body, withKey(sig, fmt.Sprintf("burst-%d", i))).Code
+				})
+			}
+			wg.Wait()
+			for i, c := range codes {
+				if c != 200 {
+					t.Errorf("burst %d: status %d, want 200", i, c)
+				}
+			}
+			if started := h.engine.started(); len(started) != 1 || started[0].RunID != first.Data.RunID {
+				t.Errorf("started %d runs (%+v), want the one run %q", len(started), started, first.Data.RunID)
+			}
+		})
+	}
+}
+
+// TestHookReplayOfARepeat: a call that repeated an earlier one through
+// its Idempotency-Key (re-signed later), captured and replayed with
+// another key, names that same run: its signature was recorded too.
+func TestHookReplayOfARepeat(t *testing.T) {
+	t.Parallel()
+	h := newHookEnv(t)
+	body := []byte(`{"n":1}`)
+	var first, second, replay struct{ Data struct{ RunID string } }
+	decode(t, h.hook(t, h.trig.ID, body, h.signed(body, "k")), 202, &first)
+	h.clock.Advance(time.Minute)
+	repeat := h.signed(body, "k")
+	decode(t, h.hook(t, h.trig.ID, body, repeat), 200, &second)
+	repeat["Idempotency-Key"] = "another"
+	decode(t, h.hook(t, h.trig.ID, body, repeat), 200, &replay)
+	if second.Data.RunID != first.Data.RunID || replay.Data.RunID != first.Data.RunID {
+		t.Errorf("runs %q, %q, %q: want one", first.Data.RunID, second.Data.RunID, replay.Data.RunID)
+	}
+	// A key reused with another body is refused and records nothing: its
+	// signature, sent again with a fresh key, is a first call.
+	body2 := []byte(`{"n":2}`)
+	reused := h.signed(body2, "k")
+	if code, _ := errorOf(t, h.hook(t, h.trig.ID, body2, reused), 409); code != trigger.CodeIdempotencyKeyReused {
+		t.Errorf("key reused with another body: %s", code)
+	}
+	reused["Idempotency-Key"] = "fresh"
+	var fresh struct{ Data struct{ RunID string } }
+	decode(t, h.hook(t, h.trig.ID, body2, reused), 202, &fresh)
+	if n := len(h.engine.started()); n != 2 {
+		t.Errorf("%d runs started, want 2", n)
+	}
+}
+
+// TestHookReplayDuringRotation: a call signed with both secrets of a
+// rotation is recorded under both values, so that a replay keeping only
+// one of them names the same run.
+func TestHookReplayDuringRotation(t *testing.T) {
+	t.Parallel()
+	h := newHookEnv(t)
+	var rot struct{ Data view }
+	decode(t, h.as(t, "a", "POST", "/api/workflows/"+h.wf+"/triggers/"+h.trig.ID+"/rotate-secret", `{"previousSecretValidSeconds":600}`), 200, &rot)
+	body := []byte(`{"n":1}`)
+	oldSig := webhook.Sign(h.trig.Secret, h.clock.Now(), body)
+	newSig := webhook.Sign(rot.Data.Secret, h.clock.Now(), body)
+	_, oldV1, _ := strings.Cut(oldSig, ",v1=")
+	var first struct{ Data struct{ RunID string } }
+	decode(t, h.hook(t, h.trig.ID, body, map[string]string{webhook.Header: newSig + ",v1=" + oldV1}), 202, &first)
+	for i, sig := range []string{oldSig, newSig} {
+		var again struct{ Data struct{ RunID string } }
+		decode(t, h.hook(t, h.trig.ID, body, map[string]string{webhook.Header: sig, "Idempotency-Key": fmt.Sprint("k", i)}), 200, &again)
+		if again.Data.RunID != first.Data.RunID {
+			t.Errorf("replay %d: run %q, want %q", i, again.Data.RunID, first.Data.RunID)
+		}
+	}
+	if n := len(h.engine.started()); n != 1 {
+		t.Errorf("%d runs started, want 1", n)
 	}
 }
 

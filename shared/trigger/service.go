@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -530,8 +531,9 @@ type HookRequest struct {
 	TriggerID string
 	// Signature is the X-Signature header.
 	Signature string
-	// IdempotencyKey is the Idempotency-Key header ("" when absent: the
-	// signature deduplicates instead).
+	// IdempotencyKey is the Idempotency-Key header ("" when absent). The
+	// verified signature deduplicates whether or not there is one; a key
+	// deduplicates further (a call re-signed later with the same key).
 	IdempotencyKey string
 	// Body is the raw body, at most MaxWebhookBody bytes.
 	Body []byte
@@ -549,8 +551,9 @@ type Hooked struct {
 // INVALID_SIGNATURE, SIGNATURE_EXPIRED), the body (Invalid INVALID_JSON
 // unless a JSON object), the idempotency key (Invalid
 // INVALID_IDEMPOTENCY_KEY; Conflict IDEMPOTENCY_KEY_REUSED when the key
-// came with another body), then the run, whose id is stored with the key
-// before the run is started: a call repeated within DeliveryTTL starts
+// came with another body), then the run, whose id is stored under each
+// verified (t, v1) pair and the key (claim) before the run is started:
+// a call whose signature or key was seen within DeliveryTTL starts
 // the same run id again, which starts nothing new once it exists and
 // starts it if the first call died before it did. The RunStarter's errors
 // (INVALID_INPUT, RATE_LIMITED, ...) are returned and recorded as the
@@ -572,31 +575,34 @@ func (s *Service) Hook(ctx context.Context, req HookRequest) (Hooked, error) {
 	if t.PreviousNonce != "" && t.PreviousExpiresAt != nil && now.Before(*t.PreviousExpiresAt) {
 		secrets = append(secrets, s.secrets.Secret(t.ID, t.PreviousNonce))
 	}
-	if err := webhook.Verify(req.Signature, req.Body, now, secrets...); err != nil {
+	verified, err := webhook.Verify(req.Signature, req.Body, now, secrets...)
+	if err != nil {
 		return Hooked{}, errs.Wrap(op, err)
 	}
 	var input map[string]any
 	if err := httpapi.UnmarshalStrict(req.Body, &input); err != nil {
 		return Hooked{}, errs.Wrap(op, err)
 	}
-	key, err := deliveryKey(req)
+	key, err := idempotencyKey(req.IdempotencyKey)
 	if err != nil {
 		return Hooked{}, errs.Wrap(op, err)
 	}
 	bodyHash := sha256.Sum256(req.Body)
-	d := Delivery{TriggerID: t.ID, KeyHash: key, BodyHash: hex.EncodeToString(bodyHash[:]), RunID: uuid.NewString(),
-		CreatedAt: now, ExpiresAt: now.Add(DeliveryTTL)}
-	existing, claimed, err := s.store.ClaimDelivery(ctx, d)
+	runID := uuid.NewString()
+	delivery := func(k string) Delivery {
+		return Delivery{TriggerID: t.ID, KeyHash: k, BodyHash: hex.EncodeToString(bodyHash[:]), RunID: runID,
+			CreatedAt: now, ExpiresAt: now.Add(DeliveryTTL)}
+	}
+	ds := make([]Delivery, 0, len(verified.Matched)+1)
+	for _, v1 := range verified.Matched {
+		ds = append(ds, delivery(hashKey("sig:"+strconv.FormatInt(verified.Time.Unix(), 10)+"."+v1)))
+	}
+	if key != "" {
+		ds = append(ds, delivery(key))
+	}
+	out, err := s.claim(ctx, ds, len(verified.Matched))
 	if err != nil {
 		return Hooked{}, errs.Wrap(op, err)
-	}
-	out := Hooked{RunID: d.RunID}
-	if !claimed {
-		if existing.BodyHash != d.BodyHash {
-			return Hooked{}, errs.E(op, errs.Conflict, CodeIdempotencyKeyReused,
-				"this Idempotency-Key was used with another body in the last 24 hours; use a new key for a new call")
-		}
-		out = Hooked{RunID: existing.RunID, Repeat: true}
 	}
 	_, err = s.runs.StartTriggered(auth.ActingFor(ctx, t.UserID), TriggeredRun{UserID: t.UserID, WorkflowID: t.WorkflowID, Input: input,
 		TriggerType: TypeWebhook, TriggerID: t.ID, RunID: out.RunID})
@@ -613,23 +619,79 @@ func (s *Service) Hook(ctx context.Context, req HookRequest) (Hooked, error) {
 	return out, nil
 }
 
-// deliveryKey returns the hash a call is deduplicated by: its
-// Idempotency-Key, else its signature.
-func deliveryKey(req HookRequest) (string, error) {
-	k := "sig:" + req.Signature
-	if req.IdempotencyKey != "" {
-		if len(req.IdempotencyKey) > MaxIdempotencyKey {
-			return "", errs.E("trigger.deliveryKey", errs.Invalid, CodeInvalidIdempotencyKey, "Idempotency-Key must be at most 255 characters")
-		}
-		for _, r := range req.IdempotencyKey {
-			if r < 0x21 || r > 0x7e {
-				return "", errs.E("trigger.deliveryKey", errs.Invalid, CodeInvalidIdempotencyKey, "Idempotency-Key must be printable ASCII without spaces")
-			}
-		}
-		k = "key:" + req.IdempotencyKey
+// claim records a webhook call's deliveries ds, its nsig verified
+// signature pairs first and then its Idempotency-Key if any, all naming
+// a new run, and returns the run the call names. When none of their keys
+// is held, that is the new run. Otherwise it is a repeat: of the run a
+// held signature names (a signature decides over any key, so that a
+// captured call replayed with a new Idempotency-Key starts nothing), else
+// of the run the held key names (Conflict IDEMPOTENCY_KEY_REUSED, and
+// nothing recorded, when the key came with another body). The signatures
+// not yet held are then recorded under that run, each with a conditional
+// write, so that a replay of this call names it too whatever key it
+// carries; one that a concurrent call claimed in between decides instead.
+func (s *Service) claim(ctx context.Context, ds []Delivery, nsig int) (Hooked, error) {
+	const op = "trigger.claim"
+	held, err := s.store.ClaimDeliveries(ctx, ds)
+	if err != nil || held == nil {
+		return Hooked{RunID: ds[0].RunID}, errs.Wrap(op, err)
 	}
+	runID := ""
+	for _, h := range held[:nsig] {
+		if h.RunID != "" {
+			runID = h.RunID
+			break
+		}
+	}
+	if runID == "" { // only the key is held
+		k := held[nsig]
+		if k.BodyHash != ds[nsig].BodyHash {
+			return Hooked{}, errs.E(op, errs.Conflict, CodeIdempotencyKeyReused,
+				"this Idempotency-Key was used with another body in the last 24 hours; use a new key for a new call")
+		}
+		runID = k.RunID
+	}
+	for i, h := range held[:nsig] {
+		if h.RunID != "" {
+			continue
+		}
+		d := ds[i]
+		d.RunID = runID
+		again, err := s.store.ClaimDeliveries(ctx, []Delivery{d})
+		if err != nil {
+			return Hooked{}, errs.Wrap(op, err)
+		}
+		if again != nil {
+			runID = again[0].RunID
+		}
+	}
+	return Hooked{RunID: runID, Repeat: true}, nil
+}
+
+// idempotencyKey returns the hash of the delivery key of an
+// Idempotency-Key header, "" when there is none. Invalid
+// INVALID_IDEMPOTENCY_KEY when it is too long or not printable ASCII
+// without spaces.
+func idempotencyKey(header string) (string, error) {
+	const op = "trigger.idempotencyKey"
+	if header == "" {
+		return "", nil
+	}
+	if len(header) > MaxIdempotencyKey {
+		return "", errs.E(op, errs.Invalid, CodeInvalidIdempotencyKey, "Idempotency-Key must be at most 255 characters")
+	}
+	for _, r := range header {
+		if r < 0x21 || r > 0x7e {
+			return "", errs.E(op, errs.Invalid, CodeInvalidIdempotencyKey, "Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	return hashKey("key:" + header), nil
+}
+
+// hashKey is the SHA-256 (hex) a delivery key is stored under.
+func hashKey(k string) string {
 	h := sha256.Sum256([]byte(k))
-	return hex.EncodeToString(h[:]), nil
+	return hex.EncodeToString(h[:])
 }
 
 // NextFireAt returns when schedule trigger t fires next after now; nil

@@ -226,12 +226,13 @@ func FireRunID(triggerID string, at time.Time) string {
 	return uuid.NewSHA1(runNamespace, []byte(triggerID+"@"+at.UTC().Format(time.RFC3339))).String()
 }
 
-// Delivery is a webhook call remembered for DeliveryTTL under its
-// idempotency key.
+// Delivery is a webhook call remembered for DeliveryTTL under one of the
+// keys it is deduplicated by: each verified (t, v1) pair of its
+// signature, and its Idempotency-Key when it has one.
 type Delivery struct {
 	TriggerID string
-	// KeyHash is the SHA-256 (hex) of the Idempotency-Key, or of the
-	// signature when the call has none.
+	// KeyHash is the SHA-256 (hex) of the key: "sig:<t>.<v1>" or
+	// "key:<Idempotency-Key>".
 	KeyHash string
 	// BodyHash is the SHA-256 (hex) of the body.
 	BodyHash string
@@ -285,10 +286,11 @@ type Store interface {
 	// RecordFire sets the trigger's last fire, if the trigger exists.
 	RecordFire(ctx context.Context, triggerID string, f Fire) error
 
-	// ClaimDelivery stores d on condition that no unexpired delivery has
-	// its key: claimed is true when it did; otherwise existing is the
-	// delivery that holds the key.
-	ClaimDelivery(ctx context.Context, d Delivery) (existing Delivery, claimed bool, err error)
+	// ClaimDeliveries stores ds (at least one) all at once, on condition
+	// that none of their keys holds an unexpired delivery: held is nil
+	// when it did; otherwise held has, for each of ds, the delivery that
+	// holds its key (the zero Delivery, RunID "", where none does).
+	ClaimDeliveries(ctx context.Context, ds []Delivery) (held []Delivery, err error)
 }
 
 // DueSchedule is a local schedule whose next fire is due (store.DueSchedules).

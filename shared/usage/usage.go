@@ -6,7 +6,11 @@
 // tokens plus the output cap, the cap lowered to what the budget has left,
 // added to the user's month counter of committed tokens by one conditional
 // write that fails when the counter would pass the budget. A call whose
-// prompt alone does not fit is not made (RateLimited BUDGET_EXCEEDED).
+// prompt alone does not fit is not made: when other calls under way hold
+// the room and will give back what they do not spend, it waits for them
+// (bounded) and is then refused RateLimited BUDGET_BUSY (retry shortly);
+// when what settled calls spent leaves no room, RateLimited
+// BUDGET_EXCEEDED.
 // After the call the reservation is settled (Settle): one write moves the
 // committed counter by the real count minus the reservation and adds the
 // real count to the model's counters. Calls that start together each hold
@@ -19,6 +23,7 @@ package usage
 
 import (
 	"context"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sync"
@@ -38,10 +43,37 @@ const CodeBudgetExceeded = "BUDGET_EXCEEDED"
 // sets none (when the budget has room for it).
 const DefaultMaxOutput = 4096
 
-// maxReserveAttempts bounds the conditional writes of one Reserve: each
-// refused write reads the counter back, and a later one asks for what
-// remains.
+// CodeBudgetBusy is the code of a model call refused because, although
+// the user's monthly token budget can fit it, other calls under way still
+// held the room it needs when the Meter stopped waiting for them: a retry
+// after RetryAfter seconds may succeed.
+const CodeBudgetBusy = "BUDGET_BUSY"
+
+// maxReserveAttempts bounds the conditional writes of one Reserve that
+// lower the output cap in a row: each refused write reads the counter
+// back, and a later one asks for what remains.
 const maxReserveAttempts = 8
+
+// DefaultBudgetWait bounds how long Reserve waits for other reservations
+// of the user to settle before it answers BUDGET_BUSY.
+const DefaultBudgetWait = 5 * time.Second
+
+// StaleReservation is how long after the user's last reservation the
+// tokens still held count as spent rather than as coming back: longer
+// than any model call holds a reservation (a Lambda invocation lasts at
+// most 15 minutes). Until then a call they keep out is BUDGET_BUSY, after
+// it BUDGET_EXCEEDED.
+const StaleReservation = 20 * time.Minute
+
+// BusyRetryAfter is the Retry-After, in seconds, of BUDGET_BUSY.
+const BusyRetryAfter = 2
+
+// The backoff between the polls of a waiting Reserve (with jitter: half
+// to all of it).
+const (
+	minBusyBackoff = 20 * time.Millisecond
+	maxBusyBackoff = 400 * time.Millisecond
+)
 
 // settleTimeout bounds a settle write, made with a context detached from
 // the caller's (a reply stopped by its client still counts).
@@ -67,10 +99,11 @@ func (c Counts) Add(d Counts) Counts {
 // tokens.
 type Store interface {
 	// Reserve adds tokens to userID's committed counter of month when the
-	// counter, tokens added, stays at most limit, in one conditional
-	// write: ok and the counter after. Otherwise it writes nothing and
+	// counter, tokens added, stays at most limit, and records at as the
+	// time of the last reservation, in one conditional write: ok and the
+	// counter after (Counter.Committed). Otherwise it writes nothing and
 	// returns ok false and the counter as the refused write found it.
-	Reserve(ctx context.Context, userID, month string, tokens, limit int64) (ok bool, committed int64, err error)
+	Reserve(ctx context.Context, userID, month string, tokens, limit int64, at time.Time) (ok bool, c Counter, err error)
 	// Settle adds delta (negative to give back) to userID's committed
 	// counter of month and c to modelID's counters (none when modelID is
 	// empty), atomically in one write.
@@ -78,6 +111,19 @@ type Store interface {
 	// MonthUsage returns every model's counters of a month (an empty map
 	// when there are none).
 	MonthUsage(ctx context.Context, userID, month string) (map[string]Counts, error)
+}
+
+// Counter is a user's month counter as a reservation found it.
+type Counter struct {
+	// Committed is what open reservations hold plus what settled calls
+	// spent.
+	Committed int64
+	// Spent is what settled calls spent (the sum of the models'
+	// counters): Committed minus Spent is what open reservations hold.
+	Spent int64
+	// ReservedAt is when the last reservation was made (zero when none
+	// was recorded).
+	ReservedAt time.Time
 }
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -96,6 +142,7 @@ type Meter struct {
 	budget int64
 	prices map[string]Price
 	now    func() time.Time
+	wait   time.Duration
 }
 
 // NewMeter returns a Meter over store. budget is the monthly token budget
@@ -105,7 +152,15 @@ func NewMeter(store Store, budget int64, prices map[string]Price, now func() tim
 	if now == nil {
 		now = time.Now
 	}
-	return &Meter{store: store, budget: budget, prices: prices, now: now}
+	return &Meter{store: store, budget: budget, prices: prices, now: now, wait: DefaultBudgetWait}
+}
+
+// WithWait sets how long Reserve waits for other reservations to settle
+// (DefaultBudgetWait by default; 0 answers BUDGET_BUSY at once) and
+// returns m.
+func (m *Meter) WithWait(d time.Duration) *Meter {
+	m.wait = max(d, 0)
+	return m
 }
 
 // Budgeted reports whether m holds users to a budget (it reserves).
@@ -144,11 +199,19 @@ func (r *Reservation) Held() int64 {
 // output may take maxOutput tokens (0: DefaultMaxOutput): prompt plus the
 // output cap, the cap lowered to what remains of this month's budget,
 // with one conditional write (two when the cap must be lowered, more only
-// when concurrent calls move the counter meanwhile). Errors: RateLimited
-// BUDGET_EXCEEDED (with RetryAfter, the seconds to next month) when the
-// prompt and one output token do not fit in what remains; the store's
-// errors; Unavailable when concurrent calls kept moving the counter. Without a
-// budget it writes nothing and the reservation holds nothing.
+// when concurrent calls move the counter meanwhile). When the prompt does
+// not fit in what remains but would once other open reservations of the
+// user settle (their calls are under way and usually spend far less than
+// they hold), it waits for them, polling the counter with a growing
+// backoff, up to the Meter's wait bound (DefaultBudgetWait). Errors:
+// RateLimited BUDGET_EXCEEDED (with RetryAfter, the seconds to next
+// month) when the prompt and one output token do not fit in what settled
+// calls left, so that no reservation coming back can make room (tokens
+// held while no call has reserved for StaleReservation count as spent);
+// RateLimited BUDGET_BUSY (RetryAfter BusyRetryAfter) when they would fit
+// but open reservations still held the room at the wait bound; the
+// context's error when it ends while waiting; the store's errors. Without
+// a budget it writes nothing and the reservation holds nothing.
 func (m *Meter) Reserve(ctx context.Context, userID string, prompt, maxOutput int) (*Reservation, error) {
 	const op = "usage.Reserve"
 	if m == nil {
@@ -161,10 +224,13 @@ func (m *Meter) Reserve(ctx context.Context, userID string, prompt, maxOutput in
 	if maxOutput <= 0 {
 		maxOutput = DefaultMaxOutput
 	}
-	out := int64(maxOutput)
-	for range maxReserveAttempts {
+	want := int64(maxOutput)
+	out, lowered := want, 0
+	deadline := time.Now().Add(m.wait)
+	backoff := minBusyBackoff
+	for {
 		tokens := int64(prompt) + out
-		ok, committed, err := m.store.Reserve(ctx, userID, r.month, tokens, m.budget)
+		ok, c, err := m.store.Reserve(ctx, userID, r.month, tokens, m.budget, m.now())
 		if err != nil {
 			return nil, errs.Wrap(op, err)
 		}
@@ -172,15 +238,39 @@ func (m *Meter) Reserve(ctx context.Context, userID string, prompt, maxOutput in
 			r.held, r.maxOutput = tokens, int(out)
 			return r, nil
 		}
-		remaining := m.budget - committed
-		if int64(prompt) >= remaining {
-			return nil, m.exceeded(op, max(remaining, 0))
+		committed, spent := c.Committed, c.Spent
+		if spent < committed && !c.ReservedAt.IsZero() && m.now().Sub(c.ReservedAt) > StaleReservation {
+			// No call has reserved for longer than any call holds a
+			// reservation: what is held was lost (a process that died
+			// before settling, a call whose fate is unknown) and stays.
+			spent = committed
 		}
-		out = min(out, remaining-int64(prompt))
+		if int64(prompt) >= m.budget-spent {
+			return nil, m.exceeded(op, max(m.budget-committed, 0))
+		}
+		if remaining := m.budget - committed; int64(prompt) < remaining && lowered < maxReserveAttempts {
+			out, lowered = min(out, remaining-int64(prompt)), lowered+1
+			continue
+		}
+		// Open reservations hold the room this call needs; they give
+		// back what their calls do not spend when they settle.
+		wait := min(backoff, time.Until(deadline))
+		if wait <= 0 {
+			e := errs.E(op, errs.RateLimited, CodeBudgetBusy,
+				"other model calls under way hold the rest of the monthly token budget until they finish; try again shortly")
+			e.RetryAfter = BusyRetryAfter
+			return nil, e
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errs.Wrap(op, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBusyBackoff)
+		out, lowered = want, 0
 	}
-	e := errs.E(op, errs.Unavailable, "USAGE_CONTENDED", "too many model calls at once are competing for the monthly token budget; try again")
-	e.RetryAfter = 1
-	return nil, e
 }
 
 // exceeded is the BUDGET_EXCEEDED error, retry after the month's end.

@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,4 +159,100 @@ func TestMeterHeldReservation(t *testing.T) {
 	if got2, _ := u.MonthUsage(ctx, "u1", usage.Month(now)); fmt.Sprint(got2) != fmt.Sprint(got) {
 		t.Errorf("a nil meter recorded %v", got2)
 	}
+}
+
+// TestReserveWhileOthersHoldTheBudget: a reservation that does not fit
+// while another call's reservation is open waits for it: it runs once
+// that one settles, and is refused RateLimited BUDGET_BUSY (a short
+// Retry-After) when it has not settled by the wait bound. BUDGET_EXCEEDED
+// is only for a call that what settled calls spent leaves no room for,
+// however much open reservations hold.
+func TestReserveWhileOthersHoldTheBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const budget = 2000
+	setup := func(t *testing.T, wait time.Duration) (*usage.Meter, *store.Usage) {
+		db := storetest.New(t)
+		u := store.NewUsage(db.DB, db.Users())
+		return usage.NewMeter(u, budget, nil, func() time.Time { return now }).WithWait(wait), u
+	}
+
+	t.Run("waits for an open reservation to settle", func(t *testing.T) {
+		t.Parallel()
+		m, _ := setup(t, time.Minute) // the settle below comes long before
+		first, err := m.Reserve(ctx, "u1", 20, 0)
+		if err != nil || first.Held() != budget {
+			t.Fatalf("first = held %d, %v; want the whole budget", first.Held(), err)
+		}
+		done := make(chan error, 1)
+		var second *usage.Reservation
+		go func() {
+			var err error
+			second, err = m.Reserve(ctx, "u1", 20, 100)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("the second reservation did not wait: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := m.Settle(ctx, first, "builtin", usage.Counts{Requests: 1, InputTokens: 20, OutputTokens: 25}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil || second.Held() != 120 {
+			t.Fatalf("second after the settle = held %d, %v; want 120", second.Held(), err)
+		}
+	})
+
+	t.Run("busy at the wait bound", func(t *testing.T) {
+		t.Parallel()
+		m, _ := setup(t, 0)
+		if _, err := m.Reserve(ctx, "u1", 20, 0); err != nil {
+			t.Fatal(err)
+		}
+		_, err := m.Reserve(ctx, "u1", 20, 0)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Kind != errs.RateLimited || e.Code != usage.CodeBudgetBusy || e.RetryAfter != usage.BusyRetryAfter {
+			t.Fatalf("Reserve = %v, want RateLimited BUDGET_BUSY", err)
+		}
+	})
+
+	t.Run("the context ends the wait", func(t *testing.T) {
+		t.Parallel()
+		m, _ := setup(t, time.Hour)
+		if _, err := m.Reserve(ctx, "u1", 20, 0); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := m.Reserve(cctx, "u1", 20, 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Reserve = %v, want the context's error", err)
+		}
+	})
+
+	t.Run("exceeded when what was spent leaves no room", func(t *testing.T) {
+		t.Parallel()
+		m, u := setup(t, time.Hour) // an answer must not wait
+		if err := u.Settle(ctx, "u1", usage.Month(now), "earlier", budget-30, usage.Counts{Requests: 1, InputTokens: budget - 30}); err != nil {
+			t.Fatal(err)
+		}
+		open, err := m.Reserve(ctx, "u1", 10, 0) // holds the last 30
+		if err != nil || open.Held() != 30 {
+			t.Fatalf("open = held %d, %v", open.Held(), err)
+		}
+		if _, err := m.Reserve(ctx, "u1", 30, 0); errs.CodeOf(err) != usage.CodeBudgetExceeded {
+			t.Errorf("a prompt of 30 with 30 unspent: %v, want BUDGET_EXCEEDED", err)
+		}
+		// 29 fits once the open one settles: busy (not waiting here)...
+		now0 := usage.NewMeter(u, budget, nil, func() time.Time { return now }).WithWait(0)
+		if _, err := now0.Reserve(ctx, "u1", 29, 0); errs.CodeOf(err) != usage.CodeBudgetBusy {
+			t.Errorf("a prompt of 29 with 30 unspent: %v, want BUDGET_BUSY", err)
+		}
+		// ... until no call has reserved for StaleReservation: what is
+		// still held was lost, and counts as spent.
+		later := usage.NewMeter(u, budget, nil, func() time.Time { return now.Add(usage.StaleReservation + time.Second) }).WithWait(time.Hour)
+		if _, err := later.Reserve(ctx, "u1", 29, 0); errs.CodeOf(err) != usage.CodeBudgetExceeded {
+			t.Errorf("a prompt of 29 with 30 held for longer than any call: %v, want BUDGET_EXCEEDED", err)
+		}
+	})
 }

@@ -8,10 +8,14 @@
 // where secret is the trigger's secret string exactly as it was shown
 // (its bytes are the HMAC key) and the raw body is the bytes sent. Several
 // v1 values may be given (a client rotating its secret signs with both);
-// one matching value is enough. Unknown keys are ignored, so that a later
-// scheme (v2) can be added beside v1. Verification compares in constant
-// time, and refuses a t more than Tolerance away from the server's clock,
-// either side, so that a captured request cannot be replayed later.
+// one matching value is enough. The header is parsed strictly: exactly one
+// t (unix seconds, digits only), v1 values of exactly 64 lower-case hex
+// digits, no spaces, no empty parts and no other keys. A header has one
+// spelling per signature, so that the verified (t, v1) pair a webhook call
+// is deduplicated by cannot be dressed up as a new call. Verification
+// compares in constant time, and refuses a t more than Tolerance away from
+// the server's clock, either side, so that a captured request cannot be
+// replayed later.
 //
 // Secrets are not stored. A trigger's secret is derived from a server key
 // that the database does not hold (WEBHOOK_SIGNING_KEY) and from a random
@@ -26,6 +30,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,15 +81,16 @@ func mac(secret, ts string, body []byte) []byte {
 type Signature struct {
 	// Time is the signed time (t).
 	Time time.Time
-	// V1 are the v1 values, decoded; values that are not 64 hex digits are
-	// kept as nil and match nothing.
+	// V1 are the v1 values, decoded (32 bytes each).
 	V1 [][]byte
 }
 
 // Parse parses an X-Signature header value. It fails with Unauthenticated
-// INVALID_SIGNATURE when the header is missing, too long, has no t or more
-// than one, a t that is not a whole number of seconds, or no v1 (or more
-// than MaxSignatures).
+// INVALID_SIGNATURE when the header is missing or too long, when a part is
+// not key=value, when a key is not t or v1, when there is no t or more
+// than one, when t is not unix seconds written as plain digits (no sign,
+// no leading zero), when there is no v1 or more than MaxSignatures, or
+// when a v1 is not exactly 64 lower-case hex digits.
 func Parse(header string) (Signature, error) {
 	const op = "webhook.Parse"
 	if header == "" {
@@ -95,10 +101,10 @@ func Parse(header string) (Signature, error) {
 	}
 	var sig Signature
 	haveT := false
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+	for part := range strings.SplitSeq(header, ",") {
+		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return Signature{}, invalid(op, "the "+Header+" header is malformed: want t=<unix seconds>,v1=<hex>")
+			return Signature{}, invalid(op, "the "+Header+" header is malformed: want t=<unix seconds>,v1=<hex>, with no spaces")
 		}
 		switch k {
 		case "t":
@@ -114,11 +120,13 @@ func Parse(header string) (Signature, error) {
 			if len(sig.V1) == MaxSignatures {
 				return Signature{}, invalid(op, "the "+Header+" header has more than "+strconv.Itoa(MaxSignatures)+" v1 values")
 			}
-			b, err := hex.DecodeString(v)
-			if err != nil || len(b) != sha256.Size {
-				b = nil
+			if !lowerHex(v, 2*sha256.Size) {
+				return Signature{}, invalid(op, "the "+Header+" header's v1 must be 64 lower-case hex digits")
 			}
+			b, _ := hex.DecodeString(v) // lowerHex checked it
 			sig.V1 = append(sig.V1, b)
+		default:
+			return Signature{}, invalid(op, "the "+Header+" header has a key other than t and v1")
 		}
 	}
 	if !haveT || len(sig.V1) == 0 {
@@ -127,41 +135,71 @@ func Parse(header string) (Signature, error) {
 	return sig, nil
 }
 
+// lowerHex reports whether s is n lower-case hex digits.
+func lowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Verified is what a verified header proves: the signed time and the v1
+// values that matched one of the secrets (each once, lower-case hex, in
+// the header's order). A call is deduplicated by these pairs: whoever
+// replays the request can only present them again.
+type Verified struct {
+	Time    time.Time
+	Matched []string
+}
+
 // Verify checks the header against body, now and the secrets (the
-// trigger's current secret, and during a rotation its previous one). A
-// missing, malformed or wrong signature is Unauthenticated
-// INVALID_SIGNATURE; a signature that is right but whose t is more than
-// Tolerance away from now is Unauthenticated SIGNATURE_EXPIRED. Every
-// candidate is compared in constant time.
-func Verify(header string, body []byte, now time.Time, secrets ...string) error {
+// trigger's current secret, and during a rotation its previous one), and
+// returns the signature's time and the v1 values that matched. A missing,
+// malformed or wrong signature is Unauthenticated INVALID_SIGNATURE; a
+// signature that is right but whose t is more than Tolerance away from now
+// is Unauthenticated SIGNATURE_EXPIRED. Every candidate is compared in
+// constant time.
+func Verify(header string, body []byte, now time.Time, secrets ...string) (Verified, error) {
 	const op = "webhook.Verify"
 	sig, err := Parse(header)
 	if err != nil {
-		return err
+		return Verified{}, err
 	}
 	ts := strconv.FormatInt(sig.Time.Unix(), 10)
+	matched := make([]int, len(sig.V1))
 	match := 0
 	for _, secret := range secrets {
 		if secret == "" {
 			continue
 		}
 		want := mac(secret, ts, body)
-		for _, got := range sig.V1 {
+		for i, got := range sig.V1 {
 			// Compare every pair: the time taken does not depend on
 			// which one matches.
-			if got != nil {
-				match |= boolInt(hmac.Equal(got, want))
-			}
+			m := boolInt(hmac.Equal(got, want))
+			matched[i] |= m
+			match |= m
 		}
 	}
 	if match == 0 {
-		return invalid(op, "the signature does not match the body and the trigger's secret")
+		return Verified{}, invalid(op, "the signature does not match the body and the trigger's secret")
 	}
 	if d := now.Sub(sig.Time); d > Tolerance || d < -Tolerance {
-		return errs.E(op, errs.Unauthenticated, CodeSignatureExpired,
+		return Verified{}, errs.E(op, errs.Unauthenticated, CodeSignatureExpired,
 			"the signature's t is more than "+strconv.Itoa(int(Tolerance/time.Second))+" seconds from the server's time: sign the request when sending it")
 	}
-	return nil
+	v := Verified{Time: sig.Time}
+	for i, got := range sig.V1 {
+		if h := hex.EncodeToString(got); matched[i] == 1 && !slices.Contains(v.Matched, h) {
+			v.Matched = append(v.Matched, h)
+		}
+	}
+	return v, nil
 }
 
 func boolInt(b bool) int {

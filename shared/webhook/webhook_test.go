@@ -46,9 +46,8 @@ func TestVerify(t *testing.T) {
 	}{
 		{"valid", fmt.Sprintf("t=%d,v1=%s", ts, good), body, []string{secret}, ""},
 		{"Sign's header", webhook.Sign(secret, now, body), body, []string{secret}, ""},
-		{"spaces after commas", fmt.Sprintf("t=%d, v1=%s", ts, good), body, []string{secret}, ""},
-		{"upper-case hex", fmt.Sprintf("t=%d,v1=%s", ts, strings.ToUpper(good)), body, []string{secret}, ""},
-		{"unknown keys ignored", fmt.Sprintf("t=%d,v0=abc,v1=%s,v2=def", ts, good), body, []string{secret}, ""},
+		{"v1 before t", fmt.Sprintf("v1=%s,t=%d", good, ts), body, []string{secret}, ""},
+		{"the same v1 twice", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, good, good), body, []string{secret}, ""},
 		{"one of several v1 matches", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, hexMAC(previous, ts, body), good), body, []string{secret}, ""},
 		{"signed with the previous secret during rotation", fmt.Sprintf("t=%d,v1=%s", ts, hexMAC(previous, ts, body)), body, []string{secret, previous}, ""},
 		{"empty body", webhook.Sign(secret, now, nil), nil, []string{secret}, ""},
@@ -56,6 +55,25 @@ func TestVerify(t *testing.T) {
 		{"at -300 s", webhook.Sign(secret, now.Add(-300*time.Second), body), body, []string{secret}, ""},
 
 		{"missing", "", body, []string{secret}, webhook.CodeInvalidSignature},
+		// One spelling per signature: anything but t=<digits>,v1=<64
+		// lower-case hex> is refused, so that a replay cannot be
+		// reformatted into a new call.
+		{"spaces after commas", fmt.Sprintf("t=%d, v1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"space before a value", fmt.Sprintf("t= %d,v1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"trailing space", fmt.Sprintf("t=%d,v1=%s ", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"tab", fmt.Sprintf("t=%d,\tv1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"upper-case hex", fmt.Sprintf("t=%d,v1=%s", ts, strings.ToUpper(good)), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"mixed-case hex", fmt.Sprintf("t=%d,v1=%s", ts, mixedCase(good)), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"upper-case key", fmt.Sprintf("T=%d,V1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"unknown key appended", fmt.Sprintf("t=%d,v1=%s,x=1", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"unknown keys around", fmt.Sprintf("t=%d,v0=abc,v1=%s,v2=def", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"short v1 appended", fmt.Sprintf("t=%d,v1=%s,v1=00", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"empty v1 appended", fmt.Sprintf("t=%d,v1=%s,v1=", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"trailing comma", fmt.Sprintf("t=%d,v1=%s,", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"empty part", fmt.Sprintf("t=%d,,v1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"t with a leading zero", fmt.Sprintf("t=0%d,v1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"t with a fraction", fmt.Sprintf("t=%d.0,v1=%s", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
+		{"a value with =", fmt.Sprintf("t=%d,v1=%s=", ts, good), body, []string{secret}, webhook.CodeInvalidSignature},
 		{"garbage", "garbage", body, []string{secret}, webhook.CodeInvalidSignature},
 		{"no t", "v1=" + good, body, []string{secret}, webhook.CodeInvalidSignature},
 		{"no v1", fmt.Sprintf("t=%d", ts), body, []string{secret}, webhook.CodeInvalidSignature},
@@ -79,10 +97,12 @@ func TestVerify(t *testing.T) {
 		{"expired at -301 s", webhook.Sign(secret, now.Add(-301*time.Second), body), body, []string{secret}, webhook.CodeSignatureExpired},
 		{"old and wrong is invalid, not expired", fmt.Sprintf("t=%d,v1=%s", ts-3600, good), body, []string{secret}, webhook.CodeInvalidSignature},
 	} {
-		err := webhook.Verify(tc.header, tc.body, now, tc.secrets...)
+		v, err := webhook.Verify(tc.header, tc.body, now, tc.secrets...)
 		if tc.code == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)
+			} else if len(v.Matched) == 0 || v.Time.Unix() != signedTime(t, tc.header) {
+				t.Errorf("%s: verified %+v", tc.name, v)
 			}
 			continue
 		}
@@ -92,6 +112,53 @@ func TestVerify(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), secret[6:]) {
 			t.Errorf("%s: the error reveals the secret: %v", tc.name, err)
+		}
+	}
+}
+
+// mixedCase upper-cases the first letter of a hex string.
+func mixedCase(h string) string {
+	i := strings.IndexAny(h, "abcdef")
+	return h[:i] + strings.ToUpper(h[i:i+1]) + h[i+1:]
+}
+
+// signedTime is the t of a header, read independently of the package.
+func signedTime(t *testing.T, header string) int64 {
+	t.Helper()
+	for _, part := range strings.Split(header, ",") {
+		if v, ok := strings.CutPrefix(part, "t="); ok {
+			var n int64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("t in %q: %v", header, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no t in %q", header)
+	return 0
+}
+
+// TestVerifiedMatched: Verify names the v1 values that matched, once
+// each, whatever else the header carries, and only those.
+func TestVerifiedMatched(t *testing.T) {
+	t.Parallel()
+	ts := now.Unix()
+	cur, prev, other := hexMAC(secret, ts, body), hexMAC(previous, ts, body), hexMAC("whsec_other", ts, body)
+	for _, tc := range []struct {
+		name    string
+		header  string
+		secrets []string
+		want    []string
+	}{
+		{"one", fmt.Sprintf("t=%d,v1=%s", ts, cur), []string{secret}, []string{cur}},
+		{"a wrong one beside", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, other, cur), []string{secret}, []string{cur}},
+		{"twice", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, cur, cur), []string{secret}, []string{cur}},
+		{"both secrets of a rotation", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, prev, cur), []string{secret, previous}, []string{prev, cur}},
+		{"the previous one only", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, prev, other), []string{secret, previous}, []string{prev}},
+	} {
+		v, err := webhook.Verify(tc.header, body, now, tc.secrets...)
+		if err != nil || v.Time.Unix() != ts || fmt.Sprint(v.Matched) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %+v, %v; want matched %v", tc.name, v, err, tc.want)
 		}
 	}
 }
