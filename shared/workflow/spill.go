@@ -52,3 +52,47 @@ func WithoutKey(m map[string]any) map[string]any {
 	delete(c, "blob")
 	return c
 }
+
+// MinJSONSize returns a lower bound of the length of v's JSON (v a value
+// as encoding/json decodes JSON into any, or a json.RawMessage), counted
+// up to limit: once the count passes limit it stops and returns it. It
+// visits at most about limit parts of v, however often v refers to one
+// large value, so that a value too large to encode is refused before it
+// is encoded.
+func MinJSONSize(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch t := v.(type) {
+		case string:
+			n += len(t) + 2
+		case json.RawMessage:
+			n += len(t)
+		case map[string]any:
+			n += 2
+			for k, e := range t {
+				n += len(k) + 4 // quotes, colon, comma
+				walk(e)
+				if n > limit {
+					return
+				}
+			}
+		case []any:
+			n += 2
+			for _, e := range t {
+				n++
+				walk(e)
+				if n > limit {
+					return
+				}
+			}
+		default: // numbers, booleans, null
+			n++
+		}
+	}
+	walk(v)
+	return n
+}
