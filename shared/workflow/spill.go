@@ -72,24 +72,27 @@ func MinJSONSize(v any, limit int) int {
 		case json.RawMessage:
 			n += len(t)
 		case map[string]any:
-			n += 2
+			n += 2 + max(len(t)-1, 0) // braces, commas
 			for k, e := range t {
-				n += len(k) + 4 // quotes, colon, comma
+				n += len(k) + 3 // quotes, colon
 				walk(e)
 				if n > limit {
 					return
 				}
 			}
 		case []any:
-			n += 2
+			n += 2 + max(len(t)-1, 0) // brackets, commas
 			for _, e := range t {
-				n++
 				walk(e)
 				if n > limit {
 					return
 				}
 			}
-		default: // numbers, booleans, null
+		case nil:
+			n += len("null")
+		case bool:
+			n += len("true")
+		default: // numbers
 			n++
 		}
 	}

@@ -420,6 +420,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		// elements recorded so far make it: {"results":[...]} with each
 		// element at its place, the ones not yet recorded left out.
 		size    = len(`{"` + workflow.ForEachOutput + `":[]}`)
+		counted = len(rs.Elements) // the elements in size
 		failure string
 		stop    error // a write that failed
 		wg      sync.WaitGroup
@@ -428,6 +429,11 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	for _, m := range rs.Elements { // recorded before a resume
 		size += keptSize(m) + 1
 	}
+	if size > MaxValueBytes+1 {
+		// Not seen before the resume (recorded by a version without the
+		// bound, say): the step fails without running more elements.
+		return nil, fmt.Sprintf("%s: the results of forEach step %s pass %d bytes of JSON", toolclient.CodeValueTooLarge, step.ID, MaxValueBytes), nil
+	}
 	record := func(j int, out map[string]any) {
 		b, err := json.Marshal(out)
 		mu.Lock()
@@ -435,8 +441,8 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			// Counted as the results grow: the step fails as soon as they
 			// pass the bound, and the element is not recorded.
 			if failure == "" {
-				failure = fmt.Sprintf("%s: the results of forEach step %s pass %d bytes of JSON after %d of its %d elements",
-					toolclient.CodeValueTooLarge, step.ID, MaxValueBytes, len(rs.Elements)+1, len(items))
+				failure = fmt.Sprintf("%s: the results of forEach step %s pass %d bytes of JSON with %d of its %d elements",
+					toolclient.CodeValueTooLarge, step.ID, MaxValueBytes, counted+1, len(items))
 			}
 			cancel()
 			mu.Unlock()
@@ -444,6 +450,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		}
 		if err == nil {
 			size += len(b) + 1
+			counted++
 		}
 		mu.Unlock()
 		var held map[string]any
