@@ -615,8 +615,9 @@ func detailed(err error) string {
 
 // runStep runs one tool under the step timeout. The step's own timeout is
 // reported as such (errStepTimedOut); a tool that stopped at a limit of
-// its own (jq's, say) keeps its message, which names that limit; other
-// errors give their client-safe message.
+// its own (jq's, say) keeps its message, which names that limit, and a
+// value the tool server refused (TOOL_VALUE_TOO_LARGE) its code too;
+// other errors give their client-safe message.
 func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -626,6 +627,9 @@ func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]an
 	}
 	if ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w after %s", errStepTimedOut, timeout)
+	}
+	if msg, ok := valueTooLarge(err); ok {
+		return nil, errors.New(msg) // the tool server refused a value: the code says which limit
 	}
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
 }
@@ -637,10 +641,19 @@ var errStepTimedOut = errors.New("step timed out")
 // wrapped with op (the value could not be stored: the run stops, not
 // recorded, and its next attempt goes on).
 func limitFailure(op string, err error) (string, error) {
-	if errs.CodeOf(err) == toolclient.CodeValueTooLarge {
-		return toolclient.CodeValueTooLarge + ": " + errs.MessageOf(err, "a value is too large"), nil
+	if msg, ok := valueTooLarge(err); ok {
+		return msg, nil
 	}
 	return "", errs.Wrap(op, err)
+}
+
+// valueTooLarge returns the step failure of err, with its code, when err
+// refused a value over its bound (TOOL_VALUE_TOO_LARGE).
+func valueTooLarge(err error) (string, bool) {
+	if errs.CodeOf(err) != toolclient.CodeValueTooLarge {
+		return "", false
+	}
+	return toolclient.CodeValueTooLarge + ": " + errs.MessageOf(err, "a value is too large"), true
 }
 
 // resolve resolves a step's inputs in scope, the text its templates
