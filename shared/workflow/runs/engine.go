@@ -80,6 +80,8 @@ type Engine struct {
 	// beforeStep, when set, is called before each step's conditional
 	// write: a test hook.
 	beforeStep func(i int)
+	// values admits the calls with large inputs, per user.
+	values *valueGate
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -118,7 +120,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -329,7 +331,7 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 		return nil, "", x.stopped(ctx, op, err)
 	}
-	out, err := x.e.runStep(ctx, step.ToolID, input, timeout)
+	out, timeout, err := x.call(ctx, step.ToolID, input, timeout)
 	if err == nil {
 		if out == nil {
 			out = map[string]any{}
@@ -505,7 +507,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			input, err := resolve(scope.WithItem(item), step.Inputs)
 			var out map[string]any
 			if err == nil {
-				out, err = x.e.runStep(fctx, step.ToolID, input, timeout)
+				out, _, err = x.call(fctx, step.ToolID, input, timeout)
 			}
 			switch {
 			case err == nil:
@@ -611,6 +613,35 @@ func detailed(err error) string {
 		parts[i] = d.Field + ": " + d.Message
 	}
 	return strings.Join(parts, "; ")
+}
+
+// call runs one tool call of a step once its input is admitted (a large
+// one waits while the user's runs have MaxUserValueBytes of large inputs
+// in flight, at most until the run's time limit), under timeout cut to
+// what is left of the run's time once admitted, which it returns. A
+// cancel of ctx ends the wait.
+func (x *execution) call(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+	actx := ctx
+	if x.e.runTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, x.e.runTimeout-busy(x.run, x.e.clock()))
+		defer cancel()
+	}
+	release, err := x.e.values.admit(actx, x.run.UserID, input)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, timeout, ctx.Err()
+		}
+		return nil, 0, fmt.Errorf("%w after %s", errStepTimedOut, timeout) // the run's time ran out first
+	}
+	defer release()
+	left, ok := x.timeout()
+	timeout = min(timeout, left)
+	if !ok {
+		timeout = 0
+	}
+	out, err := x.e.runStep(ctx, toolID, input, timeout)
+	return out, timeout, err
 }
 
 // runStep runs one tool under the step timeout. The step's own timeout is

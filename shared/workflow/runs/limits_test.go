@@ -317,3 +317,81 @@ func mustSizedRegistry(t *testing.T) *tools.Registry {
 	}
 	return reg
 }
+
+// holdTool counts the calls in flight and keeps the most it saw; each
+// call takes 20 ms.
+func holdTool(inFlight, most *atomic.Int64) *tools.Tool {
+	return &tools.Tool{
+		ID: "hold", Name: "Hold", Description: "Holds its input a while.", Category: "util",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"input":{}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+		Timeout:      time.Minute,
+		Run: func(ctx context.Context, in map[string]any) (map[string]any, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return map[string]any{"n": 1}, nil
+		},
+	}
+}
+
+// TestLargeInputsInFlightPerUser: a forEach of 16 calls at once, each
+// reading one 7 MiB value, in two runs of one user at once, has at most
+// MaxUserValueBytes of those inputs in flight (9 calls); the others wait
+// their turn, outside their step's timeout, and every element completes.
+func TestLargeInputsInFlightPerUser(t *testing.T) {
+	t.Parallel()
+	_, rs, jobs, _, chatID, userID := benchDurable(t)
+	var inFlight, most atomic.Int64
+	reg, err := tools.NewRegistry(append(tools.Builtin(tools.Config{}), sizedTool(), holdTool(&inFlight, &most))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := newCountingBlobs()
+	rs = rs.WithBlobs(blobs)
+	runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Values: blobs, Lease: time.Hour, CancelCheck: time.Hour,
+		StepTimeout: 10 * time.Second})
+	w := workflow.Workflow{ID: uuid.NewString(), UserID: userID, Name: "fan-in", Version: 1, Steps: []workflow.Step{
+		sized("big", 7<<20, ""),
+		{ID: "each", ToolID: "hold", ForEach: "{{input.ns}}", Concurrency: one(16), Inputs: map[string]any{"input": "{{big.text}}"}},
+	}}
+	ns := make([]any, 40)
+	for i := range ns {
+		ns[i] = float64(i)
+	}
+	ids := make([]string, 2)
+	done := make(chan error, len(ids))
+	for i := range ids {
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		run.Input = map[string]any{"ns": ns}
+		if err := rs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = run.ID
+		go func() { done <- runner.Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+	}
+	for range ids {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		got, err := rs.Run(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != workflow.RunCompleted {
+			t.Errorf("run %s %q: every element should wait its turn and complete", got.Status, got.Error)
+		}
+	}
+	t.Logf("at most %d calls in flight", most.Load())
+	if want := int64(runs.MaxUserValueBytes / (7 << 20)); most.Load() > want || most.Load() < 2 {
+		t.Errorf("%d calls with a 7 MiB input in flight at once, want 2 to %d", most.Load(), want)
+	}
+}
