@@ -52,3 +52,50 @@ func WithoutKey(m map[string]any) map[string]any {
 	delete(c, "blob")
 	return c
 }
+
+// MinJSONSize returns a lower bound of the length of v's JSON (v a value
+// as encoding/json decodes JSON into any, or a json.RawMessage), counted
+// up to limit: once the count passes limit it stops and returns it. It
+// visits at most about limit parts of v, however often v refers to one
+// large value, so that a value too large to encode is refused before it
+// is encoded.
+func MinJSONSize(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch t := v.(type) {
+		case string:
+			n += len(t) + 2
+		case json.RawMessage:
+			n += len(t)
+		case map[string]any:
+			n += 2 + max(len(t)-1, 0) // braces, commas
+			for k, e := range t {
+				n += len(k) + 3 // quotes, colon
+				walk(e)
+				if n > limit {
+					return
+				}
+			}
+		case []any:
+			n += 2 + max(len(t)-1, 0) // brackets, commas
+			for _, e := range t {
+				walk(e)
+				if n > limit {
+					return
+				}
+			}
+		case nil:
+			n += len("null")
+		case bool:
+			n += len("true")
+		default: // numbers
+			n++
+		}
+	}
+	walk(v)
+	return n
+}

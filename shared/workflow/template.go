@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -179,7 +180,14 @@ type Scope struct {
 	// element: JSON null).
 	Item   any
 	InLoop bool
+	// built, when set (ResolveInputsWithin), is how many more bytes of
+	// text interpolation may build.
+	built *int
 }
+
+// ErrTextTooLarge is the error of a resolution whose interpolated text
+// passes the bound of ResolveInputsWithin.
+var ErrTextTooLarge = errors.New("the text templates build is too large")
 
 // WithItem returns s for one call of a forEach step, on element item.
 func (s Scope) WithItem(item any) Scope {
@@ -345,6 +353,16 @@ func (s Scope) ResolveInputs(inputs map[string]any) (map[string]any, error) {
 	return r.(map[string]any), nil
 }
 
+// ResolveInputsWithin resolves inputs as ResolveInputs does, with the text
+// interpolation builds bounded to limit bytes in all: past it, an error
+// wrapping ErrTextTooLarge. References that are a whole string are not
+// copied and cost nothing here.
+func (s Scope) ResolveInputsWithin(inputs map[string]any, limit int) (map[string]any, error) {
+	left := limit
+	s.built = &left
+	return s.ResolveInputs(inputs)
+}
+
 // Resolve resolves v against the outputs of earlier steps only
 // (Scope{Steps: outputs}.Resolve).
 func Resolve(v any, outputs map[string]map[string]any) (any, error) {
@@ -383,7 +401,13 @@ func (s Scope) resolveString(str string) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.WriteString(textOf(val))
+		text := textOf(val)
+		if s.built != nil {
+			if *s.built -= len(text) + m[0] - last; *s.built < 0 {
+				return nil, fmt.Errorf("%w: over %d bytes", ErrTextTooLarge, b.Len()+len(text))
+			}
+		}
+		b.WriteString(text)
 		last = m[1]
 	}
 	b.WriteString(str[last:])

@@ -472,14 +472,26 @@ func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time 
 	return now.Add(noDeadline)
 }
 
-// SaveElement records out as element j's output of step stepID: one
-// write apart from the run's record, the output spilled when large.
-func (l *runLog) SaveElement(ctx context.Context, stepID string, j int, out map[string]any) error {
-	b, err := l.values.element(ctx, out)
+// SaveElement records out (whose JSON is b) as element j's output of
+// step stepID: one write apart from the run's record, the output spilled
+// when large. It returns the form the engine holds (see values.element).
+func (l *runLog) SaveElement(ctx context.Context, stepID string, j int, out map[string]any, b []byte) (map[string]any, error) {
+	rec, held, err := l.values.element(ctx, out, b)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return l.store.SaveElement(ctx, l.values.runID, stepID, j, b)
+	return held, l.store.SaveElement(ctx, l.values.runID, stepID, j, rec)
+}
+
+// Keep returns the form of v the engine holds (see values.keep).
+func (l *runLog) Keep(ctx context.Context, what string, v map[string]any) (map[string]any, error) {
+	return l.values.keep(ctx, what, v)
+}
+
+// Results returns the form of a forEach step's output the engine holds
+// (see values.results).
+func (l *runLog) Results(ctx context.Context, elements []map[string]any) (map[string]any, error) {
+	return l.values.results(ctx, elements)
 }
 
 // Whole returns v whole (see values.whole).

@@ -9,8 +9,10 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -43,15 +46,25 @@ type ToolRunner interface {
 //     spilled form). A failed condition (the run was cancelled, another
 //     attempt took it over, or the sweeper ended it) is Conflict
 //     workflow.CodeRunStateChanged;
-//   - SaveElement records the output of element j of forEach step stepID;
+//   - Keep returns the form of a step's input or output (what names it)
+//     the engine holds while the run goes on: the value itself when small,
+//     else its spilled form (stored now); TooLarge TOOL_VALUE_TOO_LARGE
+//     over MaxValueBytes, and nothing is stored;
+//   - SaveElement records the output of element j of forEach step stepID
+//     (out, whose JSON is b) and returns the form the engine holds, as
+//     Keep;
+//   - Results returns the held form of a forEach step's output, from the
+//     held forms of its elements' outputs; it fails as Keep;
 //   - Whole returns a value whole: the value itself, or the one a
 //     spilled value refers to.
 type Saver interface {
 	SaveRun(ctx context.Context, run workflow.Run, ifStatus string) error
-	SaveElement(ctx context.Context, stepID string, j int, out map[string]any) error
+	Keep(ctx context.Context, what string, v map[string]any) (map[string]any, error)
+	SaveElement(ctx context.Context, stepID string, j int, out map[string]any, b []byte) (map[string]any, error)
+	Results(ctx context.Context, elements []map[string]any) (map[string]any, error)
 	Whole(ctx context.Context, v map[string]any) (map[string]any, error)
-	// InputFiles returns input with the run's input files replaced by
-	// their text; its error is the run's failure.
+	// InputFiles returns input with the run's input files it holds
+	// replaced by their text; its error is the run's failure.
 	InputFiles(ctx context.Context, run *workflow.Run, input map[string]any) (map[string]any, error)
 }
 
@@ -67,6 +80,8 @@ type Engine struct {
 	// beforeStep, when set, is called before each step's conditional
 	// write: a test hook.
 	beforeStep func(i int)
+	// values admits the calls with large inputs, per user.
+	values *valueGate
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -105,7 +120,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -165,27 +180,30 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if input, err = save.InputFiles(ctx, run, input); err != nil {
-		if errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Internal) {
-			return errs.Wrap(op, err) // not recorded: the next attempt reads again
+	// Each input file is read here once, so that a run whose file cannot
+	// be read fails before its first step; the steps read the files they
+	// name again, so that the run never holds them all.
+	for _, name := range run.InputFiles {
+		if _, err := save.InputFiles(ctx, run, map[string]any{name: input[name]}); err != nil {
+			if errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Internal) {
+				return errs.Wrap(op, err) // not recorded: the next attempt reads again
+			}
+			return x.finish(ctx, op, workflow.RunFailed, errs.MessageOf(err, "an input file cannot be read"))
 		}
-		return x.finish(ctx, op, workflow.RunFailed, errs.MessageOf(err, "an input file cannot be read"))
 	}
+	// outputs holds the outputs of the steps that finished in the form
+	// Keep returns (spilled when large); a step reads whole only those it
+	// names (load).
 	outputs := make(map[string]map[string]any, len(steps))
-	scope := workflow.Scope{Steps: outputs, Input: input}
 	var span stepSpan
 	defer span.end()
 	for i, step := range steps {
 		rs := &run.Steps[i]
 		switch rs.Status {
 		case workflow.StepCompleted, workflow.StepFailed: // failed: with continueOnError
-			// A step that finished before a resume or a pause: its output,
-			// whole, feeds the later steps.
-			out, err := save.Whole(ctx, rs.Output)
-			if err != nil {
-				return errs.Wrap(op, err)
-			}
-			outputs[step.ID] = out
+			// A step that finished before a resume or a pause: its
+			// output feeds the later steps that read it.
+			outputs[step.ID] = rs.Output
 			continue
 		case workflow.StepSkipped:
 			continue
@@ -201,8 +219,18 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		if !ok {
 			return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
 		}
+		scope, msg, err := x.load(ctx, step, input, outputs)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		if msg != "" {
+			if done, err := x.stepFailed(ctx, op, i, step, msg, outputs); done {
+				return err
+			}
+			continue
+		}
 		if step.If != "" {
-			yes, err := e.condition(step.If, input, outputs)
+			yes, err := e.condition(step.If, scope.Input, scope.Steps)
 			if err != nil {
 				if done, err := x.stepFailed(ctx, op, i, step, "if: "+errs.MessageOf(err, err.Error()), outputs); done {
 					return err
@@ -218,11 +246,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 				continue
 			}
 		}
-		var (
-			out map[string]any
-			msg string
-			err error
-		)
+		var out map[string]any
 		switch {
 		case step.ToolID == workflow.AskHumanToolID:
 			msg, err = x.ask(ctx, op, i, step, scope)
@@ -294,18 +318,30 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 	rs := &x.run.Steps[i]
 	started := x.e.clock()
 	rs.Status, rs.StartedAt = workflow.StepRunning, &started
-	input, err := scope.ResolveInputs(step.Inputs)
+	input, err := resolve(scope, step.Inputs)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	rs.Input = input
+	if rs.Input, err = x.save.Keep(ctx, "the step's input", input); err != nil {
+		rs.Status, rs.StartedAt = workflow.StepPending, nil
+		msg, err := limitFailure(op, err)
+		return nil, msg, err
+	}
 	if err := x.store(ctx, workflow.RunRunning); err != nil {
 		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 		return nil, "", x.stopped(ctx, op, err)
 	}
-	out, err := x.e.runStep(ctx, step.ToolID, input, timeout)
+	out, timeout, err := x.call(ctx, step.ToolID, input, timeout)
 	if err == nil {
-		return out, "", nil
+		if out == nil {
+			out = map[string]any{}
+		}
+		kept, err := x.save.Keep(ctx, "the step's output", out)
+		if err != nil {
+			msg, err := limitFailure(op, err)
+			return nil, msg, err
+		}
+		return kept, "", nil
 	}
 	done := x.e.clock()
 	if ctx.Err() != nil {
@@ -352,9 +388,12 @@ func (x *execution) stepFailed(ctx context.Context, op string, i int, step workf
 // checkpoint per element), so a resume runs only the elements that have
 // none. A failed call fails the step (the calls still running are
 // cancelled and their elements left unrecorded) unless continueOnError,
-// which records {"error": ...} as its result. It returns the step's
-// output {"results": [...]}, or the message of the step's failure; err
-// when the run ended or could not be recorded.
+// which records {"error": ...} as its result. The results are counted as
+// they grow: once their JSON passes MaxValueBytes the step fails
+// TOOL_VALUE_TOO_LARGE at once (the calls running are cancelled) and its
+// output is never stored. It returns the step's output {"results":
+// [...]} in the form Keep returns, or the message of the step's failure;
+// err when the run ended or could not be recorded.
 func (x *execution) forEach(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope) (map[string]any, string, error) {
 	rs := &x.run.Steps[i]
 	items, err := scope.Items(step.ForEach)
@@ -378,22 +417,52 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu sync.Mutex // guards rs.Elements, failure, stop
-		// full holds this attempt's outputs whole (a recorded one may be
-		// spilled); the elements recorded before a resume are read back
-		// at the end.
-		full    = map[int]map[string]any{}
+		mu sync.Mutex // guards rs.Elements, size, failure, stop
+		// size is the length of the JSON of the step's output as the
+		// elements recorded so far make it: {"results":[...]} with each
+		// element at its place, the ones not yet recorded left out.
+		size    = len(`{"` + workflow.ForEachOutput + `":[]}`)
+		counted = len(rs.Elements) // the elements in size
 		failure string
 		stop    error // a write that failed
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, step.Parallelism())
 	)
+	for _, m := range rs.Elements { // recorded before a resume
+		size += keptSize(m) + 1
+	}
+	if size > MaxValueBytes+1 {
+		// Not seen before the resume (recorded by a version without the
+		// bound, say): the step fails without running more elements.
+		return nil, fmt.Sprintf("%s: the results of forEach step %s pass %d bytes of JSON", toolclient.CodeValueTooLarge, step.ID, MaxValueBytes), nil
+	}
 	record := func(j int, out map[string]any) {
-		// One small write per element, apart from the run's record, with
-		// a context a cancel does not cut midway.
-		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-		err := x.save.SaveElement(wctx, step.ID, j, out)
-		wcancel()
+		b, err := json.Marshal(out)
+		mu.Lock()
+		if err == nil && size+len(b)+1 > MaxValueBytes+1 {
+			// Counted as the results grow: the step fails as soon as they
+			// pass the bound, and the element is not recorded.
+			if failure == "" {
+				failure = fmt.Sprintf("%s: the results of forEach step %s pass %d bytes of JSON with %d of its %d elements",
+					toolclient.CodeValueTooLarge, step.ID, MaxValueBytes, counted+1, len(items))
+			}
+			cancel()
+			mu.Unlock()
+			return
+		}
+		if err == nil {
+			size += len(b) + 1
+			counted++
+		}
+		mu.Unlock()
+		var held map[string]any
+		if err == nil {
+			// One small write per element, apart from the run's record,
+			// with a context a cancel does not cut midway.
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			held, err = x.save.SaveElement(wctx, step.ID, j, out, b)
+			wcancel()
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -403,7 +472,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			cancel()
 			return
 		}
-		rs.Elements[j], full[j] = out, out
+		rs.Elements[j] = held
 	}
 	fail := func(j int, msg string) {
 		mu.Lock()
@@ -435,10 +504,10 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			input, err := scope.WithItem(item).ResolveInputs(step.Inputs)
+			input, err := resolve(scope.WithItem(item), step.Inputs)
 			var out map[string]any
 			if err == nil {
-				out, err = x.e.runStep(fctx, step.ToolID, input, timeout)
+				out, _, err = x.call(fctx, step.ToolID, input, timeout)
 			}
 			switch {
 			case err == nil:
@@ -467,16 +536,9 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	case failure != "":
 		return nil, failure, nil
 	}
-	results := make([]any, len(items))
+	elements := make([]map[string]any, len(items))
 	for j := range items {
-		out, ok := full[j]
-		if recorded, done := rs.Elements[j]; !ok && done {
-			whole, err := x.save.Whole(ctx, recorded)
-			if err != nil {
-				return nil, "", errs.Wrap(op, err)
-			}
-			out, ok = whole, true
-		}
+		m, ok := rs.Elements[j]
 		if !ok { // the run's time limit passed before it started
 			x.over = true
 			msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
@@ -484,9 +546,29 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &done
 			return nil, "", x.finish(ctx, op, workflow.RunFailed, msg)
 		}
-		results[j] = out
+		elements[j] = m
 	}
-	return map[string]any{workflow.ForEachOutput: results}, "", nil
+	out, err := x.save.Results(ctx, elements)
+	if err != nil {
+		msg, err := limitFailure(op, err)
+		return nil, msg, err
+	}
+	return out, "", nil
+}
+
+// keptSize is the length of the JSON of a value held as Keep returns it:
+// a spilled value's recorded size, or its own.
+func keptSize(m map[string]any) int {
+	if _, spilled := workflow.SpilledKey(m); spilled {
+		if n, ok := m["size"].(float64); ok {
+			return int(n)
+		}
+		if n, ok := m["size"].(int); ok {
+			return n
+		}
+	}
+	b, _ := json.Marshal(m)
+	return len(b)
 }
 
 // ask starts a human step: its resolved inputs are the request
@@ -497,7 +579,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 // make the request invalid; err when the run could not be recorded.
 func (x *execution) ask(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope) (string, error) {
 	rs := &x.run.Steps[i]
-	input, err := scope.ResolveInputs(step.Inputs)
+	input, err := resolve(scope, step.Inputs)
 	if err != nil {
 		return err.Error(), nil
 	}
@@ -533,10 +615,40 @@ func detailed(err error) string {
 	return strings.Join(parts, "; ")
 }
 
+// call runs one tool call of a step once its input is admitted (a large
+// one waits while the user's runs have MaxUserValueBytes of large inputs
+// in flight, at most until the run's time limit), under timeout cut to
+// what is left of the run's time once admitted, which it returns. A
+// cancel of ctx ends the wait.
+func (x *execution) call(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+	actx := ctx
+	if x.e.runTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, x.e.runTimeout-busy(x.run, x.e.clock()))
+		defer cancel()
+	}
+	release, err := x.e.values.admit(actx, x.run.UserID, input)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, timeout, ctx.Err()
+		}
+		return nil, 0, fmt.Errorf("%w after %s", errStepTimedOut, timeout) // the run's time ran out first
+	}
+	defer release()
+	left, ok := x.timeout()
+	timeout = min(timeout, left)
+	if !ok {
+		timeout = 0
+	}
+	out, err := x.e.runStep(ctx, toolID, input, timeout)
+	return out, timeout, err
+}
+
 // runStep runs one tool under the step timeout. The step's own timeout is
 // reported as such (errStepTimedOut); a tool that stopped at a limit of
-// its own (jq's, say) keeps its message, which names that limit; other
-// errors give their client-safe message.
+// its own (jq's, say) keeps its message, which names that limit, and a
+// value the tool server refused (TOOL_VALUE_TOO_LARGE) its code too;
+// other errors give their client-safe message.
 func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -547,10 +659,154 @@ func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]an
 	if ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w after %s", errStepTimedOut, timeout)
 	}
+	if msg, ok := valueTooLarge(err); ok {
+		return nil, errors.New(msg) // the tool server refused a value: the code says which limit
+	}
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
 }
 
 var errStepTimedOut = errors.New("step timed out")
+
+// limitFailure returns the failure of a step whose value err refused
+// (TooLarge TOOL_VALUE_TOO_LARGE: its message with the code), or else err
+// wrapped with op (the value could not be stored: the run stops, not
+// recorded, and its next attempt goes on).
+func limitFailure(op string, err error) (string, error) {
+	if msg, ok := valueTooLarge(err); ok {
+		return msg, nil
+	}
+	return "", errs.Wrap(op, err)
+}
+
+// valueTooLarge returns the step failure of err, with its code, when err
+// refused a value over its bound (TOOL_VALUE_TOO_LARGE).
+func valueTooLarge(err error) (string, bool) {
+	if errs.CodeOf(err) != toolclient.CodeValueTooLarge {
+		return "", false
+	}
+	return toolclient.CodeValueTooLarge + ": " + errs.MessageOf(err, "a value is too large"), true
+}
+
+// resolve resolves a step's inputs in scope, the text its templates
+// build bounded to MaxValueBytes (TOOL_VALUE_TOO_LARGE past it): a step's
+// input can be no larger, and a template repeating a large value must
+// not build it in memory first.
+func resolve(scope workflow.Scope, inputs map[string]any) (map[string]any, error) {
+	in, err := scope.ResolveInputsWithin(inputs, MaxValueBytes)
+	if errors.Is(err, workflow.ErrTextTooLarge) {
+		return nil, fmt.Errorf("%s: the step's input is more than %d bytes of JSON: its templates build more text than that", toolclient.CodeValueTooLarge, MaxValueBytes)
+	}
+	return in, err
+}
+
+// MaxStepReads bounds the JSON of the earlier values one step reads (the
+// fields of earlier outputs and input properties its templates name, the
+// whole values its condition names): what a step holds in memory at
+// once, besides its own input and output.
+const MaxStepReads = 2 * MaxValueBytes
+
+// load returns the scope step resolves against: the run's input and the
+// outputs of the earlier steps that step reads, whole (read from the
+// blob store when spilled), kept only in part when its templates name
+// fields of them; the input files it reads replaced by their text. The
+// engine holds them while the step runs and no longer. It returns the
+// message of the step's failure when what it reads passes MaxStepReads
+// (TOOL_VALUE_TOO_LARGE) or an input file cannot be read; err when a
+// value cannot be read (the run stops, not recorded).
+func (x *execution) load(ctx context.Context, step workflow.Step, input map[string]any, kept map[string]map[string]any) (workflow.Scope, string, error) {
+	fields := map[string]map[string]bool{} // step id (or input) -> fields; nil: all
+	name := func(id, field string) {
+		f, ok := fields[id]
+		switch {
+		case ok && f == nil:
+		case field == "":
+			fields[id] = nil
+		case !ok:
+			fields[id] = map[string]bool{field: true}
+		default:
+			f[field] = true
+		}
+	}
+	for _, r := range workflow.Refs([]any{step.Inputs, step.ForEach}) {
+		switch {
+		case r.IsInput():
+			name(workflow.InputRef, r.Output)
+		case r.IsStep():
+			name(r.StepID, r.Output)
+		}
+	}
+	if step.If != "" {
+		for _, id := range identRe().FindAllString(step.If, -1) {
+			if _, ok := kept[id]; ok || id == workflow.InputRef {
+				name(id, "")
+			}
+		}
+	}
+	left := MaxStepReads
+	part := func(whole map[string]any, f map[string]bool) (map[string]any, bool) {
+		if f != nil {
+			sub := make(map[string]any, len(f))
+			for k := range f {
+				if v, ok := whole[k]; ok {
+					sub[k] = v
+				}
+			}
+			whole = sub
+		}
+		left -= workflow.MinJSONSize(whole, left+1)
+		return whole, left >= 0
+	}
+	tooMuch := fmt.Sprintf("%s: step %s reads more than %d bytes of JSON of the run's input and earlier outputs", toolclient.CodeValueTooLarge, step.ID, MaxStepReads)
+	scope := workflow.Scope{Steps: make(map[string]map[string]any, len(fields))}
+	for id, f := range fields {
+		if id == workflow.InputRef {
+			continue
+		}
+		m, ok := kept[id]
+		if !ok {
+			continue // not run (or skipped): the reference's error says so
+		}
+		whole, err := x.save.Whole(ctx, m)
+		if err != nil {
+			return workflow.Scope{}, "", err
+		}
+		if scope.Steps[id], ok = part(whole, f); !ok {
+			return workflow.Scope{}, tooMuch, nil
+		}
+	}
+	f, ok := fields[workflow.InputRef]
+	if !ok {
+		return scope, "", nil
+	}
+	in, ok := part(input, f)
+	if !ok {
+		return workflow.Scope{}, tooMuch, nil
+	}
+	if len(x.run.InputFiles) > 0 {
+		files, err := x.save.InputFiles(ctx, x.run, in)
+		if err != nil {
+			if errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Internal) {
+				return workflow.Scope{}, "", err
+			}
+			return workflow.Scope{}, errs.MessageOf(err, "an input file cannot be read"), nil
+		}
+		for _, name := range x.run.InputFiles {
+			if text, ok := files[name].(string); ok && in[name] != text {
+				left -= len(text)
+			}
+		}
+		if left < 0 {
+			return workflow.Scope{}, tooMuch, nil
+		}
+		in = files
+	}
+	scope.Input = in
+	return scope, "", nil
+}
+
+// identRe matches the names in a condition: a superset of the step ids
+// and the input it reads (names in its string literals included).
+var identRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`) })
 
 // execution is one Continue: the run it updates in place and the Saver
 // that records it.

@@ -50,7 +50,7 @@ func sleepTool() *tools.Tool {
 
 func newRegistry(t *testing.T) *tools.Registry {
 	t.Helper()
-	reg, err := tools.NewRegistry(append(tools.Builtin(tools.Config{}), sleepTool(), countTool("count"), countTool("count_idem"), whoamiTool())...)
+	reg, err := tools.NewRegistry(append(tools.Builtin(tools.Config{}), sleepTool(), countTool("count"), countTool("count_idem"), whoamiTool(), sizedTool())...)
 	if err != nil {
 		t.Fatal(err)
 	}

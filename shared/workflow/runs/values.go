@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/truncate"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -27,10 +29,94 @@ const (
 	// go to the blob store. Small values stay inline, so a run of small
 	// values makes no blob call at all.
 	SpillBytes = 32 << 10
-	// MaxValueBytes bounds one value a run keeps: a step's output, its
-	// resolved input, the run's input (8 MiB of JSON).
-	MaxValueBytes = 8 << 20
+	// MaxValueBytes bounds one value a run keeps: a step's output (a
+	// forEach's results included), its resolved input, the run's input:
+	// the tool server's bound on a tool value (8 MiB of JSON).
+	MaxValueBytes = toolclient.MaxValueBytes
 )
+
+// Memory: the engine keeps a step's value in the form keep returns: with
+// a blob store, a value over SpillBytes is spilled as soon as the step
+// ends and only its cut form stays in memory; a step reads the values it
+// names whole from the blob store (whole) and drops them when it ends. A
+// value over MaxValueBytes fails its step with TOOL_VALUE_TOO_LARGE and is
+// never stored.
+
+// keep returns the form of m, the input or output of a step (what says
+// which, for the error), the engine keeps and records: m itself when its
+// JSON is at most SpillBytes or there is no blob store, else its spilled
+// form. It fails with TooLarge TOOL_VALUE_TOO_LARGE when the JSON is over
+// MaxValueBytes (nothing is stored), and when the blob store cannot be
+// written.
+func (v values) keep(ctx context.Context, what string, m map[string]any) (map[string]any, error) {
+	const op = "runs.keep"
+	if _, spilled := workflow.SpilledKey(m); spilled {
+		return m, nil
+	}
+	if n := workflow.MinJSONSize(m, MaxValueBytes+1); n > MaxValueBytes {
+		// Refused before it is encoded: a value built from many
+		// references to one large value may be far larger than memory.
+		return nil, toolclient.CheckValueSize(op, what, n)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	if err := toolclient.CheckValueSize(op, what, len(b)); err != nil {
+		return nil, err
+	}
+	if !v.spillable() || len(b) <= SpillBytes {
+		return m, nil
+	}
+	return v.put(ctx, b)
+}
+
+// results returns the kept form (see keep) of a forEach step's output
+// {"results": [...]}, elements the kept forms of its elements' outputs in
+// order. With a blob store, the output's JSON is assembled from the
+// elements' JSON (a spilled one read back as it is stored) and stored
+// without ever being decoded whole. It fails as keep does.
+func (v values) results(ctx context.Context, elements []map[string]any) (map[string]any, error) {
+	const op = "runs.results"
+	if !v.spillable() {
+		out := make([]any, len(elements))
+		for j, e := range elements {
+			out[j] = e
+		}
+		return v.keep(ctx, "the step's output", map[string]any{workflow.ForEachOutput: out})
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"` + workflow.ForEachOutput + `":[`)
+	for j, e := range elements {
+		if j > 0 {
+			buf.WriteByte(',')
+		}
+		var b []byte
+		var err error
+		if key, spilled := workflow.SpilledKey(e); spilled {
+			b, _, err = blob.ReadAll(ctx, v.backend, key, MaxValueBytes)
+		} else {
+			b, err = json.Marshal(e)
+		}
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		buf.Write(b)
+		if err := toolclient.CheckValueSize(op, "the step's output", buf.Len()+2); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteString("]}")
+	b := buf.Bytes()
+	if len(b) > SpillBytes {
+		return v.put(ctx, b)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, errs.E(op, errs.Internal, "", "internal error").WithCause(err)
+	}
+	return out, nil
+}
 
 // values reads and writes a run's spilled values; a zero values (no
 // backend) spills nothing.
@@ -95,6 +181,9 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 	var slots []*slot
 	for i := range run.Steps {
 		s := &run.Steps[i]
+		_, in := workflow.SpilledKey(s.Input)
+		_, out := workflow.SpilledKey(s.Output)
+		s.Truncated = s.Truncated || in || out // spilled by keep
 		slots = append(slots,
 			&slot{get: func() map[string]any { return s.Input }, set: func(m map[string]any) { s.Input, s.Truncated = m, true }},
 			&slot{get: func() map[string]any { return s.Output }, set: func(m map[string]any) { s.Output, s.Truncated = m, true }})
@@ -150,25 +239,23 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 	return nil
 }
 
-// element returns the JSON a forEach element's output is recorded as:
-// spilled when over SpillBytes (and a blob store is configured), cut to
-// SpillBytes otherwise.
-func (v values) element(ctx context.Context, out map[string]any) ([]byte, error) {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, errs.Wrap("runs.element", err)
-	}
+// element returns the JSON a forEach element's output (whose JSON is b)
+// is recorded as, and the form the engine keeps (see keep): b and out
+// when b is at most SpillBytes; else, with a blob store, the spilled form
+// for both; without one, b cut to SpillBytes and out.
+func (v values) element(ctx context.Context, out map[string]any, b []byte) ([]byte, map[string]any, error) {
 	if len(b) <= SpillBytes {
-		return b, nil
+		return b, out, nil
 	}
 	if !v.spillable() {
-		return truncate.Cut(b, SpillBytes), nil
+		return truncate.Cut(b, SpillBytes), out, nil
 	}
 	m, err := v.put(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(m)
+	rec, err := json.Marshal(m)
+	return rec, m, errs.Wrap("runs.element", err)
 }
 
 // plan reads run's snapshot of its steps from the blob store when it is

@@ -24,6 +24,7 @@ type valuesFixture struct {
 	runs      *store.Runs
 	workflows *store.Workflows
 	blobs     *blob.Local
+	counted   *countingBlobs // under blobs
 	svc       *runs.Service
 	inproc    *runs.InProcess
 	userID    string
@@ -32,11 +33,12 @@ type valuesFixture struct {
 func newValuesFixture(t *testing.T) *valuesFixture {
 	t.Helper()
 	db := storetest.New(t)
-	local, err := blob.NewLocal(blob.NewMemory(nil), blob.LocalOptions{BaseURL: "http://127.0.0.1:1"})
+	counted := newCountingBlobs()
+	local, err := blob.NewLocal(counted, blob.LocalOptions{BaseURL: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &valuesFixture{runs: store.NewRuns(db.DB, db.Data()).WithBlobs(local), workflows: store.NewWorkflows(db.DB, db.Data()), blobs: local,
+	f := &valuesFixture{runs: store.NewRuns(db.DB, db.Data()).WithBlobs(local), workflows: store.NewWorkflows(db.DB, db.Data()), blobs: local, counted: counted,
 		userID: uuid.NewString()}
 	jobs := store.NewJobs(db.DB, db.Data())
 	f.inproc = &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: f.runs, Values: local, Jobs: jobs, Tools: newRegistry(t), Condition: condition.Eval})}
