@@ -119,13 +119,7 @@ func writeMix(ctx context.Context, client *dynamodb.Client, i int) error {
 func BenchmarkWriteMixAtStoreSize(b *testing.B) {
 	for _, size := range storeSizes(b) {
 		b.Run(fmt.Sprintf("%d_items", size), func(b *testing.B) {
-			e, err := dynamolocal.StartWith(dynamolocal.Options{Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			c, opt := cfg(e)
-			client := dynamodb.NewFromConfig(c, opt)
+			e, client := startBench(b, dynamolocal.Options{Logger: slog.New(slog.DiscardHandler)})
 			ctx := ctxB(b)
 			var before runtime.MemStats
 			runtime.GC()
