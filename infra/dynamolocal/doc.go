@@ -253,8 +253,11 @@
 //     validation; emulated failures fail the whole batch first) may leave
 //     the requests before it applied and not journaled.
 //   - Writes wait for each other (one exclusive lock): minidyn serializes
-//     them anyway. minidyn still re-sorts its own list of keys when an item
-//     is inserted, so a new item costs O(n) inside minidyn.
+//     them anyway. minidyn still re-sorts its own list of keys, and each
+//     secondary index's, when an item is inserted (an index's also when an
+//     update moves an item's index key), so a new item costs O(n) per index
+//     inside minidyn, n the items of the table, and a write slows as the
+//     store fills (BenchmarkWriteMixAtStoreSize).
 //   - Streams, PartiQL, backups, tags, global tables and the other operations
 //     minidyn lacks answer UnknownOperationException.
 package dynamolocal

@@ -32,13 +32,7 @@ func BenchmarkWrite(b *testing.B) {
 					o.DataFile = filepath.Join(b.TempDir(), "data.json")
 					o.Interval = 30 * time.Second
 				}
-				e, err := dynamolocal.StartWith(o)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer e.Close()
-				c, opt := cfg(e)
-				client := dynamodb.NewFromConfig(c, opt)
+				_, client := startBench(b, o)
 				ctx := ctxB(b)
 				if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("kv"), BillingMode: types.BillingModePayPerRequest,
 					AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("K"), AttributeType: types.ScalarAttributeTypeS}},
@@ -69,4 +63,17 @@ func BenchmarkWrite(b *testing.B) {
 			})
 		}
 	}
+}
+
+// startBench starts an engine with o for one benchmark, closed at its
+// end, and returns it with a raw SDK client configured as against AWS.
+func startBench(b *testing.B, o dynamolocal.Options) (*dynamolocal.Engine, *dynamodb.Client) {
+	b.Helper()
+	e, err := dynamolocal.StartWith(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	c, opt := cfg(e)
+	return e, dynamodb.NewFromConfig(c, opt)
 }
