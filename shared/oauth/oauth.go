@@ -85,8 +85,22 @@ type Code struct {
 	Scope     string
 	// ClientName is kept for the grant the code becomes.
 	ClientName string
-	CreatedAt  time.Time
-	ExpiresAt  time.Time
+	// Epoch is the user's code epoch (Store.CodeEpoch) when the code was
+	// issued: the code redeems only while it is still the current one.
+	Epoch     Epoch
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Epoch counts how often a user's unredeemed authorization codes were
+// ended (Store.EndCodes): for every client (sign-out-all) and for one
+// client (a disconnect, a deny). A code records the epoch it was issued
+// in, and its redemption is conditioned on both counts being unchanged, in
+// the transaction that creates its grant: a code issued before an ending
+// never redeems, however the two race.
+type Epoch struct {
+	User   int64
+	Client int64
 }
 
 // Grant is one authorization of a client by a user: a refresh token
@@ -146,9 +160,18 @@ type Store interface {
 	// conditional delete, so that a code is redeemed at most once. NotFound
 	// CODE_NOT_FOUND when there is none (never issued or already used).
 	ConsumeCode(ctx context.Context, hash string) (Code, error)
-	// CreateGrant stores g and its first refresh token in one transaction.
-	// Conflict GRANT_EXISTS when a grant with g.ID exists.
-	CreateGrant(ctx context.Context, g Grant, first RefreshToken) error
+	// CodeEpoch returns the current code epoch of userID for clientID,
+	// read consistently (zero counts when codes were never ended).
+	CodeEpoch(ctx context.Context, userID, clientID string) (Epoch, error)
+	// EndCodes ends every unredeemed code of userID for clientID, or for
+	// every client when clientID is "": it advances the epoch, so that no
+	// code issued before redeems.
+	EndCodes(ctx context.Context, userID, clientID string) error
+	// CreateGrant stores g and its first refresh token in one transaction
+	// conditioned on g.UserID's code epoch for g.ClientID still being
+	// epoch. Conflict GRANT_EXISTS when a grant with g.ID exists; Conflict
+	// CODE_REVOKED when the epoch moved on (the code was ended).
+	CreateGrant(ctx context.Context, g Grant, first RefreshToken, epoch Epoch) error
 	// Grant returns the grant id. NotFound GRANT_NOT_FOUND.
 	Grant(ctx context.Context, id string) (Grant, error)
 	// RefreshToken returns the refresh token stored under hash. NotFound
@@ -189,12 +212,17 @@ func HashSecret(s string) string { return auth.HashToken(s) }
 // scanners.
 const PersonalTokenPrefix = "wcp_"
 
-// RevokeUser revokes every live grant and deletes every personal access
-// token of userID (sign out everywhere). It returns how many grants and
-// tokens it ended.
+// RevokeUser ends every unredeemed authorization code of userID, revokes
+// every live grant and deletes every personal access token (sign out
+// everywhere). It returns how many grants and tokens it ended.
 func RevokeUser(ctx context.Context, st Store, userID string, now time.Time) (int, error) {
 	const op = "oauth.RevokeUser"
 	n := 0
+	// Codes first: a code redeemed meanwhile makes a grant the listing
+	// below still finds, and none redeems after this.
+	if err := st.EndCodes(ctx, userID, ""); err != nil {
+		return 0, errs.Wrap(op, err)
+	}
 	gs, err := st.UserGrants(ctx, userID)
 	if err != nil {
 		return 0, errs.Wrap(op, err)

@@ -47,8 +47,17 @@ type codeItem struct {
 	Resource    string    `dynamo:"resource"`
 	Scope       string    `dynamo:"scope"`
 	ClientName  string    `dynamo:"clientName"`
+	EpochUser   int64     `dynamo:"epochUser,omitempty"`
+	EpochClient int64     `dynamo:"epochClient,omitempty"`
 	CreatedAt   time.Time `dynamo:"createdAt"`
 	ExpiresAt   int64     `dynamo:"expiresAt"`
+}
+
+// epochItem is one count of a user's code epoch (oauth.Epoch): under
+// codeEpochPK for every client, under clientEpochPK for one.
+type epochItem struct {
+	PK string
+	N  int64 `dynamo:"n"`
 }
 
 type grantItem struct {
@@ -94,6 +103,13 @@ func grantPK(id string) string           { return "GRANT#" + id }
 func refreshPK(hash string) string       { return "REFRESH#" + hash }
 func patPK(hash string) string           { return "PAT#" + hash }
 func oauthUserKey(uid string) string     { return "USER#" + uid }
+func codeEpochPK(uid string) string      { return "CODES#" + uid }
+
+// clientEpochPK names a user's code epoch for one client by the hash of
+// the client id, which may be a URL of up to 2,048 bytes (a key's limit).
+func clientEpochPK(uid, clientID string) string {
+	return "CODES#" + uid + "#" + oauth.HashSecret(clientID)
+}
 func unix(t int64) time.Time             { return time.Unix(t, 0).UTC() }
 func sortTime(t time.Time) string        { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
 func grantSK(g oauth.Grant) string       { return "GRANT#" + sortTime(g.CreatedAt) + "#" + g.ID }
@@ -130,8 +146,51 @@ func (o *OAuth) Client(ctx context.Context, id string) (oauth.Client, error) {
 func (o *OAuth) CreateCode(ctx context.Context, c oauth.Code) error {
 	return storeError("store.CreateCode", o.table.Put(codeItem{
 		PK: codePK(c.Hash), ClientID: c.ClientID, UserID: c.UserID, RedirectURI: c.RedirectURI, Challenge: c.Challenge,
-		Resource: c.Resource, Scope: c.Scope, ClientName: c.ClientName, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt.Unix(),
+		Resource: c.Resource, Scope: c.Scope, ClientName: c.ClientName, EpochUser: c.Epoch.User, EpochClient: c.Epoch.Client,
+		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt.Unix(),
 	}).If("attribute_not_exists(PK)").Run(ctx))
+}
+
+// CodeEpoch reads userID's two epoch counts for clientID with one
+// consistent BatchGetItem; a count never advanced is 0.
+func (o *OAuth) CodeEpoch(ctx context.Context, userID, clientID string) (oauth.Epoch, error) {
+	const op = "store.CodeEpoch"
+	var items []epochItem
+	user, client := codeEpochPK(userID), clientEpochPK(userID, clientID)
+	err := o.table.Batch("PK").Get(dynamo.Keys{user}, dynamo.Keys{client}).Consistent(true).All(ctx, &items)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return oauth.Epoch{}, storeError(op, err)
+	}
+	var e oauth.Epoch
+	for _, it := range items {
+		switch it.PK {
+		case user:
+			e.User = it.N
+		case client:
+			e.Client = it.N
+		}
+	}
+	return e, nil
+}
+
+// EndCodes adds 1 to userID's epoch count for clientID (every client's
+// when clientID is ""): one UpdateItem, which creates the item the first
+// time.
+func (o *OAuth) EndCodes(ctx context.Context, userID, clientID string) error {
+	pk := codeEpochPK(userID)
+	if clientID != "" {
+		pk = clientEpochPK(userID, clientID)
+	}
+	return storeError("store.EndCodes", o.table.Update("PK", pk).Add("n", 1).Run(ctx))
+}
+
+// epochCheck is the transaction check that a count is still n.
+func (o *OAuth) epochCheck(pk string, n int64) *dynamo.ConditionCheck {
+	c := o.table.Check("PK", pk)
+	if n == 0 {
+		return c.If("attribute_not_exists(n)")
+	}
+	return c.If("n = ?", n)
 }
 
 // ConsumeCode deletes the code stored under hash and returns it: one
@@ -149,7 +208,8 @@ func (o *OAuth) ConsumeCode(ctx context.Context, hash string) (oauth.Code, error
 		return oauth.Code{}, storeError(op, err)
 	}
 	return oauth.Code{Hash: hash, ClientID: it.ClientID, UserID: it.UserID, RedirectURI: it.RedirectURI, Challenge: it.Challenge,
-		Resource: it.Resource, Scope: it.Scope, ClientName: it.ClientName, CreatedAt: it.CreatedAt, ExpiresAt: unix(it.ExpiresAt)}, nil
+		Resource: it.Resource, Scope: it.Scope, ClientName: it.ClientName, Epoch: oauth.Epoch{User: it.EpochUser, Client: it.EpochClient},
+		CreatedAt: it.CreatedAt, ExpiresAt: unix(it.ExpiresAt)}, nil
 }
 
 func newGrantItem(g oauth.Grant) grantItem {
@@ -169,17 +229,23 @@ func newRefreshItem(t oauth.RefreshToken) refreshItem {
 }
 
 // CreateGrant stores g and, when first has a hash, its first refresh
-// token, in one transaction conditioned on the grant being new. Conflict
-// GRANT_EXISTS otherwise.
-func (o *OAuth) CreateGrant(ctx context.Context, g oauth.Grant, first oauth.RefreshToken) error {
+// token, in one transaction conditioned on the grant being new and on
+// both of the user's epoch counts for g.ClientID still being epoch's.
+// Conflict GRANT_EXISTS or CODE_REVOKED otherwise.
+func (o *OAuth) CreateGrant(ctx context.Context, g oauth.Grant, first oauth.RefreshToken, epoch oauth.Epoch) error {
 	const op = "store.CreateGrant"
-	tx := o.db.WriteTx().Put(o.table.Put(newGrantItem(g)).If("attribute_not_exists(PK)"))
+	tx := o.db.WriteTx().Put(o.table.Put(newGrantItem(g)).If("attribute_not_exists(PK)")).
+		Check(o.epochCheck(codeEpochPK(g.UserID), epoch.User)).
+		Check(o.epochCheck(clientEpochPK(g.UserID, g.ClientID), epoch.Client))
 	if first.Hash != "" {
 		tx.Put(o.table.Put(newRefreshItem(first)).If("attribute_not_exists(PK)"))
 	}
 	if err := tx.Run(ctx); err != nil {
-		if failedCondition(err, 0) {
+		switch {
+		case failedCondition(err, 0):
 			return errs.E(op, errs.Conflict, "GRANT_EXISTS", "the grant exists")
+		case failedCondition(err, 1), failedCondition(err, 2):
+			return errs.E(op, errs.Conflict, "CODE_REVOKED", "the authorization code was revoked before its redemption")
 		}
 		return storeError(op, err)
 	}

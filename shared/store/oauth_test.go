@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,10 +59,10 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	rt := func(hash string) oauth.RefreshToken {
 		return oauth.RefreshToken{Hash: hash, GrantID: "g1", ClientID: "c1", UserID: "u1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	}
-	if err := s.CreateGrant(ctx, g, rt("r1")); err != nil {
+	if err := s.CreateGrant(ctx, g, rt("r1"), oauth.Epoch{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateGrant(ctx, g, oauth.RefreshToken{}); errs.CodeOf(err) != "GRANT_EXISTS" {
+	if err := s.CreateGrant(ctx, g, oauth.RefreshToken{}, oauth.Epoch{}); errs.CodeOf(err) != "GRANT_EXISTS" {
 		t.Errorf("second grant with the id: %v", err)
 	}
 	later := now.Add(time.Minute)
@@ -102,7 +103,7 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	// An expired grant refuses a rotation too.
 	g2 := g
 	g2.ID = "g2"
-	if err := s.CreateGrant(ctx, g2, oauth.RefreshToken{Hash: "s1", GrantID: "g2", ClientID: "c1", UserID: "u1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := s.CreateGrant(ctx, g2, oauth.RefreshToken{Hash: "s1", GrantID: "g2", ClientID: "c1", UserID: "u1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, oauth.Epoch{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RotateRefreshToken(ctx, oauth.RefreshToken{Hash: "s1", GrantID: "g2"}, rt("s2"), now.Add(2*time.Hour)); errs.CodeOf(err) != "GRANT_REVOKED" {
@@ -119,7 +120,7 @@ func TestOAuthUserItems(t *testing.T) {
 	ctx, now := context.Background(), time.Now().UTC()
 	for i, id := range []string{"a", "b"} {
 		at := now.Add(time.Duration(i) * time.Second)
-		if err := s.CreateGrant(ctx, oauth.Grant{ID: id, UserID: "u1", ClientID: "c", CreatedAt: at, LastUsedAt: at, ExpiresAt: at.Add(time.Hour)}, oauth.RefreshToken{}); err != nil {
+		if err := s.CreateGrant(ctx, oauth.Grant{ID: id, UserID: "u1", ClientID: "c", CreatedAt: at, LastUsedAt: at, ExpiresAt: at.Add(time.Hour)}, oauth.RefreshToken{}, oauth.Epoch{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "t" + id, UserID: "u1", Name: id, Hash: "ph" + id, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
@@ -160,5 +161,62 @@ func TestOAuthUserItems(t *testing.T) {
 	}
 	if _, err := s.Client(ctx, "nope"); errs.CodeOf(err) != "CLIENT_NOT_FOUND" {
 		t.Errorf("unknown client: %v", err)
+	}
+}
+
+// TestOAuthCodeEpochs: a grant is created only under the epoch its code
+// was issued in; ending one client's codes leaves another's, ending every
+// client's ends them all.
+func TestOAuthCodeEpochs(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewOAuth(db.DB, db.OAuth())
+	ctx, now := context.Background(), time.Now().UTC()
+	clientA := "https://client.example/" + strings.Repeat("a", 2000) // a URL id near the key limit
+	grant := func(id, client string, e oauth.Epoch) error {
+		return s.CreateGrant(ctx, oauth.Grant{ID: id, UserID: "u1", ClientID: client, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(time.Hour)}, oauth.RefreshToken{}, e)
+	}
+	a0, err := s.CodeEpoch(ctx, "u1", clientA)
+	if err != nil || a0 != (oauth.Epoch{}) {
+		t.Fatalf("a fresh epoch: %+v %v", a0, err)
+	}
+	b0, _ := s.CodeEpoch(ctx, "u1", "b")
+	if err := s.EndCodes(ctx, "u1", clientA); err != nil {
+		t.Fatal(err)
+	}
+	if err := grant("g1", clientA, a0); errs.CodeOf(err) != "CODE_REVOKED" {
+		t.Errorf("a code of the ended client: %v, want CODE_REVOKED", err)
+	}
+	if err := grant("g2", "b", b0); err != nil {
+		t.Errorf("another client's code: %v", err)
+	}
+	a1, _ := s.CodeEpoch(ctx, "u1", clientA)
+	if a1 != (oauth.Epoch{Client: 1}) {
+		t.Errorf("epoch after one ending: %+v", a1)
+	}
+	if err := grant("g3", clientA, a1); err != nil {
+		t.Errorf("a code issued after the ending: %v", err)
+	}
+	other, _ := s.CodeEpoch(ctx, "u2", clientA)
+	if err := s.EndCodes(ctx, "u1", ""); err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := s.CodeEpoch(ctx, "u1", "b")
+	for name, err := range map[string]error{
+		"client a": grant("g4", clientA, a1),
+		"client b": grant("g5", "b", b0),
+	} {
+		if errs.CodeOf(err) != "CODE_REVOKED" {
+			t.Errorf("%s after ending every client's codes: %v", name, err)
+		}
+	}
+	if b1 != (oauth.Epoch{User: 1}) {
+		t.Errorf("epoch after ending every client's: %+v", b1)
+	}
+	if err := s.CreateGrant(ctx, oauth.Grant{ID: "g6", UserID: "u2", ClientID: clientA, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(time.Hour)}, oauth.RefreshToken{}, other); err != nil {
+		t.Errorf("another user's code: %v", err)
+	}
+	if _, err := s.Grant(ctx, "g1"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("a refused grant was stored: %v", err)
 	}
 }

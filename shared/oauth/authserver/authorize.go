@@ -216,6 +216,15 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		code, err := s.issueCode(r, req, sess.User.ID)
+		if err == nil {
+			// The session again: a sign-out-all that deleted it meanwhile
+			// ends codes after deleting the sessions, and this code may
+			// predate that; unsent, it is never redeemed.
+			if _, ok := s.session(r); !ok {
+				s.signInPage(w, req, c.Value, "", "your session ended; sign in again", http.StatusUnauthorized)
+				return
+			}
+		}
 		if err != nil {
 			if oe, ok := err.(oauthError); ok {
 				redirectWithError(w, r, req, oe)
@@ -231,6 +240,15 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, withQuery(req.redirectURI, q), http.StatusSeeOther)
 	case "deny":
+		// A deny also ends the codes the user approved for this client
+		// and the client has not redeemed yet (another tab's approval).
+		if sess, ok := s.session(r); ok {
+			if err := s.store.EndCodes(ctx, sess.User.ID, req.client.ID); err != nil {
+				logging.FromContext(ctx).ErrorContext(ctx, "oauth: end codes on deny", "err", err.Error())
+				errorPage(w, http.StatusServiceUnavailable, errUnavailablePage)
+				return
+			}
+		}
 		redirectWithError(w, r, req, oauthError{Code: "access_denied", Description: "the user denied the request"})
 	default:
 		errorPage(w, http.StatusBadRequest, "unknown action")
@@ -291,6 +309,12 @@ func (s *Server) consentPage(w http.ResponseWriter, req authzRequest, csrf, emai
 func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (string, error) {
 	ctx := r.Context()
 	now := s.now().UTC()
+	// The epoch before anything else: an ending after this read ends
+	// this code too.
+	epoch, err := s.store.CodeEpoch(ctx, userID, req.client.ID)
+	if err != nil {
+		return "", err
+	}
 	grants, err := s.store.UserGrants(ctx, userID)
 	if err != nil {
 		return "", err
@@ -309,7 +333,7 @@ func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (st
 		// The redirect_uri as the request gave it (empty when it named
 		// none): the token request must repeat it (RFC 6749 section 4.1.3).
 		Hash: oauth.HashSecret(code), ClientID: req.client.ID, UserID: userID, RedirectURI: req.params.Get("redirect_uri"),
-		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name,
+		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name, Epoch: epoch,
 		CreatedAt: now, ExpiresAt: now.Add(oauth.CodeTTL),
 	})
 	return code, err

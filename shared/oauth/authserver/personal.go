@@ -151,11 +151,17 @@ func (s *Server) Connections(ctx context.Context, userID string) ([]Connection, 
 	return out, nil
 }
 
-// Disconnect revokes every live grant of clientID for userID: each of the
-// client's tokens for the user stops working. NotFound CONNECTION_NOT_FOUND
-// when the client holds none.
+// Disconnect ends the unredeemed codes and revokes every live grant of
+// clientID for userID: each of the client's tokens for the user stops
+// working, and no code approved before redeems. NotFound
+// CONNECTION_NOT_FOUND when the client holds no grant.
 func (s *Server) Disconnect(ctx context.Context, userID, clientID string) error {
 	const op = "oauth.Disconnect"
+	// The client's unredeemed codes first, so that none becomes a grant
+	// the listing below misses.
+	if err := s.store.EndCodes(ctx, userID, clientID); err != nil {
+		return errs.Wrap(op, err)
+	}
 	gs, err := s.store.UserGrants(ctx, userID)
 	if err != nil {
 		return errs.Wrap(op, err)

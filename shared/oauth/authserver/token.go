@@ -162,7 +162,9 @@ func (s *Server) exchangeCode(ctx context.Context, base string, client oauth.Cli
 		refresh = newSecret("wcr_")
 		first = s.newRefresh(refresh, g, now)
 	}
-	if err := s.store.CreateGrant(ctx, g, first); err != nil {
+	// The grant is created only while the code's epoch is current: a
+	// sign-out-all, disconnect or deny since its issue ended it.
+	if err := s.store.CreateGrant(ctx, g, first, c.Epoch); err != nil {
 		if errs.Is(err, errs.Conflict) {
 			return tokenResponse{}, errCodeUnusable
 		}

@@ -1,0 +1,114 @@
+package local_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// pendingCode is an approved authorization code not yet redeemed, and the
+// token request that would redeem it.
+type pendingCode struct {
+	code   string
+	redeem url.Values
+}
+
+// approve runs the pages as u's browser and returns the code the consent
+// sends back, unredeemed.
+func (e *oauthEnv) approve(u testUser, clientID, redirect string) pendingCode {
+	e.t.Helper()
+	p := newPKCE()
+	code := e.authorize(u, authorizeParams(clientID, redirect, p, nil)).Query().Get("code")
+	if code == "" {
+		e.t.Fatal("no code")
+	}
+	return pendingCode{code: code, redeem: url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {clientID},
+		"redirect_uri": {redirect}, "code_verifier": {p.verifier}}}
+}
+
+// signIn gives u's browser a new session (after a sign-out-all).
+func (e *oauthEnv) signIn(u testUser) {
+	e.t.Helper()
+	if r := e.do(u.browser, "POST", "/api/auth/sign-in/email", `{"email":"`+u.email+`","password":"`+u.password+`"}`, nil); r.status != 200 {
+		e.t.Fatalf("sign-in: %d %s", r.status, r.body)
+	}
+}
+
+// TestRevocationEndsUnredeemedCodes: a code approved before a
+// sign-out-all, a disconnect of its client, or a deny of its client in
+// another tab never redeems, and no connection reappears; codes of other
+// clients and codes approved after the revocation are untouched.
+func TestRevocationEndsUnredeemedCodes(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	ada := e.signUp("ada@example.com")
+	redirect := "http://127.0.0.1:7/cb"
+	c1, c2 := e.register(redirect), e.register(redirect)
+	connections := func() string {
+		r := e.do(ada.browser, "GET", "/api/users/"+ada.id+"/connections", "", nil)
+		if r.status != 200 {
+			t.Fatalf("connections: %d %s", r.status, r.body)
+		}
+		return r.body
+	}
+	refused := func(name string, p pendingCode) {
+		t.Helper()
+		if st, tk, body := e.token(p.redeem); st != 400 || tk.Error != "invalid_grant" || tk.AccessToken != "" {
+			t.Errorf("%s: redeeming the code answered %d %s, want 400 invalid_grant", name, st, body)
+		}
+	}
+
+	// Sign out everywhere: the pending code of every client dies.
+	before1, before2 := e.approve(ada, c1, redirect), e.approve(ada, c2, redirect)
+	if r := e.do(ada.browser, "POST", "/api/auth/sign-out-all", "", nil); r.status != 200 {
+		t.Fatalf("sign-out-all: %d %s", r.status, r.body)
+	}
+	refused("sign-out-all, client 1", before1)
+	refused("sign-out-all, client 2", before2)
+	e.signIn(ada)
+	if body := connections(); strings.Contains(body, c1) || strings.Contains(body, c2) {
+		t.Errorf("a connection reappeared after sign-out-all: %s", body)
+	}
+	// A code approved after it works.
+	after := e.approve(ada, c1, redirect)
+	st, tk, body := e.token(after.redeem)
+	if st != 200 {
+		t.Fatalf("a code approved after sign-out-all: %d %s", st, body)
+	}
+	if r := e.mcp(tk.AccessToken, listTools); r.status != 200 {
+		t.Fatalf("its token: %d %s", r.status, r.body)
+	}
+
+	// Disconnect: the disconnected client's pending code dies, another
+	// client's lives.
+	pending1, pending2 := e.approve(ada, c1, redirect), e.approve(ada, c2, redirect)
+	if r := e.do(ada.browser, "DELETE", "/api/users/"+ada.id+"/connections/"+url.PathEscape(c1), "", nil); r.status != 204 {
+		t.Fatalf("disconnect: %d %s", r.status, r.body)
+	}
+	refused("disconnect", pending1)
+	if body := connections(); strings.Contains(body, c1) {
+		t.Errorf("the disconnected client reappeared: %s", body)
+	}
+	if st, _, body := e.token(pending2.redeem); st != 200 {
+		t.Errorf("another client's code after a disconnect: %d %s", st, body)
+	}
+
+	// Deny in another tab: the code approved in the first dies.
+	approved := e.approve(ada, c1, redirect)
+	p := newPKCE()
+	params := authorizeParams(c1, redirect, p, nil)
+	page := e.do(ada.browser, "GET", "/oauth/authorize?"+params.Encode(), "", nil)
+	deny := url.Values{"action": {"deny"}, "csrf": {csrfField.FindStringSubmatch(page.body)[1]}}
+	for k, v := range params {
+		deny[k] = v
+	}
+	r := e.form(ada.browser, "/oauth/authorize", deny, nil)
+	if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || !strings.Contains(loc, "error=access_denied") {
+		t.Fatalf("deny: %d %s", r.status, loc)
+	}
+	refused("deny", approved)
+	if body := connections(); strings.Contains(body, c1) {
+		t.Errorf("the denied client reappeared: %s", body)
+	}
+}
