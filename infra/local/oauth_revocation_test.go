@@ -4,7 +4,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/workflowchat/service/shared/oauth"
 )
 
 // pendingCode is an approved authorization code not yet redeemed, and the
@@ -110,5 +113,90 @@ func TestRevocationEndsUnredeemedCodes(t *testing.T) {
 	refused("deny", approved)
 	if body := connections(); strings.Contains(body, c1) {
 		t.Errorf("the denied client reappeared: %s", body)
+	}
+}
+
+// TestConcurrentRefreshesSignNobodyOut: 16 refreshes of one refresh token
+// at once (clients refresh from several requests without a lock) each get
+// a valid pair and revoke nothing; the token presented again after the
+// grace (30 s, on the injected clock) revokes the grant.
+func TestConcurrentRefreshesSignNobodyOut(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	ada := e.signUp("ada@example.com")
+	redirect := "http://127.0.0.1:7/cb"
+	client := e.register(redirect)
+	first := e.connect(ada, client, redirect)
+	refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken}, "client_id": {client}}
+	const n = 16
+	type result struct {
+		status int
+		tk     tokens
+		body   string
+	}
+	results := make(chan result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			st, tk, body := e.token(refresh)
+			results <- result{st, tk, body}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	var pairs []tokens
+	seen := map[string]bool{}
+	for r := range results {
+		if r.status != 200 || r.tk.AccessToken == "" || r.tk.RefreshToken == "" {
+			t.Errorf("a concurrent refresh: %d %s", r.status, r.body)
+			continue
+		}
+		if seen[r.tk.RefreshToken] {
+			t.Errorf("two refreshes got the same refresh token")
+		}
+		seen[r.tk.RefreshToken] = true
+		pairs = append(pairs, r.tk)
+	}
+	if len(pairs) != n {
+		t.Fatalf("%d of %d concurrent refreshes succeeded", len(pairs), n)
+	}
+	// Every pair works: the access token on /api/mcp, the refresh token
+	// once more.
+	for i, p := range pairs {
+		if r := e.mcp(p.AccessToken, listTools); r.status != 200 {
+			t.Errorf("access token %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if r := e.mcp(first.AccessToken, listTools); r.status != 200 {
+		t.Errorf("the first access token after the refreshes: %d", r.status)
+	}
+	st, next, body := e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {pairs[0].RefreshToken}, "client_id": {client}})
+	if st != 200 {
+		t.Fatalf("a refresh token of the concurrent refreshes: %d %s", st, body)
+	}
+	// Another client may not use the grace.
+	other := e.register(redirect)
+	if st, _, body := e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {first.RefreshToken}, "client_id": {other}}); st != 400 || !strings.Contains(body, "another client") {
+		t.Errorf("another client within the grace: %d %s", st, body)
+	}
+	if r := e.mcp(next.AccessToken, listTools); r.status != 200 {
+		t.Fatalf("after another client's try: %d %s", r.status, r.body)
+	}
+
+	// After the grace a reuse revokes the grant: every token of it stops.
+	e.clk.Set(e.clk.Now().Add(oauth.RefreshReuseGrace))
+	if st, tk, body := e.token(refresh); st != 400 || tk.Error != "invalid_grant" || !strings.Contains(body, "revoked") {
+		t.Errorf("a reuse after the grace: %d %s", st, body)
+	}
+	for i, p := range append(pairs, next) {
+		if r := e.mcp(p.AccessToken, listTools); r.status != 401 {
+			t.Errorf("access token %d after a reuse past the grace: %d, want 401", i, r.status)
+		}
+	}
+	if st, _, _ := e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {next.RefreshToken}, "client_id": {client}}); st != 400 {
+		t.Errorf("the newest refresh token after the revocation: %d, want 400", st)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/accesstoken"
 )
 
@@ -356,7 +357,8 @@ func TestCodeReuseRevokesItsTokens(t *testing.T) {
 }
 
 // TestRefreshRotationAndReuse: a refresh token rotates; presenting a spent
-// one revokes the whole family, the newest tokens included.
+// one after the reuse grace (30 s) revokes the whole family, the newest
+// tokens included.
 func TestRefreshRotationAndReuse(t *testing.T) {
 	t.Parallel()
 	e := newOAuthEnv(t, nil)
@@ -375,6 +377,7 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 	if r := e.mcp(second.AccessToken, listTools); r.status != 200 {
 		t.Fatalf("rotated access token: %d %s", r.status, r.body)
 	}
+	e.clk.Set(e.clk.Now().Add(oauth.RefreshReuseGrace))
 	st, reused := refresh(first.RefreshToken)
 	if st != 400 || reused.Error != "invalid_grant" {
 		t.Errorf("reuse: %d %+v", st, reused)

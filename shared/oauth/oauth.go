@@ -16,7 +16,8 @@
 //   - POST /oauth/token: authorization_code and refresh_token grants;
 //     access tokens are EdDSA-signed JWTs (RFC 9068) bound to the resource
 //     (RFC 8707) for an hour; refresh tokens rotate, and presenting a used
-//     one revokes its whole family (the grant);
+//     one more than 30 s after its first use revokes its whole family (the
+//     grant);
 //   - POST /oauth/revoke (RFC 7009) and POST /oauth/register (RFC 7591);
 //     a client id may also be an https URL naming a Client ID Metadata
 //     Document, fetched through shared/safehttp and cached;
@@ -131,9 +132,24 @@ type RefreshToken struct {
 	UserID    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
-	// Used is set when the token was exchanged; a used token presented
-	// again revokes its grant.
-	Used bool
+	// Used is set when the token was exchanged, at UsedAt (its first
+	// exchange); a used token presented again after RefreshReuseGrace
+	// revokes its grant.
+	Used   bool
+	UsedAt time.Time
+}
+
+// RefreshReuseGrace is how long after its first exchange a refresh token
+// may be exchanged again by its client, each time for a fresh pair, without
+// revoking anything: clients refresh from several requests at once, and
+// each presents the token it holds. After it, a reuse is taken as a copy
+// in other hands and revokes the grant.
+const RefreshReuseGrace = 30 * time.Second
+
+// Reusable reports whether t, already used, may still be exchanged at now
+// (within RefreshReuseGrace of its first exchange).
+func (t RefreshToken) Reusable(now time.Time) bool {
+	return t.Used && !t.UsedAt.IsZero() && now.Before(t.UsedAt.Add(RefreshReuseGrace))
 }
 
 // PersonalToken is a personal access token, stored under its hash.
@@ -177,11 +193,12 @@ type Store interface {
 	// RefreshToken returns the refresh token stored under hash. NotFound
 	// REFRESH_TOKEN_NOT_FOUND.
 	RefreshToken(ctx context.Context, hash string) (RefreshToken, error)
-	// RotateRefreshToken marks old used, records the use on its grant and
-	// stores next, in one transaction conditioned on old being unused and
-	// the grant live at now. Conflict REFRESH_TOKEN_USED when old was used
-	// meanwhile; Conflict GRANT_REVOKED when the grant is revoked or
-	// expired.
+	// RotateRefreshToken marks old used at now (the first use's time is
+	// kept), records the use on its grant and stores next, in one
+	// transaction conditioned on old being unused or first used less than
+	// RefreshReuseGrace before now, and on the grant being live at now.
+	// Conflict REFRESH_TOKEN_USED when old was used before the grace;
+	// Conflict GRANT_REVOKED when the grant is revoked or expired.
 	RotateRefreshToken(ctx context.Context, old, next RefreshToken, now time.Time) error
 	// RevokeGrant marks the grant revoked at at; a missing or already
 	// revoked grant is not an error.

@@ -82,6 +82,7 @@ type refreshItem struct {
 	ClientID  string    `dynamo:"clientId"`
 	UserID    string    `dynamo:"userId"`
 	Used      bool      `dynamo:"used"`
+	UsedAtMs  int64     `dynamo:"usedAtMs,omitempty"` // first exchange, Unix milliseconds
 	CreatedAt time.Time `dynamo:"createdAt"`
 	ExpiresAt int64     `dynamo:"expiresAt"`
 }
@@ -97,13 +98,13 @@ type patItem struct {
 	ExpiresAt int64     `dynamo:"expiresAt"`
 }
 
-func clientPK(id string) string          { return "CLIENT#" + id }
-func codePK(hash string) string          { return "CODE#" + hash }
-func grantPK(id string) string           { return "GRANT#" + id }
-func refreshPK(hash string) string       { return "REFRESH#" + hash }
-func patPK(hash string) string           { return "PAT#" + hash }
-func oauthUserKey(uid string) string     { return "USER#" + uid }
-func codeEpochPK(uid string) string      { return "CODES#" + uid }
+func clientPK(id string) string      { return "CLIENT#" + id }
+func codePK(hash string) string      { return "CODE#" + hash }
+func grantPK(id string) string       { return "GRANT#" + id }
+func refreshPK(hash string) string   { return "REFRESH#" + hash }
+func patPK(hash string) string       { return "PAT#" + hash }
+func oauthUserKey(uid string) string { return "USER#" + uid }
+func codeEpochPK(uid string) string  { return "CODES#" + uid }
 
 // clientEpochPK names a user's code epoch for one client by the hash of
 // the client id, which may be a URL of up to 2,048 bytes (a key's limit).
@@ -276,19 +277,27 @@ func (o *OAuth) RefreshToken(ctx context.Context, hash string) (oauth.RefreshTok
 		}
 		return oauth.RefreshToken{}, storeError(op, err)
 	}
-	return oauth.RefreshToken{Hash: hash, GrantID: it.GrantID, ClientID: it.ClientID, UserID: it.UserID, Used: it.Used,
-		CreatedAt: it.CreatedAt, ExpiresAt: unix(it.ExpiresAt)}, nil
+	t := oauth.RefreshToken{Hash: hash, GrantID: it.GrantID, ClientID: it.ClientID, UserID: it.UserID, Used: it.Used,
+		CreatedAt: it.CreatedAt, ExpiresAt: unix(it.ExpiresAt)}
+	if it.UsedAtMs != 0 {
+		t.UsedAt = time.UnixMilli(it.UsedAtMs).UTC()
+	}
+	return t, nil
 }
 
 // RotateRefreshToken spends old and stores next in one transaction: an
-// Update of old conditioned on it being unused, an Update of the grant
-// (lastUsedAt) conditioned on it being unrevoked and unexpired at now, and
-// the Put of next. Conflict REFRESH_TOKEN_USED when old was spent
-// meanwhile; Conflict GRANT_REVOKED when the grant is not live.
+// Update of old (used, and usedAtMs unless set) conditioned on it being
+// unused or first used after now - oauth.RefreshReuseGrace, an Update of
+// the grant (lastUsedAt) conditioned on it being unrevoked and unexpired
+// at now, and the Put of next. Conflict REFRESH_TOKEN_USED when old was
+// spent before the grace; Conflict GRANT_REVOKED when the grant is not
+// live.
 func (o *OAuth) RotateRefreshToken(ctx context.Context, old, next oauth.RefreshToken, now time.Time) error {
 	const op = "store.RotateRefreshToken"
+	graceStart := now.Add(-oauth.RefreshReuseGrace).UnixMilli()
 	err := o.db.WriteTx().
-		Update(o.table.Update("PK", refreshPK(old.Hash)).Set("used", true).If("attribute_exists(PK) AND used = ?", false)).
+		Update(o.table.Update("PK", refreshPK(old.Hash)).Set("used", true).SetIfNotExists("usedAtMs", now.UnixMilli()).
+			If("attribute_exists(PK) AND (used = ? OR usedAtMs > ?)", false, graceStart)).
 		Update(o.table.Update("PK", grantPK(old.GrantID)).Set("lastUsedAt", now).
 			If("attribute_exists(PK) AND attribute_not_exists(revokedAt) AND expiresAt > ?", now.Unix())).
 		Put(o.table.Put(newRefreshItem(next)).If("attribute_not_exists(PK)")).

@@ -70,7 +70,7 @@ func TestOAuthRefreshRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, err := s.RefreshToken(ctx, "r1")
-	if err != nil || !old.Used {
+	if err != nil || !old.Used || !old.UsedAt.Equal(later) {
 		t.Errorf("the spent token: %+v %v", old, err)
 	}
 	if next, err := s.RefreshToken(ctx, "r2"); err != nil || next.Used || next.GrantID != "g1" {
@@ -79,8 +79,16 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	if got, err := s.Grant(ctx, "g1"); err != nil || !got.LastUsedAt.Equal(later) {
 		t.Errorf("grant after a rotation: %+v %v", got, err)
 	}
-	if err := s.RotateRefreshToken(ctx, rt("r1"), rt("r3"), later); errs.CodeOf(err) != "REFRESH_TOKEN_USED" {
-		t.Errorf("rotating a spent token: %v", err)
+	// Within the grace of its first use it rotates again, keeping the
+	// time of that first use; after the grace it is refused.
+	if err := s.RotateRefreshToken(ctx, rt("r1"), rt("r2b"), later.Add(oauth.RefreshReuseGrace-time.Second)); err != nil {
+		t.Errorf("rotating a spent token within the grace: %v", err)
+	}
+	if old, err := s.RefreshToken(ctx, "r1"); err != nil || !old.UsedAt.Equal(later) || !old.Reusable(later.Add(oauth.RefreshReuseGrace-time.Millisecond)) || old.Reusable(later.Add(oauth.RefreshReuseGrace)) {
+		t.Errorf("the token spent twice: %+v %v", old, err)
+	}
+	if err := s.RotateRefreshToken(ctx, rt("r1"), rt("r3"), later.Add(oauth.RefreshReuseGrace)); errs.CodeOf(err) != "REFRESH_TOKEN_USED" {
+		t.Errorf("rotating a spent token after the grace: %v", err)
 	}
 	if _, err := s.RefreshToken(ctx, "r3"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("a refused rotation stored its new token: %v", err)
