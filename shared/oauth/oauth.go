@@ -206,8 +206,10 @@ type Store interface {
 	// UserGrants returns the user's grants, revoked and expired ones
 	// included while they are stored.
 	UserGrants(ctx context.Context, userID string) ([]Grant, error)
-	// CreatePersonalToken stores t.
-	CreatePersonalToken(ctx context.Context, t PersonalToken) error
+	// CreatePersonalToken stores t, conditioned in the same transaction
+	// on the user having fewer than max tokens unexpired at t.CreatedAt.
+	// Conflict CodeTooManyTokens when the user has max.
+	CreatePersonalToken(ctx context.Context, t PersonalToken, max int) error
 	// PersonalToken returns the token stored under hash. NotFound
 	// TOKEN_NOT_FOUND.
 	PersonalToken(ctx context.Context, hash string) (PersonalToken, error)
@@ -223,6 +225,10 @@ type Store interface {
 // (hex SHA-256), the one hash of the service's secrets. Every secret the
 // service issues has 256 random bits, so a fast hash is enough.
 func HashSecret(s string) string { return auth.HashToken(s) }
+
+// CodeTooManyTokens is the error code of a personal token creation over
+// the cap.
+const CodeTooManyTokens = "TOO_MANY_TOKENS"
 
 // PersonalTokenPrefix starts every personal access token, telling it from
 // an OAuth access token (a JWT) at a glance, in logs and in secret

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/guregu/dynamo/v2"
@@ -340,12 +341,83 @@ func (o *OAuth) UserGrants(ctx context.Context, userID string) ([]oauth.Grant, e
 	return out, nil
 }
 
-// CreatePersonalToken stores t.
-func (o *OAuth) CreatePersonalToken(ctx context.Context, t oauth.PersonalToken) error {
-	return storeError("store.CreatePersonalToken", o.table.Put(patItem{
-		PK: patPK(t.Hash), GSI1PK: oauthUserKey(t.UserID), GSI1SK: patSK(t), ID: t.ID, UserID: t.UserID, Name: t.Name,
-		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt.Unix(),
-	}).If("attribute_not_exists(PK)").Run(ctx))
+// patCountItem counts a user's personal access tokens: the map of their
+// ids to their expiry (epoch seconds), changed in the same transactions as
+// the tokens. It is the conditional counter of the cap, as the trigger
+// counter is (triggers.go), but one whose entries expire with their tokens,
+// which TTL deletes without a transaction.
+type patCountItem struct {
+	PK     string
+	Tokens map[string]int64 `dynamo:"tokens"`
+}
+
+func patCountPK(uid string) string { return "PATS#" + uid }
+
+// tokenCount makes sure userID's token count exists and holds no expired
+// entry at now: one consistent GetItem; the first time, a Put of the
+// user's unexpired tokens (listed from the index: tokens stored before the
+// count existed); when entries expired, one UpdateItem removing them
+// (removing an expired entry is right whoever does it first). A zero now
+// removes nothing.
+func (o *OAuth) tokenCount(ctx context.Context, userID string, now time.Time) error {
+	const op = "store.tokenCount"
+	var it patCountItem
+	err := o.table.Get("PK", patCountPK(userID)).Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		ts, err := o.UserPersonalTokens(ctx, userID)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		it = patCountItem{PK: patCountPK(userID), Tokens: map[string]int64{}}
+		for _, t := range ts {
+			if now.Before(t.ExpiresAt) {
+				it.Tokens[t.ID] = t.ExpiresAt.Unix()
+			}
+		}
+		err = o.table.Put(it).If("attribute_not_exists(PK)").Run(ctx)
+		if isConditionFailure(err) {
+			return nil // created meanwhile
+		}
+		return storeError(op, err)
+	}
+	if err != nil {
+		return storeError(op, err)
+	}
+	u := o.table.Update("PK", patCountPK(userID))
+	expired := 0
+	for id, exp := range it.Tokens {
+		if !now.IsZero() && exp <= now.Unix() {
+			u.RemoveExpr("tokens.$", id)
+			expired++
+		}
+	}
+	if expired == 0 {
+		return nil
+	}
+	return storeError(op, u.Run(ctx))
+}
+
+// CreatePersonalToken stores t and its entry in the user's token count in
+// one transaction conditioned on the count holding fewer than max
+// unexpired tokens at t.CreatedAt (expired entries are removed first).
+// Conflict TOO_MANY_TOKENS when it holds max.
+func (o *OAuth) CreatePersonalToken(ctx context.Context, t oauth.PersonalToken, max int) error {
+	const op = "store.CreatePersonalToken"
+	if err := o.tokenCount(ctx, t.UserID, t.CreatedAt); err != nil {
+		return errs.Wrap(op, err)
+	}
+	err := o.db.WriteTx().
+		Put(o.table.Put(patItem{
+			PK: patPK(t.Hash), GSI1PK: oauthUserKey(t.UserID), GSI1SK: patSK(t), ID: t.ID, UserID: t.UserID, Name: t.Name,
+			CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt.Unix(),
+		}).If("attribute_not_exists(PK)")).
+		Update(o.table.Update("PK", patCountPK(t.UserID)).SetExpr("tokens.$ = ?", t.ID, t.ExpiresAt.Unix()).
+			If("size(tokens) < ?", max)).
+		Run(ctx)
+	if failedCondition(err, 1) {
+		return errs.E(op, errs.Conflict, oauth.CodeTooManyTokens, fmt.Sprintf("at most %d personal access tokens; delete one first", max))
+	}
+	return storeError(op, err)
 }
 
 func (it patItem) token() oauth.PersonalToken {
@@ -383,8 +455,10 @@ func (o *OAuth) UserPersonalTokens(ctx context.Context, userID string) ([]oauth.
 }
 
 // DeletePersonalToken deletes the user's token id: its key from the
-// UserItems index, then a DeleteItem conditioned on the item still being
-// the user's. NotFound TOKEN_NOT_FOUND when the user has no such token.
+// UserItems index, then, in one transaction, a DeleteItem conditioned on
+// the item still being the user's and the removal of its entry from the
+// user's token count. NotFound TOKEN_NOT_FOUND when the user has no such
+// token.
 func (o *OAuth) DeletePersonalToken(ctx context.Context, userID, id string) error {
 	const op = "store.DeletePersonalToken"
 	ts, err := o.UserPersonalTokens(ctx, userID)
@@ -395,7 +469,13 @@ func (o *OAuth) DeletePersonalToken(ctx context.Context, userID, id string) erro
 		if t.ID != id {
 			continue
 		}
-		err := o.table.Delete("PK", patPK(t.Hash)).If("userId = ?", userID).Run(ctx)
+		if err := o.tokenCount(ctx, userID, time.Time{}); err != nil {
+			return errs.Wrap(op, err)
+		}
+		err := o.db.WriteTx().
+			Delete(o.table.Delete("PK", patPK(t.Hash)).If("userId = ?", userID)).
+			Update(o.table.Update("PK", patCountPK(userID)).RemoveExpr("tokens.$", id)).
+			Run(ctx)
 		if isConditionFailure(err) {
 			break
 		}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -131,11 +132,11 @@ func TestOAuthUserItems(t *testing.T) {
 		if err := s.CreateGrant(ctx, oauth.Grant{ID: id, UserID: "u1", ClientID: "c", CreatedAt: at, LastUsedAt: at, ExpiresAt: at.Add(time.Hour)}, oauth.RefreshToken{}, oauth.Epoch{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "t" + id, UserID: "u1", Name: id, Hash: "ph" + id, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+		if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "t" + id, UserID: "u1", Name: id, Hash: "ph" + id, CreatedAt: at, ExpiresAt: at.Add(time.Hour)}, 20); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "tz", UserID: "u2", Name: "z", Hash: "phz", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := s.CreatePersonalToken(ctx, oauth.PersonalToken{ID: "tz", UserID: "u2", Name: "z", Hash: "phz", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, 20); err != nil {
 		t.Fatal(err)
 	}
 	gs, err := s.UserGrants(ctx, "u1")
@@ -226,5 +227,73 @@ func TestOAuthCodeEpochs(t *testing.T) {
 	}
 	if _, err := s.Grant(ctx, "g1"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("a refused grant was stored: %v", err)
+	}
+}
+
+// TestOAuthPersonalTokenCap: of 30 creations at once under a cap of 20,
+// exactly 20 are stored and 10 refused TOO_MANY_TOKENS; a deleted token
+// and an expired one free their place; RevokeUser frees them all.
+func TestOAuthPersonalTokenCap(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewOAuth(db.DB, db.OAuth())
+	ctx, now := context.Background(), time.Now().UTC().Truncate(time.Second)
+	const max = 20
+	tok := func(i int, at time.Time, ttl time.Duration) oauth.PersonalToken {
+		id := fmt.Sprintf("t%02d-%d", i, at.Unix())
+		return oauth.PersonalToken{ID: id, UserID: "u1", Name: id, Hash: "h" + id, CreatedAt: at, ExpiresAt: at.Add(ttl)}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created, refused := 0, 0
+	for i := range 30 {
+		wg.Go(func() {
+			err := s.CreatePersonalToken(ctx, tok(i, now, time.Hour), max)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errs.Is(err, errs.Conflict) && errs.CodeOf(err) == oauth.CodeTooManyTokens:
+				refused++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	stored, err := s.UserPersonalTokens(ctx, "u1")
+	if err != nil || created != max || refused != 10 || len(stored) != max {
+		t.Fatalf("%d created, %d refused, %d stored (%v); want %d, 10, %d", created, refused, len(stored), err, max, max)
+	}
+	if err := s.CreatePersonalToken(ctx, tok(99, now, time.Hour), max); errs.CodeOf(err) != oauth.CodeTooManyTokens {
+		t.Errorf("one more at the cap: %v", err)
+	}
+	if err := s.DeletePersonalToken(ctx, "u1", stored[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreatePersonalToken(ctx, tok(98, now, time.Minute), max); err != nil {
+		t.Errorf("after a delete: %v", err)
+	}
+	if err := s.CreatePersonalToken(ctx, tok(97, now, time.Hour), max); errs.CodeOf(err) != oauth.CodeTooManyTokens {
+		t.Errorf("at the cap again: %v", err)
+	}
+	// The minute token expires: its place is free, counted at the
+	// creation's time.
+	later := now.Add(2 * time.Minute)
+	if err := s.CreatePersonalToken(ctx, tok(96, later, time.Hour), max); err != nil {
+		t.Errorf("after an expiry: %v", err)
+	}
+	if err := s.CreatePersonalToken(ctx, tok(95, later, time.Hour), max); errs.CodeOf(err) != oauth.CodeTooManyTokens {
+		t.Errorf("at the cap after the expiry: %v", err)
+	}
+	// RevokeUser deletes every token, and the count with them.
+	if _, err := oauth.RevokeUser(ctx, s, "u1", later); err != nil {
+		t.Fatal(err)
+	}
+	for i := range max {
+		if err := s.CreatePersonalToken(ctx, tok(i, later.Add(time.Second), time.Hour), max); err != nil {
+			t.Fatalf("token %d after RevokeUser: %v", i, err)
+		}
 	}
 }

@@ -200,3 +200,39 @@ func TestConcurrentRefreshesSignNobodyOut(t *testing.T) {
 		t.Errorf("the newest refresh token after the revocation: %d, want 400", st)
 	}
 }
+
+// TestPersonalTokenCapHoldsUnderConcurrency: 30 creations at once make
+// exactly 20 tokens; the rest are 409 TOO_MANY_TOKENS.
+func TestPersonalTokenCapHoldsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	ada := e.signUp("ada@example.com")
+	path := "/api/users/" + ada.id + "/tokens"
+	statuses := make(chan answer, 30)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 30 {
+		wg.Go(func() {
+			<-start
+			statuses <- e.do(ada.browser, "POST", path, `{"name":"parallel","expiresInDays":1}`, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(statuses)
+	created, refused := 0, 0
+	for r := range statuses {
+		switch {
+		case r.status == 201:
+			created++
+		case r.status == 409 && strings.Contains(r.body, `"code":"TOO_MANY_TOKENS"`):
+			refused++
+		default:
+			t.Errorf("a creation: %d %s", r.status, r.body)
+		}
+	}
+	list := e.do(ada.browser, "GET", path, "", nil)
+	if n := strings.Count(list.body, `"name":"parallel"`); created != 20 || refused != 10 || n != 20 {
+		t.Errorf("%d created, %d refused, %d listed; want 20, 10, 20", created, refused, n)
+	}
+}
