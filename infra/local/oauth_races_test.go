@@ -1,10 +1,14 @@
 package local_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/workflowchat/service/shared/oauth"
@@ -234,5 +238,63 @@ func TestPersonalTokenCapHoldsUnderConcurrency(t *testing.T) {
 	list := e.do(ada.browser, "GET", path, "", nil)
 	if n := strings.Count(list.body, `"name":"parallel"`); created != 20 || refused != 10 || n != 20 {
 		t.Errorf("%d created, %d refused, %d listed; want 20, 10, 20", created, refused, n)
+	}
+}
+
+// TestMetadataDocumentFetchesAreLimitedPerAddress: 100 authorization
+// requests naming 100 client id URLs from one address make 10 fetches
+// (RATE_LIMIT_OAUTH_DOCUMENT's default 10 a minute); the rest answer 429
+// with Retry-After and fetch nothing. A cached document is still served,
+// and the token endpoint answers 429 slow_down.
+func TestMetadataDocumentFetchesAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	var fetches atomic.Int64
+	var base string
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": base + r.URL.Path, "client_name": "Doc",
+			"redirect_uris": []string{"http://127.0.0.1/cb"}, "token_endpoint_auth_method": "none"})
+	}))
+	defer ds.Close()
+	base = ds.URL
+	page := func(i int) answer {
+		return e.do(nil, "GET", "/oauth/authorize?"+authorizeParams(fmt.Sprintf("%s/c/%d.json", base, i), "http://127.0.0.1/cb", newPKCE(), nil).Encode(), "", nil)
+	}
+	if r := page(0); r.status != 200 {
+		t.Fatalf("the first document: %d %s", r.status, r.body)
+	}
+	answers := make(chan answer, 99)
+	var wg sync.WaitGroup
+	for i := 1; i < 100; i++ {
+		wg.Go(func() { answers <- page(i) })
+	}
+	wg.Wait()
+	close(answers)
+	served, limited := 1, 0
+	for r := range answers {
+		switch {
+		case r.status == 200:
+			served++
+		case r.status == 429 && r.header.Get("Retry-After") != "" && strings.Contains(r.body, "wait and retry"):
+			limited++
+		default:
+			t.Errorf("an authorization request: %d %s %s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	if n := fetches.Load(); served != 10 || limited != 90 || n != 10 {
+		t.Errorf("%d pages served, %d limited, %d fetches; want 10, 90, 10", served, limited, n)
+	}
+	if r := page(0); r.status != 200 {
+		t.Errorf("a cached document over the limit: %d %s", r.status, r.body)
+	}
+	st, tk, body := e.token(url.Values{"grant_type": {"authorization_code"}, "code": {"x"}, "code_verifier": {newPKCE().verifier},
+		"client_id": {base + "/c/uncached.json"}})
+	if st != 429 || tk.Error != "slow_down" {
+		t.Errorf("the token endpoint with an uncached document client: %d %s", st, body)
+	}
+	if n := fetches.Load(); n != 10 {
+		t.Errorf("%d fetches after the limit, want 10", n)
 	}
 }

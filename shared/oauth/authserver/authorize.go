@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
@@ -23,12 +24,27 @@ var authzParams = []string{"client_id", "redirect_uri", "response_type", "state"
 // errUnavailablePage is the page error of a storage failure: answered 503.
 const errUnavailablePage = "the service is temporarily unavailable; try again shortly"
 
+// errRateLimitedPage is the page error of a client address over the
+// document fetch limit: answered 429 with Retry-After.
+const errRateLimitedPage = "too many applications' metadata documents were fetched for your address; wait and retry"
+
 // pageStatus is the status of an error page.
 func pageStatus(msg string) int {
-	if msg == errUnavailablePage {
+	switch msg {
+	case errUnavailablePage:
 		return http.StatusServiceUnavailable
+	case errRateLimitedPage:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
+}
+
+// writePageError answers the page error msg of req's validation.
+func writePageError(w http.ResponseWriter, req authzRequest, msg string) {
+	if req.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(req.retryAfter))
+	}
+	errorPage(w, pageStatus(msg), msg)
 }
 
 // csrfCookie holds the token the forms must echo (synchronizer token).
@@ -46,6 +62,8 @@ type authzRequest struct {
 	challenge   string
 	resource    string
 	base        string
+	// retryAfter, in seconds, comes with a rate-limited page error.
+	retryAfter int
 }
 
 // validateAuthz checks an authorization request (RFC 6749 section 4.1.1,
@@ -66,8 +84,11 @@ func (s *Server) validateAuthz(r *http.Request, form url.Values) (req authzReque
 		return req, "the request's host is not a valid host name", nil
 	}
 	req.base = base
-	c, err := s.client(r.Context(), req.params.Get("client_id"))
+	c, err := s.client(r, req.params.Get("client_id"))
 	switch {
+	case errs.Is(err, errs.RateLimited):
+		req.retryAfter = max(retryAfterOf(err), 1)
+		return req, errRateLimitedPage, nil
 	case errs.Is(err, errs.NotFound):
 		return req, "unknown client (client_id)", nil
 	case errs.Is(err, errs.Invalid):
@@ -139,7 +160,7 @@ func withQuery(uri string, q url.Values) string {
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	req, pageErr, rerr := s.validateAuthz(r, r.URL.Query())
 	if pageErr != "" {
-		errorPage(w, pageStatus(pageErr), pageErr)
+		writePageError(w, req, pageErr)
 		return
 	}
 	if rerr != nil {
@@ -181,7 +202,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 	}
 	req, pageErr, rerr := s.validateAuthz(r, form)
 	if pageErr != "" {
-		errorPage(w, pageStatus(pageErr), pageErr)
+		writePageError(w, req, pageErr)
 		return
 	}
 	if rerr != nil {

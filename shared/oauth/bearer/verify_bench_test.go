@@ -42,7 +42,7 @@ func BenchmarkVerify(b *testing.B) {
 	userID, clientID := uuid.NewString(), uuid.NewString()
 	pat := oauth.PersonalTokenPrefix + uuid.NewString()
 	if err := st.CreatePersonalToken(ctx, oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: "bench",
-		Hash: oauth.HashSecret(pat), CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+		Hash: oauth.HashSecret(pat), CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}, 20); err != nil {
 		b.Fatal(err)
 	}
 	g := oauth.Grant{ID: uuid.NewString(), UserID: userID, ClientID: clientID, ClientName: "bench", Resource: oauth.ResourceURL(benchBase),
