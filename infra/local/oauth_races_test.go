@@ -298,3 +298,36 @@ func TestMetadataDocumentFetchesAreLimitedPerAddress(t *testing.T) {
 		t.Errorf("%d fetches after the limit, want 10", n)
 	}
 }
+
+// TestConsentCSRFIsBoundToTheSession: a CSRF token planted with the
+// cookie (oauth_csrf=x, field csrf=x) does not pass with the victim's
+// session, nor does another session's token; the page's own token does.
+func TestConsentCSRFIsBoundToTheSession(t *testing.T) {
+	t.Parallel()
+	e := newOAuthEnv(t, nil)
+	ada, eve := e.signUp("ada@example.com"), e.signUp("eve@example.com")
+	redirect := "http://127.0.0.1:7/cb"
+	client := e.register(redirect)
+	params := authorizeParams(client, redirect, newPKCE(), nil)
+	approve := func(u testUser, csrf string) answer {
+		v := url.Values{"action": {"approve"}, "csrf": {csrf}}
+		for k, val := range params {
+			v[k] = val
+		}
+		return e.form(u.browser, "/oauth/authorize", v, nil)
+	}
+	srvURL, _ := url.Parse(e.srv.URL + "/oauth/authorize")
+	planted := strings.Repeat("x", 43)
+	ada.browser.Jar.SetCookies(srvURL, []*http.Cookie{{Name: "oauth_csrf", Value: planted, Path: "/oauth/authorize"}})
+	if r := approve(ada, planted); r.status != 403 || r.header.Get("Location") != "" {
+		t.Errorf("a planted cookie and field with the victim's session: %d Location %q, want 403", r.status, r.header.Get("Location"))
+	}
+	evePage := e.do(eve.browser, "GET", "/oauth/authorize?"+params.Encode(), "", nil)
+	if r := approve(ada, csrfField.FindStringSubmatch(evePage.body)[1]); r.status != 403 {
+		t.Errorf("another session's token: %d, want 403", r.status)
+	}
+	page := e.do(ada.browser, "GET", "/oauth/authorize?"+params.Encode(), "", nil)
+	if r := approve(ada, csrfField.FindStringSubmatch(page.body)[1]); r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "code=") {
+		t.Errorf("the page's own token: %d %s", r.status, r.header.Get("Location"))
+	}
+}

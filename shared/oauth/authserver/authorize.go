@@ -1,7 +1,10 @@
 package authserver
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -47,7 +50,9 @@ func writePageError(w http.ResponseWriter, req authzRequest, msg string) {
 	errorPage(w, pageStatus(msg), msg)
 }
 
-// csrfCookie holds the token the forms must echo (synchronizer token).
+// csrfCookie holds the token the sign-in form must echo (double submit):
+// before the sign-in there is no session to bind a token to. The consent
+// form's token is bound to the session instead (consentCSRF).
 const csrfCookie = "oauth_csrf"
 
 // challengePattern is a PKCE S256 challenge: 32 bytes, base64url.
@@ -168,8 +173,8 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	csrf := s.csrfToken(w, r)
-	if sess, ok := s.session(r); ok {
-		s.consentPage(w, req, csrf, sess.User.Email)
+	if sess, token, ok := s.sessionOf(r); ok {
+		s.consentPage(w, req, consentCSRF(token), sess.User.Email)
 		return
 	}
 	s.signInPage(w, req, csrf, "", "", http.StatusOK)
@@ -177,7 +182,8 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // handleAuthorizeForm is POST /oauth/authorize: the sign-in and consent
 // forms. It refuses a cross-origin post and one without the CSRF token the
-// page was served with, validates the authorization request again, then:
+// page was served with (for a signed-in browser, the one its session
+// gives: consentCSRF), validates the authorization request again, then:
 // sign-in checks the password (with the sign-in limits) and shows the
 // consent page; approve issues a code to a signed-in user; deny sends
 // access_denied.
@@ -195,8 +201,18 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form := r.PostForm
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form.Get("csrf"))) != 1 {
+	anon := ""
+	if c, err := r.Cookie(csrfCookie); err == nil {
+		anon = c.Value
+	}
+	want := anon
+	sess, token, signedIn := s.sessionOf(r)
+	if signedIn && form.Get("action") != "sign-in" {
+		// Consent is given by a session: a token an attacker planted with
+		// the cookie (a sibling domain can set it) does not pass.
+		want = consentCSRF(token)
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(form.Get("csrf"))) != 1 {
 		errorPage(w, http.StatusForbidden, "the form expired or did not come from this page (CSRF check failed); start again from the application")
 		return
 	}
@@ -215,7 +231,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		creds := auth.Credentials{Email: form.Get("email"), Password: form.Get("password")}
 		if s.attempts != nil {
 			if err := s.attempts.SignIn(ctx, auth.NormalizeEmail(creds.Email), auth.ClientAddress(r)); err != nil {
-				s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "too many attempts; wait and retry"), http.StatusTooManyRequests)
+				s.signInPage(w, req, s.csrfToken(w, r), creds.Email, errs.MessageOf(err, "too many attempts; wait and retry"), http.StatusTooManyRequests)
 				return
 			}
 		}
@@ -225,27 +241,17 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			if !errs.Is(err, errs.Unauthenticated) && !errs.Is(err, errs.Invalid) {
 				status = http.StatusServiceUnavailable
 			}
-			s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "sign-in failed; try again"), status)
+			s.signInPage(w, req, s.csrfToken(w, r), creds.Email, errs.MessageOf(err, "sign-in failed; try again"), status)
 			return
 		}
 		auth.SetCookie(w, r, in.Token, in.Session.ExpiresAt, in.Session.RenewedAt)
-		s.consentPage(w, req, c.Value, in.User.Email)
+		s.consentPage(w, req, consentCSRF(in.Token), in.User.Email)
 	case "approve":
-		sess, ok := s.session(r)
-		if !ok {
-			s.signInPage(w, req, c.Value, "", "your session ended; sign in again", http.StatusUnauthorized)
+		if !signedIn {
+			s.signInPage(w, req, s.csrfToken(w, r), "", "your session ended; sign in again", http.StatusUnauthorized)
 			return
 		}
 		code, err := s.issueCode(r, req, sess.User.ID)
-		if err == nil {
-			// The session again: a sign-out-all that deleted it meanwhile
-			// ends codes after deleting the sessions, and this code may
-			// predate that; unsent, it is never redeemed.
-			if _, ok := s.session(r); !ok {
-				s.signInPage(w, req, c.Value, "", "your session ended; sign in again", http.StatusUnauthorized)
-				return
-			}
-		}
 		if err != nil {
 			if oe, ok := err.(oauthError); ok {
 				redirectWithError(w, r, req, oe)
@@ -253,6 +259,13 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			}
 			logging.FromContext(ctx).ErrorContext(ctx, "oauth: issue code", "err", err.Error())
 			redirectWithError(w, r, req, oauthError{Code: "temporarily_unavailable", Description: "the authorization could not be saved; try again"})
+			return
+		}
+		// The session again: a sign-out-all that deleted it meanwhile ends
+		// codes only after deleting the sessions, and this code may have
+		// been issued in between; unsent, it is never redeemed.
+		if _, ok := s.session(r); !ok {
+			s.signInPage(w, req, s.csrfToken(w, r), "", "your session ended; sign in again", http.StatusUnauthorized)
 			return
 		}
 		q := url.Values{"code": {code}, "iss": {req.base}}
@@ -263,7 +276,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 	case "deny":
 		// A deny also ends the codes the user approved for this client
 		// and the client has not redeemed yet (another tab's approval).
-		if sess, ok := s.session(r); ok {
+		if signedIn {
 			if err := s.store.EndCodes(ctx, sess.User.ID, req.client.ID); err != nil {
 				logging.FromContext(ctx).ErrorContext(ctx, "oauth: end codes on deny", "err", err.Error())
 				errorPage(w, http.StatusServiceUnavailable, errUnavailablePage)
@@ -278,12 +291,30 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 
 // session returns the live browser session of r's session cookie.
 func (s *Server) session(r *http.Request) (auth.Session, bool) {
+	sess, _, ok := s.sessionOf(r)
+	return sess, ok
+}
+
+// sessionOf returns the live browser session of r's session cookie and
+// the cookie's token.
+func (s *Server) sessionOf(r *http.Request) (auth.Session, string, bool) {
 	c, err := r.Cookie(auth.CookieName)
 	if err != nil {
-		return auth.Session{}, false
+		return auth.Session{}, "", false
 	}
 	sess, _, err := s.auth.Authenticate(r.Context(), c.Value)
-	return sess, err == nil
+	return sess, c.Value, err == nil
+}
+
+// consentCSRF is the consent form's CSRF token for the session whose
+// token is sessionToken: an HMAC-SHA256 keyed with that token. Only the
+// session's browser (its cookie is HttpOnly) and the server see the
+// token, and the stored session key (its SHA-256) does not give it, so no
+// one else can forge the field; it needs no server key and nothing stored.
+func consentCSRF(sessionToken string) string {
+	m := hmac.New(sha256.New, []byte(sessionToken))
+	m.Write([]byte("oauth-consent-csrf"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // csrfToken returns the CSRF token of r's cookie, or sets a new one.
