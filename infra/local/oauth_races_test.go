@@ -34,6 +34,23 @@ func (e *oauthEnv) approve(u testUser, clientID, redirect string) pendingCode {
 		"redirect_uri": {redirect}, "code_verifier": {p.verifier}}}
 }
 
+// atOnce runs f(0..n-1) on n goroutines released together and returns
+// their results in index order.
+func atOnce[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			out[i] = f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
 // signIn gives u's browser a new session (after a sign-out-all).
 func (e *oauthEnv) signIn(u testUser) {
 	e.t.Helper()
@@ -138,22 +155,13 @@ func TestConcurrentRefreshesSignNobodyOut(t *testing.T) {
 		tk     tokens
 		body   string
 	}
-	results := make(chan result, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range n {
-		wg.Go(func() {
-			<-start
-			st, tk, body := e.token(refresh)
-			results <- result{st, tk, body}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(results)
+	results := atOnce(n, func(int) result {
+		st, tk, body := e.token(refresh)
+		return result{st, tk, body}
+	})
 	var pairs []tokens
 	seen := map[string]bool{}
-	for r := range results {
+	for _, r := range results {
 		if r.status != 200 || r.tk.AccessToken == "" || r.tk.RefreshToken == "" {
 			t.Errorf("a concurrent refresh: %d %s", r.status, r.body)
 			continue
@@ -212,20 +220,11 @@ func TestPersonalTokenCapHoldsUnderConcurrency(t *testing.T) {
 	e := newOAuthEnv(t, nil)
 	ada := e.signUp("ada@example.com")
 	path := "/api/users/" + ada.id + "/tokens"
-	statuses := make(chan answer, 30)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 30 {
-		wg.Go(func() {
-			<-start
-			statuses <- e.do(ada.browser, "POST", path, `{"name":"parallel","expiresInDays":1}`, nil)
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(statuses)
+	statuses := atOnce(30, func(int) answer {
+		return e.do(ada.browser, "POST", path, `{"name":"parallel","expiresInDays":1}`, nil)
+	})
 	created, refused := 0, 0
-	for r := range statuses {
+	for _, r := range statuses {
 		switch {
 		case r.status == 201:
 			created++
@@ -265,15 +264,9 @@ func TestMetadataDocumentFetchesAreLimitedPerAddress(t *testing.T) {
 	if r := page(0); r.status != 200 {
 		t.Fatalf("the first document: %d %s", r.status, r.body)
 	}
-	answers := make(chan answer, 99)
-	var wg sync.WaitGroup
-	for i := 1; i < 100; i++ {
-		wg.Go(func() { answers <- page(i) })
-	}
-	wg.Wait()
-	close(answers)
+	answers := atOnce(99, func(i int) answer { return page(i + 1) })
 	served, limited := 1, 0
-	for r := range answers {
+	for _, r := range answers {
 		switch {
 		case r.status == 200:
 			served++
