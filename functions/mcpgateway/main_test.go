@@ -45,7 +45,7 @@ func TestMcpGatewayFunctionEvents(t *testing.T) {
 	const token = oauth.PersonalTokenPrefix + "Xk2bL9qTz7Vw3Jd8sNc5Rf1Hy6Gm4Pa0Ue2Io7Kq3Ws"
 	now := time.Now().UTC()
 	if err := store.NewOAuth(db.DB, db.OAuth()).CreatePersonalToken(ctx, oauth.PersonalToken{ID: "00000000-0000-4000-8000-000000000001",
-		UserID: "00000000-0000-4000-8000-0000000000aa", Name: "script", Hash: oauth.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		UserID: "00000000-0000-4000-8000-0000000000aa", Name: "script", Hash: oauth.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, 20); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.NewWorkflows(db.DB, db.Data()).CreateWorkflow(ctx, workflow.Workflow{ID: "00000000-0000-4000-8000-0000000000bb",

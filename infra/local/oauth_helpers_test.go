@@ -238,6 +238,8 @@ func (e *oauthEnv) authorize(u testUser, params url.Values) *url.URL {
 		if page.status != 200 || !strings.Contains(page.body, `value="approve"`) {
 			e.t.Fatalf("sign-in: %d %s", page.status, page.body)
 		}
+		// The consent page carries the token of the new session.
+		post.Set("csrf", csrfField.FindStringSubmatch(page.body)[1])
 	}
 	post.Set("action", "approve")
 	resp := e.form(u.browser, "/oauth/authorize", post, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/accesstoken"
 )
 
@@ -356,7 +357,8 @@ func TestCodeReuseRevokesItsTokens(t *testing.T) {
 }
 
 // TestRefreshRotationAndReuse: a refresh token rotates; presenting a spent
-// one revokes the whole family, the newest tokens included.
+// one after the reuse grace (30 s) revokes the whole family, the newest
+// tokens included.
 func TestRefreshRotationAndReuse(t *testing.T) {
 	t.Parallel()
 	e := newOAuthEnv(t, nil)
@@ -375,6 +377,7 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 	if r := e.mcp(second.AccessToken, listTools); r.status != 200 {
 		t.Fatalf("rotated access token: %d %s", r.status, r.body)
 	}
+	e.clk.Set(e.clk.Now().Add(oauth.RefreshReuseGrace))
 	st, reused := refresh(first.RefreshToken)
 	if st != 400 || reused.Error != "invalid_grant" {
 		t.Errorf("reuse: %d %+v", st, reused)
@@ -803,7 +806,8 @@ func TestNoSecretInLogs(t *testing.T) {
 	code := e.authorize(ada, authorizeParams(client, redirect, p, nil)).Query().Get("code")
 	_, tk, _ := e.token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {client}, "redirect_uri": {redirect}, "code_verifier": {p.verifier}})
 	_, _, _ = e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tk.RefreshToken}, "client_id": {client}})
-	_, _, _ = e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tk.RefreshToken}, "client_id": {client}}) // reuse: logged
+	e.clk.Set(e.clk.Now().Add(oauth.RefreshReuseGrace))
+	_, _, _ = e.token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tk.RefreshToken}, "client_id": {client}}) // reuse past the grace: logged
 	pat := jsonPath(t, e.do(ada.browser, "POST", "/api/users/"+ada.id+"/tokens", `{"name":"s","expiresInDays":1}`, nil).body, "data", "token")
 	e.mcp(pat, listTools)
 	logs := e.logs.String()

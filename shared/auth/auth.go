@@ -96,7 +96,12 @@ type Service struct {
 
 // OnSignOutAll adds f to what SignOutAll ends besides the sessions: f
 // revokes the user's other credentials (OAuth grants, personal access
-// tokens). Call it while building the service, before it serves.
+// tokens). SignOutAll runs f twice, so f must be idempotent: before the
+// sessions are deleted (a failure leaves them, and the call can be
+// retried) and after (ending what a request authenticated by one of them
+// completed meanwhile, such as an authorization code approved while the
+// sessions were being deleted). Call it while building the service,
+// before it serves.
 func (s *Service) OnSignOutAll(f func(ctx context.Context, userID string) error) {
 	s.signOutAll = append(s.signOutAll, f)
 }
@@ -284,10 +289,10 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 }
 
 // SignOutAll deletes every session of the user of token, on every device,
-// after ending the credentials added with OnSignOutAll, and returns how
-// many sessions there were. Unauthenticated when there is no live
-// session; a failure to end the other credentials fails it before any
-// session is deleted, so that it can be retried.
+// between two runs of what OnSignOutAll added, and returns how many
+// sessions there were. Unauthenticated when there is no live session; a
+// failure of the first run fails it before any session is deleted, so
+// that it can be retried; a failure of the second fails it after.
 func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
 	const op = "auth.SignOutAll"
 	sess, _, err := s.Authenticate(ctx, token)
@@ -300,7 +305,15 @@ func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
 		}
 	}
 	n, err := s.store.DeleteUserSessions(ctx, sess.User.ID)
-	return n, errs.Wrap(op, err)
+	if err != nil {
+		return 0, errs.Wrap(op, err)
+	}
+	for _, f := range s.signOutAll {
+		if err := f(ctx, sess.User.ID); err != nil {
+			return 0, errs.Wrap(op, err)
+		}
+	}
+	return n, nil
 }
 
 func (s *Service) newSession(u User, now time.Time) (string, Session) {

@@ -3,6 +3,8 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -353,8 +355,9 @@ func TestSignOutAll(t *testing.T) {
 }
 
 // TestSignOutAllEndsOtherCredentialsFirst: the hooks added with
-// OnSignOutAll run with the user's id before the sessions go; a failing
-// hook leaves the sessions, so that the request can be retried.
+// OnSignOutAll run with the user's id before the sessions go, and again
+// after they are gone; a failing first run leaves the sessions, so that
+// the request can be retried.
 func TestSignOutAllEndsOtherCredentialsFirst(t *testing.T) {
 	t.Parallel()
 	svc, _, _ := newService(t)
@@ -365,8 +368,9 @@ func TestSignOutAllEndsOtherCredentialsFirst(t *testing.T) {
 	}
 	var seen []string
 	fail := true
-	svc.OnSignOutAll(func(_ context.Context, userID string) error {
-		seen = append(seen, userID)
+	svc.OnSignOutAll(func(ctx context.Context, userID string) error {
+		_, _, err := svc.Authenticate(ctx, up.Token)
+		seen = append(seen, fmt.Sprintf("%s session=%v", userID, err == nil))
 		if fail {
 			return errs.E("test.revoke", errs.Unavailable, "STORAGE_UNAVAILABLE", "down")
 		}
@@ -382,7 +386,8 @@ func TestSignOutAllEndsOtherCredentialsFirst(t *testing.T) {
 	if n, err := svc.SignOutAll(ctx, up.Token); err != nil || n != 1 {
 		t.Fatalf("retry: %d %v", n, err)
 	}
-	if len(seen) != 2 || seen[0] != up.User.ID || seen[1] != up.User.ID {
-		t.Errorf("hook calls = %v", seen)
+	id := up.User.ID
+	if want := []string{id + " session=true", id + " session=true", id + " session=false"}; !slices.Equal(seen, want) {
+		t.Errorf("hook calls = %v, want %v", seen, want)
 	}
 }

@@ -244,6 +244,7 @@ func TestRateLimits(t *testing.T) {
 		RateLimitResumes: rule("resumes", "120/m"), RateLimitAttachments: rule("attachments", "20/m,200/h"),
 		RateLimitSignInEmail: rule("sign-ins", "5/m,30/h"), RateLimitSignInAddress: rule("sign-ins", "30/m,300/h"), RateLimitSignUpAddress: rule("sign-ups", "10/m,100/h"),
 		RateLimitOAuthToken: rule("token requests", "60/m,600/h"), RateLimitOAuthRegister: rule("client registrations", "10/m,50/h"),
+		RateLimitOAuthDocument: rule("client metadata document fetches", "10/m,100/h"),
 	}
 	set := defaults
 	set.RateLimitMessages, set.RateLimitStreams, set.RateLimitOAuthRegister = rule("messages", "2/m,100/h"), rule("streams", "0"), rule("client registrations", "1/s")

@@ -154,6 +154,7 @@ const (
 	DefaultRateLimitSignUpAddress = "10/m,100/h"
 	DefaultRateLimitOAuthToken    = "60/m,600/h"
 	DefaultRateLimitOAuthRegister = "10/m,50/h"
+	DefaultRateLimitOAuthDocument = "10/m,100/h"
 )
 
 // Runtime is what Lambda tells the function about itself.
@@ -533,6 +534,10 @@ type RateLimits struct {
 	// The OAuth endpoints' limits, per client address.
 	RateLimitOAuthToken    ratelimit.Rule `env:"RATE_LIMIT_OAUTH_TOKEN" envDefault:"60/m,600/h" rule:"token requests"`         // RATE_LIMIT_OAUTH_TOKEN; default 60/m,600/h: token and revocation requests
 	RateLimitOAuthRegister ratelimit.Rule `env:"RATE_LIMIT_OAUTH_REGISTER" envDefault:"10/m,50/h" rule:"client registrations"` // RATE_LIMIT_OAUTH_REGISTER; default 10/m,50/h: client registrations
+	// RATE_LIMIT_OAUTH_DOCUMENT; default 10/m,100/h: fetches of Client ID
+	// Metadata Documents (client ids not in the cache) caused by one client
+	// address, so that no one makes the service fetch URLs in bulk.
+	RateLimitOAuthDocument ratelimit.Rule `env:"RATE_LIMIT_OAUTH_DOCUMENT" envDefault:"10/m,100/h" rule:"client metadata document fetches"`
 }
 
 // Validate fails on a rule without a Name (its counters' key): a rule

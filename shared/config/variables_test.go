@@ -75,6 +75,7 @@ func TestDefaultConstants(t *testing.T) {
 		"RATE_LIMIT_SIGN_UP_ADDRESS": config.DefaultRateLimitSignUpAddress,
 		"RATE_LIMIT_OAUTH_TOKEN":     config.DefaultRateLimitOAuthToken,
 		"RATE_LIMIT_OAUTH_REGISTER":  config.DefaultRateLimitOAuthRegister,
+		"RATE_LIMIT_OAUTH_DOCUMENT":  config.DefaultRateLimitOAuthDocument,
 	}
 	for _, v := range config.Variables() {
 		if w, ok := want[v.Name]; ok {

@@ -16,7 +16,8 @@
 //   - POST /oauth/token: authorization_code and refresh_token grants;
 //     access tokens are EdDSA-signed JWTs (RFC 9068) bound to the resource
 //     (RFC 8707) for an hour; refresh tokens rotate, and presenting a used
-//     one revokes its whole family (the grant);
+//     one more than 30 s after its first use revokes its whole family (the
+//     grant);
 //   - POST /oauth/revoke (RFC 7009) and POST /oauth/register (RFC 7591);
 //     a client id may also be an https URL naming a Client ID Metadata
 //     Document, fetched through shared/safehttp and cached;
@@ -85,8 +86,22 @@ type Code struct {
 	Scope     string
 	// ClientName is kept for the grant the code becomes.
 	ClientName string
-	CreatedAt  time.Time
-	ExpiresAt  time.Time
+	// Epoch is the user's code epoch (Store.CodeEpoch) when the code was
+	// issued: the code redeems only while it is still the current one.
+	Epoch     Epoch
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Epoch counts how often a user's unredeemed authorization codes were
+// ended (Store.EndCodes): for every client (sign-out-all) and for one
+// client (a disconnect, a deny). A code records the epoch it was issued
+// in, and its redemption is conditioned on both counts being unchanged, in
+// the transaction that creates its grant: a code issued before an ending
+// never redeems, however the two race.
+type Epoch struct {
+	User   int64
+	Client int64
 }
 
 // Grant is one authorization of a client by a user: a refresh token
@@ -117,9 +132,24 @@ type RefreshToken struct {
 	UserID    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
-	// Used is set when the token was exchanged; a used token presented
-	// again revokes its grant.
-	Used bool
+	// Used is set when the token was exchanged, at UsedAt (its first
+	// exchange); a used token presented again after RefreshReuseGrace
+	// revokes its grant.
+	Used   bool
+	UsedAt time.Time
+}
+
+// RefreshReuseGrace is how long after its first exchange a refresh token
+// may be exchanged again by its client, each time for a fresh pair, without
+// revoking anything: clients refresh from several requests at once, and
+// each presents the token it holds. After it, a reuse is taken as a copy
+// in other hands and revokes the grant.
+const RefreshReuseGrace = 30 * time.Second
+
+// Reusable reports whether t, already used, may still be exchanged at now
+// (within RefreshReuseGrace of its first exchange).
+func (t RefreshToken) Reusable(now time.Time) bool {
+	return t.Used && !t.UsedAt.IsZero() && now.Before(t.UsedAt.Add(RefreshReuseGrace))
 }
 
 // PersonalToken is a personal access token, stored under its hash.
@@ -146,19 +176,29 @@ type Store interface {
 	// conditional delete, so that a code is redeemed at most once. NotFound
 	// CODE_NOT_FOUND when there is none (never issued or already used).
 	ConsumeCode(ctx context.Context, hash string) (Code, error)
-	// CreateGrant stores g and its first refresh token in one transaction.
-	// Conflict GRANT_EXISTS when a grant with g.ID exists.
-	CreateGrant(ctx context.Context, g Grant, first RefreshToken) error
+	// CodeEpoch returns the current code epoch of userID for clientID,
+	// read consistently (zero counts when codes were never ended).
+	CodeEpoch(ctx context.Context, userID, clientID string) (Epoch, error)
+	// EndCodes ends every unredeemed code of userID for clientID, or for
+	// every client when clientID is "": it advances the epoch, so that no
+	// code issued before redeems.
+	EndCodes(ctx context.Context, userID, clientID string) error
+	// CreateGrant stores g and its first refresh token in one transaction
+	// conditioned on g.UserID's code epoch for g.ClientID still being
+	// epoch. Conflict GRANT_EXISTS when a grant with g.ID exists; Conflict
+	// CODE_REVOKED when the epoch moved on (the code was ended).
+	CreateGrant(ctx context.Context, g Grant, first RefreshToken, epoch Epoch) error
 	// Grant returns the grant id. NotFound GRANT_NOT_FOUND.
 	Grant(ctx context.Context, id string) (Grant, error)
 	// RefreshToken returns the refresh token stored under hash. NotFound
 	// REFRESH_TOKEN_NOT_FOUND.
 	RefreshToken(ctx context.Context, hash string) (RefreshToken, error)
-	// RotateRefreshToken marks old used, records the use on its grant and
-	// stores next, in one transaction conditioned on old being unused and
-	// the grant live at now. Conflict REFRESH_TOKEN_USED when old was used
-	// meanwhile; Conflict GRANT_REVOKED when the grant is revoked or
-	// expired.
+	// RotateRefreshToken marks old used at now (the first use's time is
+	// kept), records the use on its grant and stores next, in one
+	// transaction conditioned on old being unused or first used less than
+	// RefreshReuseGrace before now, and on the grant being live at now.
+	// Conflict REFRESH_TOKEN_USED when old was used before the grace;
+	// Conflict GRANT_REVOKED when the grant is revoked or expired.
 	RotateRefreshToken(ctx context.Context, old, next RefreshToken, now time.Time) error
 	// RevokeGrant marks the grant revoked at at; a missing or already
 	// revoked grant is not an error.
@@ -166,8 +206,10 @@ type Store interface {
 	// UserGrants returns the user's grants, revoked and expired ones
 	// included while they are stored.
 	UserGrants(ctx context.Context, userID string) ([]Grant, error)
-	// CreatePersonalToken stores t.
-	CreatePersonalToken(ctx context.Context, t PersonalToken) error
+	// CreatePersonalToken stores t, conditioned in the same transaction
+	// on the user having fewer than max tokens unexpired at t.CreatedAt.
+	// Conflict CodeTooManyTokens when the user has max.
+	CreatePersonalToken(ctx context.Context, t PersonalToken, max int) error
 	// PersonalToken returns the token stored under hash. NotFound
 	// TOKEN_NOT_FOUND.
 	PersonalToken(ctx context.Context, hash string) (PersonalToken, error)
@@ -184,17 +226,26 @@ type Store interface {
 // service issues has 256 random bits, so a fast hash is enough.
 func HashSecret(s string) string { return auth.HashToken(s) }
 
+// CodeTooManyTokens is the error code of a personal token creation over
+// the cap.
+const CodeTooManyTokens = "TOO_MANY_TOKENS"
+
 // PersonalTokenPrefix starts every personal access token, telling it from
 // an OAuth access token (a JWT) at a glance, in logs and in secret
 // scanners.
 const PersonalTokenPrefix = "wcp_"
 
-// RevokeUser revokes every live grant and deletes every personal access
-// token of userID (sign out everywhere). It returns how many grants and
-// tokens it ended.
+// RevokeUser ends every unredeemed authorization code of userID, revokes
+// every live grant and deletes every personal access token (sign out
+// everywhere). It returns how many grants and tokens it ended.
 func RevokeUser(ctx context.Context, st Store, userID string, now time.Time) (int, error) {
 	const op = "oauth.RevokeUser"
 	n := 0
+	// Codes first: a code redeemed meanwhile makes a grant the listing
+	// below still finds, and none redeems after this.
+	if err := st.EndCodes(ctx, userID, ""); err != nil {
+		return 0, errs.Wrap(op, err)
+	}
 	gs, err := st.UserGrants(ctx, userID)
 	if err != nil {
 		return 0, errs.Wrap(op, err)

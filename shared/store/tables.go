@@ -29,9 +29,12 @@
 //   - OAuth (PK): the authorization server's items (oauth.go), each under
 //     a kind prefix: CLIENT#<id> registered clients, CODE#<hash>
 //     authorization codes, GRANT#<id> grants (refresh token families),
-//     REFRESH#<hash> refresh tokens, PAT#<hash> personal access tokens;
+//     REFRESH#<hash> refresh tokens, PAT#<hash> personal access tokens,
+//     PATS#<userId> a user's token count, CODES#<userId> and
+//     CODES#<userId>#<client hash> a user's code epoch (oauth.Epoch);
 //     codes and tokens only by the SHA-256 of their value. expiresAt
-//     (epoch seconds) is the TTL attribute of every item. The UserItems
+//     (epoch seconds) is the TTL attribute of every item but the count and
+//     the epoch, which are kept as long as the user (a few bytes). The UserItems
 //     index (GSI1PK USER#<userId>, GSI1SK GRANT#... or PAT#...) lists a
 //     user's grants and tokens.
 package store

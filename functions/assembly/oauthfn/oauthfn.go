@@ -33,7 +33,8 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		Attempts: ratelimit.Attempts{Limiter: limiter, SignInPerEmail: cfg.RateLimitSignInEmail,
 			SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress},
 		Limiter: limiter, TokenRule: cfg.RateLimitOAuthToken, RegisterRule: cfg.RateLimitOAuthRegister,
-		BaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger,
+		DocumentRule: cfg.RateLimitOAuthDocument,
+		BaseURL:      cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger,
 		AllowHTTPDocuments: cfg.OAuthAllowHTTPClients,
 	}
 	if cfg.OAuthAllowHTTPClients {

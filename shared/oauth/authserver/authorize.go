@@ -1,12 +1,16 @@
 package authserver
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
@@ -23,15 +27,32 @@ var authzParams = []string{"client_id", "redirect_uri", "response_type", "state"
 // errUnavailablePage is the page error of a storage failure: answered 503.
 const errUnavailablePage = "the service is temporarily unavailable; try again shortly"
 
+// errRateLimitedPage is the page error of a client address over the
+// document fetch limit: answered 429 with Retry-After.
+const errRateLimitedPage = "too many applications' metadata documents were fetched for your address; wait and retry"
+
 // pageStatus is the status of an error page.
 func pageStatus(msg string) int {
-	if msg == errUnavailablePage {
+	switch msg {
+	case errUnavailablePage:
 		return http.StatusServiceUnavailable
+	case errRateLimitedPage:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
 }
 
-// csrfCookie holds the token the forms must echo (synchronizer token).
+// writePageError answers the page error msg of req's validation.
+func writePageError(w http.ResponseWriter, req authzRequest, msg string) {
+	if req.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(req.retryAfter))
+	}
+	errorPage(w, pageStatus(msg), msg)
+}
+
+// csrfCookie holds the token the sign-in form must echo (double submit):
+// before the sign-in there is no session to bind a token to. The consent
+// form's token is bound to the session instead (consentCSRF).
 const csrfCookie = "oauth_csrf"
 
 // challengePattern is a PKCE S256 challenge: 32 bytes, base64url.
@@ -46,6 +67,8 @@ type authzRequest struct {
 	challenge   string
 	resource    string
 	base        string
+	// retryAfter, in seconds, comes with a rate-limited page error.
+	retryAfter int
 }
 
 // validateAuthz checks an authorization request (RFC 6749 section 4.1.1,
@@ -66,8 +89,11 @@ func (s *Server) validateAuthz(r *http.Request, form url.Values) (req authzReque
 		return req, "the request's host is not a valid host name", nil
 	}
 	req.base = base
-	c, err := s.client(r.Context(), req.params.Get("client_id"))
+	c, err := s.client(r, req.params.Get("client_id"))
 	switch {
+	case errs.Is(err, errs.RateLimited):
+		req.retryAfter = max(retryAfterOf(err), 1)
+		return req, errRateLimitedPage, nil
 	case errs.Is(err, errs.NotFound):
 		return req, "unknown client (client_id)", nil
 	case errs.Is(err, errs.Invalid):
@@ -139,7 +165,7 @@ func withQuery(uri string, q url.Values) string {
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	req, pageErr, rerr := s.validateAuthz(r, r.URL.Query())
 	if pageErr != "" {
-		errorPage(w, pageStatus(pageErr), pageErr)
+		writePageError(w, req, pageErr)
 		return
 	}
 	if rerr != nil {
@@ -147,8 +173,8 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	csrf := s.csrfToken(w, r)
-	if sess, ok := s.session(r); ok {
-		s.consentPage(w, req, csrf, sess.User.Email)
+	if sess, token, ok := s.sessionOf(r); ok {
+		s.consentPage(w, req, consentCSRF(token), sess.User.Email)
 		return
 	}
 	s.signInPage(w, req, csrf, "", "", http.StatusOK)
@@ -156,7 +182,8 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 
 // handleAuthorizeForm is POST /oauth/authorize: the sign-in and consent
 // forms. It refuses a cross-origin post and one without the CSRF token the
-// page was served with, validates the authorization request again, then:
+// page was served with (for a signed-in browser, the one its session
+// gives: consentCSRF), validates the authorization request again, then:
 // sign-in checks the password (with the sign-in limits) and shows the
 // consent page; approve issues a code to a signed-in user; deny sends
 // access_denied.
@@ -174,14 +201,24 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form := r.PostForm
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form.Get("csrf"))) != 1 {
+	anon := ""
+	if c, err := r.Cookie(csrfCookie); err == nil {
+		anon = c.Value
+	}
+	want := anon
+	sess, token, signedIn := s.sessionOf(r)
+	if signedIn && form.Get("action") != "sign-in" {
+		// Consent is given by a session: a token an attacker planted with
+		// the cookie (a sibling domain can set it) does not pass.
+		want = consentCSRF(token)
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(form.Get("csrf"))) != 1 {
 		errorPage(w, http.StatusForbidden, "the form expired or did not come from this page (CSRF check failed); start again from the application")
 		return
 	}
 	req, pageErr, rerr := s.validateAuthz(r, form)
 	if pageErr != "" {
-		errorPage(w, pageStatus(pageErr), pageErr)
+		writePageError(w, req, pageErr)
 		return
 	}
 	if rerr != nil {
@@ -194,7 +231,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 		creds := auth.Credentials{Email: form.Get("email"), Password: form.Get("password")}
 		if s.attempts != nil {
 			if err := s.attempts.SignIn(ctx, auth.NormalizeEmail(creds.Email), auth.ClientAddress(r)); err != nil {
-				s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "too many attempts; wait and retry"), http.StatusTooManyRequests)
+				s.signInPage(w, req, s.csrfToken(w, r), creds.Email, errs.MessageOf(err, "too many attempts; wait and retry"), http.StatusTooManyRequests)
 				return
 			}
 		}
@@ -204,15 +241,14 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			if !errs.Is(err, errs.Unauthenticated) && !errs.Is(err, errs.Invalid) {
 				status = http.StatusServiceUnavailable
 			}
-			s.signInPage(w, req, c.Value, creds.Email, errs.MessageOf(err, "sign-in failed; try again"), status)
+			s.signInPage(w, req, s.csrfToken(w, r), creds.Email, errs.MessageOf(err, "sign-in failed; try again"), status)
 			return
 		}
 		auth.SetCookie(w, r, in.Token, in.Session.ExpiresAt, in.Session.RenewedAt)
-		s.consentPage(w, req, c.Value, in.User.Email)
+		s.consentPage(w, req, consentCSRF(in.Token), in.User.Email)
 	case "approve":
-		sess, ok := s.session(r)
-		if !ok {
-			s.signInPage(w, req, c.Value, "", "your session ended; sign in again", http.StatusUnauthorized)
+		if !signedIn {
+			s.signInPage(w, req, s.csrfToken(w, r), "", "your session ended; sign in again", http.StatusUnauthorized)
 			return
 		}
 		code, err := s.issueCode(r, req, sess.User.ID)
@@ -225,12 +261,28 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			redirectWithError(w, r, req, oauthError{Code: "temporarily_unavailable", Description: "the authorization could not be saved; try again"})
 			return
 		}
+		// The session again: a sign-out-all that deleted it meanwhile ends
+		// codes only after deleting the sessions, and this code may have
+		// been issued in between; unsent, it is never redeemed.
+		if _, ok := s.session(r); !ok {
+			s.signInPage(w, req, s.csrfToken(w, r), "", "your session ended; sign in again", http.StatusUnauthorized)
+			return
+		}
 		q := url.Values{"code": {code}, "iss": {req.base}}
 		if req.state != "" {
 			q.Set("state", req.state)
 		}
 		http.Redirect(w, r, withQuery(req.redirectURI, q), http.StatusSeeOther)
 	case "deny":
+		// A deny also ends the codes the user approved for this client
+		// and the client has not redeemed yet (another tab's approval).
+		if signedIn {
+			if err := s.store.EndCodes(ctx, sess.User.ID, req.client.ID); err != nil {
+				logging.FromContext(ctx).ErrorContext(ctx, "oauth: end codes on deny", "err", err.Error())
+				errorPage(w, http.StatusServiceUnavailable, errUnavailablePage)
+				return
+			}
+		}
 		redirectWithError(w, r, req, oauthError{Code: "access_denied", Description: "the user denied the request"})
 	default:
 		errorPage(w, http.StatusBadRequest, "unknown action")
@@ -239,12 +291,30 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 
 // session returns the live browser session of r's session cookie.
 func (s *Server) session(r *http.Request) (auth.Session, bool) {
+	sess, _, ok := s.sessionOf(r)
+	return sess, ok
+}
+
+// sessionOf returns the live browser session of r's session cookie and
+// the cookie's token.
+func (s *Server) sessionOf(r *http.Request) (auth.Session, string, bool) {
 	c, err := r.Cookie(auth.CookieName)
 	if err != nil {
-		return auth.Session{}, false
+		return auth.Session{}, "", false
 	}
 	sess, _, err := s.auth.Authenticate(r.Context(), c.Value)
-	return sess, err == nil
+	return sess, c.Value, err == nil
+}
+
+// consentCSRF is the consent form's CSRF token for the session whose
+// token is sessionToken: an HMAC-SHA256 keyed with that token. Only the
+// session's browser (its cookie is HttpOnly) and the server see the
+// token, and the stored session key (its SHA-256) does not give it, so no
+// one else can forge the field; it needs no server key and nothing stored.
+func consentCSRF(sessionToken string) string {
+	m := hmac.New(sha256.New, []byte(sessionToken))
+	m.Write([]byte("oauth-consent-csrf"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // csrfToken returns the CSRF token of r's cookie, or sets a new one.
@@ -291,6 +361,12 @@ func (s *Server) consentPage(w http.ResponseWriter, req authzRequest, csrf, emai
 func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (string, error) {
 	ctx := r.Context()
 	now := s.now().UTC()
+	// The epoch before anything else: an ending after this read ends
+	// this code too.
+	epoch, err := s.store.CodeEpoch(ctx, userID, req.client.ID)
+	if err != nil {
+		return "", err
+	}
 	grants, err := s.store.UserGrants(ctx, userID)
 	if err != nil {
 		return "", err
@@ -309,7 +385,7 @@ func (s *Server) issueCode(r *http.Request, req authzRequest, userID string) (st
 		// The redirect_uri as the request gave it (empty when it named
 		// none): the token request must repeat it (RFC 6749 section 4.1.3).
 		Hash: oauth.HashSecret(code), ClientID: req.client.ID, UserID: userID, RedirectURI: req.params.Get("redirect_uri"),
-		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name,
+		Challenge: req.challenge, Resource: req.resource, Scope: oauth.Scope, ClientName: req.client.Name, Epoch: epoch,
 		CreatedAt: now, ExpiresAt: now.Add(oauth.CodeTTL),
 	})
 	return code, err

@@ -24,6 +24,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/oauth"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/safehttp"
 	"github.com/workflowchat/service/shared/truncate"
 )
@@ -48,17 +49,20 @@ const (
 
 var errUnknownClient = errs.E("oauth.client", errs.NotFound, "CLIENT_NOT_FOUND", "unknown client")
 
-// client resolves a client id: an https URL is a oauth.Client ID Metadata
-// Document, fetched (and cached); anything else a registered client.
-// Errors: NotFound CLIENT_NOT_FOUND for an unknown registered client;
-// Invalid INVALID_CLIENT_DOCUMENT when a document cannot be fetched or is
-// not acceptable (the message says why); storage errors.
-func (s *Server) client(ctx context.Context, id string) (oauth.Client, error) {
+// client resolves the client id r names: an https URL is a oauth.Client
+// ID Metadata Document, fetched (and cached); anything else a registered
+// client. Errors: NotFound CLIENT_NOT_FOUND for an unknown registered
+// client; Invalid INVALID_CLIENT_DOCUMENT when a document cannot be
+// fetched or is not acceptable (the message says why); RateLimited when
+// r's client address caused too many fetches (nothing is fetched then);
+// storage errors.
+func (s *Server) client(r *http.Request, id string) (oauth.Client, error) {
+	ctx := r.Context()
 	if id == "" || len(id) > MaxURILen {
 		return oauth.Client{}, errUnknownClient
 	}
 	if strings.HasPrefix(id, "https://") || (s.docs.allowHTTP && strings.HasPrefix(id, "http://")) {
-		return s.docs.get(ctx, id)
+		return s.docs.get(ctx, id, auth.ClientAddress(r))
 	}
 	c, err := s.store.Client(ctx, id)
 	if err != nil {
@@ -70,11 +74,14 @@ func (s *Server) client(ctx context.Context, id string) (oauth.Client, error) {
 	return c, nil
 }
 
-// documentCache fetches and caches oauth.Client ID Metadata Documents.
+// documentCache fetches and caches oauth.Client ID Metadata Documents,
+// counting the fetches of each client address under rule.
 type documentCache struct {
 	hc        *http.Client
 	allowHTTP bool
 	now       func() time.Time
+	limiter   *ratelimit.Limiter
+	rule      ratelimit.Rule
 
 	mu      sync.Mutex
 	entries map[string]documentEntry
@@ -86,11 +93,11 @@ type documentEntry struct {
 	expires time.Time
 }
 
-func newDocumentCache(hc *http.Client, allowHTTP bool, now func() time.Time) *documentCache {
+func newDocumentCache(hc *http.Client, allowHTTP bool, now func() time.Time, limiter *ratelimit.Limiter, rule ratelimit.Rule) *documentCache {
 	if hc == nil {
 		hc = safehttp.NewClient(safehttp.Options{Timeout: DocumentTimeout, MaxRedirects: -1})
 	}
-	return &documentCache{hc: hc, allowHTTP: allowHTTP, now: now, entries: map[string]documentEntry{}}
+	return &documentCache{hc: hc, allowHTTP: allowHTTP, now: now, limiter: limiter, rule: rule, entries: map[string]documentEntry{}}
 }
 
 func invalidDocument(format string, args ...any) error {
@@ -98,14 +105,19 @@ func invalidDocument(format string, args ...any) error {
 }
 
 // get returns the client the document at id describes, from the cache
-// when fresh.
-func (d *documentCache) get(ctx context.Context, id string) (oauth.Client, error) {
+// when fresh; else it counts a fetch for addr, the client address that
+// asked (RateLimited over the rule: nothing is fetched or cached), and
+// fetches it.
+func (d *documentCache) get(ctx context.Context, id, addr string) (oauth.Client, error) {
 	now := d.now()
 	d.mu.Lock()
 	e, ok := d.entries[id]
 	d.mu.Unlock()
 	if ok && now.Before(e.expires) {
 		return e.client, e.err
+	}
+	if err := d.limiter.Allow(ctx, "oauth-document:"+addr, d.rule); err != nil {
+		return oauth.Client{}, err
 	}
 	c, ttl, err := d.fetch(ctx, id)
 	if err != nil {
@@ -430,7 +442,7 @@ func (s *Server) authenticateClient(r *http.Request) (oauth.Client, *oauthError)
 		e := errInvalidClient("client_id does not match the authenticated client")
 		return oauth.Client{}, &e
 	}
-	c, err := s.client(r.Context(), id)
+	c, err := s.client(r, id)
 	switch {
 	case errs.Is(err, errs.NotFound), errs.Is(err, errs.Invalid):
 		e := errInvalidClient("unknown client")

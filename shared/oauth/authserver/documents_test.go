@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/safehttp"
 )
 
@@ -42,10 +43,10 @@ func TestClientDocuments(t *testing.T) {
 	defer srv.Close()
 	base = srv.URL
 	now := time.Now()
-	docs := newDocumentCache(safehttp.NewClient(safehttp.Options{AllowPrivate: true, Timeout: DocumentTimeout, MaxRedirects: -1}), true, func() time.Time { return now })
+	docs := newDocumentCache(safehttp.NewClient(safehttp.Options{AllowPrivate: true, Timeout: DocumentTimeout, MaxRedirects: -1}), true, func() time.Time { return now }, nil, ratelimit.Rule{})
 	ctx := context.Background()
 
-	c, err := docs.get(ctx, base+"/ok.json")
+	c, err := docs.get(ctx, base+"/ok.json", "192.0.2.1")
 	if err != nil || c.ID != base+"/ok.json" || c.Name != "Doc" || !c.Document || c.AuthMethod != "none" {
 		t.Fatalf("ok: %+v %v", c, err)
 	}
@@ -63,7 +64,7 @@ func TestClientDocuments(t *testing.T) {
 		"/":                  "with a path",
 		"/ok.json?x=1":       "query",
 	} {
-		_, err := docs.get(ctx, base+path)
+		_, err := docs.get(ctx, base+path, "192.0.2.1")
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(errs.MessageOf(err, ""), want) {
 			t.Errorf("%s: %v, want Invalid naming %q", path, err, want)
 		}
@@ -71,17 +72,17 @@ func TestClientDocuments(t *testing.T) {
 
 	// Cached for its max-age (600 s); fetched again after it.
 	before := hits.Load()
-	if _, err := docs.get(ctx, base+"/ok.json"); err != nil || hits.Load() != before {
+	if _, err := docs.get(ctx, base+"/ok.json", "192.0.2.1"); err != nil || hits.Load() != before {
 		t.Errorf("a fresh document was fetched again (%v)", err)
 	}
 	now = now.Add(11 * time.Minute)
-	if _, err := docs.get(ctx, base+"/ok.json"); err != nil || hits.Load() != before+1 {
+	if _, err := docs.get(ctx, base+"/ok.json", "192.0.2.1"); err != nil || hits.Load() != before+1 {
 		t.Errorf("a stale document was not fetched again (%v)", err)
 	}
 
 	// The production client refuses private addresses.
-	strict := newDocumentCache(nil, false, time.Now)
-	if _, err := strict.get(ctx, strings.Replace(base, "http://", "https://", 1)+"/ok.json"); !errs.Is(err, errs.Invalid) || !strings.Contains(errs.MessageOf(err, ""), "public address") {
+	strict := newDocumentCache(nil, false, time.Now, nil, ratelimit.Rule{})
+	if _, err := strict.get(ctx, strings.Replace(base, "http://", "https://", 1)+"/ok.json", "192.0.2.1"); !errs.Is(err, errs.Invalid) || !strings.Contains(errs.MessageOf(err, ""), "public address") {
 		t.Errorf("a loopback document with the production client: %v", err)
 	}
 }

@@ -53,17 +53,23 @@ func writeOAuthError(w http.ResponseWriter, status int, e oauthError) {
 	writeJSON(w, status, e)
 }
 
+// retryAfterOf is the Retry-After, in seconds, of a rate-limit error (0
+// when it names none).
+func retryAfterOf(err error) int {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
 // fromServiceError turns a service error (storage, rate limit) into the
 // OAuth error a client should see.
 func fromServiceError(err error) oauthError {
-	var e *errs.Error
 	switch errs.KindOf(err) {
 	case errs.RateLimited:
-		o := oauthError{Code: "slow_down", Description: errs.MessageOf(err, "too many requests"), status: http.StatusTooManyRequests}
-		if errors.As(err, &e) {
-			o.retryAfter = e.RetryAfter
-		}
-		return o
+		return oauthError{Code: "slow_down", Description: errs.MessageOf(err, "too many requests"), status: http.StatusTooManyRequests,
+			retryAfter: retryAfterOf(err)}
 	case errs.Unavailable:
 		return oauthError{Code: "temporarily_unavailable", Description: "the service is busy; retry shortly", status: http.StatusServiceUnavailable, retryAfter: 1}
 	}

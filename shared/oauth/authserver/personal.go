@@ -58,33 +58,20 @@ type CreatedToken struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-// CreatePersonalToken creates a token for userID. Conflict TOO_MANY_TOKENS
-// when the user has MaxPersonalTokens unexpired tokens. (Two creations at
-// the same instant may both pass the count; each needs the user's own
-// session, so the cap is overshot by at most the requests in flight.)
+// CreatePersonalToken creates a token for userID. Conflict
+// TOO_MANY_TOKENS when the user has MaxPersonalTokens unexpired tokens:
+// the store counts them in the transaction that creates the token, so
+// concurrent creations never pass the cap.
 func (s *Server) CreatePersonalToken(ctx context.Context, userID string, in TokenRequest) (CreatedToken, error) {
 	const op = "oauth.CreatePersonalToken"
 	if err := in.Validate(); err != nil {
 		return CreatedToken{}, err
 	}
 	now := s.now().UTC()
-	existing, err := s.store.UserPersonalTokens(ctx, userID)
-	if err != nil {
-		return CreatedToken{}, errs.Wrap(op, err)
-	}
-	live := 0
-	for _, t := range existing {
-		if now.Before(t.ExpiresAt) {
-			live++
-		}
-	}
-	if live >= MaxPersonalTokens {
-		return CreatedToken{}, errs.E(op, errs.Conflict, "TOO_MANY_TOKENS", "at most 20 personal access tokens; delete one first")
-	}
 	token := newSecret(oauth.PersonalTokenPrefix)
 	t := oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: strings.TrimSpace(in.Name), Hash: oauth.HashSecret(token),
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(*in.ExpiresInDays) * 24 * time.Hour)}
-	if err := s.store.CreatePersonalToken(ctx, t); err != nil {
+	if err := s.store.CreatePersonalToken(ctx, t, MaxPersonalTokens); err != nil {
 		return CreatedToken{}, errs.Wrap(op, err)
 	}
 	return CreatedToken{ID: t.ID, Name: t.Name, Token: token, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}, nil
@@ -151,11 +138,17 @@ func (s *Server) Connections(ctx context.Context, userID string) ([]Connection, 
 	return out, nil
 }
 
-// Disconnect revokes every live grant of clientID for userID: each of the
-// client's tokens for the user stops working. NotFound CONNECTION_NOT_FOUND
-// when the client holds none.
+// Disconnect ends the unredeemed codes and revokes every live grant of
+// clientID for userID: each of the client's tokens for the user stops
+// working, and no code approved before redeems. NotFound
+// CONNECTION_NOT_FOUND when the client holds no grant.
 func (s *Server) Disconnect(ctx context.Context, userID, clientID string) error {
 	const op = "oauth.Disconnect"
+	// The client's unredeemed codes first, so that none becomes a grant
+	// the listing below misses.
+	if err := s.store.EndCodes(ctx, userID, clientID); err != nil {
+		return errs.Wrap(op, err)
+	}
 	gs, err := s.store.UserGrants(ctx, userID)
 	if err != nil {
 		return errs.Wrap(op, err)

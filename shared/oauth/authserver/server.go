@@ -23,10 +23,13 @@ type Options struct {
 	// POST /api/auth/sign-in/email; nil limits nothing.
 	Attempts auth.Attempts
 	// Limiter counts the token and registration requests per client
-	// address under TokenRule and RegisterRule; nil limits nothing.
+	// address under TokenRule and RegisterRule, and the Client ID Metadata
+	// Documents fetched for one (client ids not cached) under
+	// DocumentRule; nil limits nothing.
 	Limiter      *ratelimit.Limiter
 	TokenRule    ratelimit.Rule
 	RegisterRule ratelimit.Rule
+	DocumentRule ratelimit.Rule
 	// oauth.BaseURL is the service's public origin (PUBLIC_BASE_URL); empty:
 	// from each request (see oauth.BaseURL).
 	BaseURL string
@@ -63,7 +66,7 @@ func New(o Options) *Server {
 		store: o.Store, keys: o.Keys, auth: o.Auth, attempts: o.Attempts,
 		limiter: o.Limiter, tokenRule: o.TokenRule, regRule: o.RegisterRule,
 		baseURL: o.BaseURL, now: o.Now,
-		docs: newDocumentCache(o.Documents, o.AllowHTTPDocuments, o.Now),
+		docs: newDocumentCache(o.Documents, o.AllowHTTPDocuments, o.Now, o.Limiter, o.DocumentRule),
 	}
 }
 

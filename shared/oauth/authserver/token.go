@@ -162,7 +162,9 @@ func (s *Server) exchangeCode(ctx context.Context, base string, client oauth.Cli
 		refresh = newSecret("wcr_")
 		first = s.newRefresh(refresh, g, now)
 	}
-	if err := s.store.CreateGrant(ctx, g, first); err != nil {
+	// The grant is created only while the code's epoch is current: a
+	// sign-out-all, disconnect or deny since its issue ended it.
+	if err := s.store.CreateGrant(ctx, g, first, c.Epoch); err != nil {
 		if errs.Is(err, errs.Conflict) {
 			return tokenResponse{}, errCodeUnusable
 		}
@@ -182,8 +184,10 @@ func (s *Server) newRefresh(token string, g oauth.Grant, now time.Time) oauth.Re
 var errRefreshUnusable = errInvalidGrant("the refresh token is invalid, expired or revoked")
 
 // refresh exchanges a refresh token for new tokens (RFC 6749 section 6),
-// rotating it: the presented token is spent, and presenting a spent token
-// again revokes the grant, every token of its family with it.
+// rotating it: the presented token is spent. Its client may present it
+// again within oauth.RefreshReuseGrace of its first exchange (concurrent
+// refreshes), each time for a fresh pair; presenting it after that
+// revokes the grant, every token of its family with it.
 func (s *Server) refresh(ctx context.Context, base string, client oauth.Client, form map[string][]string) (tokenResponse, error) {
 	get := func(k string) string {
 		if v := form[k]; len(v) == 1 {
@@ -206,7 +210,7 @@ func (s *Server) refresh(ctx context.Context, base string, client oauth.Client, 
 	if old.ClientID != client.ID {
 		return tokenResponse{}, errInvalidGrant("the refresh token was issued to another client")
 	}
-	if old.Used {
+	if old.Used && !old.Reusable(now) {
 		return tokenResponse{}, s.reused(ctx, old, now)
 	}
 	if !now.Before(old.ExpiresAt) {

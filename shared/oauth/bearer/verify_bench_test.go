@@ -42,13 +42,13 @@ func BenchmarkVerify(b *testing.B) {
 	userID, clientID := uuid.NewString(), uuid.NewString()
 	pat := oauth.PersonalTokenPrefix + uuid.NewString()
 	if err := st.CreatePersonalToken(ctx, oauth.PersonalToken{ID: uuid.NewString(), UserID: userID, Name: "bench",
-		Hash: oauth.HashSecret(pat), CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+		Hash: oauth.HashSecret(pat), CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}, 20); err != nil {
 		b.Fatal(err)
 	}
 	g := oauth.Grant{ID: uuid.NewString(), UserID: userID, ClientID: clientID, ClientName: "bench", Resource: oauth.ResourceURL(benchBase),
 		Scope: "mcp", CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 	if err := st.CreateGrant(ctx, g, oauth.RefreshToken{Hash: oauth.HashSecret(uuid.NewString()), GrantID: g.ID, ClientID: clientID,
-		UserID: userID, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+		UserID: userID, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}, oauth.Epoch{}); err != nil {
 		b.Fatal(err)
 	}
 	at, err := ks.Sign(accesstoken.AccessClaims{
