@@ -92,7 +92,7 @@ func data(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`
 func TestWriterBatches(t *testing.T) {
 	t.Parallel()
 	b := &batches{}
-	w := job.NewWriter(context.Background(), 2, 1000, b.append, job.Options{MaxDelay: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	w := job.NewWriter(context.Background(), 2, 1000, b.append, job.Options{MaxBatch: 20, MaxDelay: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
 	for i := range 45 {
 		if seq := w.Add(data(i)); seq != int64(2+i) {
 			t.Fatalf("event %d numbered %d", i, seq)
@@ -109,7 +109,7 @@ func TestWriterBatches(t *testing.T) {
 			continue // a renewal
 		}
 		writes++
-		if len(batch) > job.MaxBatch {
+		if len(batch) > 20 {
 			t.Errorf("a write of %d events", len(batch))
 		}
 		for _, s := range batch {

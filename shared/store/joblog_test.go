@@ -70,8 +70,8 @@ func TestLoggedGeneration(t *testing.T) {
 			t.Fatalf("append %v: %v", b, err)
 		}
 	}
-	if err := jobs.Append(ctx, ref, records(30, 31), lease); errs.CodeOf(err) != job.CodeNotActive {
-		t.Errorf("append with a gap: %v, want NOT_ACTIVE", err)
+	if err := jobs.Append(ctx, ref, records(22, 23), lease); errs.CodeOf(err) != job.CodeNotActive {
+		t.Errorf("a second write after event 21: %v, want NOT_ACTIVE", err)
 	}
 	if err := jobs.Append(ctx, ref, nil, job.Lease{Until: now.Add(30 * time.Second), Reserved: 300}); err != nil {
 		t.Errorf("renew: %v", err)
