@@ -140,9 +140,10 @@ const (
 	// as the pending events fill it.
 	BatchFill = 780
 	// MaxDelay is the longest an event waits before it is written: with a
-	// follower's pause between two reads (at most 250 ms) a follower lags
-	// the job by less than a second.
-	MaxDelay = 500 * time.Millisecond
+	// follower's pause between two reads (at most 150 ms, FollowOptions)
+	// a follower lags the job by well under a second. At a model's pace
+	// (60 tokens a second) the events fill a write (BatchFill) sooner.
+	MaxDelay = 400 * time.Millisecond
 	// Heartbeat is the longest a Writer stays without writing: a silent
 	// job still learns of a stop request within it.
 	Heartbeat = time.Second
@@ -443,7 +444,7 @@ type Reader func(ctx context.Context, after int64) (recs []Record, active bool, 
 // FollowOptions tune Follow; zero values take the defaults.
 type FollowOptions struct {
 	// MinWait and MaxWait bound the pause between two reads that found
-	// nothing new (it doubles from MinWait up to MaxWait): 25 ms, 250 ms.
+	// nothing new (it doubles from MinWait up to MaxWait): 25 ms, 150 ms.
 	MinWait, MaxWait time.Duration
 	// IsLast reports whether rec is the log's last event.
 	IsLast func(Record) bool
@@ -462,7 +463,7 @@ func Follow(ctx context.Context, read Reader, after int64, o FollowOptions, yiel
 		o.MinWait = 25 * time.Millisecond
 	}
 	if o.MaxWait <= 0 {
-		o.MaxWait = 250 * time.Millisecond
+		o.MaxWait = 150 * time.Millisecond
 	}
 	wait := o.MinWait
 	for {
