@@ -344,8 +344,9 @@ func (f *fixture) streamReply(tb testing.TB, srv *httptest.Server, n int) string
 // slowly" (N content events, 100 ms apart) to their end over loopback
 // HTTP and counts the DynamoDB calls of each whole request: the session
 // read, the rate limit, the conversation Query, the start transaction,
-// then the event log's writes and the end. The log's writes follow the
-// reply's duration (at most one per 100 ms), not its number of events.
+// then the event log's writes and the end, and their write units. The
+// log's writes follow the reply's duration (at most one per 400 ms) or its
+// bytes (one per job.BatchFill), whichever comes first.
 func BenchmarkReplyWrites(b *testing.B) {
 	for _, n := range []int{10, 50, 200} {
 		b.Run("count_to_"+strconv.Itoa(n), func(b *testing.B) {
@@ -353,12 +354,16 @@ func BenchmarkReplyWrites(b *testing.B) {
 			srv := httptest.NewServer(f.stack.API)
 			defer srv.Close()
 			var calls int64
+			var units float64
 			for b.Loop() {
 				f.counter.Reset()
+				f.meter.Reset()
 				f.streamReply(b, srv, n)
 				calls += f.counter.Count()
+				units += f.meter.Snapshot().WriteUnits
 			}
 			b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/op")
+			b.ReportMetric(units/float64(b.N), "ddbwriteunits/op")
 			b.ReportMetric(float64(n+2), "events/op")
 			b.ReportMetric(float64(calls)/float64(b.N)/(float64(n)/10), "ddbcalls/streamed-s")
 		})

@@ -280,29 +280,27 @@ func (l eventLogs) head(ctx context.Context, pk, id string) (logHead, error) {
 }
 
 // latest returns log id's head with lastSeq and reserved brought up to
-// its last written slot, and that slot's item (zero when the log has
-// none), from one strongly consistent Query read backwards from the head
-// (a page holds the head, a heartbeat or stop, and the last write; more
-// pages only when it does not). NotFound (errLogNotFound) when there is no
-// log.
-func (l eventLogs) latest(ctx context.Context, pk, id string) (logHead, logBatch, error) {
+// its last written slot, from one strongly consistent Query read backwards
+// from the head (a page holds the head, a heartbeat or stop, and the last
+// write; more pages only when it does not). NotFound (errLogNotFound) when
+// there is no log.
+func (l eventLogs) latest(ctx context.Context, pk, id string) (logHead, error) {
 	const op = "store.latestLog"
 	it := l.table.Get("PK", pk).Range("SK", dynamo.Between, logSK(id, 0), logHeadSK(id)).Order(dynamo.Descending).
 		Consistent(true).SearchLimit(3).Iter()
 	var (
 		head *logHead
-		last logBatch
 		item dynamo.Item
 	)
 	for it.Next(ctx, &item) {
 		typ, err := itemType(item)
 		if err != nil {
-			return logHead{}, logBatch{}, errs.Wrap(op, err)
+			return logHead{}, errs.Wrap(op, err)
 		}
 		if typ == "loghead" {
 			var h logHead
 			if err := dynamo.UnmarshalItem(item, &h); err != nil {
-				return logHead{}, logBatch{}, errs.Wrap(op, err)
+				return logHead{}, errs.Wrap(op, err)
 			}
 			head = &h
 			continue
@@ -312,24 +310,21 @@ func (l eventLogs) latest(ctx context.Context, pk, id string) (logHead, logBatch
 		}
 		var b logBatch
 		if err := dynamo.UnmarshalItem(item, &b); err != nil {
-			return logHead{}, logBatch{}, errs.Wrap(op, err)
+			return logHead{}, errs.Wrap(op, err)
 		}
 		head.Reserved = max(head.Reserved, b.Reserved)
 		if b.Type == typeBatch {
-			head.LastSeq, last = max(head.LastSeq, b.Last), b
+			head.LastSeq = max(head.LastSeq, b.Last)
 			break
-		}
-		if last.Type == "" {
-			last = b
 		}
 	}
 	if err := it.Err(); err != nil {
-		return logHead{}, logBatch{}, storeError(op, err)
+		return logHead{}, storeError(op, err)
 	}
 	if head == nil {
-		return logHead{}, logBatch{}, errLogNotFound
+		return logHead{}, errLogNotFound
 	}
-	return *head, last, nil
+	return *head, nil
 }
 
 func itemType(it dynamo.Item) (string, error) {
@@ -461,7 +456,7 @@ func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
 	const op = "store.requestStop"
 	notActive := errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
 	for range maxStopClaims {
-		h, _, err := l.latest(ctx, pk, id)
+		h, err := l.latest(ctx, pk, id)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
@@ -539,7 +534,7 @@ func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record
 // last write, with one strongly consistent Query (eventLogs.latest).
 // NotFound LOG_NOT_FOUND when there is no log or it expired.
 func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
-	h, _, err := s.logs().latest(ctx, jobPK(ref), ref.ID)
+	h, err := s.logs().latest(ctx, jobPK(ref), ref.ID)
 	if err == nil && h.ExpiresAt < time.Now().Unix() {
 		err = errLogNotFound
 	}

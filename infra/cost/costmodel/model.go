@@ -230,10 +230,12 @@ type Report struct {
 // usd formats a dollar figure with four decimals.
 func usd(x float64) string { return fmt.Sprintf("$%.4f", x) }
 
-// Line is the report's line of w: its cost per 1,000 items.
+// Line is the report's line of w: its cost per 1,000 items, with the
+// DynamoDB write units of one of its units (a reply, a run) beside it.
 func (r Report) Line(w Work) string {
 	c := w.PerThousand(r.Prices)
-	return fmt.Sprintf("%s per 1,000 %s (%s: %s): %s", usd(c.Total()), w.Per, w.Name, w.Detail, breakdown(c))
+	return fmt.Sprintf("%s per 1,000 %s, %s write units per %s (%s: %s): %s", usd(c.Total()), w.Per, trim(w.Usage.DynamoDB.WriteUnits), w.Unit,
+		w.Name, w.Detail, breakdown(c))
 }
 
 // IdleLine is the report's line of the idle month.
