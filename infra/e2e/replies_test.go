@@ -47,6 +47,19 @@ func (c *client) openResume(ctx context.Context, chatID, lastID string, viaQuery
 	return resp
 }
 
+// sessionToken is the session cookie c signed in with, to sign in another
+// client (withCookie) on another server of the same store.
+func (c *client) sessionToken() string {
+	c.t.Helper()
+	for _, ck := range c.http.Jar.Cookies(mustURL(c.t, c.base)) {
+		if ck.Name == "session_token" {
+			return ck.Value
+		}
+	}
+	c.t.Fatalf("no session cookie for %s", c.base)
+	return ""
+}
+
 // resume reads a resumed stream to its end (see openResume).
 func (c *client) resume(chatID, lastID string, viaQuery bool) streamResult {
 	c.t.Helper()
@@ -312,12 +325,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	srv := startServer(t, env...)
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "resume.crash@example.com")
-	var token string
-	for _, ck := range c.http.Jar.Cookies(mustURL(t, srv.API)) {
-		if ck.Name == "session_token" {
-			token = ck.Value
-		}
-	}
+	token := c.sessionToken()
 	ch := newChat(t, c, map[string]any{})
 	resp, next, stop := startCount(t, context.Background(), c, ch.ID, userID, 200)
 	var seen []streamEvent
@@ -488,12 +496,7 @@ func TestResumeFromSecondServer(t *testing.T) {
 	srv1, srv2 := startServer(t, env...), startServer(t, env...)
 	c := newClient(t, srv1.API)
 	userID := signUpChatUser(t, c, "resume.second@example.com")
-	var token string
-	for _, ck := range c.http.Jar.Cookies(mustURL(t, srv1.API)) {
-		if ck.Name == "session_token" {
-			token = ck.Value
-		}
-	}
+	token := c.sessionToken()
 	ch := newChat(t, c, map[string]any{})
 	resp, next, stop := startCount(t, context.Background(), c, ch.ID, userID, 200)
 	defer resp.Body.Close()

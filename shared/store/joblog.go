@@ -240,13 +240,38 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 
 // appendTx adds to tx the write of recs (at least one) to log id under pk
 // and the renewal of its lease to ls, conditioned on the log being active
-// with no stop requested and on recs' slot being free.
+// with no stop requested and on recs' slot being free. recs go in items
+// as the end's do (see end).
 func (l eventLogs) appendTx(tx *dynamo.WriteTx, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
-	b, err := newLogBatch(pk, id, recs, ls.Reserved, now)
-	if err != nil {
+	if err := l.putSlots(tx, pk, id, recs, ls.Reserved, slotFree, now); err != nil {
 		return err
 	}
-	tx.Put(l.table.Put(b).If(slotFree, "type", typeBeat)).Update(l.renew(pk, id, recs, ls, now).If(activeCond, true))
+	tx.Update(l.renew(pk, id, recs, ls, now).If(activeCond, true))
+	return nil
+}
+
+// putSlots adds to tx the Puts of recs in items of at most job.MaxBatch
+// events and job.MaxBatchBytes of events (a larger event alone), each in
+// the slot after the event before it: the first conditioned on cond (the
+// slot free, a heartbeat allowed, and with slotEndable a stop), the
+// others on their slot being empty.
+func (l eventLogs) putSlots(tx *dynamo.WriteTx, pk, id string, recs []job.Record, reserved int64, cond string, now time.Time) error {
+	for i, part := range splitBySize(recs, job.MaxBatch, job.MaxBatchBytes) {
+		b, err := newLogBatch(pk, id, part, reserved, now)
+		if err != nil {
+			return err
+		}
+		put := l.table.Put(b)
+		switch {
+		case i > 0:
+			put.If("attribute_not_exists(PK)")
+		case cond == slotEndable:
+			put.If(cond, "type", typeBeat, typeStop)
+		default:
+			put.If(cond, "type", typeBeat)
+		}
+		tx.Put(put)
+	}
 	return nil
 }
 
@@ -348,18 +373,8 @@ func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Rec
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("status", status).
 		Remove("active", "GSI1PK", "GSI1SK").Set("expiresAt", now.Add(LogRetention).Unix())
 	if len(recs) > 0 {
-		for i, part := range splitBySize(recs, job.MaxBatch, job.MaxBatchBytes) {
-			b, err := newLogBatch(pk, id, part, 0, now)
-			if err != nil {
-				return err
-			}
-			put := l.table.Put(b)
-			if i == 0 {
-				put.If(slotEndable, "type", typeBeat, typeStop)
-			} else {
-				put.If("attribute_not_exists(PK)")
-			}
-			tx.Put(put)
+		if err := l.putSlots(tx, pk, id, recs, 0, slotEndable, now); err != nil {
+			return err
 		}
 		u.Set("lastSeq", recs[len(recs)-1].Seq)
 	}

@@ -203,21 +203,8 @@ func BenchmarkLogWrites(b *testing.B) {
 // the last write's event and reservation, not the start's.
 func TestLogSlots(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, g, now := startedReply(t, nil, 200)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 200}}
-	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
-	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
-	if err := s.StartLoggedGeneration(ctx, c, g, nil, user, reply); err != nil {
-		t.Fatal(err)
-	}
 	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
 	if h, err := jobs.Head(ctx, ref); err != nil || h.LastSeq != 0 || h.Reserved != 200 || !h.Active {
 		t.Fatalf("head of an empty log: %+v %v", h, err)
@@ -292,4 +279,26 @@ func TestLogSlots(t *testing.T) {
 	if err := jobs.Append(ctx, ref, records(13, 13), job.Lease{Reserved: 213, Last: 12}); errs.CodeOf(err) != job.CodeNotActive {
 		t.Errorf("write after the end: %v, want NOT_ACTIVE", err)
 	}
+}
+
+// startedReply starts a streamed reply in a new chat on a fresh store: its
+// log holds first and reserves up to reserved.
+func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chats, *store.Jobs, chat.Chat, chat.Generation, time.Time) {
+	t.Helper()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	jobs := store.NewJobs(db.DB, db.Data())
+	ctx := context.Background()
+	now := time.Now().UTC()
+	c := newChat("u1", now)
+	if err := s.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: reserved}}
+	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
+	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
+	if err := s.StartLoggedGeneration(ctx, c, g, first, user, reply); err != nil {
+		t.Fatal(err)
+	}
+	return s, jobs, c, g, now
 }
