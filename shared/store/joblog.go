@@ -546,10 +546,17 @@ func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record
 }
 
 // Head returns ref's head, its last event and reservation those of its
-// last write, with one strongly consistent Query (eventLogs.latest).
-// NotFound LOG_NOT_FOUND when there is no log or it expired.
+// last write: for a reply, with one strongly consistent Query
+// (eventLogs.latest); for a run, whose every write of events updates the
+// head in the same transaction, with one strongly consistent GetItem (the
+// runner reads no more than its run's items). NotFound LOG_NOT_FOUND when
+// there is no log or it expired.
 func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
-	h, err := s.logs().latest(ctx, jobPK(ref), ref.ID)
+	get := s.logs().latest
+	if ref.Kind == runKind {
+		get = s.logs().head
+	}
+	h, err := get(ctx, jobPK(ref), ref.ID)
 	if err == nil && h.ExpiresAt < time.Now().Unix() {
 		err = errLogNotFound
 	}

@@ -150,8 +150,9 @@ func TestLoggedGeneration(t *testing.T) {
 
 // BenchmarkLogWrites feeds a job.Writer over the real store with 2 s
 // of events at three rates (a slow model, a fast one, a burst) and counts
-// the log's DynamoDB writes: at most one per 100 ms or per 20 events, so
-// about 10 a second until the events come faster than 200 a second.
+// the log's DynamoDB writes: one when the events fill just under 1 KB
+// (job.BatchFill) or the oldest has waited 400 ms, so 2.5 a second until
+// the events pass about 2 KB a second, then one per KB of events.
 func BenchmarkLogWrites(b *testing.B) {
 	for _, every := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond, time.Millisecond} {
 		b.Run(fmt.Sprintf("event_every_%s", every), func(b *testing.B) {
