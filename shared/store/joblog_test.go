@@ -38,15 +38,8 @@ func seqs(recs []job.Record) []int64 {
 // expired leases.
 func TestLoggedGeneration(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, now := newLogChat(t)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
 		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
@@ -286,15 +279,8 @@ func TestLogSlots(t *testing.T) {
 // log holds first and reserves up to reserved.
 func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chats, *store.Jobs, chat.Chat, chat.Generation, time.Time) {
 	t.Helper()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, now := newLogChat(t)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: reserved}}
 	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
 	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
@@ -302,4 +288,17 @@ func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chat
 		t.Fatal(err)
 	}
 	return s, jobs, c, g, now
+}
+
+// newLogChat is a fresh store's chats and jobs, with one chat in it.
+func newLogChat(t *testing.T) (*store.Chats, *store.Jobs, chat.Chat, time.Time) {
+	t.Helper()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	now := time.Now().UTC()
+	c := newChat("u1", now)
+	if err := s.CreateChat(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return s, store.NewJobs(db.DB, db.Data()), c, now
 }
