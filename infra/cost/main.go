@@ -41,7 +41,15 @@ import (
 func main() {
 	out := flag.String("out", "docs/cost.md", "file to write the report to (empty: print only)")
 	tmpl := flag.String("template", "template.yaml", "the SAM template")
+	dynamoOnly := flag.Bool("dynamodb", false, "measure only the DynamoDB capacity of each unit of work, in process (a minute or two), split by kind of call; print it and write nothing")
 	flag.Parse()
+	if *dynamoOnly {
+		if err := printCapacity(context.Background(), measure.Default); err != nil {
+			fmt.Fprintln(os.Stderr, "cost:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), *tmpl, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "cost:", err)
 		os.Exit(1)
@@ -80,6 +88,22 @@ func run(ctx context.Context, tmplPath, out string) error {
 		"from usage measured offline (docs/decisions.md, \"Cost model\", says how) at the dated prices below. " +
 		"Do not edit: run `make cost` again.\n\n```\n" + b.String() + "```\n"
 	return os.WriteFile(out, []byte(doc), 0o644)
+}
+
+// printCapacity is -dynamodb: w's DynamoDB capacity per unit of work,
+// measured in process, with its split by kind of call.
+func printCapacity(ctx context.Context, w measure.Workload) error {
+	capacity, err := measure.MeasureCapacity(ctx, w)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, kind := range []string{measure.KindShort, measure.KindLong, measure.KindRun, measure.KindSweep, measure.KindFire} {
+		b.WriteString("  " + kind + ":\n")
+		costmodel.WriteDynamoDB(&b, capacity[kind])
+	}
+	fmt.Print(b.String())
+	return nil
 }
 
 // emulate runs infra/lambdart's TestCostWorkload, which writes its

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"regexp"
@@ -174,8 +175,8 @@ func TestReportOfTinyWorkload(t *testing.T) {
 	if len(r.Work) != 3 {
 		t.Fatalf("%d kinds of work, want short and long replies and workflow steps", len(r.Work))
 	}
-	short := check("per 1,000 replies (short reply", scale(unitCost(r.Work[0].Usage), 1000))
-	long := check("per 1,000 replies (long reply", scale(unitCost(r.Work[1].Usage), 1000))
+	short := check(fmt.Sprintf("per 1,000 replies, %s write units per reply (short reply", trimUnits(r.Work[0].Usage.DynamoDB.WriteUnits)), scale(unitCost(r.Work[0].Usage), 1000))
+	long := check(fmt.Sprintf("per 1,000 replies, %s write units per reply (long reply", trimUnits(r.Work[1].Usage.DynamoDB.WriteUnits)), scale(unitCost(r.Work[1].Usage), 1000))
 	check("per 1,000 workflow steps", scale(unitCost(r.Work[2].Usage), 1000/float64(measure.Tiny.Steps)))
 	idle := scale(unitCost(r.Idle.Sweep), r.Idle.SweepsPerMonth)
 	idle["alarms"] = float64(facts.alarmMetrics) * p.AlarmMetricMonth
@@ -214,4 +215,10 @@ func TestReportOfTinyWorkload(t *testing.T) {
 			t.Errorf("the memory section lacks %s's measured peak", m.Function)
 		}
 	}
+}
+
+// trimUnits formats write units as the report does: up to three
+// decimals, no trailing zeros.
+func trimUnits(x float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", x), "0"), ".")
 }

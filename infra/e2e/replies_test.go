@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/tmaxmax/go-sse"
+
+	"github.com/workflowchat/service/infra/dynamolocal"
 )
 
 // openResume opens GET .../messages/stream on chatID after the event
@@ -42,6 +45,19 @@ func (c *client) openResume(ctx context.Context, chatID, lastID string, viaQuery
 		c.t.Fatalf("resume: %v", err)
 	}
 	return resp
+}
+
+// sessionToken is the session cookie c signed in with, to sign in another
+// client (withCookie) on another server of the same store.
+func (c *client) sessionToken() string {
+	c.t.Helper()
+	for _, ck := range c.http.Jar.Cookies(mustURL(c.t, c.base)) {
+		if ck.Name == "session_token" {
+			return ck.Value
+		}
+	}
+	c.t.Fatalf("no session cookie for %s", c.base)
+	return ""
 }
 
 // resume reads a resumed stream to its end (see openResume).
@@ -309,12 +325,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	srv := startServer(t, env...)
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "resume.crash@example.com")
-	var token string
-	for _, ck := range c.http.Jar.Cookies(mustURL(t, srv.API)) {
-		if ck.Name == "session_token" {
-			token = ck.Value
-		}
-	}
+	token := c.sessionToken()
 	ch := newChat(t, c, map[string]any{})
 	resp, next, stop := startCount(t, context.Background(), c, ch.ID, userID, 200)
 	var seen []streamEvent
@@ -462,4 +473,105 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestResumeFromSecondServer streams "count to 200 slowly" from one dev
+// server and, while it runs, resumes it from a second dev server on the
+// same store (DYNAMODB_ENDPOINT: one embedded engine serving both, as
+// Lambda instances share DynamoDB): the resumed events join the ones the
+// first connection got with none missing or repeated, both connections
+// end completed, and the saved message is exactly the text streamed. How
+// far the follower on the second server lags the generator on the first
+// (the arrival of each event on both connections) is logged, not
+// asserted: the writer waits at most job.MaxDelay before writing, a
+// follower at most 150 ms between reads.
+func TestResumeFromSecondServer(t *testing.T) {
+	t.Parallel()
+	eng, err := dynamolocal.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	env := []string{"DYNAMODB_ENDPOINT=" + eng.URL}
+	srv1, srv2 := startServer(t, env...), startServer(t, env...)
+	c := newClient(t, srv1.API)
+	userID := signUpChatUser(t, c, "resume.second@example.com")
+	token := c.sessionToken()
+	ch := newChat(t, c, map[string]any{})
+	resp, next, stop := startCount(t, context.Background(), c, ch.ID, userID, 200)
+	defer resp.Body.Close()
+	defer stop()
+	var seen []streamEvent
+	for e, err, ok := next(); ok && err == nil; e, err, ok = next() {
+		seen = append(seen, e)
+		if len(seen) == 21 { // start and 20 numbers
+			break
+		}
+	}
+	if len(seen) != 21 {
+		t.Fatalf("first events: %+v", seen)
+	}
+	id := seen[0].MessageID
+
+	// The rest of the first connection, with each event's arrival.
+	var mu sync.Mutex
+	arrived := map[string]time.Time{}
+	var rest []streamEvent
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		for e, err, ok := next(); ok && err == nil; e, err, ok = next() {
+			mu.Lock()
+			arrived[e.ID] = time.Now()
+			rest = append(rest, e)
+			mu.Unlock()
+		}
+	}()
+	defer func() { resp.Body.Close(); <-firstDone }() // before stop, on every path
+
+	c2 := withCookie(t, srv2.API, token)
+	r2 := c2.openResume(context.Background(), ch.ID, seen[len(seen)-1].ID, false)
+	if r2.StatusCode != 200 {
+		b, _ := io.ReadAll(r2.Body)
+		t.Fatalf("resume on the second server: %d %s", r2.StatusCode, b)
+	}
+	var resumed []streamEvent
+	var lags []time.Duration
+	for e, err := range readEvents(t, r2.Body) {
+		if err != nil {
+			t.Fatalf("resumed stream: %v", err)
+		}
+		now := time.Now()
+		resumed = append(resumed, e)
+		mu.Lock()
+		if at, ok := arrived[e.ID]; ok {
+			lags = append(lags, now.Sub(at))
+		}
+		mu.Unlock()
+	}
+	r2.Body.Close()
+	<-firstDone
+
+	content := checkSequence(t, id, len(seen)+1, resumed)
+	if n := len(resumed); n == 0 || resumed[n-1].Type != "end" || resumed[n-1].Reason != "completed" {
+		t.Fatalf("resumed events end with %+v, want end completed", resumed[max(n-1, 0):])
+	}
+	if n := len(rest); n == 0 || rest[n-1].Type != "end" || rest[n-1].Reason != "completed" {
+		t.Fatalf("the first connection ends with %+v, want end completed", rest[max(n-1, 0):])
+	}
+	first := checkSequence(t, id, 1, seen)
+	if got := first + content; got != counted(200) {
+		t.Errorf("streamed text %q, want %q", got, counted(200))
+	}
+	for _, cl := range []*client{c, c2} {
+		msgs := getMessages(t, cl, ch.ID)
+		if len(msgs) != 2 || msgs[1].Status != "completed" || msgs[1].Content != counted(200) {
+			t.Errorf("saved %+v, want the reply completed with the 200 numbers", msgs)
+		}
+	}
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		t.Logf("the follower on the second server lagged the first connection by p50 %v, max %v over %d events",
+			lags[len(lags)/2], lags[len(lags)-1], len(lags))
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/infra/cost/measure"
 	"github.com/workflowchat/service/infra/latency"
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/auth"
@@ -28,6 +29,7 @@ type fixture struct {
 	cfg     config.Config
 	stack   *local.Stack
 	counter *store.CallCounter
+	meter   *store.CapacityMeter
 	cookie  string
 	userID  string
 	chatID  string
@@ -51,8 +53,8 @@ func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture
 	if err != nil {
 		tb.Fatal(err)
 	}
-	counter := &store.CallCounter{}
-	s, err := local.New(context.Background(), cfg, local.Options{Now: now, Counter: counter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler)})
+	counter, meter := &store.CallCounter{}, &store.CapacityMeter{}
+	s, err := local.New(context.Background(), cfg, local.Options{Now: now, Counter: counter, Capacity: meter, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		tb.Fatal(err)
 	}
-	f := &fixture{cfg: cfg, stack: s, counter: counter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
+	f := &fixture{cfg: cfg, stack: s, counter: counter, meter: meter, cookie: c.Name + "=" + c.Value, userID: body.Data.User.ID}
 	rec = httptest.NewRecorder()
 	s.API.ServeHTTP(rec, f.request("POST", "/api/chats", `{"title":"bench"}`))
 	var created struct{ Data struct{ ID string } }
@@ -179,16 +181,18 @@ func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
 }
 
 // TestDynamoDBCallBudgetStreamedToolResult holds a streamed reply that
-// calls json_query to its DynamoDB calls, for tool results up to
-// chat.ValueBound (the 32 KiB kept inline): the 6 of a streamed reply
-// (session, rate limit, conversation Query, the start transaction with the
-// user message, the lease and the log's first batch, the usage of the
-// model call, the end transaction with the reply), the tool gate's policy
-// read and the second model turn's usage: 8, whatever the result's size.
-// The clock stands still, so the event log's writer never flushes on its
-// 100 ms delay or its heartbeat: what the log writes in between follows
-// the reply's duration (BenchmarkReplyWrites), and here the reply has
-// fewer events than a batch, so its events ride the start and the end.
+// calls json_query to its DynamoDB calls and write units, for tool results
+// up to chat.ValueBound (the 32 KiB kept inline): the 6 of a streamed
+// reply (session, rate limit, conversation Query, the start transaction
+// with the user message, the reply, the chat's lease and the log's head,
+// the usage of the model call, the end transaction with the reply, the
+// log's last events and the chat), the tool gate's policy read and the
+// second model turn's usage: 8, plus one PutItem per write of the log
+// that its events fill (job.BatchFill: a result larger than that is
+// written as it comes, once, instead of twice in the end's transaction).
+// The clock stands still, so the event log's writer never writes on its
+// delay or its heartbeat: what it writes does not depend on the machine's
+// speed.
 func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 	at := time.Now()
 	f := newFixtureAt(t, func() time.Time { return at })
@@ -198,17 +202,29 @@ func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 		return string(b)
 	}
 	x := func(n int) string { return `"x" * ` + strconv.Itoa(n-len(`{"result":""}`)) }
-	for _, size := range []int{100, 16 << 10, chat.ValueBound} {
+	for _, tt := range []struct {
+		size       int
+		calls      int64
+		writeUnits float64
+	}{
+		{100, 8, 29},
+		{16 << 10, 12, 127},
+		{chat.ValueBound, 13, 224},
+	} {
 		f.counter.Reset()
+		f.meter.Reset()
 		rec := httptest.NewRecorder()
-		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats/"+f.chatID+"/messages/stream", stream(x(size))))
-		calls := f.counter.Count()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats/"+f.chatID+"/messages/stream", stream(x(tt.size))))
+		calls, units := f.counter.Count(), f.meter.Snapshot().WriteUnits
 		body := rec.Body.String()
 		if rec.Code != 200 || !strings.Contains(body, `"type":"tool_result"`) || !strings.Contains(body, `"reason":"completed"`) || strings.Contains(body, `"truncated"`) {
-			t.Fatalf("%d-byte tool result: %d %.500s", size, rec.Code, body)
+			t.Fatalf("%d-byte tool result: %d %.500s", tt.size, rec.Code, body)
 		}
-		if calls != 8 {
-			t.Errorf("stream with a %d-byte tool result: %d DynamoDB calls, want 8", size, calls)
+		if calls != tt.calls || units != tt.writeUnits {
+			t.Errorf("stream with a %d-byte tool result: %d DynamoDB calls and %v write units, want %d and %v", tt.size, calls, units, tt.calls, tt.writeUnits)
+			for k, c := range f.meter.ByKind() {
+				t.Logf("  %s: %d calls, %v write units", k, c.Calls(), c.WriteUnits)
+			}
 		}
 	}
 }
@@ -328,8 +344,9 @@ func (f *fixture) streamReply(tb testing.TB, srv *httptest.Server, n int) string
 // slowly" (N content events, 100 ms apart) to their end over loopback
 // HTTP and counts the DynamoDB calls of each whole request: the session
 // read, the rate limit, the conversation Query, the start transaction,
-// then the event log's writes and the end. The log's writes follow the
-// reply's duration (at most one per 100 ms), not its number of events.
+// then the event log's writes and the end, and their write units. The
+// log's writes follow the reply's duration (at most one per 400 ms) or its
+// bytes (one per job.BatchFill), whichever comes first.
 func BenchmarkReplyWrites(b *testing.B) {
 	for _, n := range []int{10, 50, 200} {
 		b.Run("count_to_"+strconv.Itoa(n), func(b *testing.B) {
@@ -337,12 +354,16 @@ func BenchmarkReplyWrites(b *testing.B) {
 			srv := httptest.NewServer(f.stack.API)
 			defer srv.Close()
 			var calls int64
+			var units float64
 			for b.Loop() {
 				f.counter.Reset()
+				f.meter.Reset()
 				f.streamReply(b, srv, n)
 				calls += f.counter.Count()
+				units += f.meter.Snapshot().WriteUnits
 			}
 			b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/op")
+			b.ReportMetric(units/float64(b.N), "ddbwriteunits/op")
 			b.ReportMetric(float64(n+2), "events/op")
 			b.ReportMetric(float64(calls)/float64(b.N)/(float64(n)/10), "ddbcalls/streamed-s")
 		})
@@ -484,3 +505,56 @@ func BenchmarkApplyProposal(b *testing.B) {
 // http.DefaultTransport, which breaks a request of a parallel test that is
 // about to reuse one of its connections.
 var httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
+// replyBudget is a streamed reply of the stand-in model (make cost's) and
+// the DynamoDB calls and write units it may cost.
+type replyBudget struct {
+	name, model string
+	tokens      int
+	calls       int64
+	writeUnits  float64
+}
+
+// TestDynamoDBReplyBudget holds make cost's two streamed replies (150
+// and 1,200 tokens of the stand-in model, here as fast as it streams) to
+// their DynamoDB calls and write units, as the embedded engine reports
+// them (ReturnConsumedCapacity, DynamoDB's rules). The clock stands
+// still, so the event log writes only when its events fill a write
+// (job.BatchFill): at make cost's pace (60 tokens a second, a write at
+// most every 500 ms) the same writes happen, plus one lease renewal every
+// 15 s. The calls: the session, the rate limit, the conversation Query,
+// the start transaction (user message, reply, chat, the log's head and
+// first event), one PutItem per filled write of the log, the usage of the
+// model call, the end transaction (reply, chat, the log's head and last
+// events).
+func TestDynamoDBReplyBudget(t *testing.T) {
+	w := measure.Workload{Short: 150, Long: 1200, Pace: measure.Pace{TokensPerSecond: 1e6}}
+	model := measure.StartModel(w)
+	defer model.Close()
+	at := time.Now()
+	var env []string
+	for k, v := range measure.Env(model.URL) {
+		env = append(env, k, v)
+	}
+	f := newFixtureAt(t, func() time.Time { return at }, env...)
+	for _, tt := range []replyBudget{
+		{"short reply", measure.ShortModel, w.Short, 12, 36},
+		{"long reply", measure.LongModel, w.Long, 58, 88},
+	} {
+		f.counter.Reset()
+		f.meter.Reset()
+		body, _ := json.Marshal(map[string]string{"content": "Answer at the length you were made for.", "modelId": "openai/" + tt.model, "userId": f.userID})
+		rec := httptest.NewRecorder()
+		f.stack.API.ServeHTTP(rec, f.request("POST", "/api/chats/"+f.chatID+"/messages/stream", string(body)))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"reason":"completed"`) {
+			t.Fatalf("%s: %d %.500s", tt.name, rec.Code, rec.Body)
+		}
+		got := f.meter.Snapshot()
+		if calls := f.counter.Count(); calls != tt.calls || got.WriteUnits != tt.writeUnits {
+			t.Errorf("%s: %d DynamoDB calls and %v write units, want %d and %v", tt.name, calls, got.WriteUnits, tt.calls, tt.writeUnits)
+			for k, c := range f.meter.ByKind() {
+				t.Logf("  %s: %d calls, %v write units", k, c.Calls(), c.WriteUnits)
+			}
+		}
+	}
+}

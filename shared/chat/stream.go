@@ -61,8 +61,9 @@ type Turn struct {
 	// Decision the user's); its events follow the log's event FirstSeq-1.
 	Continue *Pending
 	Decision string
-	// FirstSeq is the seq of the first event after start (2 for a new
-	// reply), and Reserved the highest id its log reserved (job.Lease).
+	// FirstSeq is the seq of the first event the reply logs (1 for a new
+	// reply: its start, written with the first events that follow it),
+	// and Reserved the highest id its log reserved (job.Lease).
 	FirstSeq, Reserved int64
 	// Held is the budget reservation of a new reply's first model call,
 	// made before the stream started.
@@ -135,17 +136,15 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	// The reply sorts right after its user message.
 	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: req.ModelID, ReplyTo: user.ID,
 		Status: StatusStreaming, CreatedAt: user.CreatedAt.Add(time.Microsecond)}
-	start, err := json.Marshal(Event{Type: EventStart, MessageID: gen.ID})
-	if err != nil {
-		s.usage.Release(ctx, held)
-		return nil, errs.Wrap(op, err)
-	}
-	if err := s.store.StartLoggedGeneration(ctx, c, gen, job.Chain(0, 1, start), user, reply); err != nil {
+	// The log starts empty: its start event goes with the first write of
+	// the events after it (RunStream), out of this transaction, which
+	// would double its cost.
+	if err := s.store.StartLoggedGeneration(ctx, c, gen, nil, user, reply); err != nil {
 		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
 	return &Turn{Chat: c, History: history, User: user, Attachments: atts, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
-		FirstSeq: 2, Reserved: gen.Lease.Reserved, Held: held}, nil
+		FirstSeq: 1, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
 // Detach returns the context a reply is generated in: ctx's values
@@ -177,15 +176,22 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Message, error) {
 	ctx, span := tracing.StartJob(ctx, "reply", t.ReplyID)
 	defer span.End()
-	if t.Continue == nil {
-		live(Event{Type: EventStart, MessageID: t.ReplyID, ID: eventID(t.ReplyID, 1)})
-	}
 	genCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ref := replyRef(t.Chat.ID, t.ReplyID)
-	w := job.NewWriter(ctx, max(t.FirstSeq, 2), t.Reserved, func(ctx context.Context, recs []job.Record, l job.Lease) error {
+	w := job.NewWriter(ctx, max(t.FirstSeq, 1), t.Reserved, func(ctx context.Context, recs []job.Record, l job.Lease) error {
 		return s.jobs.Append(ctx, ref, recs, l)
 	}, job.Options{Lease: s.lease, Now: s.now})
+	if t.Continue == nil && t.FirstSeq <= 1 {
+		start := Event{Type: EventStart, MessageID: t.ReplyID}
+		data, err := json.Marshal(start)
+		if err != nil {
+			_, _, _ = w.Close()
+			return Message{}, errs.Wrap("chat.RunStream", err)
+		}
+		start.ID = eventID(t.ReplyID, w.Add(data))
+		live(start)
+	}
 	go func() {
 		select {
 		case <-w.Done():

@@ -109,39 +109,56 @@ func Chain(prev, first int64, data ...json.RawMessage) []Record {
 	return out
 }
 
-// Lease is what each write of a job's log renews: the time until which
-// the job's process holds it, and the highest event id it may hand out
-// before its next write.
+// Lease is what a write of a job's log carries besides its events: the
+// event they follow (Last: the last one written before them), the highest
+// event id the job's process may hand out before its next write
+// (Reserved), and, when the write renews the job's lease, the time until
+// which the process holds it (Until; zero when this write does not renew
+// it).
 type Lease struct {
 	Until    time.Time
 	Reserved int64
+	Last     int64
 }
 
-// Appender writes recs, which follow the last written event, and renews
-// the job's lease to l, in one conditional write; with no recs it only
-// renews the lease. Its errors end the Writer: the condition's failure
-// tells the job to stop (a stop was requested, or it is no longer active
-// because the sweeper ended it).
+// Appender writes recs, which follow event l.Last, in one conditional
+// write that fails when the job must stop; with l.Until set it also
+// renews the job's lease, and with no recs and no renewal it is a
+// heartbeat: a write that carries no event but still fails when the job
+// must stop. Its errors end the Writer: the condition's failure tells the
+// job to stop (a stop was requested, or it is no longer active because
+// the sweeper ended it).
 type Appender func(ctx context.Context, recs []Record, l Lease) error
 
 // Limits of a Writer.
 const (
 	// MaxBatch is the most events one write carries.
-	MaxBatch = 20
-	// MaxDelay is the longest an event waits before it is written.
-	MaxDelay = 100 * time.Millisecond
+	MaxBatch = 64
+	// BatchFill is the JSON of events one write carries, at most (a
+	// larger event goes alone): with the log item's keys and attributes
+	// it stays under DynamoDB's 1 KB write unit. A write is due as soon
+	// as the pending events fill it.
+	BatchFill = 780
+	// MaxDelay is the longest an event waits before it is written: with a
+	// follower's pause between two reads (at most 150 ms, FollowOptions)
+	// a follower lags the job by well under a second. At a model's pace
+	// (60 tokens a second) the events fill a write (BatchFill) sooner.
+	MaxDelay = 400 * time.Millisecond
 	// Heartbeat is the longest a Writer stays without writing: a silent
-	// job still renews its lease and learns of a stop request within it.
+	// job still learns of a stop request within it.
 	Heartbeat = time.Second
-	// LeaseTime is how far ahead each write renews the lease.
+	// LeaseTime is how far ahead a renewal moves the lease; a Writer
+	// renews it when half of it has passed since the last renewal, so a
+	// live job's lease never has less than half of it left.
 	LeaseTime = 30 * time.Second
 	// Window is how many ids past the last written event a Writer may
-	// hand out: each write reserves them in the log head. An Add beyond
-	// the reservation waits for the next write (storage slower than the
+	// hand out: each write reserves them in the log. An Add beyond the
+	// reservation waits for the next write (storage slower than the
 	// producer slows the producer down).
 	Window = 200
-	// MaxBatchBytes bounds the JSON of one write's events, below the 400
-	// KB of a DynamoDB item.
+	// MaxBatchBytes bounds the JSON of the events of one item of a log,
+	// below the 400 KB of a DynamoDB item: what a job's end writes is cut
+	// to it.
 	MaxBatchBytes = 300 << 10
 	// MaxPendingBytes bounds the JSON of the events waiting to be
 	// written: an Add past it waits for a write, as past the
@@ -153,6 +170,7 @@ const (
 // Options tune a Writer; zero values take the constants above.
 type Options struct {
 	MaxBatch  int
+	Fill      int
 	MaxDelay  time.Duration
 	Heartbeat time.Duration
 	Lease     time.Duration
@@ -163,6 +181,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = MaxBatch
+	}
+	if o.Fill <= 0 {
+		o.Fill = BatchFill
 	}
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = MaxDelay
@@ -189,11 +210,14 @@ func (o Options) Reservation(last int64) int64 {
 }
 
 // Writer batches events into an Appender from its own goroutine, so that
-// adding an event does not wait for storage: a write happens when MaxBatch
-// events wait, when the oldest has waited MaxDelay, or after Heartbeat of
-// silence (a lease renewal). Each write reserves the next Window ids; Add
-// waits while the reservation is used up. The first failed write ends it:
-// Done is closed and Err returns the error.
+// adding an event does not wait for storage: a write happens when the
+// waiting events fill a write (MaxBatch events or BatchFill bytes), when
+// the oldest has waited MaxDelay, or after Heartbeat of silence (a
+// heartbeat). Each write carries only the events new since the last one,
+// and reserves the next Window ids; Add waits while the reservation is
+// used up. The write after half of the lease has passed since the last
+// renewal (the job's start counts as one) renews it. The first failed
+// write ends it: Done is closed and Err returns the error.
 type Writer struct {
 	app  Appender
 	o    Options
@@ -207,10 +231,11 @@ type Writer struct {
 	moved    *sync.Cond // broadcast when written, reserved or err change, or on close
 	next     int64      // the sequence number of the next event
 	pending  []Record
-	size     int       // the bytes of the pending events' data
-	oldest   time.Time // when the oldest pending event was added
-	written  int64     // the last written sequence number
-	reserved int64     // the highest id Add may hand out
+	size     int         // the bytes of the pending events' data
+	added    []time.Time // when each pending event was added
+	written  int64       // the last written sequence number
+	reserved int64       // the highest id Add may hand out
+	renewed  time.Time   // when the lease was last renewed
 	closed   bool
 	err      error
 }
@@ -221,7 +246,7 @@ type Writer struct {
 // see Options.Reservation). ctx bounds every write.
 func NewWriter(ctx context.Context, next, reserved int64, app Appender, o Options) *Writer {
 	o.defaults()
-	w := &Writer{app: app, o: o, ctx: ctx, next: next, written: next - 1, reserved: max(reserved, next-1),
+	w := &Writer{app: app, o: o, ctx: ctx, next: next, written: next - 1, reserved: max(reserved, next-1), renewed: o.Now(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), dead: make(chan struct{})}
 	w.moved = sync.NewCond(&w.mu)
 	go w.loop()
@@ -240,9 +265,7 @@ func (w *Writer) Add(data json.RawMessage) int64 {
 	}
 	seq := w.next
 	w.next++
-	if len(w.pending) == 0 {
-		w.oldest = w.o.Now()
-	}
+	w.added = append(w.added, w.o.Now())
 	w.pending = append(w.pending, Record{Seq: seq, Prev: seq - 1, Data: data})
 	w.size += len(data)
 	w.mu.Unlock()
@@ -254,6 +277,11 @@ func (w *Writer) Add(data json.RawMessage) int64 {
 // reservation is used up, or the pending events hold MaxPendingBytes.
 func (w *Writer) starvedLocked() bool {
 	return w.next > w.reserved || w.size >= MaxPendingBytes
+}
+
+// fullLocked reports whether the pending events fill a write.
+func (w *Writer) fullLocked() bool {
+	return len(w.pending) >= w.o.MaxBatch || w.size >= w.o.Fill
 }
 
 func (w *Writer) kickLocked() {
@@ -294,7 +322,7 @@ func (w *Writer) Close() (pending []Record, next int64, err error) {
 	defer w.mu.Unlock()
 	w.closed = true
 	w.moved.Broadcast()
-	pending, w.pending, w.size = w.pending, nil, 0
+	pending, w.pending, w.added, w.size = w.pending, nil, nil, 0
 	return pending, w.next, w.err
 }
 
@@ -312,17 +340,22 @@ func (w *Writer) loop() {
 		}
 		now := w.o.Now()
 		w.mu.Lock()
-		n, oldest := len(w.pending), w.oldest
-		starved := w.starvedLocked() // an Add waits for a write
+		n, oldest := len(w.pending), w.oldestLocked()
+		due := w.starvedLocked() || w.fullLocked() // an Add waits for a write, or a write is full
 		w.mu.Unlock()
 		var wait time.Duration
 		switch {
-		case starved, n >= w.o.MaxBatch, n > 0 && now.Sub(oldest) >= w.o.MaxDelay, now.Sub(last) >= w.o.Heartbeat:
+		case due, n > 0 && now.Sub(oldest) >= w.o.MaxDelay, now.Sub(last) >= w.o.Heartbeat:
 			if !w.flush() {
 				return
 			}
 			last = w.o.Now()
 			wait = w.o.Heartbeat
+			w.mu.Lock()
+			if len(w.pending) > 0 { // what did not fill a write waits for its delay
+				wait = min(wait, w.o.MaxDelay-last.Sub(w.oldestLocked()))
+			}
+			w.mu.Unlock()
 		case n > 0:
 			wait = w.o.MaxDelay - now.Sub(oldest)
 		default:
@@ -338,26 +371,48 @@ func (w *Writer) loop() {
 	}
 }
 
-// flush writes the pending events, at most MaxBatch and MaxBatchBytes at a
-// time (a lone larger event goes alone), each write extending the
-// reservation, and reports whether it worked.
+// oldestLocked is when the oldest pending event was added.
+func (w *Writer) oldestLocked() time.Time {
+	if len(w.added) == 0 {
+		return time.Time{}
+	}
+	return w.added[0]
+}
+
+// flush writes the pending events, in writes of at most MaxBatch events
+// and Fill bytes (a lone larger event goes alone), each extending the
+// reservation, and reports whether it worked. It makes one write (with no
+// events when none wait: a heartbeat), then more while what waits fills a
+// write, holds an event that waited MaxDelay, or starves an Add; the rest
+// waits for the next. A write renews the lease when half of it has passed
+// since the last renewal.
 func (w *Writer) flush() bool {
-	for {
+	for first := true; ; first = false {
 		w.mu.Lock()
 		batch, size := 0, 0
 		for batch < len(w.pending) && batch < w.o.MaxBatch {
 			size += len(w.pending[batch].Data)
-			if batch > 0 && size > MaxBatchBytes {
+			if batch > 0 && size > w.o.Fill {
 				break
 			}
 			batch++
+		}
+		now := w.o.Now()
+		full := batch < len(w.pending) || batch == w.o.MaxBatch || size >= w.o.Fill
+		old := batch > 0 && now.Sub(w.oldestLocked()) >= w.o.MaxDelay
+		if !first && (batch == 0 || !full && !old && !w.starvedLocked()) {
+			w.mu.Unlock()
+			return true
 		}
 		recs := append([]Record(nil), w.pending[:batch]...)
 		last := w.written
 		if batch > 0 {
 			last = recs[batch-1].Seq
 		}
-		l := Lease{Until: w.o.Now().Add(w.o.Lease), Reserved: last + w.o.Window}
+		l := Lease{Reserved: last + w.o.Window, Last: w.written}
+		if now.Sub(w.renewed) >= w.o.Lease/2 {
+			l.Until = now.Add(w.o.Lease)
+		}
 		w.mu.Unlock()
 		err := w.app(w.ctx, recs, l)
 		w.mu.Lock()
@@ -368,20 +423,16 @@ func (w *Writer) flush() bool {
 			close(w.dead)
 			return false
 		}
+		if !l.Until.IsZero() {
+			w.renewed = now
+		}
 		for _, r := range w.pending[:batch] {
 			w.size -= len(r.Data)
 		}
-		w.pending = w.pending[batch:]
-		if len(w.pending) > 0 {
-			w.oldest = w.o.Now()
-		}
+		w.pending, w.added = w.pending[batch:], w.added[batch:]
 		w.written, w.reserved = last, max(w.reserved, l.Reserved)
 		w.moved.Broadcast()
-		more := len(w.pending) >= w.o.MaxBatch || w.size >= MaxBatchBytes
 		w.mu.Unlock()
-		if !more {
-			return true
-		}
 	}
 }
 
@@ -393,7 +444,7 @@ type Reader func(ctx context.Context, after int64) (recs []Record, active bool, 
 // FollowOptions tune Follow; zero values take the defaults.
 type FollowOptions struct {
 	// MinWait and MaxWait bound the pause between two reads that found
-	// nothing new (it doubles from MinWait up to MaxWait): 25 ms, 250 ms.
+	// nothing new (it doubles from MinWait up to MaxWait): 25 ms, 150 ms.
 	MinWait, MaxWait time.Duration
 	// IsLast reports whether rec is the log's last event.
 	IsLast func(Record) bool
@@ -412,7 +463,7 @@ func Follow(ctx context.Context, read Reader, after int64, o FollowOptions, yiel
 		o.MinWait = 25 * time.Millisecond
 	}
 	if o.MaxWait <= 0 {
-		o.MaxWait = 250 * time.Millisecond
+		o.MaxWait = 150 * time.Millisecond
 	}
 	wait := o.MinWait
 	for {

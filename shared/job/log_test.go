@@ -92,7 +92,7 @@ func data(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`
 func TestWriterBatches(t *testing.T) {
 	t.Parallel()
 	b := &batches{}
-	w := job.NewWriter(context.Background(), 2, 1000, b.append, job.Options{MaxDelay: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	w := job.NewWriter(context.Background(), 2, 1000, b.append, job.Options{MaxBatch: 20, MaxDelay: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
 	for i := range 45 {
 		if seq := w.Add(data(i)); seq != int64(2+i) {
 			t.Fatalf("event %d numbered %d", i, seq)
@@ -109,7 +109,7 @@ func TestWriterBatches(t *testing.T) {
 			continue // a renewal
 		}
 		writes++
-		if len(batch) > job.MaxBatch {
+		if len(batch) > 20 {
 			t.Errorf("a write of %d events", len(batch))
 		}
 		for _, s := range batch {
@@ -377,4 +377,59 @@ func TestHeadClosing(t *testing.T) {
 			t.Errorf("%+v.Closing() = %d, want %d", tc.h, got, tc.want)
 		}
 	}
+}
+
+// TestWriterFillsWrites: events that fill a write (Fill bytes) are
+// written at once, without waiting for the delay, each write carrying
+// only what is new and at most Fill bytes; the rest waits for its delay.
+// The lease is renewed by the first write after half of it has passed
+// since the last renewal (the Writer's start counts as one), and only by
+// that one.
+func TestWriterFillsWrites(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	at := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	advance := func(d time.Duration) { mu.Lock(); at = at.Add(d); mu.Unlock() }
+	b := &batches{}
+	w := job.NewWriter(context.Background(), 1, 1000, b.append, job.Options{Fill: 300, MaxDelay: time.Hour, Heartbeat: time.Hour, Lease: time.Minute, Now: clock})
+	event := json.RawMessage(`{"n":"` + strings.Repeat("x", 92) + `"}`) // 100 bytes
+	for range 7 {
+		w.Add(event)
+	}
+	waitWritten := func(seq int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); w.Written() < seq; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("written %d, want %d (writes %v)", w.Written(), seq, b.snapshot())
+			}
+		}
+	}
+	waitWritten(6) // two full writes of 3; the seventh waits
+	advance(31 * time.Second)
+	for range 3 {
+		w.Add(event)
+	}
+	waitWritten(9)
+	pending, next, err := w.Close()
+	if err != nil || next != 11 || len(pending) != 1 || pending[0].Seq != 10 {
+		t.Fatalf("Close: %v pending, next %d, %v", seqs(pending), next, err)
+	}
+	got := b.snapshot()
+	if fmt.Sprint(got) != "[[1 2 3] [4 5 6] [7 8 9]]" {
+		t.Errorf("writes %v, want [[1 2 3] [4 5 6] [7 8 9]]", got)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.until) != 3 || !b.until[0].IsZero() || !b.until[1].IsZero() || !b.until[2].Equal(at.Add(time.Minute)) {
+		t.Errorf("renewals %v: want only the write after 31 s, to a minute ahead", b.until)
+	}
+}
+
+func seqs(recs []job.Record) []int64 {
+	var out []int64
+	for _, r := range recs {
+		out = append(out, r.Seq)
+	}
+	return out
 }

@@ -21,21 +21,9 @@ import (
 // read back whole and in order.
 func TestLargeReplyEnd(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, g, now := startedReply(t, records(1, 1), 201)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
-	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
-	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
-	if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
-		t.Fatal(err)
-	}
+	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
 	event := func(i int) json.RawMessage {
 		b, _ := json.Marshal(chat.Event{Type: chat.EventContent, Delta: strings.Repeat(string(rune('a'+i%26)), 100<<10)})
 		return b

@@ -159,8 +159,9 @@ func (c *CallCounter) register(stack *middleware.Stack) error {
 // call (a failed condition consumes capacity all the same): those are
 // counted apart.
 type CapacityMeter struct {
-	mu sync.Mutex
-	c  Capacity
+	mu     sync.Mutex
+	c      Capacity
+	byKind map[string]Capacity
 }
 
 // Capacity is what a CapacityMeter counted.
@@ -207,8 +208,9 @@ func (m *CapacityMeter) register(stack *middleware.Stack) error {
 			if s := rc.String(); s == "" || s == string(types.ReturnConsumedCapacityNone) {
 				rc.SetString(string(types.ReturnConsumedCapacityTotal))
 			}
+			op := awsmiddleware.GetOperationName(ctx)
 			out, md, err := next.HandleInitialize(ctx, in)
-			m.add(!readOps[awsmiddleware.GetOperationName(ctx)], out.Result, err)
+			m.add(CallKind(op, in.Parameters), !readOps[op], out.Result, err)
 			return out, md, err
 		}), middleware.After)
 }
@@ -222,9 +224,27 @@ func field(v any, name string) reflect.Value {
 	return p.Elem().FieldByName(name)
 }
 
-// add counts one item operation's answer: its ConsumedCapacity, one
-// entry or one per table.
-func (m *CapacityMeter) add(write bool, result any, err error) {
+// Reset sets every sum to zero.
+func (m *CapacityMeter) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.c, m.byKind = Capacity{}, nil
+}
+
+// ByKind returns the sums so far per kind of call (CallKind).
+func (m *CapacityMeter) ByKind() map[string]Capacity {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Capacity, len(m.byKind))
+	for k, c := range m.byKind {
+		out[k] = c
+	}
+	return out
+}
+
+// add counts one item operation's answer, of the given kind of call: its
+// ConsumedCapacity, one entry or one per table.
+func (m *CapacityMeter) add(kind string, write bool, result any, err error) {
 	var reported []types.ConsumedCapacity
 	switch c := field(result, "ConsumedCapacity"); {
 	case !c.IsValid():
@@ -235,22 +255,19 @@ func (m *CapacityMeter) add(write bool, result any, err error) {
 			reported = []types.ConsumedCapacity{*one}
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	var d Capacity
 	switch {
 	case err != nil && write:
-		m.c.FailedWrites++
-		return
+		d.FailedWrites++
 	case err != nil:
-		m.c.FailedReads++
-		return
+		d.FailedReads++
 	case write:
-		m.c.Writes++
+		d.Writes++
 	default:
-		m.c.Reads++
+		d.Reads++
 	}
-	if len(reported) == 0 {
-		m.c.Unreported++
+	if err == nil && len(reported) == 0 {
+		d.Unreported++
 	}
 	for _, c := range reported {
 		r, w := aws.ToFloat64(c.ReadCapacityUnits), aws.ToFloat64(c.WriteCapacityUnits)
@@ -261,10 +278,27 @@ func (m *CapacityMeter) add(write bool, result any, err error) {
 				r = aws.ToFloat64(c.CapacityUnits)
 			}
 		}
-		m.c.ReadUnits += r
-		m.c.WriteUnits += w
+		d.ReadUnits += r
+		d.WriteUnits += w
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.c = m.c.Add(d)
+	if m.byKind == nil {
+		m.byKind = map[string]Capacity{}
+	}
+	m.byKind[kind] = m.byKind[kind].Add(d)
 }
+
+// Add is c plus d.
+func (c Capacity) Add(d Capacity) Capacity {
+	return Capacity{ReadUnits: c.ReadUnits + d.ReadUnits, WriteUnits: c.WriteUnits + d.WriteUnits,
+		Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, FailedReads: c.FailedReads + d.FailedReads,
+		FailedWrites: c.FailedWrites + d.FailedWrites, Unreported: c.Unreported + d.Unreported}
+}
+
+// Calls is the number of calls c counts, failed ones included.
+func (c Capacity) Calls() int64 { return c.Reads + c.Writes + c.FailedReads + c.FailedWrites }
 
 // decodeAttr decodes the JSON attribute attr of the item with key pk/sk
 // into v. Stored JSON that does not decode is corruption: it fails with an

@@ -17,21 +17,34 @@ import (
 // Event logs of jobs (package job: a streamed reply, a workflow run),
 // in the item collection the job lives in (a reply in its chat's, CHAT#<chatId>;
 // a run in its own, RUN#<runId>):
-//   - STREAM#<id>#<last seq, 12 digits>: one batch of events (first, last,
-//     prev: the id before first, events as a JSON array), written at once;
-//   - STREAM#<id>#~: the head, which sorts after every batch: the job's
-//     kind, status, lastSeq, reserved (the highest id its process may
-//     have handed out), leaseUntil (Unix ms), stopRequested, target (the
-//     SK of the item the job produces) and, while the job is active,
-//     `active` and the sparse GSI1 keys ACTIVE#<shard> / <leaseUntil>,
-//     through which the sweeper finds expired leases with one Query per
-//     shard.
+//   - STREAM#<id>#<slot, 12 digits>: one write's events (first, last,
+//     prev, reserved, events as a JSON array), written once, at the slot
+//     after the event they follow (prev+1: the first event's id, unless
+//     an interruption skipped ids). Every write of events is one PutItem
+//     conditioned on its slot being free, so a write that is not the next
+//     one fails; the same slot holds, for a while, a heartbeat (type
+//     logbeat: a write of no events, which the next write replaces) or a
+//     stop (type logstop, put by a stop request: the writer's next write
+//     there fails, and the job's end replaces it);
+//   - STREAM#<id>#~: the head, which sorts after every slot: the job's
+//     kind, status, lastSeq (the last event of the writes that updated
+//     the head: the start, a renewal, the end; the slots hold the rest),
+//     reserved (the highest id its process may have handed out),
+//     leaseUntil (Unix ms), stopRequested, target (the SK of the item the
+//     job produces) and, while the job is active, `active` and the sparse
+//     GSI1 keys ACTIVE#<shard> / <leaseUntil>, through which the sweeper
+//     finds expired leases with one Query per shard.
 //
-// So one strongly consistent Query (SK from the batch after a sequence
-// number to the head) returns what follows that number and whether more
-// can come. Every item expires 24 h after its last write (expiresAt, the
-// table's TTL attribute, also checked on read; DynamoDB's TTL runs on the
-// wall clock, so these times are time.Now's, not an injected clock's).
+// So a write of events costs one write unit per KB of its own events,
+// whatever the log already holds; the head (and its index entry) is
+// written only when the job starts, renews its lease (job.Writer: when
+// half of it has passed), is asked to stop and ends. One strongly
+// consistent Query (SK from the slot that may hold the event after a
+// sequence number to the head) returns what follows that number and
+// whether more can come. Every item expires 24 h after its last write
+// (expiresAt, the table's TTL attribute, also checked on read; DynamoDB's
+// TTL runs on the wall clock, so these times are time.Now's, not an
+// injected clock's).
 const (
 	logPrefix      = "STREAM#"
 	logHeadSuffix  = "~"
@@ -42,9 +55,24 @@ const (
 	activeShards = 16
 	// LogRetention is how long a log is kept after its last write.
 	LogRetention = 24 * time.Hour
+	// The types of a log's slot items.
+	typeBatch = "log"
+	typeBeat  = "logbeat"
+	typeStop  = "logstop"
+	// readBack is how many ids before the one a read wants the slot that
+	// holds it may be: a write carries at most job.MaxBatch events, and
+	// an interrupted job's closing events, in the slot after its last
+	// written event, take ids after its reservation (at most job.Window
+	// ahead).
+	readBack = job.MaxBatch + job.Window + 1
+	// maxStopClaims bounds a stop request's tries at the slot after the
+	// log's last write (each lost try means the writer wrote meanwhile).
+	maxStopClaims = 20
 )
 
-func logSK(id string, last int64) string { return fmt.Sprintf("%s%s#%012d", logPrefix, id, last) }
+// logSK is the key of the slot of log id that holds the write after
+// event prev, slot prev+1.
+func logSK(id string, slot int64) string { return fmt.Sprintf("%s%s#%012d", logPrefix, id, slot) }
 func logHeadSK(id string) string         { return logPrefix + id + "#" + logHeadSuffix }
 func activeGSI(id string) string         { return activeGSIShard + strings.ToLower(id[:1]) }
 func leaseGSISK(t time.Time) string      { return t.UTC().Format(timeKey) }
@@ -67,19 +95,20 @@ type logHead struct {
 	ExpiresAt     int64  `dynamo:"expiresAt"`
 }
 
-// logBatch is one batch of events.
+// logBatch is the item of one slot: a write's events (type log), a
+// heartbeat (logbeat) or a stop (logstop), which carry no events.
 type logBatch struct {
 	PK, SK    string
 	Type      string `dynamo:"type"`
-	ID        string `dynamo:"id"`
-	First     int64  `dynamo:"first"`
-	Last      int64  `dynamo:"last"`
+	First     int64  `dynamo:"first,omitempty"`
+	Last      int64  `dynamo:"last,omitempty"`
 	Prev      int64  `dynamo:"prev"`
-	Events    string `dynamo:"events"` // JSON array of the events' JSON
+	Reserved  int64  `dynamo:"reserved,omitempty"`
+	Events    string `dynamo:"events,omitempty"` // JSON array of the events' JSON
 	ExpiresAt int64  `dynamo:"expiresAt"`
 }
 
-func newLogBatch(pk, id string, recs []job.Record, now time.Time) (logBatch, error) {
+func newLogBatch(pk, id string, recs []job.Record, reserved int64, now time.Time) (logBatch, error) {
 	data := make([]json.RawMessage, len(recs))
 	for i, r := range recs {
 		if r.Seq != recs[0].Seq+int64(i) {
@@ -95,8 +124,13 @@ func newLogBatch(pk, id string, recs []job.Record, now time.Time) (logBatch, err
 		return logBatch{}, err
 	}
 	last := recs[len(recs)-1].Seq
-	return logBatch{PK: pk, SK: logSK(id, last), Type: "log", ID: id, First: recs[0].Seq, Last: last, Prev: recs[0].Prev,
-		Events: string(b), ExpiresAt: now.Add(LogRetention).Unix()}, nil
+	return logBatch{PK: pk, SK: logSK(id, prevOf(recs)+1), Type: typeBatch, First: recs[0].Seq, Last: last, Prev: recs[0].Prev,
+		Reserved: max(reserved, last), Events: string(b), ExpiresAt: now.Add(LogRetention).Unix()}, nil
+}
+
+// newLogMark is the heartbeat or stop (typ) in the slot after event prev.
+func newLogMark(pk, id, typ string, prev, reserved int64, now time.Time) logBatch {
+	return logBatch{PK: pk, SK: logSK(id, prev+1), Type: typ, Prev: prev, Reserved: reserved, ExpiresAt: now.Add(LogRetention).Unix()}
 }
 
 func (b logBatch) records() ([]job.Record, error) {
@@ -113,6 +147,13 @@ func (b logBatch) records() ([]job.Record, error) {
 
 // prevOf returns the id recs follow in a log.
 func prevOf(recs []job.Record) int64 { return recs[0].Prev }
+
+// slotFree is the condition of a write into a slot that only a heartbeat
+// may hold; slotEndable of the job's end, which also replaces a stop.
+const (
+	slotFree    = "attribute_not_exists(PK) OR $ = ?"
+	slotEndable = "attribute_not_exists(PK) OR $ IN (?, ?)"
+)
 
 // eventLogs reads and writes the logs of one table.
 type eventLogs struct {
@@ -134,7 +175,7 @@ func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
 		Kind: s.Kind, ID: s.ID, Status: s.Status, Active: true, LeaseUntil: s.Lease.Until.UnixMilli(), Reserved: s.Lease.Reserved,
 		Target: s.Target, ExpiresAt: time.Now().Add(LogRetention).Unix()}
 	if len(s.First) > 0 {
-		b, err := newLogBatch(s.PK, s.ID, s.First, time.Now())
+		b, err := newLogBatch(s.PK, s.ID, s.First, s.Lease.Reserved, time.Now())
 		if err != nil {
 			return err
 		}
@@ -145,39 +186,51 @@ func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
 	return nil
 }
 
-// activeCond is the condition for writing to an active log whose last
-// event is the one given as its value, with no stop requested.
-const activeCond = "active = ? AND attribute_not_exists(stopRequested) AND lastSeq = ?"
+// activeCond is the condition for renewing the lease of an active log
+// with no stop requested.
+const activeCond = "active = ? AND attribute_not_exists(stopRequested)"
 
 // renew returns the update of log id's head that renews its lease to l
-// and, with recs, moves lastSeq to their last.
+// and, with recs, moves lastSeq to their last (else to ls.Last, when set).
 func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now time.Time) *dynamo.Update {
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
 		Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until)).Set("expiresAt", now.Add(LogRetention).Unix())
 	if ls.Reserved > 0 {
 		u.Set("reserved", ls.Reserved)
 	}
-	if len(recs) > 0 {
+	switch {
+	case len(recs) > 0:
 		u.Set("lastSeq", recs[len(recs)-1].Seq)
+	case ls.Last > 0:
+		u.Set("lastSeq", ls.Last)
 	}
 	return u
 }
 
-// append writes recs to log id under pk and renews its lease to ls, in
-// one transaction (one update with no recs) conditioned on the log being
-// active, no stop requested and recs following its last event. A failed
-// condition is Conflict STOP_REQUESTED or NOT_ACTIVE (job codes).
+// append writes recs to log id under pk, in the slot after the event they
+// follow, with one PutItem conditioned on the slot being free (a
+// heartbeat of the writer's may hold it); with no recs, a heartbeat in the
+// slot after ls.Last, on the same condition. When ls.Until is set, the
+// lease is renewed first, with one UpdateItem conditioned on the log being
+// active with no stop requested. So every write fails once a stop was
+// requested (the stop took the slot) or the job ended (its end took it):
+// Conflict STOP_REQUESTED or NOT_ACTIVE (job codes).
 func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
 	const op = "store.appendLog"
 	var err error
-	if len(recs) == 0 {
-		err = l.renew(pk, id, nil, ls, now).If("active = ? AND attribute_not_exists(stopRequested)", true).Run(ctx)
-	} else {
-		tx := l.db.WriteTx()
-		if berr := l.appendTx(tx, pk, id, recs, ls, now); berr != nil {
+	if !ls.Until.IsZero() {
+		err = l.renew(pk, id, nil, ls, now).If(activeCond, true).Run(ctx)
+	}
+	switch {
+	case err != nil:
+	case len(recs) > 0:
+		b, berr := newLogBatch(pk, id, recs, ls.Reserved, now)
+		if berr != nil {
 			return errs.Wrap(op, berr)
 		}
-		err = tx.Run(ctx)
+		err = l.table.Put(b).If(slotFree, "type", typeBeat).Run(ctx)
+	case ls.Until.IsZero():
+		err = l.table.Put(newLogMark(pk, id, typeBeat, ls.Last, ls.Reserved, now)).If(slotFree, "type", typeBeat).Run(ctx)
 	}
 	if isConditionFailure(err) {
 		return l.why(ctx, op, pk, id)
@@ -186,13 +239,39 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 }
 
 // appendTx adds to tx the write of recs (at least one) to log id under pk
-// and the renewal of its lease to ls, conditioned as append's.
+// and the renewal of its lease to ls, conditioned on the log being active
+// with no stop requested and on recs' slot being free. recs go in items
+// as the end's do (see end).
 func (l eventLogs) appendTx(tx *dynamo.WriteTx, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
-	b, err := newLogBatch(pk, id, recs, now)
-	if err != nil {
+	if err := l.putSlots(tx, pk, id, recs, ls.Reserved, slotFree, now); err != nil {
 		return err
 	}
-	tx.Put(l.table.Put(b)).Update(l.renew(pk, id, recs, ls, now).If(activeCond, true, prevOf(recs)))
+	tx.Update(l.renew(pk, id, recs, ls, now).If(activeCond, true))
+	return nil
+}
+
+// putSlots adds to tx the Puts of recs in items of at most job.MaxBatch
+// events and job.MaxBatchBytes of events (a larger event alone), each in
+// the slot after the event before it: the first conditioned on cond (the
+// slot free, a heartbeat allowed, and with slotEndable a stop), the
+// others on their slot being empty.
+func (l eventLogs) putSlots(tx *dynamo.WriteTx, pk, id string, recs []job.Record, reserved int64, cond string, now time.Time) error {
+	for i, part := range splitBySize(recs, job.MaxBatch, job.MaxBatchBytes) {
+		b, err := newLogBatch(pk, id, part, reserved, now)
+		if err != nil {
+			return err
+		}
+		put := l.table.Put(b)
+		switch {
+		case i > 0:
+			put.If("attribute_not_exists(PK)")
+		case cond == slotEndable:
+			put.If(cond, "type", typeBeat, typeStop)
+		default:
+			put.If(cond, "type", typeBeat)
+		}
+		tx.Put(put)
+	}
 	return nil
 }
 
@@ -214,6 +293,8 @@ func (l eventLogs) why(ctx context.Context, op, pk, id string) error {
 // errLogNotFound is the error of a missing log.
 var errLogNotFound = errs.E("store.eventLogs", errs.NotFound, "LOG_NOT_FOUND", "no such event log")
 
+// head returns log id's head item as stored, with one strongly consistent
+// GetItem (its lastSeq and reserved may lag the slots: see latest).
 func (l eventLogs) head(ctx context.Context, pk, id string) (logHead, error) {
 	var h logHead
 	err := l.table.Get("PK", pk).Range("SK", dynamo.Equal, logHeadSK(id)).Consistent(true).One(ctx, &h)
@@ -223,32 +304,81 @@ func (l eventLogs) head(ctx context.Context, pk, id string) (logHead, error) {
 	return h, storeError("store.logHead", err)
 }
 
-// end adds to tx the end of log id: recs appended, status set, the log no
-// longer active (out of the sweeper's index), conditioned on it being
-// active with recs following its last event (the first's Prev) and, when
-// expiredBefore is not zero, on its lease having ended before then (the
-// sweeper's end). recs go in batches of at most job.MaxBatchBytes of
-// events (a larger event alone), so that no batch item passes DynamoDB's
-// 400 KB: a job.Writer hands back up to job.MaxPendingBytes.
+// latest returns log id's head with lastSeq and reserved brought up to
+// its last written slot, from one strongly consistent Query read backwards
+// from the head (a page holds the head, a heartbeat or stop, and the last
+// write; more pages only when it does not). NotFound (errLogNotFound) when
+// there is no log.
+func (l eventLogs) latest(ctx context.Context, pk, id string) (logHead, error) {
+	const op = "store.latestLog"
+	it := l.table.Get("PK", pk).Range("SK", dynamo.Between, logSK(id, 0), logHeadSK(id)).Order(dynamo.Descending).
+		Consistent(true).SearchLimit(3).Iter()
+	var (
+		head *logHead
+		item dynamo.Item
+	)
+	for it.Next(ctx, &item) {
+		typ, err := itemType(item)
+		if err != nil {
+			return logHead{}, errs.Wrap(op, err)
+		}
+		if typ == "loghead" {
+			var h logHead
+			if err := dynamo.UnmarshalItem(item, &h); err != nil {
+				return logHead{}, errs.Wrap(op, err)
+			}
+			head = &h
+			continue
+		}
+		if head == nil {
+			break // no head: no log
+		}
+		var b logBatch
+		if err := dynamo.UnmarshalItem(item, &b); err != nil {
+			return logHead{}, errs.Wrap(op, err)
+		}
+		head.Reserved = max(head.Reserved, b.Reserved)
+		if b.Type == typeBatch {
+			head.LastSeq = max(head.LastSeq, b.Last)
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return logHead{}, storeError(op, err)
+	}
+	if head == nil {
+		return logHead{}, errLogNotFound
+	}
+	return *head, nil
+}
+
+func itemType(it dynamo.Item) (string, error) {
+	var typ struct {
+		Type string `dynamo:"type"`
+	}
+	err := dynamo.UnmarshalItem(it, &typ)
+	return typ.Type, err
+}
+
+// end adds to tx the end of log id: recs appended, status set, lastSeq
+// moved to recs' last, the log no longer active (out of the sweeper's
+// index), conditioned on it being active, on recs' slot being free (a
+// heartbeat or a stop may hold it: nothing was written after the event
+// recs follow) and, when expiredBefore is not zero, on its lease having
+// ended before then (the sweeper's end). recs go in items of at most
+// job.MaxBatch events and job.MaxBatchBytes of events (a larger event
+// alone), so that no item passes DynamoDB's 400 KB (a job.Writer hands
+// back up to job.MaxPendingBytes) and a read finds each where it looks.
 func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Record, expiredBefore, now time.Time) error {
 	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("status", status).
 		Remove("active", "GSI1PK", "GSI1SK").Set("expiresAt", now.Add(LogRetention).Unix())
-	prev := int64(0)
 	if len(recs) > 0 {
-		for _, part := range splitBySize(recs, job.MaxBatchBytes) {
-			b, err := newLogBatch(pk, id, part, now)
-			if err != nil {
-				return err
-			}
-			tx.Put(l.table.Put(b))
+		if err := l.putSlots(tx, pk, id, recs, 0, slotEndable, now); err != nil {
+			return err
 		}
 		u.Set("lastSeq", recs[len(recs)-1].Seq)
-		prev = prevOf(recs)
 	}
 	cond, args := "active = ?", []any{true}
-	if len(recs) > 0 {
-		cond, args = cond+" AND lastSeq = ?", append(args, prev)
-	}
 	if !expiredBefore.IsZero() {
 		cond, args = cond+" AND leaseUntil < ?", append(args, expiredBefore.UnixMilli())
 	}
@@ -256,50 +386,50 @@ func (l eventLogs) end(tx *dynamo.WriteTx, pk, id, status string, recs []job.Rec
 	return nil
 }
 
-// splitBySize cuts recs into runs whose data take at most max bytes
-// together; an event larger than max is a run of its own.
-func splitBySize(recs []job.Record, max int) [][]job.Record {
+// splitBySize cuts recs into runs of at most n events whose data take at
+// most size bytes together; an event larger than size is a run of its own.
+func splitBySize(recs []job.Record, n, size int) [][]job.Record {
 	var out [][]job.Record
-	start, size := 0, 0
+	start, bytes := 0, 0
 	for i, r := range recs {
-		if i > start && size+len(r.Data) > max {
+		if i > start && (bytes+len(r.Data) > size || i-start >= n) {
 			out = append(out, recs[start:i])
-			start, size = i, 0
+			start, bytes = i, 0
 		}
-		size += len(r.Data)
+		bytes += len(r.Data)
 	}
 	return append(out, recs[start:])
 }
 
-// read returns the events of log id after seq, in order, and its head, from
-// one strongly consistent Query. NotFound (errLogNotFound) when there is
-// no log or it expired.
+// read returns the events of log id after seq, in order, and its head
+// (lastSeq and reserved brought up to its slots), from one strongly
+// consistent Query: from the slot readBack ids before the event wanted to
+// the head. NotFound (errLogNotFound) when there is no log or it expired.
 func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now time.Time) ([]job.Record, logHead, error) {
 	const op = "store.readLog"
 	var raw []dynamo.Item
-	err := l.table.Get("PK", pk).Range("SK", dynamo.Between, logSK(id, after+1), logHeadSK(id)).Consistent(true).All(ctx, &raw)
+	err := l.table.Get("PK", pk).Range("SK", dynamo.Between, logSK(id, max(0, after+1-readBack)), logHeadSK(id)).Consistent(true).All(ctx, &raw)
 	if err != nil {
 		return nil, logHead{}, storeError(op, err)
 	}
 	var (
-		recs []job.Record
-		head *logHead
+		recs              []job.Record
+		head              *logHead
+		lastSeq, reserved int64
 	)
 	for _, it := range raw {
-		var typ struct {
-			Type string `dynamo:"type"`
-		}
-		if err := dynamo.UnmarshalItem(it, &typ); err != nil {
+		typ, err := itemType(it)
+		if err != nil {
 			return nil, logHead{}, errs.Wrap(op, err)
 		}
-		switch typ.Type {
+		switch typ {
 		case "loghead":
 			var h logHead
 			if err := dynamo.UnmarshalItem(it, &h); err != nil {
 				return nil, logHead{}, errs.Wrap(op, err)
 			}
 			head = &h
-		case "log":
+		case typeBatch, typeBeat, typeStop:
 			var b logBatch
 			if err := dynamo.UnmarshalItem(it, &b); err != nil {
 				return nil, logHead{}, errs.Wrap(op, err)
@@ -307,6 +437,11 @@ func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now tim
 			if b.ExpiresAt < now.Unix() {
 				continue // TTL deletion is lazy
 			}
+			reserved = max(reserved, b.Reserved)
+			if typ != typeBatch {
+				continue
+			}
+			lastSeq = max(lastSeq, b.Last)
 			rs, err := b.records()
 			if err != nil {
 				return nil, logHead{}, errs.Wrap(op, err)
@@ -321,23 +456,41 @@ func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now tim
 	if head == nil || head.ExpiresAt < now.Unix() {
 		return nil, logHead{}, errs.Wrap(op, errLogNotFound)
 	}
+	head.LastSeq, head.Reserved = max(head.LastSeq, lastSeq), max(head.Reserved, reserved)
 	return recs, *head, nil
 }
 
-// requestStop marks log id's work to stop: its next write fails with
-// STOP_REQUESTED. NotFound when there is no log, Conflict NOT_ACTIVE when
-// the work has ended.
+// requestStop marks log id's work to stop and takes the slot after its
+// last write, in one transaction conditioned on the work being active and
+// the slot free (a heartbeat may hold it): the writer's next write, to
+// that slot, fails with STOP_REQUESTED (its lease renewals too, on the
+// mark). A slot the writer filled meanwhile makes it try the next one.
+// NotFound when there is no log, Conflict NOT_ACTIVE when the work has
+// ended.
 func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
 	const op = "store.requestStop"
-	err := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).
-		If("attribute_exists(PK) AND active = ?", true).Run(ctx)
-	if isConditionFailure(err) {
-		if _, herr := l.head(ctx, pk, id); herr != nil {
-			return errs.Wrap(op, herr)
+	notActive := errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
+	for range maxStopClaims {
+		h, err := l.latest(ctx, pk, id)
+		if err != nil {
+			return errs.Wrap(op, err)
 		}
-		return errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
+		switch {
+		case !h.Active:
+			return notActive
+		case h.StopRequested:
+			return nil // the mark went with the flag, in one transaction
+		}
+		now := time.Now()
+		err = l.db.WriteTx().
+			Update(l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).If("attribute_exists(PK) AND active = ?", true)).
+			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, now)).If(slotFree, "type", typeBeat)).
+			Run(ctx)
+		if !isConditionFailure(err) {
+			return storeError(op, err)
+		}
 	}
-	return storeError(op, err)
+	return errs.E(op, errs.Unavailable, "", "the work writes too fast to be stopped; try again")
 }
 
 // Jobs is the job.Store of the Data table: the logs of replies (in their
@@ -392,10 +545,18 @@ func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record
 	return recs, h.job(), nil
 }
 
-// Head returns ref's head with one strongly consistent GetItem. NotFound
-// LOG_NOT_FOUND when there is no log or it expired.
+// Head returns ref's head, its last event and reservation those of its
+// last write: for a reply, with one strongly consistent Query
+// (eventLogs.latest); for a run, whose every write of events updates the
+// head in the same transaction, with one strongly consistent GetItem (the
+// runner reads no more than its run's items). NotFound LOG_NOT_FOUND when
+// there is no log or it expired.
 func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
-	h, err := s.logs().head(ctx, jobPK(ref), ref.ID)
+	get := s.logs().latest
+	if ref.Kind == runKind {
+		get = s.logs().head
+	}
+	h, err := get(ctx, jobPK(ref), ref.ID)
 	if err == nil && h.ExpiresAt < time.Now().Unix() {
 		err = errLogNotFound
 	}

@@ -38,15 +38,8 @@ func seqs(recs []job.Record) []int64 {
 // expired leases.
 func TestLoggedGeneration(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, now := newLogChat(t)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
 		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
@@ -70,8 +63,8 @@ func TestLoggedGeneration(t *testing.T) {
 			t.Fatalf("append %v: %v", b, err)
 		}
 	}
-	if err := jobs.Append(ctx, ref, records(30, 31), lease); errs.CodeOf(err) != job.CodeNotActive {
-		t.Errorf("append with a gap: %v, want NOT_ACTIVE", err)
+	if err := jobs.Append(ctx, ref, records(22, 23), lease); errs.CodeOf(err) != job.CodeNotActive {
+		t.Errorf("a second write after event 21: %v, want NOT_ACTIVE", err)
 	}
 	if err := jobs.Append(ctx, ref, nil, job.Lease{Until: now.Add(30 * time.Second), Reserved: 300}); err != nil {
 		t.Errorf("renew: %v", err)
@@ -150,8 +143,9 @@ func TestLoggedGeneration(t *testing.T) {
 
 // BenchmarkLogWrites feeds a job.Writer over the real store with 2 s
 // of events at three rates (a slow model, a fast one, a burst) and counts
-// the log's DynamoDB writes: at most one per 100 ms or per 20 events, so
-// about 10 a second until the events come faster than 200 a second.
+// the log's DynamoDB writes: one when the events fill just under 1 KB
+// (job.BatchFill) or the oldest has waited 400 ms, so 2.5 a second until
+// the events pass about 2 KB a second, then one per KB of events.
 func BenchmarkLogWrites(b *testing.B) {
 	for _, every := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond, time.Millisecond} {
 		b.Run(fmt.Sprintf("event_every_%s", every), func(b *testing.B) {
@@ -191,4 +185,120 @@ func BenchmarkLogWrites(b *testing.B) {
 			b.ReportMetric(float64(events)/float64(b.N)/2, "events/streamed-s")
 		})
 	}
+}
+
+// TestLogSlots: each write of a log takes the slot after the event it
+// follows, once. A heartbeat holds the slot until the next write replaces
+// it; a stop request takes the slot after the last write (over a
+// heartbeat), so the writer's next write there fails with STOP_REQUESTED
+// whether or not it renews the lease; the end replaces the stop; an
+// interruption's closing events, numbered after the reservation, are read
+// from any id the dead writer may have handed out; and the head reports
+// the last write's event and reservation, not the start's.
+func TestLogSlots(t *testing.T) {
+	t.Parallel()
+	s, jobs, c, g, now := startedReply(t, nil, 200)
+	ctx := context.Background()
+	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
+	if h, err := jobs.Head(ctx, ref); err != nil || h.LastSeq != 0 || h.Reserved != 200 || !h.Active {
+		t.Fatalf("head of an empty log: %+v %v", h, err)
+	}
+	// A heartbeat before any event, then the first events over it.
+	if err := jobs.Append(ctx, ref, nil, job.Lease{Reserved: 200}); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if err := jobs.Append(ctx, ref, records(1, 10), job.Lease{Reserved: 210}); err != nil {
+		t.Fatalf("first write over the heartbeat: %v", err)
+	}
+	if err := jobs.Append(ctx, ref, records(1, 3), job.Lease{Reserved: 203}); errs.CodeOf(err) != job.CodeNotActive {
+		t.Errorf("a second write to slot 1: %v, want NOT_ACTIVE", err)
+	}
+	if err := jobs.Append(ctx, ref, nil, job.Lease{Reserved: 210, Last: 10}); err != nil {
+		t.Fatalf("heartbeat after event 10: %v", err)
+	}
+	if err := jobs.Append(ctx, ref, records(11, 12), job.Lease{Reserved: 212, Last: 10}); err != nil {
+		t.Fatalf("write over the heartbeat: %v", err)
+	}
+	if h, err := jobs.Head(ctx, ref); err != nil || h.LastSeq != 12 || h.Reserved != 212 || h.Closing() != 213 {
+		t.Errorf("head after the writes: %+v %v; want lastSeq 12, reserved 212", h, err)
+	}
+	if err := jobs.Append(ctx, ref, nil, job.Lease{Reserved: 212, Last: 12}); err != nil {
+		t.Fatalf("heartbeat after event 12: %v", err)
+	}
+
+	// The stop takes slot 13 over the heartbeat; a second request is a
+	// no-op; every later write fails with STOP_REQUESTED.
+	for range 2 {
+		if err := jobs.RequestStop(ctx, ref); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	for _, l := range []job.Lease{{Reserved: 213, Last: 12}, {Reserved: 213, Last: 12, Until: now.Add(30 * time.Second)}} {
+		if err := jobs.Append(ctx, ref, records(13, 13), l); errs.CodeOf(err) != job.CodeStopRequested {
+			t.Errorf("write after the stop (renewing %v): %v, want STOP_REQUESTED", !l.Until.IsZero(), err)
+		}
+	}
+	if err := jobs.Append(ctx, ref, nil, job.Lease{Reserved: 212, Last: 12}); errs.CodeOf(err) != job.CodeStopRequested {
+		t.Errorf("heartbeat after the stop: %v, want STOP_REQUESTED", err)
+	}
+	recs, h, err := jobs.Read(ctx, ref, 0)
+	if err != nil || fmt.Sprint(seqs(recs)) != "[1 2 3 4 5 6 7 8 9 10 11 12]" || !h.StopRequested || h.LastSeq != 12 {
+		t.Fatalf("read after the stop: %v %+v %v", seqs(recs), h, err)
+	}
+
+	// The sweeper's end replaces the stop: its closing events follow the
+	// reservation (213), read from any id up to it.
+	m, _, err := s.GeneratedMessage(ctx, c.ID, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status = chat.StatusFailed
+	closing := job.Chain(12, h.Closing(), json.RawMessage(`{"n":"error"}`), json.RawMessage(`{"n":"end"}`))
+	if err := s.EndLoggedGeneration(ctx, c, m, closing, now.Add(time.Minute)); err != nil {
+		t.Fatalf("the sweeper's end: %v", err)
+	}
+	for _, after := range []int64{12, 13, 100, 212, 213} {
+		recs, h, err := jobs.Read(ctx, ref, after)
+		want := "[213 214]"
+		if after == 213 {
+			want = "[214]"
+		}
+		if err != nil || h.Active || fmt.Sprint(seqs(recs)) != want || recs[0].Prev > after && recs[0].Prev != 12 {
+			t.Errorf("read after %d: %v %+v %v, want %s", after, seqs(recs), h, err, want)
+		}
+	}
+	if h, err := jobs.Head(ctx, ref); err != nil || h.LastSeq != 214 || h.Active {
+		t.Errorf("head after the end: %+v %v", h, err)
+	}
+	if err := jobs.Append(ctx, ref, records(13, 13), job.Lease{Reserved: 213, Last: 12}); errs.CodeOf(err) != job.CodeNotActive {
+		t.Errorf("write after the end: %v, want NOT_ACTIVE", err)
+	}
+}
+
+// startedReply starts a streamed reply in a new chat on a fresh store: its
+// log holds first and reserves up to reserved.
+func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chats, *store.Jobs, chat.Chat, chat.Generation, time.Time) {
+	t.Helper()
+	s, jobs, c, now := newLogChat(t)
+	ctx := context.Background()
+	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: reserved}}
+	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
+	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
+	if err := s.StartLoggedGeneration(ctx, c, g, first, user, reply); err != nil {
+		t.Fatal(err)
+	}
+	return s, jobs, c, g, now
+}
+
+// newLogChat is a fresh store's chats and jobs, with one chat in it.
+func newLogChat(t *testing.T) (*store.Chats, *store.Jobs, chat.Chat, time.Time) {
+	t.Helper()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	now := time.Now().UTC()
+	c := newChat("u1", now)
+	if err := s.CreateChat(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return s, store.NewJobs(db.DB, db.Data()), c, now
 }

@@ -65,6 +65,17 @@ type DynamoDB struct {
 	// (a failed condition), each priced as one write unit, the least a
 	// write consumes (DynamoDB reports no capacity with an error).
 	Calls, FailedReads, FailedWrites float64
+	// ByCall splits the figures by kind of call (store.CallKind: the
+	// operation and the kinds of item it touches), largest write units
+	// first; empty when not measured.
+	ByCall []Call
+}
+
+// Call is one kind of DynamoDB call's share of a unit of work: how many
+// such calls a unit makes and the units they consume together.
+type Call struct {
+	Kind                         string
+	Calls, ReadUnits, WriteUnits float64
 }
 
 // Requests are metered requests and their bytes.
@@ -219,10 +230,12 @@ type Report struct {
 // usd formats a dollar figure with four decimals.
 func usd(x float64) string { return fmt.Sprintf("$%.4f", x) }
 
-// Line is the report's line of w: its cost per 1,000 items.
+// Line is the report's line of w: its cost per 1,000 items, with the
+// DynamoDB write units of one of its units (a reply, a run) beside it.
 func (r Report) Line(w Work) string {
 	c := w.PerThousand(r.Prices)
-	return fmt.Sprintf("%s per 1,000 %s (%s: %s): %s", usd(c.Total()), w.Per, w.Name, w.Detail, breakdown(c))
+	return fmt.Sprintf("%s per 1,000 %s, %s write units per %s (%s: %s): %s", usd(c.Total()), w.Per, trim(w.Usage.DynamoDB.WriteUnits), w.Unit,
+		w.Name, w.Detail, breakdown(c))
 }
 
 // IdleLine is the report's line of the idle month.
@@ -317,12 +330,24 @@ func writeUsage(b *strings.Builder, u Usage) {
 		fmt.Fprintf(b, "    Lambda %s: %s invocation(s), %.3f s billed at %d MB = %.4f GB-s%s\n",
 			inv.Function, trim(inv.Count), inv.Seconds, inv.MemoryMB, inv.GBSeconds(), wait)
 	}
-	d := u.DynamoDB
-	fmt.Fprintf(b, "    DynamoDB: %s read units, %s write units (%s calls; failed: %s reads, %s writes)\n",
-		trim(d.ReadUnits), trim(d.WriteUnits), trim(d.Calls), trim(d.FailedReads), trim(d.FailedWrites))
+	WriteDynamoDB(b, u.DynamoDB)
 	fmt.Fprintf(b, "    API Gateway: %s metered request(s), %s; CloudFront: %s request(s), %s in, %s out\n",
 		trim(u.HTTPAPI.Count), bytes(u.HTTPAPI.Bytes), trim(u.CloudFront.Requests), bytes(u.CloudFront.BytesIn), bytes(u.CloudFront.BytesOut))
 	fmt.Fprintf(b, "    S3: %s PUT-class, %s GET-class requests; CloudWatch Logs: %s\n", trim(u.S3.Puts), trim(u.S3.Gets), bytes(u.LogBytes))
+}
+
+// WriteDynamoDB writes a unit of work's DynamoDB figures to b: the totals,
+// then one line per kind of call (DynamoDB.ByCall).
+func WriteDynamoDB(b *strings.Builder, d DynamoDB) {
+	fmt.Fprintf(b, "    DynamoDB: %s read units, %s write units (%s calls; failed: %s reads, %s writes)\n",
+		trim(d.ReadUnits), trim(d.WriteUnits), trim(d.Calls), trim(d.FailedReads), trim(d.FailedWrites))
+	for _, c := range d.ByCall {
+		per := ""
+		if c.Calls > 0 && c.WriteUnits > 0 {
+			per = fmt.Sprintf(" (%s per call)", trim(c.WriteUnits/c.Calls))
+		}
+		fmt.Fprintf(b, "      %-48s %7s calls, %8s read units, %8s write units%s\n", c.Kind+":", trim(c.Calls), trim(c.ReadUnits), trim(c.WriteUnits), per)
+	}
 }
 
 // trim formats a measured quantity with up to three decimals, without

@@ -1,12 +1,14 @@
 package measure
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 
 	"github.com/workflowchat/service/infra/cost/costmodel"
 	"github.com/workflowchat/service/infra/local"
@@ -99,19 +101,28 @@ func (p *InProcess) Settle(context.Context) error {
 
 // capacityRecorder sums the meter's counts per kind of unit.
 type capacityRecorder struct {
-	meter  *store.CapacityMeter
-	before store.Capacity
-	sums   map[string]store.Capacity
-	units  map[string]int
+	meter        *store.CapacityMeter
+	before       store.Capacity
+	beforeByKind map[string]store.Capacity
+	sums         map[string]store.Capacity
+	byKind       map[string]map[string]store.Capacity // unit kind -> call kind -> sum
+	units        map[string]int
 }
 
-func (r *capacityRecorder) Begin(string) { r.before = r.meter.Snapshot() }
+func (r *capacityRecorder) Begin(string) {
+	r.before, r.beforeByKind = r.meter.Snapshot(), r.meter.ByKind()
+}
 
 func (r *capacityRecorder) End(kind string) {
-	d := r.meter.Snapshot().Sub(r.before)
-	s := r.sums[kind]
-	r.sums[kind] = store.Capacity{ReadUnits: s.ReadUnits + d.ReadUnits, WriteUnits: s.WriteUnits + d.WriteUnits, Reads: s.Reads + d.Reads,
-		Writes: s.Writes + d.Writes, FailedReads: s.FailedReads + d.FailedReads, FailedWrites: s.FailedWrites + d.FailedWrites, Unreported: s.Unreported + d.Unreported}
+	r.sums[kind] = r.sums[kind].Add(r.meter.Snapshot().Sub(r.before))
+	if r.byKind[kind] == nil {
+		r.byKind[kind] = map[string]store.Capacity{}
+	}
+	for call, c := range r.meter.ByKind() {
+		if d := c.Sub(r.beforeByKind[call]); d.Calls() > 0 {
+			r.byKind[kind][call] = r.byKind[kind][call].Add(d)
+		}
+	}
 	r.units[kind]++
 }
 
@@ -128,7 +139,7 @@ func MeasureCapacity(ctx context.Context, w Workload) (map[string]costmodel.Dyna
 	}
 	defer p.Close()
 	w.Coverage = false
-	rec := &capacityRecorder{meter: p.meter, sums: map[string]store.Capacity{}, units: map[string]int{}}
+	rec := &capacityRecorder{meter: p.meter, sums: map[string]store.Capacity{}, byKind: map[string]map[string]store.Capacity{}, units: map[string]int{}}
 	if err := Run(ctx, p, w, rec); err != nil {
 		return nil, err
 	}
@@ -138,8 +149,15 @@ func MeasureCapacity(ctx context.Context, w Workload) (map[string]costmodel.Dyna
 	out := map[string]costmodel.DynamoDB{}
 	for kind, s := range rec.sums {
 		n := float64(rec.units[kind])
+		var calls []costmodel.Call
+		for call, c := range rec.byKind[kind] {
+			calls = append(calls, costmodel.Call{Kind: call, Calls: float64(c.Calls()) / n, ReadUnits: c.ReadUnits / n, WriteUnits: c.WriteUnits / n})
+		}
+		slices.SortFunc(calls, func(a, b costmodel.Call) int {
+			return cmp.Or(cmp.Compare(b.WriteUnits, a.WriteUnits), cmp.Compare(b.ReadUnits, a.ReadUnits), cmp.Compare(a.Kind, b.Kind))
+		})
 		out[kind] = costmodel.DynamoDB{ReadUnits: s.ReadUnits / n, WriteUnits: s.WriteUnits / n, Calls: float64(s.Reads+s.Writes) / n,
-			FailedReads: float64(s.FailedReads) / n, FailedWrites: float64(s.FailedWrites) / n}
+			FailedReads: float64(s.FailedReads) / n, FailedWrites: float64(s.FailedWrites) / n, ByCall: calls}
 	}
 	return out, nil
 }
