@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
@@ -56,9 +57,15 @@ type fixture struct {
 	loop   *loopProvider
 }
 
-func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
+// newFixture serves the chat routes over the real store; wrapJobs, when
+// given, wraps the store of reply logs (to choose when a write answers).
+func newFixture(t *testing.T, chunkDelay, ping time.Duration, wrapJobs ...func(job.Store) job.Store) *fixture {
 	t.Helper()
 	db := storetest.New(t)
+	var jobs job.Store = store.NewJobs(db.DB, db.Data())
+	for _, w := range wrapJobs {
+		jobs = w(jobs)
+	}
 	users := store.NewUsers(db.DB, db.Users(), db.Sessions())
 	authn := auth.NewService(users, &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil)
 	loop := &loopProvider{}
@@ -75,7 +82,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	svc := chat.NewService(chat.Options{
-		Store: store.NewChats(db.DB, db.Data()), Jobs: store.NewJobs(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
+		Store: store.NewChats(db.DB, db.Data()), Jobs: jobs, Models: models, Preferences: users, DefaultModelID: "builtin",
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog}),
 	})
 	api := httpapi.NewRouter()
@@ -221,7 +228,9 @@ func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
+	// A bound for a broken service only: the reply takes about 2 s of
+	// model time, much more on a loaded machine.
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var list struct {
 			Data struct{ Messages []chat.Message }
@@ -241,10 +250,30 @@ func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 }
 
 // TestStreamTimeout: a reply still generating at its deadline is cut and
-// saved failed with GENERATION_TIMEOUT, what was generated kept.
+// saved failed with GENERATION_TIMEOUT, what was generated kept. The
+// deadline passes once "1 2 " was generated, whatever the machine's speed:
+// RunStream's context ends only at its deadline (Detach), so cancelling it
+// stands for the deadline.
 func TestStreamTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 0, 0)
+	msg, err, events := f.streamUntil(t, context.Background(), "2 ")
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+		t.Fatalf("RunStream: %+v, %v", msg, err)
+	}
+	n := len(events)
+	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Errorf("events %+v", events)
+	}
+	f.wantStored(t, msg)
+}
+
+// streamUntil streams "count to 200 slowly" in a new chat and ends the
+// reply's context (its deadline) when the content generated so far ends
+// with upTo (never when upTo is empty: ctx's end is the deadline). It
+// returns what RunStream returned and the live events.
+func (f *fixture) streamUntil(t *testing.T, ctx context.Context, upTo string) (chat.Message, error, []chat.Event) {
+	t.Helper()
 	id := f.newChat(t)
 	authed := auth.WithSession(context.Background(), auth.Session{User: auth.User{ID: f.userID}})
 	turn, err := f.svc.StartStream(authed, id, chat.StreamRequest{MessageRequest: chat.MessageRequest{
@@ -252,15 +281,114 @@ func TestStreamTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var events []chat.Event
-	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) { events = append(events, e) })
-	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+	var (
+		events  []chat.Event
+		content string
+	)
+	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) {
+		events = append(events, e)
+		content += e.Delta
+		if upTo != "" && strings.HasSuffix(content, upTo) {
+			cancel()
+		}
+	})
+	return msg, err, events
+}
+
+// wantStored checks that the reply was saved as RunStream returned it and
+// that the chat is free for the next one.
+func (f *fixture) wantStored(t *testing.T, want chat.Message) {
+	t.Helper()
+	var list struct {
+		Data struct{ Messages []chat.Message }
+	}
+	decode(t, f.do(t, "GET", "/api/chats/"+want.ChatID+"/messages", ""), &list)
+	if n := len(list.Data.Messages); n != 2 || list.Data.Messages[1].Status != want.Status || list.Data.Messages[1].Content != want.Content {
+		t.Fatalf("stored messages %+v, want the reply %s with %q", list.Data.Messages, want.Status, want.Content)
+	}
+	resp := f.do(t, "POST", "/api/chats/"+want.ChatID+"/messages", `{"content":"again","modelId":"builtin"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Errorf("the next message: %d, want 201 (the chat is free)", resp.StatusCode)
+	}
+}
+
+// lateAnswers is the store of reply logs whose first write of events
+// after one holding cut is applied, and answers only after the reply's
+// deadline passed (deadline is called between the two): the interleaving
+// where the deadline cuts a write that DynamoDB applied.
+type lateAnswers struct {
+	job.Store
+	cut      string
+	deadline func()
+	once     atomic.Bool
+}
+
+func (s *lateAnswers) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+	hit := false
+	for _, r := range recs {
+		hit = hit || strings.Contains(string(r.Data), s.cut)
+	}
+	if !hit || !s.once.CompareAndSwap(false, true) {
+		return s.Store.Append(ctx, ref, recs, l)
+	}
+	if err := s.Store.Append(context.WithoutCancel(ctx), ref, recs, l); err != nil {
+		return err
+	}
+	s.deadline()
+	if err := ctx.Err(); err != nil {
+		return err // the answer is lost: the writer sees its write fail
+	}
+	return nil
+}
+
+// TestStreamTimeoutDuringWrite: the deadline passes while a write of the
+// reply's log is in flight, and that write was applied. The reply still
+// ends once, by RunStream, failed with GENERATION_TIMEOUT (not "already
+// finished"), its log holding each event once and ending with the error.
+func TestStreamTimeoutDuringWrite(t *testing.T) {
+	t.Parallel()
+	ctx, deadline := context.WithCancel(context.Background())
+	defer deadline()
+	var late *lateAnswers
+	f := newFixture(t, 0, 0, func(s job.Store) job.Store {
+		late = &lateAnswers{Store: s, cut: `"3 "`, deadline: deadline}
+		return late
+	})
+	// Generation goes on past "3 " until the deadline, which the write
+	// holding "3 " brings.
+	msg, err, events := f.streamUntil(t, ctx, "")
+	if !late.once.Load() {
+		t.Fatal("no write held \"3 \"")
+	}
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 3 ") {
 		t.Fatalf("RunStream: %+v, %v", msg, err)
 	}
 	n := len(events)
-	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
-		t.Errorf("events %+v", events)
+	if n < 5 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Fatalf("events %+v", events)
+	}
+	f.wantStored(t, msg)
+	recs, h, err := late.Read(context.Background(), job.Ref{Kind: chat.GenerationKind, Collection: msg.ChatID, ID: msg.ID}, 0)
+	if err != nil || h.Active || h.Status != chat.StatusFailed {
+		t.Fatalf("log head %+v (%v), want ended failed", h, err)
+	}
+	var logged []chat.Event
+	for i, r := range recs {
+		var e chat.Event
+		if err := json.Unmarshal(r.Data, &e); err != nil || (i > 0 && r.Prev != recs[i-1].Seq) {
+			t.Fatalf("record %d %+v: %v", i, r, err)
+		}
+		logged = append(logged, e)
+	}
+	if len(logged) != n {
+		t.Fatalf("logged %d events, streamed %d: %+v", len(logged), n, logged)
+	}
+	for i := range logged {
+		if logged[i].Type != events[i].Type || logged[i].Delta != events[i].Delta || logged[i].Error != events[i].Error {
+			t.Errorf("event %d logged %+v, streamed %+v", i, logged[i], events[i])
+		}
 	}
 }
