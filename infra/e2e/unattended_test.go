@@ -120,10 +120,10 @@ func runOf(t *testing.T, c *client, wfID, runID string) unattendedRun {
 	return out.Data
 }
 
-// waitRun polls run runID until done says so (60 s at most).
+// waitRun polls run runID until done says so (patience at most).
 func waitRun(t *testing.T, c *client, wfID, runID, what string, done func(unattendedRun) bool) unattendedRun {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		r := runOf(t, c, wfID, runID)
 		if done(r) {
@@ -452,7 +452,7 @@ func TestScheduleFiresOnTheClock(t *testing.T) {
 
 func waitTrigger(t *testing.T, c *client, wfID, id, what string, done func(triggerJSON) bool) triggerJSON {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		g := getTrigger(t, c, wfID, id)
 		if done(g) {

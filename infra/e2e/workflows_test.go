@@ -711,14 +711,14 @@ func TestWorkflowRunCancel(t *testing.T) {
 	}()
 
 	var running runJSON
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		if runs := listRuns(t, c, ch.ID); len(runs) == 1 && runs[0].Status == "running" && runs[0].Steps[0].Status == "running" {
 			running = runs[0]
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the run did not reach its first step within 10 s")
+			t.Fatalf("the run did not reach its first step within %s", patience)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -737,7 +737,7 @@ func TestWorkflowRunCancel(t *testing.T) {
 	var finished response
 	select {
 	case finished = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the run start did not answer after the cancel")
 	}
 	var fin struct{ Data runJSON }
