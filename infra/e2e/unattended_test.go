@@ -66,10 +66,20 @@ func (f clockFile) ahead(t *testing.T, d time.Duration) {
 	t.Helper()
 	// A new size as well as a new time, whatever the file system's time
 	// resolution: the server reads the file again when either changes.
-	s := fmt.Sprintf("%s%s", d, strings.Repeat(" ", int(d/time.Second)%7))
+	s := fmt.Sprintf("%s%s", d, strings.Repeat(" ", (int(d/time.Second)%7+7)%7))
 	if err := os.WriteFile(string(f), []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// toStartOf moves the server's clock back to the start of the wall clock's
+// current unit (a minute, an hour): what the server counts per minute or
+// hour of its clock (rate limits) then has a whole unit ahead for the
+// requests that follow, however slow the machine, with no wait.
+func (f clockFile) toStartOf(t *testing.T, unit time.Duration) {
+	t.Helper()
+	now := time.Now()
+	f.ahead(t, -now.Sub(now.Truncate(unit)))
 }
 
 // unattendedServer is a durable-run dev server (test tools, short lease,

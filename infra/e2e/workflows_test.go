@@ -651,10 +651,9 @@ func TestWorkflowJourney(t *testing.T) {
 // against the document by the transport), and refused requests do nothing.
 func TestWorkflowRateLimits(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "RATE_LIMIT_MESSAGES=1/h", "RATE_LIMIT_RUNS=1/h")
-	if now := time.Now(); now.Minute() == 59 && now.Second() >= 50 {
-		time.Sleep(time.Duration(61-now.Second()) * time.Second)
-	}
+	clock := newClockFile(t)
+	srv := startServer(t, "RATE_LIMIT_MESSAGES=1/h", "RATE_LIMIT_RUNS=1/h", "DEV_CLOCK_FILE="+string(clock))
+	clock.toStartOf(t, time.Hour) // the limits count per hour of the server's clock
 	c := newClient(t, srv.API)
 	uid := signUpChatUser(t, c, "wf.limited@example.com")
 	w := createWorkflow(t, c, uid, "limited")
