@@ -258,12 +258,20 @@ func TestStreamTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 0, 0)
 	msg, err, events := f.streamUntil(t, context.Background(), "2 ")
-	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+	f.wantTimedOut(t, msg, err, events, "1 2 ")
+}
+
+// wantTimedOut checks that RunStream ended the reply failed with
+// GENERATION_TIMEOUT, its content starting with prefix, the last live
+// events the error and the end, and that the reply was saved so.
+func (f *fixture) wantTimedOut(t *testing.T, msg chat.Message, err error, events []chat.Event, prefix string) {
+	t.Helper()
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, prefix) {
 		t.Fatalf("RunStream: %+v, %v", msg, err)
 	}
 	n := len(events)
-	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
-		t.Errorf("events %+v", events)
+	if n < 2+strings.Count(prefix, " ") || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Fatalf("events %+v", events)
 	}
 	f.wantStored(t, msg)
 }
@@ -363,14 +371,7 @@ func TestStreamTimeoutDuringWrite(t *testing.T) {
 	if !late.once.Load() {
 		t.Fatal("no write held \"3 \"")
 	}
-	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 3 ") {
-		t.Fatalf("RunStream: %+v, %v", msg, err)
-	}
-	n := len(events)
-	if n < 5 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
-		t.Fatalf("events %+v", events)
-	}
-	f.wantStored(t, msg)
+	f.wantTimedOut(t, msg, err, events, "1 2 3 ")
 	recs, h, err := late.Read(context.Background(), job.Ref{Kind: chat.GenerationKind, Collection: msg.ChatID, ID: msg.ID}, 0)
 	if err != nil || h.Active || h.Status != chat.StatusFailed {
 		t.Fatalf("log head %+v (%v), want ended failed", h, err)
@@ -383,7 +384,7 @@ func TestStreamTimeoutDuringWrite(t *testing.T) {
 		}
 		logged = append(logged, e)
 	}
-	if len(logged) != n {
+	if n := len(events); len(logged) != n {
 		t.Fatalf("logged %d events, streamed %d: %+v", len(logged), n, logged)
 	}
 	for i := range logged {

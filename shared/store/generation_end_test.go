@@ -33,12 +33,7 @@ func TestEndLoggedGenerationAfterALostAnswer(t *testing.T) {
 	}
 	start := func() (job.Ref, chat.Message) {
 		t.Helper()
-		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
-		user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
-		reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
-		if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
-			t.Fatal(err)
-		}
+		g, reply := startLogged(t, s, c, now)
 		return job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}, reply
 	}
 	lease := job.Lease{Until: now.Add(30 * time.Second), Reserved: 400}
@@ -74,4 +69,17 @@ func TestEndLoggedGenerationAfterALostAnswer(t *testing.T) {
 	if h, err := jobs.Head(ctx, ref); err != nil || !h.Active || h.LastSeq != 3 {
 		t.Errorf("head after refused ends: %+v (%v), want active at 3", h, err)
 	}
+}
+
+// startLogged starts a streamed reply in chat c at now, its log holding
+// event 1 and reserving up to 201, and returns its generation and reply.
+func startLogged(t *testing.T, s *store.Chats, c chat.Chat, now time.Time) (chat.Generation, chat.Message) {
+	t.Helper()
+	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
+	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
+	reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
+	if err := s.StartLoggedGeneration(context.Background(), c, g, records(1, 1), user, reply); err != nil {
+		t.Fatal(err)
+	}
+	return g, reply
 }

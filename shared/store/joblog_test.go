@@ -49,13 +49,7 @@ func TestLoggedGeneration(t *testing.T) {
 	}
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
-		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
-		user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
-		reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
-		if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
-			t.Fatal(err)
-		}
-		return g, reply
+		return startLogged(t, s, c, now)
 	}
 	g, reply := start()
 	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
