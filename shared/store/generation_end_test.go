@@ -22,15 +22,8 @@ import (
 // not follow the log (a gap) still answer GENERATION_NOT_ACTIVE.
 func TestEndLoggedGenerationAfterALostAnswer(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, now := newLoggedChat(t)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	start := func() (job.Ref, chat.Message) {
 		t.Helper()
 		g, reply := startLogged(t, s, c, now)
@@ -82,4 +75,18 @@ func startLogged(t *testing.T, s *store.Chats, c chat.Chat, now time.Time) (chat
 		t.Fatal(err)
 	}
 	return g, reply
+}
+
+// newLoggedChat returns the chat and job-log stores over a fresh engine,
+// and a chat stored in it at now.
+func newLoggedChat(t *testing.T) (*store.Chats, *store.Jobs, chat.Chat, time.Time) {
+	t.Helper()
+	db := storetest.New(t)
+	s := store.NewChats(db.DB, db.Data())
+	now := time.Now().UTC()
+	c := newChat("u1", now)
+	if err := s.CreateChat(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return s, store.NewJobs(db.DB, db.Data()), c, now
 }

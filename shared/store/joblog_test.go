@@ -38,15 +38,8 @@ func seqs(recs []job.Record) []int64 {
 // expired leases.
 func TestLoggedGeneration(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	jobs := store.NewJobs(db.DB, db.Data())
+	s, jobs, c, now := newLoggedChat(t)
 	ctx := context.Background()
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
 		return startLogged(t, s, c, now)
