@@ -323,18 +323,20 @@ func (f *fixture) wantStored(t *testing.T, want chat.Message) {
 	}
 }
 
-// lateAnswers is the store of reply logs whose first write of events
-// after one holding cut is applied, and answers only after the reply's
-// deadline passed (deadline is called between the two): the interleaving
-// where the deadline cuts a write that DynamoDB applied.
-type lateAnswers struct {
+// appliedThen is the store of reply logs whose first write of events
+// after one holding cut is applied, after which the writer gets what
+// answer returns (given the store written to): the interleavings where a
+// write DynamoDB applied reaches its writer as a failure.
+type appliedThen struct {
 	job.Store
-	cut      string
-	deadline func()
-	once     atomic.Bool
+	cut    string
+	answer answerFunc
+	once   atomic.Bool
 }
 
-func (s *lateAnswers) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+type answerFunc func(ctx context.Context, inner job.Store, ref job.Ref, recs []job.Record, l job.Lease) error
+
+func (s *appliedThen) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
 	hit := false
 	for _, r := range recs {
 		hit = hit || strings.Contains(string(r.Data), s.cut)
@@ -345,34 +347,32 @@ func (s *lateAnswers) Append(ctx context.Context, ref job.Ref, recs []job.Record
 	if err := s.Store.Append(context.WithoutCancel(ctx), ref, recs, l); err != nil {
 		return err
 	}
-	s.deadline()
-	if err := ctx.Err(); err != nil {
-		return err // the answer is lost: the writer sees its write fail
-	}
-	return nil
+	return s.answer(ctx, s.Store, ref, recs, l)
 }
 
-// TestStreamTimeoutDuringWrite: the deadline passes while a write of the
-// reply's log is in flight, and that write was applied. The reply still
-// ends once, by RunStream, failed with GENERATION_TIMEOUT (not "already
-// finished"), its log holding each event once and ending with the error.
-func TestStreamTimeoutDuringWrite(t *testing.T) {
-	t.Parallel()
-	ctx, deadline := context.WithCancel(context.Background())
-	defer deadline()
-	var late *lateAnswers
+// streamApplied streams "count to 200 slowly" over a log store whose
+// write holding "3 " is applied and then answered by answer, in ctx
+// (whose end is the reply's deadline). It checks that the write happened
+// and returns what RunStream returned, the live events and the store.
+func streamApplied(t *testing.T, ctx context.Context, answer answerFunc) (*fixture, chat.Message, error, []chat.Event, *appliedThen) {
+	t.Helper()
+	var applied *appliedThen
 	f := newFixture(t, 0, 0, func(s job.Store) job.Store {
-		late = &lateAnswers{Store: s, cut: `"3 "`, deadline: deadline}
-		return late
+		applied = &appliedThen{Store: s, cut: `"3 "`, answer: answer}
+		return applied
 	})
-	// Generation goes on past "3 " until the deadline, which the write
-	// holding "3 " brings.
 	msg, err, events := f.streamUntil(t, ctx, "")
-	if !late.once.Load() {
+	if !applied.once.Load() {
 		t.Fatal("no write held \"3 \"")
 	}
-	f.wantTimedOut(t, msg, err, events, "1 2 3 ")
-	recs, h, err := late.Read(context.Background(), job.Ref{Kind: chat.GenerationKind, Collection: msg.ChatID, ID: msg.ID}, 0)
+	return f, msg, err, events, applied
+}
+
+// wantLogged checks that reply msg's log ended failed and holds the
+// streamed events, each once, in order.
+func wantLogged(t *testing.T, jobs job.Store, msg chat.Message, events []chat.Event) {
+	t.Helper()
+	recs, h, err := jobs.Read(context.Background(), job.Ref{Kind: chat.GenerationKind, Collection: msg.ChatID, ID: msg.ID}, 0)
 	if err != nil || h.Active || h.Status != chat.StatusFailed {
 		t.Fatalf("log head %+v (%v), want ended failed", h, err)
 	}
@@ -392,4 +392,41 @@ func TestStreamTimeoutDuringWrite(t *testing.T) {
 			t.Errorf("event %d logged %+v, streamed %+v", i, logged[i], events[i])
 		}
 	}
+}
+
+// TestStreamTimeoutDuringWrite: the deadline passes while a write of the
+// reply's log is in flight, and that write was applied. The reply still
+// ends once, by RunStream, failed with GENERATION_TIMEOUT (not "already
+// finished"), its log holding each event once and ending with the error.
+func TestStreamTimeoutDuringWrite(t *testing.T) {
+	t.Parallel()
+	ctx, deadline := context.WithCancel(context.Background())
+	defer deadline()
+	// Generation goes on past "3 " until the deadline, which the write
+	// holding "3 " brings.
+	f, msg, err, events, applied := streamApplied(t, ctx, func(ctx context.Context, _ job.Store, _ job.Ref, _ []job.Record, _ job.Lease) error {
+		deadline()
+		return ctx.Err() // the answer is lost: the writer sees its write fail
+	})
+	f.wantTimedOut(t, msg, err, events, "1 2 3 ")
+	wantLogged(t, applied, msg, events)
+}
+
+// TestStreamRetriedWrite: a write of the reply's log is applied but its
+// answer lost, and the retry of it finds the log past it (NOT_ACTIVE,
+// "moved on"). Nothing else ended the reply, so RunStream does: failed
+// with STORAGE_UNAVAILABLE, saved, the chat free, each event logged once.
+func TestStreamRetriedWrite(t *testing.T) {
+	t.Parallel()
+	f, msg, err, events, applied := streamApplied(t, context.Background(), func(ctx context.Context, inner job.Store, ref job.Ref, recs []job.Record, l job.Lease) error {
+		return inner.Append(ctx, ref, recs, l) // the retry
+	})
+	if errs.CodeOf(err) != "STORAGE_UNAVAILABLE" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 3 ") {
+		t.Fatalf("RunStream: %+v, %v", msg, err)
+	}
+	if n := len(events); n < 5 || events[n-2].Error != "STORAGE_UNAVAILABLE" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Fatalf("events %+v", events)
+	}
+	f.wantStored(t, msg)
+	wantLogged(t, applied, msg, events)
 }
