@@ -85,7 +85,7 @@ func start(t *testing.T) (*dynamolocal.Engine, *dynamo.DB, *dynamodb.Client) {
 // assertion (a test of 400 KB items under -race on a loaded 2-core
 // machine took over 20 s).
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -126,7 +126,7 @@ func TestWriteLimits(t *testing.T) {
 	t.Parallel()
 	_, _, client := start(t)
 	createLimitsTable(t, client)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // 4 MB transactions are slow under -race
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // 4 MB transactions are slow under -race on a loaded machine
 	defer cancel()
 	tbl := aws.String("lim")
 	put := func(item map[string]types.AttributeValue) error {

@@ -86,7 +86,7 @@ func TestQueryReadsOnlyItsPage(t *testing.T) {
 }
 
 func ctxB(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	tb.Cleanup(cancel)
 	return ctx
 }

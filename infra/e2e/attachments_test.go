@@ -35,7 +35,7 @@ type attachmentJSON struct {
 
 // blobClient talks to signed blob URLs as a browser's fetch does: no
 // cookie jar (the URL's signature is the credential).
-var blobClient = &http.Client{Transport: &http.Transport{}, Timeout: 60 * time.Second}
+var blobClient = &http.Client{Transport: &http.Transport{}, Timeout: patience}
 
 // attach creates an attachment in chatID and returns the response.
 func attach(c *client, chatID, name, contentType string, size int64, header ...string) response {

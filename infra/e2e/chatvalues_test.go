@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Bounds of a reply's values (docs/decisions.md, "Large values in
@@ -70,7 +69,6 @@ func TestLargeToolResultInStream(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
 	c := newClient(t, srv.API)
-	c.http.Timeout = 2 * time.Minute // hundreds of KB of events; a loaded machine is slow
 	userID := signUpChatUser(t, c, "big-stream@example.com")
 	chat := newChat(t, c, map[string]any{"title": "big result"})
 	want := bigResultText()
@@ -140,7 +138,6 @@ func TestToolResultSizes(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
 	c := newClient(t, srv.API)
-	c.http.Timeout = 2 * time.Minute // hundreds of KB of events; a loaded machine is slow
 	userID := signUpChatUser(t, c, "sizes@example.com")
 	for _, tt := range []struct {
 		name string
@@ -194,7 +191,6 @@ func TestLongChatPausedReply(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, "TOOLS_ALLOW_PRIVATE_NETWORKS=true")
 	c := newClient(t, srv.API)
-	c.http.Timeout = 2 * time.Minute // hundreds of KB of events; a loaded machine is slow
 	userID := signUpChatUser(t, c, "long-paused@example.com")
 	chat := newChat(t, c, map[string]any{"title": "long"})
 	for i := range 16 { // 16 user messages of 32,000 characters, each answered

@@ -29,7 +29,7 @@ type ackedWrites struct {
 // recording every acknowledged write. Errors after the kill are expected
 // and end the worker.
 func crashWorker(base, userID, token string, n int, acked *ackedWrites, count *atomic.Int64) {
-	hc := &http.Client{Timeout: 30 * time.Second}
+	hc := &http.Client{Timeout: patience}
 	call := func(method, path string, body any) (int, []byte, bool) {
 		j, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader(j))

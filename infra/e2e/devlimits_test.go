@@ -32,14 +32,6 @@ func makeRunEnv(t *testing.T) []string {
 	return env
 }
 
-// waitForFreshMinute waits until enough of the current clock minute is
-// left for n sign-ups, since the limits count per minute of the clock.
-func waitForFreshMinute(seconds int) {
-	if s := time.Now().Second(); s >= 60-seconds {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
-}
-
 // TestMakeRunLiftsPerAddressLimits: the dev server as `make run` starts it
 // says that the per-address sign-up and sign-in limits are off, and takes
 // a frontend suite's many sign-ups and sign-ins from one address (every
@@ -57,7 +49,8 @@ func TestMakeRunLiftsPerAddressLimits(t *testing.T) {
 
 	t.Run("make run", func(t *testing.T) {
 		t.Parallel()
-		srv := startServer(t, env...)
+		clock := newClockFile(t)
+		srv := startServer(t, append(env, "DEV_CLOCK_FILE="+string(clock))...)
 		if out := srv.stdout.String(); !strings.Contains(out, "sign-ups per address OFF, sign-ins per address OFF, sign-ins per email 5/m,30/h (per-address limits off") {
 			t.Errorf("start-up output does not say the per-address limits are off:\n%s", out)
 		}
@@ -72,7 +65,9 @@ func TestMakeRunLiftsPerAddressLimits(t *testing.T) {
 			}
 		}
 		// The per-email limit (5 a minute) still stops guessing: 11 wrong
-		// passwords cannot all be checked, even across a minute's turn.
+		// passwords cannot all be checked, even across a minute's turn
+		// (they start a minute of the server's clock: two minutes hold 10).
+		clock.toStartOf(t, time.Minute)
 		refused := 0
 		for range 11 {
 			r := c.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "suite-0@example.com", "password": "not the password"})
@@ -89,12 +84,13 @@ func TestMakeRunLiftsPerAddressLimits(t *testing.T) {
 
 	t.Run("plain devserver", func(t *testing.T) {
 		t.Parallel()
-		srv := startServer(t)
+		clock := newClockFile(t)
+		srv := startServer(t, "DEV_CLOCK_FILE="+string(clock))
 		if out := srv.stdout.String(); !strings.Contains(out, "sign-ups per address 10/m,100/h, sign-ins per address 30/m,300/h") || strings.Contains(out, "OFF") {
 			t.Errorf("start-up output of a plain dev server:\n%s", out)
 		}
 		c := newClient(t, srv.API)
-		waitForFreshMinute(40)
+		clock.toStartOf(t, time.Minute) // the limits count per minute of the server's clock
 		for i := range 10 {
 			signUpChatUser(t, c, fmt.Sprintf("plain-%d@example.com", i))
 		}

@@ -32,13 +32,12 @@ func runsOfChat(t *testing.T, c *client, chatID string) []durableRunJSON {
 	return out.Data.WorkflowRuns
 }
 
-// waitFor polls cond every 50 ms until it holds, failing after a minute
-// (a bound for a loaded machine, not a measure).
+// waitFor polls cond every 50 ms until it holds, failing after patience.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after a minute", what)
+			t.Fatalf("still not %s after %s", what, patience)
 		}
 	}
 }
@@ -67,7 +66,7 @@ func TestNothingStaysActiveAfterKill(t *testing.T) {
 
 	// A run started without Prefer: the request waits for it.
 	go func() {
-		hc := &http.Client{Timeout: 2 * time.Minute, Jar: c.http.Jar}
+		hc := &http.Client{Timeout: patience, Jar: c.http.Jar}
 		req, _ := http.NewRequest("POST", srv.API+"/api/chats/"+syncChat+"/workflow-runs", strings.NewReader(`{"workflowId":"`+wfID+`"}`))
 		req.Header.Set("Content-Type", "application/json")
 		if resp, err := hc.Do(req); err == nil {
@@ -222,7 +221,7 @@ func TestWaitingWebhookAndMCPRunsSurviveKill(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+pat.Data.Token)
-		resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+		resp, err := (&http.Client{Timeout: patience}).Do(req)
 		if err != nil {
 			mcpAnswered <- 0 // the server died first
 			return

@@ -46,7 +46,7 @@ func TestOneUserCannotSlowAnother(t *testing.T) {
 
 	quiet := newChat(t, b, map[string]any{"title": "quiet"})
 	var took []time.Duration
-	for range 5 {
+	for i := range 5 {
 		t0 := time.Now()
 		ex := sendMessage(t, b, quiet.ID, map[string]any{"modelId": "builtin",
 			"content": `run json_query with {"input": {"a": 1}, "query": ".a"}`})
@@ -54,9 +54,13 @@ func TestOneUserCannotSlowAnother(t *testing.T) {
 		if calls := ex.Response.ToolCalls; len(calls) != 1 || string(calls[0].Result) != `{"result":1}` {
 			t.Fatalf("B's tool call %+v, want {\"result\":1}", calls)
 		}
-	}
-	if n := done.Load(); n != 0 {
-		t.Errorf("%d of A's 8 evaluations ended before B's 5 messages were answered: B waited for them", n)
+		// B's first query is answered before any of A's evaluations ends
+		// (each runs to jq's 10 s limit; in one queue for all users it
+		// would wait for several); the rest while A's flood (four rounds
+		// of two) is still going, however slow the machine.
+		if n := done.Load(); i == 0 && n != 0 || n == 8 {
+			t.Errorf("%d of A's 8 evaluations ended before B's message %d was answered: B waited for them", n, i+1)
+		}
 	}
 	wg.Wait()
 	slices.Sort(took)

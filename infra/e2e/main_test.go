@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// patience bounds every wait of a test for the service (a response, an
+// event, a state polled for): a bound for a service that is broken or
+// stuck, never a measure of its speed. A loaded machine (make test beside
+// other builds, -race) is many times slower than a quiet one.
+const patience = 10 * time.Minute
+
 // server is a running dev server process.
 type server struct {
 	cmd    *exec.Cmd
@@ -96,7 +102,7 @@ func startServer(t *testing.T, env ...string) *server {
 	case <-ready:
 	case <-s.done:
 		t.Fatalf("devserver exited early: %v\n%s", s.err, logs.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(patience):
 		_ = cmd.Process.Kill()
 		t.Fatalf("devserver did not start\n%s", logs.String())
 	}
@@ -136,7 +142,7 @@ var spec = func() *contract.Spec {
 
 func newClient(t *testing.T, base string) *client {
 	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: base, http: &http.Client{Jar: jar, Transport: spec.Transport(t, nil), Timeout: 30 * time.Second}}
+	return &client{t: t, base: base, http: &http.Client{Jar: jar, Transport: spec.Transport(t, nil), Timeout: patience}}
 }
 
 // response is a received response with its body read.

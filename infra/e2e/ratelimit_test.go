@@ -14,12 +14,11 @@ import (
 // docs/openapi.yaml.
 func TestRateLimits(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "RATE_LIMIT_MESSAGES=2/m", "RATE_LIMIT_STREAMS=1/m", "RATE_LIMIT_ATTACHMENTS=2/m")
-	// The limits count per minute of the clock: keep the requests of this
-	// test inside one minute.
-	if s := time.Now().Second(); s >= 50 {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
+	clock := newClockFile(t)
+	srv := startServer(t, "RATE_LIMIT_MESSAGES=2/m", "RATE_LIMIT_STREAMS=1/m", "RATE_LIMIT_ATTACHMENTS=2/m", "DEV_CLOCK_FILE="+string(clock))
+	// The limits count per minute of the server's clock: keep the
+	// requests of this test inside one minute of it.
+	clock.toStartOf(t, time.Minute)
 	alice, bob := newClient(t, srv.API), newClient(t, srv.API)
 	aliceID := signUpChatUser(t, alice, "rl-alice@example.com")
 	bobID := signUpChatUser(t, bob, "rl-bob@example.com")

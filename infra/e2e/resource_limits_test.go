@@ -137,12 +137,12 @@ func TestToolResourceLimits(t *testing.T) {
 	}
 }
 
-// eventually waits up to 30 s for cond, failing the test otherwise.
+// eventually waits up to patience for cond, failing the test otherwise.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+	for deadline := time.Now().Add(patience); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 30s", what)
+			t.Fatalf("no %s within %s", what, patience)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -189,7 +189,7 @@ func postMCP(t *testing.T, srv *server, body []byte, header map[string]string) (
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	resp, err := (&http.Client{Timeout: patience}).Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", srv.MCP, err)
 	}

@@ -39,8 +39,8 @@ func stopServer(t *testing.T, srv *server) string {
 		if srv.err != nil {
 			t.Fatalf("exit after SIGTERM: %v", srv.err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit within 20s of SIGTERM")
+	case <-time.After(patience):
+		t.Fatalf("no exit within %s of SIGTERM", patience)
 	}
 	return srv.stdout.String()
 }
@@ -190,12 +190,12 @@ func TestPeriodicSnapshotSurvivesKill(t *testing.T) {
 	if r := newClient(t, srv.API).do("POST", "/api/auth/sign-up/email", map[string]string{"email": "killed@example.com", "password": "killed-pass-1", "name": "K"}); r.Status != 200 {
 		t.Fatalf("sign-up: %d %s", r.Status, r.Body)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(20 * time.Millisecond) {
 		if b, _ := os.ReadFile(file); bytes.Contains(b, []byte("killed@example.com")) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no periodic snapshot with the new user within 15s")
+			t.Fatalf("no periodic snapshot with the new user within %s", patience)
 		}
 	}
 	_ = srv.cmd.Process.Kill()
@@ -224,7 +224,7 @@ func TestDataFileStartupErrors(t *testing.T) {
 		{"bad interval", []string{"DATA_FILE=" + file, "SNAPSHOT_INTERVAL=-1s"}, []string{"SNAPSHOT_INTERVAL"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, devserverBin)
 			cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "DYNAMODB_ENDPOINT=", "SNAPSHOT_INTERVAL="}, tt.env...)...)
@@ -305,7 +305,7 @@ func TestDamagedJournalStopsTheDevServer(t *testing.T) {
 			if err := os.WriteFile(jpath, damaged, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, devserverBin)
 			cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "DYNAMODB_ENDPOINT="}, env...)...)

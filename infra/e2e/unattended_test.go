@@ -66,10 +66,20 @@ func (f clockFile) ahead(t *testing.T, d time.Duration) {
 	t.Helper()
 	// A new size as well as a new time, whatever the file system's time
 	// resolution: the server reads the file again when either changes.
-	s := fmt.Sprintf("%s%s", d, strings.Repeat(" ", int(d/time.Second)%7))
+	s := fmt.Sprintf("%s%s", d, strings.Repeat(" ", (int(d/time.Second)%7+7)%7))
 	if err := os.WriteFile(string(f), []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// toStartOf moves the server's clock back to the start of the wall clock's
+// current unit (a minute, an hour): what the server counts per minute or
+// hour of its clock (rate limits) then has a whole unit ahead for the
+// requests that follow, however slow the machine, with no wait.
+func (f clockFile) toStartOf(t *testing.T, unit time.Duration) {
+	t.Helper()
+	now := time.Now()
+	f.ahead(t, -now.Sub(now.Truncate(unit)))
 }
 
 // unattendedServer is a durable-run dev server (test tools, short lease,
@@ -120,10 +130,10 @@ func runOf(t *testing.T, c *client, wfID, runID string) unattendedRun {
 	return out.Data
 }
 
-// waitRun polls run runID until done says so (60 s at most).
+// waitRun polls run runID until done says so (patience at most).
 func waitRun(t *testing.T, c *client, wfID, runID, what string, done func(unattendedRun) bool) unattendedRun {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		r := runOf(t, c, wfID, runID)
 		if done(r) {
@@ -452,7 +462,7 @@ func TestScheduleFiresOnTheClock(t *testing.T) {
 
 func waitTrigger(t *testing.T, c *client, wfID, id, what string, done func(triggerJSON) bool) triggerJSON {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		g := getTrigger(t, c, wfID, id)
 		if done(g) {

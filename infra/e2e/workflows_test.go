@@ -651,10 +651,9 @@ func TestWorkflowJourney(t *testing.T) {
 // against the document by the transport), and refused requests do nothing.
 func TestWorkflowRateLimits(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "RATE_LIMIT_MESSAGES=1/h", "RATE_LIMIT_RUNS=1/h")
-	if now := time.Now(); now.Minute() == 59 && now.Second() >= 50 {
-		time.Sleep(time.Duration(61-now.Second()) * time.Second)
-	}
+	clock := newClockFile(t)
+	srv := startServer(t, "RATE_LIMIT_MESSAGES=1/h", "RATE_LIMIT_RUNS=1/h", "DEV_CLOCK_FILE="+string(clock))
+	clock.toStartOf(t, time.Hour) // the limits count per hour of the server's clock
 	c := newClient(t, srv.API)
 	uid := signUpChatUser(t, c, "wf.limited@example.com")
 	w := createWorkflow(t, c, uid, "limited")
@@ -711,14 +710,14 @@ func TestWorkflowRunCancel(t *testing.T) {
 	}()
 
 	var running runJSON
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		if runs := listRuns(t, c, ch.ID); len(runs) == 1 && runs[0].Status == "running" && runs[0].Steps[0].Status == "running" {
 			running = runs[0]
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the run did not reach its first step within 10 s")
+			t.Fatalf("the run did not reach its first step within %s", patience)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -737,7 +736,7 @@ func TestWorkflowRunCancel(t *testing.T) {
 	var finished response
 	select {
 	case finished = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the run start did not answer after the cancel")
 	}
 	var fin struct{ Data runJSON }

@@ -58,7 +58,7 @@ func send(hc *http.Client, req sizedRequest) (response, error) {
 		// A reader of unknown length: the client sends it chunked.
 		rd = struct{ io.Reader }{rd}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	r, err := http.NewRequestWithContext(ctx, req.method, req.url, rd)
 	if err != nil {
@@ -343,31 +343,31 @@ func TestWritePaths(t *testing.T) {
 			body: pad(`{"type":"webhook","enabled":false}`), stored: triggerCount},
 		{name: "edit trigger", method: "PATCH", path: "/api/workflows/" + wfID + "/triggers/" + hook.ID, atLimit: 200,
 			body: pad(`{"enabled":true}`)},
-		{name: "webhook", grows: 1, method: "POST", path: "/hooks/" + hook.ID, client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport}, atLimit: 202,
+		{name: "webhook", grows: 1, method: "POST", path: "/hooks/" + hook.ID, client: &http.Client{Timeout: patience, Transport: c.http.Transport}, atLimit: 202,
 			limit: 256 << 10, limitText: []string{"256 KiB", "262144"}, overCode: "PAYLOAD_TOO_LARGE",
 			body: exact(`{"text":"`, `"}`), header: sign, stored: runCount, accepted: inputText(256<<10 - len(`{"text":""}`))},
 		{name: "rotate trigger secret", method: "POST", path: "/api/workflows/" + wfID + "/triggers/" + hook.ID + "/rotate-secret", atLimit: 200,
 			body: pad(`{"previousSecretValidSeconds":0}`)},
 		{name: "create token", grows: 1, method: "POST", path: "/api/users/" + userID + "/tokens", atLimit: 201,
 			body: pad(`{"name":"sized","expiresInDays":1}`), stored: tokenCount},
-		{name: "MCP", method: "POST", path: "/api/mcp", client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport}, atLimit: 200,
+		{name: "MCP", method: "POST", path: "/api/mcp", client: &http.Client{Timeout: patience, Transport: c.http.Transport}, atLimit: 200,
 			body: exact(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"pad":"`, `"}}}`),
 			header: func([]byte) []string {
 				return []string{"Authorization", "Bearer " + pat.Data.Token, "Accept", "application/json, text/event-stream"}
 			}},
-		{name: "OAuth registration", method: "POST", path: "/oauth/register", client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport}, atLimit: 201,
+		{name: "OAuth registration", method: "POST", path: "/oauth/register", client: &http.Client{Timeout: patience, Transport: c.http.Transport}, atLimit: 201,
 			limit: 64 << 10, limitText: []string{"64 KiB", "65536"}, overCode: "PAYLOAD_TOO_LARGE",
 			body: pad(`{"redirect_uris":["http://127.0.0.1:7/cb"],"client_name":"sized","token_endpoint_auth_method":"none"}`)},
 		{name: "OAuth token", method: "POST", path: "/oauth/token", contentType: "application/x-www-form-urlencoded",
-			client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport},
+			client: &http.Client{Timeout: patience, Transport: c.http.Transport},
 			body:   exact("grant_type=refresh_token&client_id=none&refresh_token=none&pad=", ""), atLimit: 401},
 		{name: "OAuth revoke", method: "POST", path: "/oauth/revoke", contentType: "application/x-www-form-urlencoded",
-			client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport},
+			client: &http.Client{Timeout: patience, Transport: c.http.Transport},
 			body:   exact("token=none&client_id=none&pad=", ""), atLimit: 401},
 		{name: "OAuth authorize form", method: "POST", path: "/oauth/authorize", contentType: "application/x-www-form-urlencoded",
-			client: &http.Client{Timeout: 60 * time.Second, Transport: c.http.Transport},
+			client: &http.Client{Timeout: patience, Transport: c.http.Transport},
 			body:   exact("csrf=none&action=approve&pad=", ""), atLimit: 403},
-		{name: "tool server", method: "POST", base: srv.MCP, path: "", client: &http.Client{Timeout: 60 * time.Second},
+		{name: "tool server", method: "POST", base: srv.MCP, path: "", client: &http.Client{Timeout: patience},
 			body:   exact(`{"method":"runTool","params":{"toolId":"hash","input":{"algorithm":"md5","text":"`, `"}}}`),
 			header: func([]byte) []string { return []string{toolserver.ServiceKeyHeader, srv.Key} }, atLimit: 200},
 

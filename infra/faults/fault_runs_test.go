@@ -52,7 +52,7 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 				t.Fatalf("start: %d %s", resp.StatusCode, body[:n])
 			}
 			var run workflow.Run
-			deadline := time.Now().Add(30 * time.Second)
+			deadline := time.Now().Add(patience)
 			for {
 				e.stack.Runner.Wait()
 				if _, err := e.stack.Sweeper.Sweep(context.Background()); err != nil {
@@ -68,7 +68,7 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("run still %s after 30 s: %+v", run.Status, run)
+					t.Fatalf("run still %s after %s: %+v", run.Status, patience, run)
 				}
 				time.Sleep(200 * time.Millisecond)
 			}

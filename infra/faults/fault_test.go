@@ -427,7 +427,7 @@ func (e *env) workflowStack(toolURL string, hasher *auth.Hasher, logger *slog.Lo
 // response with its body read.
 func (e *env) call(srv *httptest.Server, cookie, method, path, body string) (*http.Response, []byte) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -616,10 +616,10 @@ func expectUnavailable(t *testing.T, resp *http.Response, body []byte) {
 
 // quiesce waits until neither the wire nor the call counter has moved for
 // a few hundred milliseconds: no DynamoDB call of work running in the
-// background (a started run) is in flight. It gives up after ten seconds;
+// background (a started run) is in flight. It gives up after patience;
 // the comparison that follows then reports what it sees.
 func (e *env) quiesce() {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	calls, ops, still := e.proxy.mark(), e.counter.Count(), 0
 	for still < 3 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)

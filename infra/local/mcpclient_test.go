@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // mcpClientDir holds the pinned official MCP TypeScript SDK
@@ -39,7 +38,7 @@ func installMCPClient(t *testing.T) {
 		}
 	}
 	npmOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
 		cmd.Dir = mcpClientDir
@@ -67,7 +66,7 @@ func startNodeClient(t *testing.T, env []string, args ...string) *nodeClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
 	cmd.Env = append(os.Environ(), env...)

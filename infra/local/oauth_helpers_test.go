@@ -26,18 +26,29 @@ import (
 
 // shoutDefinition is the workflow the MCP tests expose: it upper-cases
 // its text in three steps (a progress notification each), fails on the
-// text "fail", and first sleeps 3 s on "slow" (longer than the tests'
-// call wait). Its output is {"result": "<TEXT>"}.
+// text "fail", and first sleeps 25 s on "slow" (longer than the tests'
+// call wait, callWait, which runs before the run starts: however slow the
+// machine, a "slow" run outlives the call). Its output is
+// {"result": "<TEXT>"}.
 const shoutDefinition = `{
   "description": "Upper-cases text in three steps",
   "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
   "steps": [
-    {"id": "wait", "toolId": "test_count", "inputs": {"key": "slow", "ms": 3000}, "if": "input.text == \"slow\""},
+    {"id": "wait", "toolId": "test_count", "inputs": {"key": "slow", "ms": 25000}, "if": "input.text == \"slow\""},
     {"id": "check", "toolId": "json_query", "inputs": {"input": "{{input.text}}", "query": "if . == \"fail\" then error(\"the text says fail\") else . end"}},
     {"id": "upper", "toolId": "json_query", "inputs": {"input": "{{check.result}}", "query": "ascii_upcase"}},
     {"id": "done", "toolId": "json_query", "inputs": {"input": "{{upper.result}}", "query": "."}}
   ],
   "exposeAsTool": true, "toolName": %q}`
+
+// callWait is how long the tests' MCP calls wait for their run: long
+// enough for a three-step run on a loaded machine, shorter than the
+// "slow" run's sleep.
+const callWait = 20 * time.Second
+
+// patience bounds a test's wait for an event (a notification, a run's
+// end): a bound for a stuck service, never a measure of its speed.
+const patience = 10 * time.Minute
 
 // expose gives u a real workflow exposed as the tool name
 // (shoutDefinition), through the REST API, and returns its id.
@@ -80,7 +91,7 @@ func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 		t.Fatal(err)
 	}
 	e.stack, err = local.New(context.Background(), cfg, local.Options{
-		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, MCPCallWait: 1500 * time.Millisecond,
+		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, MCPCallWait: callWait,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

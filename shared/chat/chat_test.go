@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
@@ -56,9 +57,15 @@ type fixture struct {
 	loop   *loopProvider
 }
 
-func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
+// newFixture serves the chat routes over the real store; wrapJobs, when
+// given, wraps the store of reply logs (to choose when a write answers).
+func newFixture(t *testing.T, chunkDelay, ping time.Duration, wrapJobs ...func(job.Store) job.Store) *fixture {
 	t.Helper()
 	db := storetest.New(t)
+	var jobs job.Store = store.NewJobs(db.DB, db.Data())
+	for _, w := range wrapJobs {
+		jobs = w(jobs)
+	}
 	users := store.NewUsers(db.DB, db.Users(), db.Sessions())
 	authn := auth.NewService(users, &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil)
 	loop := &loopProvider{}
@@ -75,7 +82,7 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration) *fixture {
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	svc := chat.NewService(chat.Options{
-		Store: store.NewChats(db.DB, db.Data()), Jobs: store.NewJobs(db.DB, db.Data()), Models: models, Preferences: users, DefaultModelID: "builtin",
+		Store: store.NewChats(db.DB, db.Data()), Jobs: jobs, Models: models, Preferences: users, DefaultModelID: "builtin",
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog}),
 	})
 	api := httpapi.NewRouter()
@@ -221,7 +228,9 @@ func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
+	// A bound for a broken service only: the reply takes about 2 s of
+	// model time, much more on a loaded machine.
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var list struct {
 			Data struct{ Messages []chat.Message }
@@ -241,10 +250,38 @@ func TestStreamDisconnectKeepsGenerating(t *testing.T) {
 }
 
 // TestStreamTimeout: a reply still generating at its deadline is cut and
-// saved failed with GENERATION_TIMEOUT, what was generated kept.
+// saved failed with GENERATION_TIMEOUT, what was generated kept. The
+// deadline passes once "1 2 " was generated, whatever the machine's speed:
+// RunStream's context ends only at its deadline (Detach), so cancelling it
+// stands for the deadline.
 func TestStreamTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 0, 0)
+	msg, err, events := f.streamUntil(t, context.Background(), "2 ")
+	f.wantTimedOut(t, msg, err, events, "1 2 ")
+}
+
+// wantTimedOut checks that RunStream ended the reply failed with
+// GENERATION_TIMEOUT, its content starting with prefix, the last live
+// events the error and the end, and that the reply was saved so.
+func (f *fixture) wantTimedOut(t *testing.T, msg chat.Message, err error, events []chat.Event, prefix string) {
+	t.Helper()
+	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, prefix) {
+		t.Fatalf("RunStream: %+v, %v", msg, err)
+	}
+	n := len(events)
+	if n < 2+strings.Count(prefix, " ") || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Fatalf("events %+v", events)
+	}
+	f.wantStored(t, msg)
+}
+
+// streamUntil streams "count to 200 slowly" in a new chat and ends the
+// reply's context (its deadline) when the content generated so far ends
+// with upTo (never when upTo is empty: ctx's end is the deadline). It
+// returns what RunStream returned and the live events.
+func (f *fixture) streamUntil(t *testing.T, ctx context.Context, upTo string) (chat.Message, error, []chat.Event) {
+	t.Helper()
 	id := f.newChat(t)
 	authed := auth.WithSession(context.Background(), auth.Session{User: auth.User{ID: f.userID}})
 	turn, err := f.svc.StartStream(authed, id, chat.StreamRequest{MessageRequest: chat.MessageRequest{
@@ -252,15 +289,144 @@ func TestStreamTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var events []chat.Event
-	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) { events = append(events, e) })
-	if errs.CodeOf(err) != "GENERATION_TIMEOUT" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 ") {
+	var (
+		events  []chat.Event
+		content string
+	)
+	msg, err := f.svc.RunStream(ctx, turn, func(e chat.Event) {
+		events = append(events, e)
+		content += e.Delta
+		if upTo != "" && strings.HasSuffix(content, upTo) {
+			cancel()
+		}
+	})
+	return msg, err, events
+}
+
+// wantStored checks that the reply was saved as RunStream returned it and
+// that the chat is free for the next one.
+func (f *fixture) wantStored(t *testing.T, want chat.Message) {
+	t.Helper()
+	var list struct {
+		Data struct{ Messages []chat.Message }
+	}
+	decode(t, f.do(t, "GET", "/api/chats/"+want.ChatID+"/messages", ""), &list)
+	if n := len(list.Data.Messages); n != 2 || list.Data.Messages[1].Status != want.Status || list.Data.Messages[1].Content != want.Content {
+		t.Fatalf("stored messages %+v, want the reply %s with %q", list.Data.Messages, want.Status, want.Content)
+	}
+	resp := f.do(t, "POST", "/api/chats/"+want.ChatID+"/messages", `{"content":"again","modelId":"builtin"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Errorf("the next message: %d, want 201 (the chat is free)", resp.StatusCode)
+	}
+}
+
+// appliedThen is the store of reply logs whose first write of events
+// after one holding cut is applied, after which the writer gets what
+// answer returns (given the store written to): the interleavings where a
+// write DynamoDB applied reaches its writer as a failure.
+type appliedThen struct {
+	job.Store
+	cut    string
+	answer answerFunc
+	once   atomic.Bool
+}
+
+type answerFunc func(ctx context.Context, inner job.Store, ref job.Ref, recs []job.Record, l job.Lease) error
+
+func (s *appliedThen) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+	hit := false
+	for _, r := range recs {
+		hit = hit || strings.Contains(string(r.Data), s.cut)
+	}
+	if !hit || !s.once.CompareAndSwap(false, true) {
+		return s.Store.Append(ctx, ref, recs, l)
+	}
+	if err := s.Store.Append(context.WithoutCancel(ctx), ref, recs, l); err != nil {
+		return err
+	}
+	return s.answer(ctx, s.Store, ref, recs, l)
+}
+
+// streamApplied streams "count to 200 slowly" over a log store whose
+// write holding "3 " is applied and then answered by answer, in ctx
+// (whose end is the reply's deadline). It checks that the write happened
+// and returns what RunStream returned, the live events and the store.
+func streamApplied(t *testing.T, ctx context.Context, answer answerFunc) (*fixture, chat.Message, error, []chat.Event, *appliedThen) {
+	t.Helper()
+	var applied *appliedThen
+	f := newFixture(t, 0, 0, func(s job.Store) job.Store {
+		applied = &appliedThen{Store: s, cut: `"3 "`, answer: answer}
+		return applied
+	})
+	msg, err, events := f.streamUntil(t, ctx, "")
+	if !applied.once.Load() {
+		t.Fatal("no write held \"3 \"")
+	}
+	return f, msg, err, events, applied
+}
+
+// wantLogged checks that reply msg's log ended failed and holds the
+// streamed events, each once, in order.
+func wantLogged(t *testing.T, jobs job.Store, msg chat.Message, events []chat.Event) {
+	t.Helper()
+	recs, h, err := jobs.Read(context.Background(), job.Ref{Kind: chat.GenerationKind, Collection: msg.ChatID, ID: msg.ID}, 0)
+	if err != nil || h.Active || h.Status != chat.StatusFailed {
+		t.Fatalf("log head %+v (%v), want ended failed", h, err)
+	}
+	var logged []chat.Event
+	for i, r := range recs {
+		var e chat.Event
+		if err := json.Unmarshal(r.Data, &e); err != nil || (i > 0 && r.Prev != recs[i-1].Seq) {
+			t.Fatalf("record %d %+v: %v", i, r, err)
+		}
+		logged = append(logged, e)
+	}
+	if n := len(events); len(logged) != n {
+		t.Fatalf("logged %d events, streamed %d: %+v", len(logged), n, logged)
+	}
+	for i := range logged {
+		if logged[i].Type != events[i].Type || logged[i].Delta != events[i].Delta || logged[i].Error != events[i].Error {
+			t.Errorf("event %d logged %+v, streamed %+v", i, logged[i], events[i])
+		}
+	}
+}
+
+// TestStreamTimeoutDuringWrite: the deadline passes while a write of the
+// reply's log is in flight, and that write was applied. The reply still
+// ends once, by RunStream, failed with GENERATION_TIMEOUT (not "already
+// finished"), its log holding each event once and ending with the error.
+func TestStreamTimeoutDuringWrite(t *testing.T) {
+	t.Parallel()
+	ctx, deadline := context.WithCancel(context.Background())
+	defer deadline()
+	// Generation goes on past "3 " until the deadline, which the write
+	// holding "3 " brings.
+	f, msg, err, events, applied := streamApplied(t, ctx, func(ctx context.Context, _ job.Store, _ job.Ref, _ []job.Record, _ job.Lease) error {
+		deadline()
+		return ctx.Err() // the answer is lost: the writer sees its write fail
+	})
+	f.wantTimedOut(t, msg, err, events, "1 2 3 ")
+	wantLogged(t, applied, msg, events)
+}
+
+// TestStreamRetriedWrite: a write of the reply's log is applied but its
+// answer lost, and the retry of it finds the log past it (NOT_ACTIVE,
+// "moved on"). Nothing else ended the reply, so RunStream does: failed
+// with STORAGE_UNAVAILABLE, saved, the chat free, each event logged once.
+func TestStreamRetriedWrite(t *testing.T) {
+	t.Parallel()
+	f, msg, err, events, applied := streamApplied(t, context.Background(), func(ctx context.Context, inner job.Store, ref job.Ref, recs []job.Record, l job.Lease) error {
+		return inner.Append(ctx, ref, recs, l) // the retry
+	})
+	if errs.CodeOf(err) != "STORAGE_UNAVAILABLE" || msg.Status != chat.StatusFailed || !strings.HasPrefix(msg.Content, "1 2 3 ") {
 		t.Fatalf("RunStream: %+v, %v", msg, err)
 	}
-	n := len(events)
-	if n < 4 || events[n-2].Error != "GENERATION_TIMEOUT" || events[n-1].Reason != chat.ReasonInterrupted {
-		t.Errorf("events %+v", events)
+	if n := len(events); n < 5 || events[n-2].Error != "STORAGE_UNAVAILABLE" || events[n-1].Reason != chat.ReasonInterrupted {
+		t.Fatalf("events %+v", events)
 	}
+	f.wantStored(t, msg)
+	wantLogged(t, applied, msg, events)
 }

@@ -226,6 +226,13 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	pending, next, werr := w.Close()
 	msg.CreatedAt = t.Reply.CreatedAt
 
+	if errs.CodeOf(werr) == job.CodeNotActive && s.stillActive(ctx, ref) {
+		// Nothing ended the reply: the log moved on by this writer's own
+		// write, applied though its answer was lost (a retry of it then
+		// found the log past it). The end below writes what is missing.
+		werr = errs.E("chat.RunStream", errs.Unavailable, "STORAGE_UNAVAILABLE",
+			"storage is temporarily unavailable; the reply was cut").WithCause(werr)
+	}
 	var final []Event
 	switch {
 	case errs.CodeOf(werr) == job.CodeNotActive:
@@ -313,6 +320,15 @@ func numbered(pending []job.Record, prev, next int64, id string, events []Event)
 		prev = pending[len(pending)-1].Seq
 	}
 	return append(pending, job.Chain(prev, next, data...)...), events, nil
+}
+
+// stillActive reports whether the reply's log ref is still active (no
+// one ended it); false when it cannot be read.
+func (s *Service) stillActive(ctx context.Context, ref job.Ref) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	h, err := s.jobs.Head(rctx, ref)
+	return err == nil && h.Active
 }
 
 // forward hands live the events logged after seq by whoever ended t's

@@ -31,7 +31,7 @@ import (
 
 // wait bounds every step that could hang if the adapter buffered instead of
 // streaming: the tests fail rather than hang.
-const wait = 10 * time.Second
+const wait = 5 * time.Minute
 
 const (
 	getFixture  = "testdata/function-url-get-stream.json"

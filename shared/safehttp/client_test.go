@@ -285,7 +285,9 @@ func TestClientTimeout(t *testing.T) {
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	// The server holds the request until the test ends: a minute tells
+	// the client's 100 ms timeout from none, whatever the machine's speed.
+	if d := time.Since(start); d > time.Minute {
 		t.Fatalf("timeout took %v", d)
 	}
 }

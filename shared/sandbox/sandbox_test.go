@@ -472,10 +472,11 @@ func (h *holder) release(t *testing.T) {
 	}
 }
 
-// waitStats waits up to 30 s for p's stats to be want.
+// waitStats waits up to 10 min for p's stats to be want (a bound for a
+// stuck pool, not a measure of its speed).
 func waitStats(t *testing.T, p *sandbox.Pool, want sandbox.Stats) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(10 * time.Minute)
 	for p.Stats() != want {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v, want %+v", p.Stats(), want)
@@ -553,7 +554,7 @@ func TestAdmissionPerKey(t *testing.T) {
 // waitFor waits up to 30 s for path to exist.
 func waitFor(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(10 * time.Minute) // a bound for a stuck worker, not a measure
 	for {
 		if _, err := os.Stat(path); err == nil {
 			break

@@ -548,6 +548,14 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 // one's chat lease ran out), the chat is left alone. Conflict
 // GENERATION_NOT_ACTIVE when the generation has already ended; NotFound
 // GENERATION_NOT_FOUND.
+//
+// A write of the generation's own log whose answer was lost (a deadline
+// cut it after DynamoDB applied it) leaves the log ahead of what its
+// writer believes written: when the active log's last event is one of
+// recs, the events up to it are taken as stored and the rest appended, so
+// the generation still ends here with its status, not as already ended.
+// Only the generation's writer hands out ids within its reservation, so
+// such an event can only be its own.
 func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []job.Record, expiredBefore time.Time) error {
 	const op = "store.EndLoggedGeneration"
 	run := func(freeChat bool) error {
@@ -576,12 +584,30 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 		case !h.Active:
 			return errs.Wrap(op, errGenerationNotActive)
 		}
+		if rest, ok := unwritten(recs, h.LastSeq); ok {
+			recs = rest
+			if err = run(true); !isConditionFailure(err) {
+				return storeError(op, err)
+			}
+		}
 		err = run(false)
 		if isConditionFailure(err) {
 			return errs.Wrap(op, errGenerationNotActive)
 		}
 	}
 	return storeError(op, err)
+}
+
+// unwritten returns the records of recs after last and true when last,
+// the log's last stored event, is one of recs (a write of them was
+// applied though its writer saw it fail).
+func unwritten(recs []job.Record, last int64) ([]job.Record, bool) {
+	for i, r := range recs {
+		if r.Seq == last {
+			return recs[i+1:], true
+		}
+	}
+	return nil, false
 }
 
 // GeneratedMessage returns the assistant message of generation id in chat

