@@ -283,4 +283,3 @@ func startedReply(t *testing.T, first []job.Record, reserved int64) (*store.Chat
 	}
 	return s, jobs, c, g, now
 }
-
