@@ -575,7 +575,9 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 	}
 	err := run(true)
 	if isConditionFailure(err) {
-		h, herr := s.logs().head(ctx, chatPK(c.ID), reply.ID)
+		// latest, not head: the head's lastSeq lags the slots written
+		// since the last renewal.
+		h, herr := s.logs().latest(ctx, chatPK(c.ID), reply.ID)
 		switch {
 		case errs.Is(herr, errs.NotFound):
 			return errs.Wrap(op, errGenerationNotFound)
