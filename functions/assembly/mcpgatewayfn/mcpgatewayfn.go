@@ -46,6 +46,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		Verifier: bearer.NewVerifier(d.OAuthStore(cfg), keys, cfg.PublicBaseURL, d.Now),
 		BaseURL:  cfg.PublicBaseURL,
 		Logger:   d.Logger,
+		Limit:    d.Limiter(cfg).Limit(cfg.RateLimitMCP),
 	}), nil
 }
 
