@@ -38,9 +38,6 @@ type RunEngine interface {
 type Engine struct {
 	Catalog ToolCatalog
 	Runs    RunEngine
-	// Allow counts a call against the user's run rate limit
-	// (RATE_LIMIT_RUNS); nil allows every call.
-	Allow func(ctx context.Context, userID string) error
 	// OutputSchema returns a tool's output schema (the tool catalog's),
 	// from which a workflow's outputSchema is made; nil, or an error,
 	// gives the plain {"type":"object"}.
@@ -122,18 +119,13 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 	if err := json.Unmarshal(args, &input); err != nil || input == nil {
 		return CallResult{IsError: true, Text: "invalid arguments: a JSON object is required"}, nil
 	}
-	if e.Allow != nil {
-		if err := e.Allow(ctx, userID); err != nil {
-			if errs.Is(err, errs.RateLimited) {
-				return CallResult{IsError: true, Text: refusal("too many workflow runs", err)}, nil
-			}
-			return CallResult{}, errs.Wrap(op, err)
-		}
-	}
 	run, err := e.Runs.Start(ctx, runs.StartRequest{WorkflowID: entry.WorkflowID, Input: input, Trigger: &workflow.Trigger{Type: workflow.TriggerMCP}})
 	switch {
 	case errs.Is(err, errs.Invalid):
 		return CallResult{IsError: true, Text: refusal("invalid arguments", err)}, nil
+	case errs.Is(err, errs.RateLimited):
+		// The run engine counts every run it starts (RATE_LIMIT_RUNS).
+		return CallResult{IsError: true, Text: refusal("too many workflow runs", err)}, nil
 	case errs.Is(err, errs.NotFound), errs.Is(err, errs.Forbidden):
 		return CallResult{}, errUnknownTool // deleted or unexposed since the lookup
 	case err != nil:
