@@ -129,7 +129,7 @@ var wantGrants = map[string]map[string][]string{
 	// (GetItem), store.Runs.CreateRun (tx of Puts), the run's log (Query,
 	// GetItem); the run rate limit (UpdateItem).
 	"McpGatewayFunction": {
-		"OAuthTable":      {"dynamodb:GetItem"},
+		"OAuthTable": {"dynamodb:GetItem"},
 		// ... and an attachment a call's arguments name: the read
 		// (TransactGetItems), MarkReady / MarkFailed (a tx of Updates
 		// with a ConditionCheck), its chat (a Query of GSI1).
