@@ -26,13 +26,13 @@ import (
 
 // shoutDefinition is the workflow the MCP tests expose: it upper-cases
 // its text in three steps (a progress notification each), fails on the
-// text "fail", and first sleeps 3 s on "slow" (longer than the tests'
+// text "fail", and first sleeps 25 s on "slow" (far longer than the tests'
 // call wait). Its output is {"result": "<TEXT>"}.
 const shoutDefinition = `{
   "description": "Upper-cases text in three steps",
   "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
   "steps": [
-    {"id": "wait", "toolId": "test_count", "inputs": {"key": "slow", "ms": 3000}, "if": "input.text == \"slow\""},
+    {"id": "wait", "toolId": "test_count", "inputs": {"key": "slow", "ms": 25000}, "if": "input.text == \"slow\""},
     {"id": "check", "toolId": "json_query", "inputs": {"input": "{{input.text}}", "query": "if . == \"fail\" then error(\"the text says fail\") else . end"}},
     {"id": "upper", "toolId": "json_query", "inputs": {"input": "{{check.result}}", "query": "ascii_upcase"}},
     {"id": "done", "toolId": "json_query", "inputs": {"input": "{{upper.result}}", "query": "."}}
@@ -55,7 +55,9 @@ func (e *oauthEnv) expose(u testUser, name string) string {
 }
 
 // oauthEnv is a running stack with an HTTP server and its clock; its
-// MCP calls run real workflows on the run engine (a call waits 1.5 s).
+// MCP calls run real workflows on the run engine (a call waits 8 s: a
+// bound generous enough for a loaded machine, where a three-step run can
+// take seconds).
 type oauthEnv struct {
 	t       *testing.T
 	srv     *httptest.Server
@@ -80,7 +82,7 @@ func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 		t.Fatal(err)
 	}
 	e.stack, err = local.New(context.Background(), cfg, local.Options{
-		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, MCPCallWait: 1500 * time.Millisecond,
+		Now: e.clk.Now, Hasher: &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, MCPCallWait: 8 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -243,9 +243,12 @@ func (g *gateway) call(userID, name string) mcp.ToolHandler {
 		var progress func(Progress)
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			progress = func(p Progress) {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: tok, Progress: float64(p.Step), Total: float64(p.Total), Message: p.Message,
-				}) // a client that left misses it; the run goes on
+				}); err != nil {
+					// A client that left misses it; the run goes on.
+					logging.FromContext(ctx).InfoContext(ctx, "mcpgateway: progress not delivered", "message", p.Message, "err", err.Error())
+				}
 			}
 		}
 		res, err := g.tools.Call(ctx, userID, name, args, progress)
