@@ -1,5 +1,5 @@
 # Workflow Chat Service. `make run` needs Go; `make test` also a C compiler (-race)
-# and Node 20 with npm (the MCP TypeScript SDK test; README.md, "Test it").
+# and Node 20 with npm (the MCP TypeScript SDK test; README.md, "What you need").
 GO        ?= go
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR ?= .build

@@ -26,14 +26,11 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	return r
 }
 
+// handleCreate checks the path (400 INVALID_ID) before the body.
 func handleCreate(s *Service) http.Handler {
-	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (Attachment, error) {
-		chatID, err := httpapi.PathUUID(r, "chatId")
-		if err != nil {
-			return Attachment{}, err
-		}
-		return s.Create(r.Context(), chatID, in)
-	})
+	return httpapi.PathIDs(httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (Attachment, error) {
+		return s.Create(r.Context(), r.PathValue("chatId"), in)
+	}), "chatId")
 }
 
 // ids reads the chat and attachment ids of r's path (400 INVALID_ID).

@@ -192,8 +192,8 @@ func (s *Service) Delete(ctx context.Context, chatID, id string) error {
 }
 
 // DeleteChat deletes every attachment of chat chatID, retiring their bytes
-// first (see retire), then the items with the quota they hold. It is the chat delete's cleanup
-// (store.Chats.WithCleanup): it runs once the chat is marked deleted, so
+// first (see retire), then the items with the quota they hold. It is part
+// of the chat's delete (chat.Service.Delete): it runs once the chat is marked deleted, so
 // no attachment can be added meanwhile, and before the chat's items go,
 // so a failure leaves the chat in place and a retried delete finishes
 // the job. userID is the chat's owner.

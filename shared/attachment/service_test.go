@@ -63,7 +63,7 @@ func setup(t *testing.T, quota int64) *env {
 	h = local.Handler()
 	atts := store.NewAttachments(db.DB, db.Data())
 	svc := attachment.NewService(attachment.Options{Store: atts, Blobs: local, Quota: quota, Now: c.Now})
-	chats := store.NewChats(db.DB, db.Data()).WithCleanup(svc.DeleteChat)
+	chats := store.NewChats(db.DB, db.Data())
 	return &env{svc: svc, chats: chats, atts: atts, mem: mem, blobs: local, clock: c}
 }
 
@@ -457,7 +457,7 @@ func TestChatDeleteRemovesAttachments(t *testing.T) {
 	if e.used(t, "ada") != int64(len(png))+9 {
 		t.Fatalf("used %d", e.used(t, "ada"))
 	}
-	if err := e.chats.DeleteChat(context.Background(), c.ID, "ada"); err != nil {
+	if err := e.chats.DeleteChat(context.Background(), c.ID, "ada", func(ctx context.Context) error { return e.svc.DeleteChat(ctx, c.ID, "ada") }); err != nil {
 		t.Fatal(err)
 	}
 	// When the delete has answered, the chat's URLs no longer work.

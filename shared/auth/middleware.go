@@ -119,6 +119,21 @@ func Authorize(ctx context.Context, op, ownerID string) error {
 	return nil
 }
 
+// SelfPath answers, before next reads the body, 400 INVALID_ID when the
+// {userId} path parameter is not a UUID and 403 FORBIDDEN when it is not
+// the signed-in user: a path naming a user is decided by the path alone,
+// so another user's path is 403 whatever the body. It belongs inside
+// Require (it needs the session).
+func SelfPath(next http.Handler) http.Handler {
+	return httpapi.PathIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := Authorize(r.Context(), "auth.SelfPath", r.PathValue("userId")); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}), "userId")
+}
+
 // Owned loads a resource and checks that the signed-in user owns it, in
 // the order docs/decisions.md gives: load's error first (a NotFound becomes 404),
 // then ownership (403).

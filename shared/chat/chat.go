@@ -229,9 +229,12 @@ type Store interface {
 	// UpdateChat sets the title of the chat id owned by userID and returns
 	// it. NotFound CHAT_NOT_FOUND, Forbidden for another user's chat.
 	UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (Chat, error)
-	// DeleteChat removes the chat id owned by userID with everything in
-	// it, and decrements the owner's chat count. NotFound, Forbidden.
-	DeleteChat(ctx context.Context, id, userID string) error
+	// DeleteChat removes the chat id owned by userID with its items (its
+	// messages and runs), and decrements the owner's chat count. It calls
+	// beyond (when not nil) once the chat is marked deleted and before its
+	// items go, and fails, leaving the chat in place, when beyond fails.
+	// NotFound, Forbidden, or beyond's error.
+	DeleteChat(ctx context.Context, id, userID string, beyond func(context.Context) error) error
 	// ListChats returns a page of userID's chats, most recently updated
 	// first, and the number of chats the user has.
 	ListChats(ctx context.Context, userID string, page paging.Page) ([]Chat, int, error)

@@ -36,14 +36,11 @@ func handleGet(s *Service) http.Handler {
 	})
 }
 
+// handleUpdate checks the path (400 INVALID_ID) before the body.
 func handleUpdate(s *Service) http.Handler {
-	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Chat, error) {
-		id, err := httpapi.PathUUID(r, "chatId")
-		if err != nil {
-			return Chat{}, err
-		}
-		return s.Update(r.Context(), id, in)
-	})
+	return httpapi.PathIDs(httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in UpdateRequest) (Chat, error) {
+		return s.Update(r.Context(), r.PathValue("chatId"), in)
+	}), "chatId")
 }
 
 func handleDelete(s *Service) http.Handler {
@@ -78,14 +75,11 @@ func handleMessages(s *Service) http.Handler {
 	})
 }
 
+// handleSend checks the path (400 INVALID_ID) before the body.
 func handleSend(s *Service) http.Handler {
-	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in MessageRequest) (Exchange, error) {
-		id, err := httpapi.PathUUID(r, "chatId")
-		if err != nil {
-			return Exchange{}, err
-		}
-		return s.Send(r.Context(), id, in)
-	})
+	return httpapi.PathIDs(httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in MessageRequest) (Exchange, error) {
+		return s.Send(r.Context(), r.PathValue("chatId"), in)
+	}), "chatId")
 }
 
 // handleStream answers with the reply as Server-Sent Events. Errors before
@@ -141,17 +135,10 @@ type DecisionRequest struct {
 // maxToolCallID bounds a tool call id in a path.
 const maxToolCallID = 200
 
+// handleDecide checks the path (400 INVALID_ID) before the optional body.
 func handleDecide(s *Service, approve bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var in DecisionRequest
-		if r.ContentLength != 0 {
-			var err error
-			if in, err = httpapi.Decode[DecisionRequest](r); err != nil {
-				httpapi.WriteError(w, r, err)
-				return
-			}
-		}
-		chatID, err := httpapi.PathUUID(r, "chatId")
+	return httpapi.PathIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := httpapi.DecodeOptional[DecisionRequest](r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
@@ -161,13 +148,13 @@ func handleDecide(s *Service, approve bool) http.Handler {
 			httpapi.WriteError(w, r, errs.E("chat.Decide", errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision"))
 			return
 		}
-		m, err := s.Decide(r.Context(), chatID, callID, approve, in.Remember)
+		m, err := s.Decide(r.Context(), r.PathValue("chatId"), callID, approve, in.Remember)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
 		httpapi.Respond(w, http.StatusAccepted, m)
-	})
+	}), "chatId")
 }
 
 // handleResume replays a reply's events after Last-Event-ID (or

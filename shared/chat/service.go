@@ -130,9 +130,22 @@ func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Cha
 	return c, errs.Wrap("chat.Update", err)
 }
 
-// Delete removes the chat id with its messages. NotFound, Forbidden.
+// Delete removes the chat id with its messages and runs, and first, once
+// the chat is marked deleted (nothing can be added to it then), what it
+// owns beyond them: its attachments (their blobs and the quota they hold)
+// and its replies' values in the blob store. NotFound, Forbidden, or the
+// error of that cleanup, which leaves the chat in place: a retried delete
+// finishes the job (each part is idempotent).
 func (s *Service) Delete(ctx context.Context, id string) error {
-	return errs.Wrap("chat.Delete", s.store.DeleteChat(ctx, id, auth.UserID(ctx)))
+	userID := auth.UserID(ctx)
+	return errs.Wrap("chat.Delete", s.store.DeleteChat(ctx, id, userID, func(ctx context.Context) error {
+		if s.atts != nil {
+			if err := s.atts.DeleteChat(ctx, id, userID); err != nil {
+				return err
+			}
+		}
+		return s.deleteValues(ctx, id)
+	}))
 }
 
 // List returns a page of userID's chats and their total. Forbidden unless
@@ -178,6 +191,10 @@ type Attachments interface {
 	// another user's), Conflict ATTACHMENT_NOT_READY or
 	// ATTACHMENT_FAILED, and storage errors.
 	ForMessage(ctx context.Context, userID, chatID string, ids []string, in model.Input) ([]model.Attachment, error)
+	// DeleteChat deletes every attachment of userID's chat chatID, with
+	// their bytes and the quota they hold; part of the chat's delete. It
+	// is idempotent.
+	DeleteChat(ctx context.Context, chatID, userID string) error
 }
 
 // attachments returns the attachments ids of chat c for a reply by

@@ -142,11 +142,11 @@ func (s *Service) withURLs(ctx context.Context, msgs ...*Message) error {
 	return nil
 }
 
-// DeleteValues deletes every blob of chat chatID (its replies' tool
-// results and paused states): part of the chat's delete
-// (store.Chats.WithCleanup), run once the chat is marked deleted. It is
-// idempotent; with no blob store it does nothing.
-func (s *Service) DeleteValues(ctx context.Context, chatID string) error {
+// deleteValues deletes every blob of chat chatID (its replies' tool
+// results and paused states): part of the chat's delete (Delete), run
+// once the chat is marked deleted. It is idempotent; with no blob store
+// it does nothing.
+func (s *Service) deleteValues(ctx context.Context, chatID string) error {
 	if s.blobs == nil {
 		return nil
 	}

@@ -23,7 +23,7 @@
 // gets its parser's message, one out of range Validate's.
 //
 // A new variable is a field with its tags in the struct of its concern,
-// and its checks in that struct's Validate; README.md's Configuration
+// and its checks in that struct's Validate; docs/configuration.md's
 // table lists it (a test keeps the two in step).
 package config
 

@@ -90,22 +90,24 @@ func TestDefaultConstants(t *testing.T) {
 	}
 }
 
-// TestReadmeListsEveryVariable: README.md's Configuration table has a row
-// for every variable Load reads and none for another, and each default
-// the code declares (envDefault, envLocalDefault) is in its row's default
-// column, in backquotes.
-func TestReadmeListsEveryVariable(t *testing.T) {
+// configDoc is the page that lists every variable.
+const configDoc = "docs/configuration.md"
+
+// TestDocListsEveryVariable: docs/configuration.md's table (the page up
+// to its first "## " section) has a row for every variable Load reads and
+// none for another, and each default the code declares (envDefault,
+// envLocalDefault) is in its row's default column, in backquotes.
+func TestDocListsEveryVariable(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../" + configDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
-	start := strings.Index(readme, "\n## Configuration\n")
-	if start < 0 {
-		t.Fatal("README.md has no Configuration section")
+	doc := string(b)
+	if !strings.HasPrefix(doc, "# Configuration\n") {
+		t.Fatalf("%s does not start with its title, # Configuration", configDoc)
 	}
-	section := readme[start+1:]
+	section := doc
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
@@ -118,7 +120,7 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 		}
 		for _, m := range name.FindAllStringSubmatch(cells[1], -1) {
 			if _, dup := defaults[m[1]]; dup {
-				t.Errorf("README.md: %s has two rows", m[1])
+				t.Errorf("%s: %s has two rows", configDoc, m[1])
 			}
 			defaults[m[1]] = cells[2]
 		}
@@ -126,15 +128,15 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 	for _, v := range config.Variables() {
 		col, ok := defaults[v.Name]
 		if !ok {
-			t.Errorf("README.md's Configuration table has no row for %s", v.Name)
+			t.Errorf("%s's table has no row for %s", configDoc, v.Name)
 			continue
 		}
 		delete(defaults, v.Name)
 		if v.HasDefault && !strings.Contains(col, "`"+v.Default+"`") {
-			t.Errorf("README.md: %s's default column %q does not say `%s`", v.Name, strings.TrimSpace(col), v.Default)
+			t.Errorf("%s: %s's default column %q does not say `%s`", configDoc, v.Name, strings.TrimSpace(col), v.Default)
 		}
 		if v.HasLocalDefault && !strings.Contains(col, "`"+v.LocalDefault+"`") {
-			t.Errorf("README.md: %s's default column %q does not say `%s` (locally)", v.Name, strings.TrimSpace(col), v.LocalDefault)
+			t.Errorf("%s: %s's default column %q does not say `%s` (locally)", configDoc, v.Name, strings.TrimSpace(col), v.LocalDefault)
 		}
 	}
 	// The OpenTelemetry exporter reads its own variables under the
@@ -144,7 +146,7 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 		delete(defaults, n)
 	}
 	for n := range defaults {
-		t.Errorf("README.md lists %s, which neither config.Load nor the OTLP exporter reads", n)
+		t.Errorf("%s lists %s, which neither config.Load nor the OTLP exporter reads", configDoc, n)
 	}
 }
 

@@ -31,7 +31,18 @@ type Empty struct{}
 // field details for wrongly typed or invalid fields, and PAYLOAD_TOO_LARGE
 // for bodies over MaxBodyBytes.
 func Decode[T any](r *http.Request) (T, error) {
-	const op = "httpapi.Decode"
+	return decode[T](r, "httpapi.Decode", false)
+}
+
+// DecodeOptional is Decode for a route whose body may be left out: an
+// empty body (or only white space, whatever Content-Length says, chunked
+// included) is T's zero value, not validated; any other body is decoded
+// and validated as Decode does, with its errors.
+func DecodeOptional[T any](r *http.Request) (T, error) {
+	return decode[T](r, "httpapi.DecodeOptional", true)
+}
+
+func decode[T any](r *http.Request, op string, optional bool) (T, error) {
 	var v T
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
@@ -42,6 +53,9 @@ func Decode[T any](r *http.Request) (T, error) {
 		return v, errs.E(op, errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return v, nil
+		}
 		return v, errs.E(op, errs.Invalid, "INVALID_JSON", "request body must be a JSON object")
 	}
 	if err := UnmarshalStrict(body, &v); err != nil {

@@ -23,6 +23,22 @@ func PathUUID(r *http.Request, name string) (string, error) {
 	return v, nil
 }
 
+// PathIDs answers 400 INVALID_ID for the first of the path parameters
+// names that is not a UUID (PathUUID), before next runs, so that a route's
+// path is told as malformed whatever its body: the body is read only for
+// a well-formed path.
+func PathIDs(next http.Handler, names ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, name := range names {
+			if _, err := PathUUID(r, name); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // IsUUID reports whether s is a UUID in canonical form
 // (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, any case).
 func IsUUID(s string) bool {

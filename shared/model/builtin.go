@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/workflowchat/service/shared/truncate"
 )
 
 // BuiltinID is the id of the built-in offline model.
@@ -212,14 +214,15 @@ func toolReport(ms []Message) string {
 	return fmt.Sprintf("The %s tool returned: %s", strings.Join(names, ", "), strings.Join(parts, "; "))
 }
 
+// maxQuoted bounds the prompt the built-in reply quotes, in bytes.
+const maxQuoted = 200
+
 func builtinReply(prompt string, tools []ToolSpec) string {
 	p := strings.TrimSpace(prompt)
 	if p == "" {
 		return "Hello! I am the built-in offline assistant. Ask me anything, or ask me to run a tool."
 	}
-	if len(p) > 200 {
-		p = p[:200] + "..."
-	}
+	p = truncate.Ellipsis(p, maxQuoted)
 	reply := fmt.Sprintf("You said: %q. I am the built-in offline assistant: I answer without a network.", p)
 	if len(tools) > 0 {
 		reply += " I can run a tool when you name it with JSON arguments, for example: " +

@@ -257,3 +257,15 @@ func TestEstimateTokensCountsAttachments(t *testing.T) {
 		t.Errorf("base %d: text %d, image %d, pdf %d, note %d", b, text, img, pdf, note)
 	}
 }
+
+// TestBuiltinQuotesLongPromptsWhole: the reply quotes a long prompt cut at
+// a character boundary, so a multi-byte character at the cut is dropped
+// whole, never quoted as a broken byte.
+func TestBuiltinQuotesLongPromptsWhole(t *testing.T) {
+	t.Parallel()
+	prompt := strings.Repeat("a", 199) + "é and then more text"
+	text, _, _ := generate(t, model.Request{ModelID: "builtin", Messages: []model.Message{{Role: "user", Content: prompt}}})
+	if want := `You said: "` + strings.Repeat("a", 199) + `…"`; !strings.Contains(text, want) || strings.Contains(text, `\x`) {
+		t.Errorf("text = %q, want it to quote %q", text, want)
+	}
+}

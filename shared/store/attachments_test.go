@@ -216,7 +216,10 @@ func TestChatDeleteRunsItsCleanupFirst(t *testing.T) {
 	ctx := context.Background()
 	var seen []attachment.Attachment
 	fail := true
-	chats := store.NewChats(db.DB, db.Data()).WithCleanup(func(ctx context.Context, chatID, userID string) error {
+	chats := store.NewChats(db.DB, db.Data())
+	c := newChat("u1", time.Now())
+	chatID, userID := c.ID, c.UserID
+	cleanup := func(ctx context.Context) error {
 		atts, err := s.ChatAttachments(ctx, chatID)
 		if err != nil {
 			return err
@@ -231,8 +234,7 @@ func TestChatDeleteRunsItsCleanupFirst(t *testing.T) {
 			return errs.E("test", errs.Unavailable, "", "blob store down")
 		}
 		return s.DeleteAttachments(ctx, atts)
-	})
-	c := newChat("u1", time.Now())
+	}
 	if err := chats.CreateChat(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -246,14 +248,14 @@ func TestChatDeleteRunsItsCleanupFirst(t *testing.T) {
 	}
 	// The first try fails in the cleanup: the chat stays, and so do its
 	// attachments and their charge.
-	if err := chats.DeleteChat(ctx, c.ID, "u1"); !errs.Is(err, errs.Unavailable) {
+	if err := chats.DeleteChat(ctx, c.ID, "u1", cleanup); !errs.Is(err, errs.Unavailable) {
 		t.Fatalf("delete with a failing cleanup: %v", err)
 	}
 	if len(seen) != 120 || used(t, s, "u1") != 1200 {
 		t.Fatalf("cleanup saw %d attachments, used %d", len(seen), used(t, s, "u1"))
 	}
 	// The retry finishes.
-	if err := chats.DeleteChat(ctx, c.ID, "u1"); err != nil {
+	if err := chats.DeleteChat(ctx, c.ID, "u1", cleanup); err != nil {
 		t.Fatal(err)
 	}
 	if got := used(t, s, "u1"); got != 0 {

@@ -28,9 +28,6 @@ type Chats struct {
 	db    *dynamo.DB
 	table dynamo.Table
 	owned ownedCollection
-	// cleanup, when set, deletes what a chat owns outside its items
-	// (WithCleanup).
-	cleanup func(ctx context.Context, chatID, userID string) error
 	// runBlobs keeps the chat's runs' large values (WithRunBlobs).
 	runBlobs blob.Backend
 }
@@ -39,18 +36,6 @@ type Chats struct {
 // values kept in b (Runs.WithBlobs).
 func (s *Chats) WithRunBlobs(b blob.Backend) *Chats {
 	s.runBlobs = b
-	return s
-}
-
-// WithCleanup makes DeleteChat call fn(ctx, chatID, userID) once the
-// owner is checked and the chat is marked deleted (nothing can be added
-// to it from then on), before any of its items goes: fn deletes what the
-// chat owns beyond its items, e.g. the attachments' blobs with the quota
-// they hold (attachment.Service.DeleteChat). A failing fn fails the
-// delete with the chat still in place, so a retried delete runs it again:
-// it must be idempotent. It returns s.
-func (s *Chats) WithCleanup(fn func(ctx context.Context, chatID, userID string) error) *Chats {
-	s.cleanup = fn
 	return s
 }
 
@@ -272,13 +257,17 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now ti
 }
 
 // DeleteChat removes the chat id of userID with its messages and runs (see
-// ownedCollection.delete), after the cleanup of WithCleanup. NotFound,
-// Forbidden, or the cleanup's error.
-func (s *Chats) DeleteChat(ctx context.Context, id, userID string) error {
+// ownedCollection.delete). beyond, when not nil, is called once the owner
+// is checked and the chat is marked deleted (nothing can be added to it
+// from then on), before any of its items goes: the caller deletes there
+// what the chat owns outside the store's items (chat.Service.Delete). A
+// failing beyond fails the delete with the chat still in place, so a
+// retried delete calls it again. NotFound, Forbidden, or beyond's error.
+func (s *Chats) DeleteChat(ctx context.Context, id, userID string, beyond func(context.Context) error) error {
 	runs := (&Runs{db: s.db, table: s.table}).WithBlobs(s.runBlobs)
 	return s.owned.delete(ctx, "store.DeleteChat", id, userID, func(ctx context.Context) error {
-		if s.cleanup != nil {
-			if err := s.cleanup(ctx, id, userID); err != nil {
+		if beyond != nil {
+			if err := beyond(ctx); err != nil {
 				return err
 			}
 		}

@@ -69,13 +69,13 @@ func TestChatsListAndCounter(t *testing.T) {
 	}
 
 	// Delete keeps the counter right and leaves nothing of the chat behind.
-	if err := s.DeleteChat(ctx, ids[0], "u2"); errs.KindOf(err) != errs.Forbidden {
+	if err := s.DeleteChat(ctx, ids[0], "u2", nil); errs.KindOf(err) != errs.Forbidden {
 		t.Errorf("delete by another user: %v", err)
 	}
-	if err := s.DeleteChat(ctx, ids[0], "u1"); err != nil {
+	if err := s.DeleteChat(ctx, ids[0], "u1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteChat(ctx, ids[0], "u1"); errs.KindOf(err) != errs.NotFound {
+	if err := s.DeleteChat(ctx, ids[0], "u1", nil); errs.KindOf(err) != errs.NotFound {
 		t.Errorf("second delete: %v", err)
 	}
 	_, total, _ := s.ListChats(ctx, "u1", paging.Page{Limit: 20})
@@ -186,7 +186,7 @@ func TestNothingJoinsAChatBeingDeleted(t *testing.T) {
 		t.Errorf("run in a missing chat: %v", err)
 	}
 	// The interrupted delete can be retried and finishes.
-	if err := s.DeleteChat(ctx, c.ID, "u1"); err != nil {
+	if err := s.DeleteChat(ctx, c.ID, "u1", nil); err != nil {
 		t.Fatal(err)
 	}
 	var left []map[string]any

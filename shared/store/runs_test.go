@@ -153,7 +153,7 @@ func TestRuns(t *testing.T) {
 	if _, err := runs.Run(ctx, other.ID); err != nil {
 		t.Fatalf("another workflow's run: %v", err)
 	}
-	if err := chats.DeleteChat(ctx, c.ID, "u1"); err != nil {
+	if err := chats.DeleteChat(ctx, c.ID, "u1", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, pk := range []string{"CHAT#" + c.ID, "RUN#" + other.ID} {

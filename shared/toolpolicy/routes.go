@@ -12,11 +12,12 @@ import (
 //
 //   - GET /api/users/{userId}/tool-permissions: every tool's policy.
 //   - PUT /api/users/{userId}/tool-permissions/{toolId} {policy}: store
-//     the user's policy of one tool.
+//     the user's policy of one tool; the path is checked (400 INVALID_ID,
+//     403 another user's) before the body.
 func Routes(s *Service, authn *auth.Service) *httpapi.Router {
 	r := httpapi.NewRouter()
 	r.Handle("GET /api/users/{userId}/tool-permissions", authn.Require(handleList(s)))
-	r.Handle("PUT /api/users/{userId}/tool-permissions/{toolId}", authn.Require(handleSet(s)))
+	r.Handle("PUT /api/users/{userId}/tool-permissions/{toolId}", authn.Require(auth.SelfPath(handleSet(s))))
 	return r
 }
 

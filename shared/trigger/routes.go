@@ -1,7 +1,6 @@
 package trigger
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -155,22 +154,10 @@ func handleDelete(s *Service) http.Handler {
 // handleRotate takes an optional body (RotateRequest).
 func handleRotate(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var in RotateRequest
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
+		in, err := httpapi.DecodeOptional[RotateRequest](r)
 		if err != nil {
-			// A body over the limit is 413 (httpapi.WriteError).
-			httpapi.WriteError(w, r, errs.E("trigger.handleRotate", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
+			httpapi.WriteError(w, r, err)
 			return
-		}
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := httpapi.UnmarshalStrict(body, &in); err != nil {
-				httpapi.WriteError(w, r, err)
-				return
-			}
-			if err := in.Validate(); err != nil {
-				httpapi.WriteError(w, r, err)
-				return
-			}
 		}
 		c, err := s.RotateSecret(r.Context(), r.PathValue("workflowId"), r.PathValue("triggerId"), in)
 		if err != nil {

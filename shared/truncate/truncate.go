@@ -42,6 +42,16 @@ func String(s string, max int) (string, bool) {
 	return s[:cut], true
 }
 
+// Ellipsis returns s cut to at most max bytes at a rune boundary (String)
+// with "…" appended when it was cut: the form of a long text quoted in a
+// message or a reply.
+func Ellipsis(s string, max int) string {
+	if cut, ok := String(s, max); ok {
+		return cut + "…"
+	}
+	return s
+}
+
 // Cut returns the truncated form of the JSON value v, at most limit bytes
 // long (limit at least 64): as much of v's text as fits in the preview once
 // escaped. Cutting a value already cut shortens its preview.

@@ -32,6 +32,33 @@ func TestString(t *testing.T) {
 	}
 }
 
+// TestEllipsis: a cut never splits a multi-byte character, whichever of
+// its bytes the bound falls on.
+func TestEllipsis(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"hello", 5, "hello"},
+		{"hello", 4, "hell…"},
+		{"aé", 2, "a…"},   // the bound falls inside é
+		{"a€b", 2, "a…"},  // inside the three bytes of €
+		{"a€b", 3, "a…"},  // on its last byte
+		{"a€b", 4, "a€…"}, // right after it
+		{"😀😀", 5, "😀…"},   // inside the second four-byte emoji
+		{"日本語", 8, "日本…"},
+		{"", 0, ""},
+	}
+	for _, tt := range tests {
+		got := truncate.Ellipsis(tt.in, tt.max)
+		if got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("Ellipsis(%q, %d) = %q; want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}
+
 // decodeCut checks v is a cut value and returns its preview.
 func decodeCut(t *testing.T, v json.RawMessage) string {
 	t.Helper()

@@ -96,15 +96,7 @@ func handleMessages(s *Service) http.Handler {
 
 // WithWorkflowID answers 400 INVALID_ID for a malformed workflowId before
 // next reads the body.
-func WithWorkflowID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := httpapi.PathUUID(r, "workflowId"); err != nil {
-			httpapi.WriteError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
+func WithWorkflowID(next http.Handler) http.Handler { return httpapi.PathIDs(next, "workflowId") }
 
 // ifMatch returns the If-Match header whole (a Lambda adapter may split a
 // list into several values).

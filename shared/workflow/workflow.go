@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"regexp"
 	"time"
+
+	"github.com/workflowchat/service/shared/askhuman"
 )
 
-// Limits (README.md, Limits).
+// Limits (docs/limits.md).
 const (
 	MaxNameLen        = 255
 	MaxDescriptionLen = 1000
@@ -44,8 +46,8 @@ const (
 	// its calls, in the array's order.
 	ForEachOutput = "results"
 	// AskHumanToolID is the tool of a human step: the run waits for a
-	// person's answer (tools.AskHumanID).
-	AskHumanToolID = "ask_human"
+	// person's answer (askhuman.ID).
+	AskHumanToolID = askhuman.ID
 )
 
 // ReservedStepID reports whether id is a name templates reserve (input,

@@ -28,7 +28,7 @@ var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIM
 // Chats is ChatsFunction: the chat routes and the attachment routes
 // (shared/attachment), whose blobs live in BLOB_BUCKET. Deleting a chat
 // deletes its attachments and its replies' values first
-// (store.Chats.WithCleanup).
+// (chat.Service.Delete).
 var Chats = assembly.Function{
 	LogicalID: "ChatsFunction",
 	Required:  Required,
@@ -49,12 +49,6 @@ var Chats = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		chats.WithCleanup(func(ctx context.Context, chatID, userID string) error {
-			if err := atts.DeleteChat(ctx, chatID, userID); err != nil {
-				return err
-			}
-			return svc.DeleteValues(ctx, chatID)
-		})
 		r := chat.Routes(svc, d.Auth(cfg), Limits(cfg, d))
 		ar := attachment.Routes(atts, d.Auth(cfg), attachment.Limits{Limiter: d.Limiter(cfg), Create: cfg.RateLimitAttachments})
 		r.Mount(ar, ar.Patterns()...)

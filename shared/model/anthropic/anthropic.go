@@ -16,19 +16,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "github.com/liushuangls/go-anthropic/v2"
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/model/providerhttp"
 )
 
 const (
@@ -46,9 +44,9 @@ const (
 	codeProviderError = model.CodeProviderError
 
 	// Client-safe messages.
-	msgUnavailable = "the model provider is unavailable; retry shortly"
-	msgCredentials = "the model provider rejected the service's credentials"
-	msgRejected    = "the model provider could not handle the request"
+	msgUnavailable = providerhttp.MsgUnavailable
+	msgCredentials = providerhttp.MsgCredentials
+	msgRejected    = providerhttp.MsgRejected
 	msgMalformed   = "the model provider sent a malformed reply"
 	msgCutOff      = "the model's reply reached the token limit in the middle of a tool call"
 	msgBadRequest  = "the conversation cannot be sent to the model provider"
@@ -56,10 +54,6 @@ const (
 	// responseHeaderTimeout bounds the wait for the response headers of the
 	// default HTTP client; a stream's body is bounded by ctx only.
 	responseHeaderTimeout = 2 * time.Minute
-	// maxCauseMessage bounds the provider's error message kept in a cause.
-	maxCauseMessage = 300
-	// maxRetryAfter bounds RetryAfter, in seconds.
-	maxRetryAfter = 3600
 )
 
 // Options configure a Provider.
@@ -187,8 +181,7 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 	// stream, and emit's error returned.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	info := &answerInfo{}
-	sctx = context.WithValue(sctx, answerInfoKey{}, info)
+	sctx, info := providerhttp.WithAnswer(sctx)
 	var (
 		emitErr error
 		stopped bool
@@ -398,8 +391,8 @@ func badRequest(cause error) error {
 
 // classify maps an error of the client to the service's error. info holds
 // the status and headers of the provider's answer, when there was one.
-func classify(op string, err error, info *answerInfo) error {
-	status, header := info.get()
+func classify(op string, err error, info *providerhttp.Answer) error {
+	status, header := info.Get()
 	var reqErr *sdk.RequestError
 	if errors.As(err, &reqErr) {
 		// An error answer whose body is not Anthropic's error object (a
@@ -423,56 +416,24 @@ func classify(op string, err error, info *answerInfo) error {
 }
 
 // classifyAPI maps an error answer (status), or an error event of a stream
-// (status 0), by status and then by error type. Its cause is rebuilt from
-// the status, the type, the provider's message and the request id, so
-// that it keeps neither the request (and its x-api-key header) nor the raw
-// body.
+// (status 0), by error type and then by status (providerhttp.StatusError).
+// Its cause is rebuilt from the status, the type, the provider's message
+// and the request id, so that it keeps neither the request (and its
+// x-api-key header) nor the raw body.
 func classifyAPI(op string, status int, typ, message string, header http.Header) error {
-	detail := message
-	if len(detail) > maxCauseMessage {
-		detail = detail[:maxCauseMessage] + "…"
-	}
-	cause := fmt.Errorf("anthropic: status %d, error type %q: %q (request-id %q)", status, typ, detail, header.Get("request-id"))
-
+	cause := fmt.Errorf("anthropic: status %d, error type %q: %q (request-id %q)", status, typ, providerhttp.Excerpt(message), header.Get("request-id"))
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden ||
-		typ == string(sdk.ErrTypeAuthentication) || typ == string(sdk.ErrTypePermission):
+	case typ == string(sdk.ErrTypeAuthentication) || typ == string(sdk.ErrTypePermission):
 		return errs.E(op, errs.Internal, codeProviderError, msgCredentials).WithCause(cause)
-	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
-		// 529 is Anthropic's "overloaded".
-	case status >= 400:
-		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
-	case typ == string(sdk.ErrTypeInvalidRequest) || typ == string(sdk.ErrTypeNotFound) || typ == "billing_error" || typ == string(sdk.ErrTypeTooLarge):
+	case status == 0 && (typ == string(sdk.ErrTypeInvalidRequest) || typ == string(sdk.ErrTypeNotFound) || typ == "billing_error" || typ == string(sdk.ErrTypeTooLarge)):
 		// An error event in a stream that retrying will not fix.
 		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
 	}
-	e := errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(cause)
-	e.RetryAfter = retryAfter(header.Get("retry-after"))
-	return e
-}
-
-// answerInfoKey is the context key of the *answerInfo of a request.
-type answerInfoKey struct{}
-
-// answerInfo receives the status and headers of the provider's answer to
-// a request: the client's errors do not keep them.
-type answerInfo struct {
-	mu     sync.Mutex
-	status int
-	header http.Header
-}
-
-func (a *answerInfo) get() (int, http.Header) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.header == nil {
-		return a.status, http.Header{}
-	}
-	return a.status, a.header
+	return providerhttp.StatusError(op, status, header, cause)
 }
 
 // recording is a transport that records each answer's status and headers
-// in its request context's *answerInfo. It also sends the JSON body's
+// in its request context's providerhttp.Answer. It also sends the JSON body's
 // Content-Type as the API documents it, without the client's charset
 // parameter.
 type recording struct{ next http.RoundTripper }
@@ -489,29 +450,6 @@ func (r recording) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	res, err := next.RoundTrip(req)
-	if info, ok := req.Context().Value(answerInfoKey{}).(*answerInfo); ok && res != nil {
-		info.mu.Lock()
-		info.status, info.header = res.StatusCode, res.Header
-		info.mu.Unlock()
-	}
+	providerhttp.Record(req, res)
 	return res, err
-}
-
-// retryAfter parses a retry-after header, in seconds or as an HTTP date,
-// into whole seconds rounded up; 0 when absent or invalid.
-func retryAfter(v string) int {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var secs float64
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		secs = s
-	} else if t, err := http.ParseTime(v); err == nil {
-		secs = time.Until(t).Seconds()
-	}
-	if !(secs > 0) || math.IsInf(secs, 0) {
-		return 0
-	}
-	return int(math.Ceil(min(secs, maxRetryAfter)))
 }

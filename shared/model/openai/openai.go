@@ -18,11 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/model/providerhttp"
 )
 
 const (
@@ -44,9 +43,9 @@ const (
 	codeProviderError = model.CodeProviderError
 
 	// Client-safe messages.
-	msgUnavailable = "the model provider is unavailable; retry shortly"
-	msgCredentials = "the model provider rejected the service's credentials"
-	msgRejected    = "the model provider could not handle the request"
+	msgUnavailable = providerhttp.MsgUnavailable
+	msgCredentials = providerhttp.MsgCredentials
+	msgRejected    = providerhttp.MsgRejected
 	msgMalformed   = "the model provider sent a malformed reply"
 	msgBadToolArgs = "the model produced malformed tool call arguments"
 
@@ -62,8 +61,6 @@ const (
 	// defaultRetryDelay is the wait before the retry when the provider
 	// names none.
 	defaultRetryDelay = 500 * time.Millisecond
-	// maxCauseMessage bounds the provider's error message kept in a cause.
-	maxCauseMessage = 300
 )
 
 // Options configure a Provider.
@@ -219,13 +216,14 @@ func (p *Provider) Generate(ctx context.Context, req model.Request, emit func(mo
 
 	// The retrying client records the provider's last answer headers here,
 	// for the Retry-After of an error.
-	info := &answerInfo{}
-	stream, err := p.client.CreateChatCompletionStream(context.WithValue(ctx, answerInfoKey{}, info), params)
+	actx, info := providerhttp.WithAnswer(ctx)
+	stream, err := p.client.CreateChatCompletionStream(actx, params)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return model.Result{}, ctxErr
 		}
-		return model.Result{}, mapError(op, err, info.header)
+		_, header := info.Get()
+		return model.Result{}, mapError(op, err, header)
 	}
 	defer stream.Close()
 	// The transport aborts a blocked read when ctx is done; closing the
@@ -442,14 +440,14 @@ func mapError(op string, err error, header http.Header) error {
 	if errors.As(err, &apiErr) {
 		if apiErr.HTTPStatusCode == 0 {
 			return errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).
-				WithCause(fmt.Errorf("error event in the stream: type=%q message=%q", apiErr.Type, truncate(apiErr.Message, maxCauseMessage)))
+				WithCause(fmt.Errorf("error event in the stream: type=%q message=%q", apiErr.Type, providerhttp.Excerpt(apiErr.Message)))
 		}
 		detail := fmt.Sprintf("type=%q code=\"%v\"", apiErr.Type, apiErr.Code)
 		if apiErr.Param != nil {
 			detail += fmt.Sprintf(" param=%q", *apiErr.Param)
 		}
 		if s := apiErr.HTTPStatusCode; s != http.StatusUnauthorized && s != http.StatusForbidden && apiErr.Message != "" {
-			detail += fmt.Sprintf(" message=%q", truncate(apiErr.Message, maxCauseMessage))
+			detail += fmt.Sprintf(" message=%q", providerhttp.Excerpt(apiErr.Message))
 		}
 		return statusError(op, apiErr.HTTPStatusCode, detail, header)
 	}
@@ -466,43 +464,23 @@ func mapError(op string, err error, header http.Header) error {
 // param, and its message unless the credentials were rejected (that
 // message may quote part of the key).
 func statusError(op string, status int, detail string, header http.Header) error {
-	cause := fmt.Errorf("openai: status %d (%s)", status, detail)
-	switch {
-	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
-		e := errs.E(op, errs.Unavailable, codeUnavailable, msgUnavailable).WithCause(cause)
-		e.RetryAfter = retryAfter(header)
-		return e
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return errs.E(op, errs.Internal, codeProviderError, msgCredentials).WithCause(cause)
-	default:
-		return errs.E(op, errs.Internal, codeProviderError, msgRejected).WithCause(cause)
-	}
+	return providerhttp.StatusError(op, status, header, fmt.Errorf("openai: status %d (%s)", status, detail))
 }
-
-// answerInfoKey is the context key of the *answerInfo of a request.
-type answerInfoKey struct{}
-
-// answerInfo receives the headers of the provider's last answer to a
-// request (the client's errors do not keep them).
-type answerInfo struct{ header http.Header }
 
 // retrying sends a request with hc and retries it once when the provider
 // is throttling or failing (408, 409, 429, 5xx, or a network failure),
 // unless it says not to (X-Should-Retry: false) or asks for a wait longer
 // than maxRetryDelay; X-Should-Retry: true retries any answer. The
 // request body is replayed through GetBody. It records the last answer's
-// headers in the request context's *answerInfo.
+// status and headers in the request context's providerhttp.Answer.
 type retrying struct{ hc *http.Client }
 
 // Do sends req; it fails as hc.Do does, or with ctx's error while waiting
 // to retry.
 func (r retrying) Do(req *http.Request) (*http.Response, error) {
-	info, _ := req.Context().Value(answerInfoKey{}).(*answerInfo)
 	for attempt := 0; ; attempt++ {
 		res, err := r.hc.Do(req)
-		if info != nil && res != nil {
-			info.header = res.Header
-		}
+		providerhttp.Record(req, res)
 		delay, again := shouldRetry(res, err)
 		if !again || attempt > 0 || req.GetBody == nil || req.Context().Err() != nil {
 			return res, err
@@ -544,46 +522,11 @@ func shouldRetry(res *http.Response, err error) (time.Duration, bool) {
 		}
 	}
 	delay := defaultRetryDelay
-	if secs := retryAfter(res.Header); secs > 0 {
+	if secs := providerhttp.RetryAfter(res.Header, time.Now()); secs > 0 {
 		delay = time.Duration(secs) * time.Second
 	}
 	if delay > maxRetryDelay {
 		return 0, false
 	}
 	return delay, true
-}
-
-// retryAfter returns the wait in whole seconds, rounded up, that h asks
-// for in Retry-After (seconds or an HTTP date) or OpenAI's retry-after-ms;
-// zero when it asks for none.
-func retryAfter(h http.Header) int {
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			return ceilSeconds(s)
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return ceilSeconds(time.Until(t).Seconds())
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil {
-			return ceilSeconds(ms / 1000)
-		}
-	}
-	return 0
-}
-
-func ceilSeconds(s float64) int {
-	if math.IsNaN(s) || s <= 0 {
-		return 0
-	}
-	const maxHint = 24 * 60 * 60
-	return int(math.Ceil(min(s, maxHint)))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

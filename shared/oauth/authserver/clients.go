@@ -25,6 +25,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/safehttp"
+	"github.com/workflowchat/service/shared/truncate"
 )
 
 // Bounds of client metadata (registration and metadata documents alike).
@@ -228,7 +229,7 @@ func checkMetadata(m *oauthex.ClientRegistrationMetadata) (oauth.Client, error) 
 	}
 	for _, r := range m.RedirectURIs {
 		if err := checkRedirectURI(r); err != nil {
-			return oauth.Client{}, bad("invalid_redirect_uri", "redirect_uris: %q: %v", truncate(r, 100), err)
+			return oauth.Client{}, bad("invalid_redirect_uri", "redirect_uris: %q: %v", truncate.Ellipsis(r, 100), err)
 		}
 	}
 	grants := m.GrantTypes
@@ -237,7 +238,7 @@ func checkMetadata(m *oauthex.ClientRegistrationMetadata) (oauth.Client, error) 
 	}
 	for _, g := range grants {
 		if g != "authorization_code" && g != "refresh_token" {
-			return oauth.Client{}, bad("invalid_client_metadata", "grant_types: %q is not supported (authorization_code, refresh_token)", truncate(g, 50))
+			return oauth.Client{}, bad("invalid_client_metadata", "grant_types: %q is not supported (authorization_code, refresh_token)", truncate.Ellipsis(g, 50))
 		}
 	}
 	if !slices.Contains(grants, "authorization_code") {
@@ -245,7 +246,7 @@ func checkMetadata(m *oauthex.ClientRegistrationMetadata) (oauth.Client, error) 
 	}
 	for _, rt := range m.ResponseTypes {
 		if rt != "code" {
-			return oauth.Client{}, bad("invalid_client_metadata", "response_types: %q is not supported (code)", truncate(rt, 50))
+			return oauth.Client{}, bad("invalid_client_metadata", "response_types: %q is not supported (code)", truncate.Ellipsis(rt, 50))
 		}
 	}
 	if utf8.RuneCountInString(m.ClientName) > MaxClientNameLen {
@@ -257,13 +258,6 @@ func checkMetadata(m *oauthex.ClientRegistrationMetadata) (oauth.Client, error) 
 		}
 	}
 	return oauth.Client{Name: strings.TrimSpace(m.ClientName), URI: m.ClientURI, RedirectURIs: slices.Clone(m.RedirectURIs), GrantTypes: grants}, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // forbiddenSchemes can never be redirect targets.

@@ -22,7 +22,7 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
-// DefaultStepTimeout bounds one step of a run (README.md, Limits).
+// DefaultStepTimeout bounds one step of a run (docs/limits.md).
 const DefaultStepTimeout = 30 * time.Second
 
 // saveTimeout bounds the writes made with a detached context once the
