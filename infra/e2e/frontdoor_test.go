@@ -143,6 +143,7 @@ func TestStartRunOfWorkflow(t *testing.T) {
 		t.Errorf("details %+v", e.Details)
 	}
 	expectError(t, "no input for a required field", c.do("POST", base, `{}`), 400, "INVALID_INPUT")
+	expectError(t, "no body: no input", c.do("POST", base, nil), 400, "INVALID_INPUT")
 	expectError(t, "a body that is not JSON", c.do("POST", base, `{"input":`), 400, "INVALID_JSON")
 
 	// The path first, whatever the body.

@@ -146,7 +146,8 @@ func handleStartRun(s *Service, wait time.Duration) http.Handler {
 
 // handleStartWorkflowRun starts a durable run of the path's workflow
 // with no chat (trigger manual): its id's form and the workflow's owner
-// are checked before the body is read; see answerStart.
+// are checked before the body is read; the body may be left out (no
+// input); see answerStart.
 func handleStartWorkflowRun(s *Service, wait time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		workflowID, err := httpapi.PathUUID(r, "workflowId")
@@ -158,7 +159,7 @@ func handleStartWorkflowRun(s *Service, wait time.Duration) http.Handler {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		in, err := httpapi.Decode[WorkflowRunRequest](r)
+		in, err := httpapi.DecodeOptional[WorkflowRunRequest](r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
