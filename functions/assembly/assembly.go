@@ -61,7 +61,6 @@ import (
 	"github.com/workflowchat/service/shared/toolpolicy"
 	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/tracing/otlp"
-	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/usage"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -93,10 +92,6 @@ type Deps struct {
 	// runner Lambda function named by RUNNER_FUNCTION (runstart.Invoker).
 	// The dev server runs the runner in process through it.
 	Runs workflow.Invoker
-	// Triggered starts the runs of triggers (schedules, webhooks); nil
-	// means the run engine's durable runs, handed to the runner through
-	// Runs (runstart.Starter).
-	Triggered trigger.RunStarter
 	// Blobs is the blob store; nil means the S3 bucket BLOB_BUCKET
 	// (blobstore.Open). The dev server gives its folder or memory store,
 	// whose signed URLs it serves itself.

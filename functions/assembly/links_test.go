@@ -92,9 +92,12 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// evaluates steps' `if` (expr).
 		// Both may start a schedule's buffered fire (input checked).
 		{"runner", [][]string{providerSDKs, stepDeps}},
-		// The sweeper opens no blob store: a run it resumes or times out
-		// goes to the runner, which reads the values.
-		{"sweeper", [][]string{providerSDKs, toolDeps, {s3SDK}}},
+		// The sweeper resumes runs without reading their values (the
+		// runner does), but the end of an interrupted schedule run may
+		// start its trigger's buffered fire through the one run service,
+		// which keeps large inputs in the blob store and checks the
+		// attachments they name (S3).
+		{"sweeper", [][]string{providerSDKs, toolDeps}},
 		// The triggers' functions call no model and no tool; the run
 		// engine's starter (JSON Schema for run inputs, the runner's
 		// invoke) is theirs to link.

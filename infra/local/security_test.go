@@ -60,6 +60,7 @@ var validBodies = map[string]string{
 	"POST /api/workflows/{workflowId}/messages/apply":                       `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
 	"POST /api/workflows/{workflowId}/messages/reject":                      `{"proposalId":"00000000-0000-4000-8000-000000000001"}`,
 	"POST /api/chats/{chatId}/workflow-runs":                                `{"workflowId":"{workflow}"}`,
+	"POST /api/workflows/{workflowId}/runs":                                 `{}`,
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/cancel":                 "",
 	"POST /api/chats/{chatId}/workflow-runs/{runId}/retry":                  "",
 	"POST /api/workflows/{workflowId}/runs/{runId}/cancel":                  "",

@@ -31,9 +31,7 @@ var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:
 // actions, and under "list" the prefixes it may list; each entry says
 // what of the function's code uses it (docs/deploy.md, Blobs).
 // A function not named here has no S3 statement and no BLOB_BUCKET
-// (checkBlobGrants); SweeperFunction is one, as its sweeper opens no blob
-// store (a run it resumes or times out goes to the runner, which reads
-// the values).
+// (checkBlobGrants).
 var wantBlobGrants = map[string]map[string][]string{
 	// Attachments: the presigned upload into uploads/ (signed with this
 	// role), the check (Get, Head), the copy to attachments/ (Get on the
@@ -76,16 +74,37 @@ var wantBlobGrants = map[string]map[string][]string{
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 	},
+	// The functions that start runs through the one run service
+	// (runstart.Build) but read no run values: a large input or plan
+	// (runs/, written), the attachments an input names, checked first
+	// when pending (Get of the upload, Put of its tombstone and of the
+	// checked copy, Delete of a copy made while the attachment was being
+	// deleted). The sweeper's is the buffered fire an interrupted
+	// schedule run's end may start.
+	"TriggersFunction":    triggeredRunGrants,
+	"TriggerFireFunction": triggeredRunGrants,
+	"SweeperFunction":     triggeredRunGrants,
 	// A call's large input (spilled into the run), a run's large output
-	// read back for the client.
+	// read back for the client; the attachments its arguments name, as
+	// above.
 	"McpGatewayFunction": {
-		"runs/": {"s3:GetObject", "s3:PutObject"},
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"runs/":        {"s3:GetObject", "s3:PutObject"},
 	},
 	// Tool inputs passed by reference, results too large for a
 	// response.
 	"McpFunction": {
 		"calls/": {"s3:GetObject", "s3:PutObject"},
 	},
+}
+
+// triggeredRunGrants are the blob grants of the functions that start
+// runs but read none of their values.
+var triggeredRunGrants = map[string][]string{
+	"uploads/":     {"s3:GetObject", "s3:PutObject"},
+	"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+	"runs/":        {"s3:PutObject"},
 }
 
 // blobGrants reads the S3 statements of function id's inline policies:
@@ -405,12 +424,13 @@ var blobCases = []brokenCase{
 	{"chats without the bucket's name", "o_blob_grants",
 		"          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Each user's", "          # Each user's",
 		"ChatsFunction: may access the blob bucket but BLOB_BUCKET"},
-	{"the sweeper granted blobs again", "o_blob_grants", "            # runs.ResumeExpired: asynchronous invokes of the runner only.\n",
-		"            - Sid: BlobsRuns\n              Effect: Allow\n              Action: [s3:GetObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n",
-		"SweeperFunction on blobs runs/: grants [s3:GetObject], want none"},
-	{"the sweeper given the bucket's name again", "o_blob_grants", "          RUNNER_FUNCTION: !Ref RunnerFunction\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
-		"          RUNNER_FUNCTION: !Ref RunnerFunction\n          BLOB_BUCKET: !Ref BlobBucket\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # runs.ResumeExpired",
-		"SweeperFunction: receives BLOB_BUCKET but has no access"},
+	{"the sweeper granted more blobs", "o_blob_grants", "              Action: [s3:PutObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n        # Tracing",
+		"              Action: [s3:PutObject, s3:GetObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n        # Tracing",
+		"SweeperFunction on blobs runs/: grants [s3:GetObject s3:PutObject], want [s3:PutObject]"},
+	{"the triggers without the bucket's name", "o_blob_grants",
+		"          RUNNER_FUNCTION: !Ref RunnerFunction\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # The auth middleware",
+		"          RUNNER_FUNCTION: !Ref RunnerFunction\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # The auth middleware",
+		"TriggersFunction: may access the blob bucket but BLOB_BUCKET"},
 	{"bucket name in Globals", "o_blob_grants", "        LOG_FORMAT: json\n", "        LOG_FORMAT: json\n        BLOB_BUCKET: !Ref BlobBucket\n", "Globals.Function.Environment BLOB_BUCKET"},
 	{"S3 mixed into a DynamoDB statement", "d_iam_least_privilege", "Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]",
 		"Action: [dynamodb:Query, s3:GetObject]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]", "mixes s3: and other actions"},

@@ -129,9 +129,13 @@ var wantGrants = map[string]map[string][]string{
 	// (GetItem), store.Runs.CreateRun (tx of Puts), the run's log (Query,
 	// GetItem); the run rate limit (UpdateItem).
 	"McpGatewayFunction": {
-		"OAuthTable":      {"dynamodb:GetItem"},
-		"DataTable":       {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
-		"RateLimitsTable": {"dynamodb:UpdateItem"},
+		"OAuthTable": {"dynamodb:GetItem"},
+		// ... and an attachment a call's arguments name: the read
+		// (TransactGetItems), MarkReady / MarkFailed (a tx of Updates
+		// with a ConditionCheck), its chat (a Query of GSI1).
+		"DataTable":            {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"},
+		"DataTable/index/GSI1": {"dynamodb:Query"},
+		"RateLimitsTable":      {"dynamodb:UpdateItem"},
 	},
 	"ModelsFunction": {
 		// SetModelPreference: conditional UpdateItem; the usage report:
@@ -210,8 +214,12 @@ var wantGrants = map[string]map[string][]string{
 	// LoggedRun by GetItem; ClaimRun, a tx of two Updates; an
 	// interrupted run's end, a tx of Update run, Put batch, Update head):
 	// the same actions.
+	// That buffered fire's input may name an attachment, which the run
+	// service checks (store.Attachments: the read, TransactGetItems;
+	// MarkReady / MarkFailed, a tx with a ConditionCheck on the chat;
+	// AttachmentChat, a Query of GSI1).
 	"SweeperFunction": {
-		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// The end of an interrupted schedule run may start its trigger's
 		// buffered fire, counted against the run rate limit.
@@ -278,8 +286,13 @@ var wantGrants = map[string]map[string][]string{
 		// or a tx of them).
 		// A webhook call's run: the workflow and the run (GetItem),
 		// store.Runs.CreateRun (tx of Puts).
+		// An attachment the run's input names: the read
+		// (TransactGetItems), MarkReady / MarkFailed (tx with a
+		// ConditionCheck on the chat).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 			"dynamodb:ConditionCheckItem", "dynamodb:Query"},
+		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// ... counted against the run rate limit.
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
@@ -287,8 +300,12 @@ var wantGrants = map[string]map[string][]string{
 	// (GetItem; the overlap markers and the last fire by UpdateItem).
 	"TriggerFireFunction": {
 		// ... and the run a fire starts: the workflow and the run
-		// (GetItem), store.Runs.CreateRun (tx of Puts).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// (GetItem), store.Runs.CreateRun (tx of Puts); an attachment its
+		// input names (the read, TransactGetItems; MarkReady / MarkFailed,
+		// a tx with a ConditionCheck on the chat).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// ... counted against the run rate limit.
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
@@ -1825,7 +1842,7 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"          MCP_URL: !GetAtt McpFunctionUrl.FunctionUrl\n          MCP_SERVICE_KEY: !Ref MCPServiceKey\n          RUNNER_FUNCTION: !Ref RunnerFunction\n      EventInvokeConfig:",
 			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
-			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:Scan]", "dynamodb:Scan"},
+			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem, dynamodb:Scan]", "dynamodb:Scan"},
 		{"tool server granted storage", "d_iam_reviewed_contract",
 			"        # llm_generate may run on a Bedrock model", "        - Statement:\n            - Effect: Allow\n              Action: [dynamodb:GetItem]\n              Resource: [!GetAtt SessionsTable.Arn]\n        # llm_generate may run on a Bedrock model", "McpFunction on SessionsTable"},
 		{"tool server unreachable", "h_function_urls_and_tool_server",

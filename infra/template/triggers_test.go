@@ -255,7 +255,7 @@ var triggerCases = []brokenCase{
 		"            Path: /hooks/{triggerId}\n", "            Path: /hooks/{id}\n",
 		"TriggersFunction: route POST /hooks/{triggerId} is registered by its router but has no HttpApi event"},
 	{"trigger listing without BatchGetItem", "d_iam_reviewed_contract",
-		"                - dynamodb:BatchGetItem\n                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n                - dynamodb:DeleteItem\n                - dynamodb:ConditionCheckItem\n                - dynamodb:Query\n              Resource: [!GetAtt DataTable.Arn]\n            # eventbridge.Scheduler",
-		"                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n                - dynamodb:DeleteItem\n                - dynamodb:ConditionCheckItem\n                - dynamodb:Query\n              Resource: [!GetAtt DataTable.Arn]\n            # eventbridge.Scheduler",
+		"                - dynamodb:BatchGetItem\n                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n                - dynamodb:DeleteItem\n                - dynamodb:ConditionCheckItem\n                - dynamodb:Query\n              Resource: [!GetAtt DataTable.Arn]\n            # The chat of an attachment",
+		"                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n                - dynamodb:DeleteItem\n                - dynamodb:ConditionCheckItem\n                - dynamodb:Query\n              Resource: [!GetAtt DataTable.Arn]\n            # The chat of an attachment",
 		"TriggersFunction on DataTable"},
 }

@@ -146,6 +146,7 @@ const (
 	DefaultRateLimitStreams  = "30/m"
 	DefaultRateLimitRuns     = "20/m"
 	DefaultRateLimitResumes  = "120/m"
+	DefaultRateLimitMCP      = "120/m"
 
 	DefaultRateLimitAttachments = "20/m,200/h"
 
@@ -523,6 +524,7 @@ type RateLimits struct {
 	RateLimitStreams  ratelimit.Rule `env:"RATE_LIMIT_STREAMS" envDefault:"30/m" rule:"streams"`   // RATE_LIMIT_STREAMS; default 30/m: streamed chat replies
 	RateLimitRuns     ratelimit.Rule `env:"RATE_LIMIT_RUNS" envDefault:"20/m" rule:"runs"`         // RATE_LIMIT_RUNS; default 20/m: workflow runs
 	RateLimitResumes  ratelimit.Rule `env:"RATE_LIMIT_RESUMES" envDefault:"120/m" rule:"resumes"`  // RATE_LIMIT_RESUMES; default 120/m: resumed streams (EventSource reconnects)
+	RateLimitMCP      ratelimit.Rule `env:"RATE_LIMIT_MCP" envDefault:"120/m" rule:"mcp requests"` // RATE_LIMIT_MCP; default 120/m: POST /api/mcp requests (an MCP client's initialize, lists and calls)
 	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
 	// one an upload URL).
 	RateLimitAttachments ratelimit.Rule `env:"RATE_LIMIT_ATTACHMENTS" envDefault:"20/m,200/h" rule:"attachments"`

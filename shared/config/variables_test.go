@@ -69,6 +69,7 @@ func TestDefaultConstants(t *testing.T) {
 		"RATE_LIMIT_STREAMS":         config.DefaultRateLimitStreams,
 		"RATE_LIMIT_RUNS":            config.DefaultRateLimitRuns,
 		"RATE_LIMIT_RESUMES":         config.DefaultRateLimitResumes,
+		"RATE_LIMIT_MCP":             config.DefaultRateLimitMCP,
 		"RATE_LIMIT_ATTACHMENTS":     config.DefaultRateLimitAttachments,
 		"RATE_LIMIT_SIGN_IN_EMAIL":   config.DefaultRateLimitSignInEmail,
 		"RATE_LIMIT_SIGN_IN_ADDRESS": config.DefaultRateLimitSignInAddress,

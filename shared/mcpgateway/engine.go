@@ -38,9 +38,6 @@ type RunEngine interface {
 type Engine struct {
 	Catalog ToolCatalog
 	Runs    RunEngine
-	// Allow counts a call against the user's run rate limit
-	// (RATE_LIMIT_RUNS); nil allows every call.
-	Allow func(ctx context.Context, userID string) error
 	// OutputSchema returns a tool's output schema (the tool catalog's),
 	// from which a workflow's outputSchema is made; nil, or an error,
 	// gives the plain {"type":"object"}.
@@ -122,18 +119,13 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 	if err := json.Unmarshal(args, &input); err != nil || input == nil {
 		return CallResult{IsError: true, Text: "invalid arguments: a JSON object is required"}, nil
 	}
-	if e.Allow != nil {
-		if err := e.Allow(ctx, userID); err != nil {
-			if errs.Is(err, errs.RateLimited) {
-				return CallResult{IsError: true, Text: refusal("too many workflow runs", err)}, nil
-			}
-			return CallResult{}, errs.Wrap(op, err)
-		}
-	}
 	run, err := e.Runs.Start(ctx, runs.StartRequest{WorkflowID: entry.WorkflowID, Input: input, Trigger: &workflow.Trigger{Type: workflow.TriggerMCP}})
 	switch {
 	case errs.Is(err, errs.Invalid):
 		return CallResult{IsError: true, Text: refusal("invalid arguments", err)}, nil
+	case errs.Is(err, errs.RateLimited):
+		// The run engine counts every run it starts (RATE_LIMIT_RUNS).
+		return CallResult{IsError: true, Text: refusal("too many workflow runs", err)}, nil
 	case errs.Is(err, errs.NotFound), errs.Is(err, errs.Forbidden):
 		return CallResult{}, errUnknownTool // deleted or unexposed since the lookup
 	case err != nil:
@@ -146,23 +138,12 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	done, total := 0, len(run.Steps)
+	notes := progressOf(run, progress)
 	err = e.Runs.Follow(wctx, run.ID, 0, func(ev workflow.RunEvent) error {
 		if ev.Type == workflow.EventStepWaiting {
 			return errWaiting // a person answers, maybe days later
 		}
-		if progress == nil {
-			return nil
-		}
-		switch ev.Type {
-		case workflow.EventStepCompleted, workflow.EventStepFailed:
-			done++
-			verb := "completed"
-			if ev.Type == workflow.EventStepFailed {
-				verb = "failed"
-			}
-			progress(Progress{Step: done, Total: total, Message: fmt.Sprintf("step %s (%s) %s", ev.StepID, ev.ToolID, verb)})
-		}
+		notes.see(ev)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errWaiting) && wctx.Err() == nil {
@@ -174,12 +155,57 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 	if err != nil {
 		return CallResult{}, errs.Wrap(op, err)
 	}
+	if !workflow.Active(final.Status) && progress != nil {
+		// The wait may have ended before the follow saw the run's last
+		// events (a loaded machine, a run ending just at the bound):
+		// replay its whole log, now complete, so that every ended step
+		// is told before the result, whatever the timing. Steps already
+		// told are not told again.
+		rctx, rcancel := context.WithTimeout(dctx, replayBound)
+		err := e.Runs.Follow(rctx, run.ID, 0, func(ev workflow.RunEvent) error { notes.see(ev); return nil })
+		rcancel()
+		if err != nil {
+			return CallResult{}, errs.Wrap(op, err)
+		}
+	}
 	if n := len(final.Steps); final.Status == workflow.RunCompleted && n > 0 {
 		if final.Steps[n-1].Output, err = e.Runs.Value(dctx, run.ID, final.Steps[n-1].Output); err != nil {
 			return CallResult{}, errs.Wrap(op, err)
 		}
 	}
 	return outcome(final), nil
+}
+
+// replayBound bounds the replay of a finished run's log: it is all
+// stored, so the replay is a few reads.
+const replayBound = 30 * time.Second
+
+// progressNotes tells progress of each step of a run once, in the
+// order of the run's log: one notification per ended step (completed or
+// failed), counted from 1.
+type progressNotes struct {
+	progress func(Progress)
+	total    int
+	told     map[string]bool
+}
+
+// progressOf returns the notes of run for progress (nil: none are told).
+func progressOf(run workflow.Run, progress func(Progress)) *progressNotes {
+	return &progressNotes{progress: progress, total: len(run.Steps), told: map[string]bool{}}
+}
+
+// see tells progress of ev when it ends a step not told yet (an
+// interrupted run's log may end a step again after its resume).
+func (n *progressNotes) see(ev workflow.RunEvent) {
+	if n.progress == nil || (ev.Type != workflow.EventStepCompleted && ev.Type != workflow.EventStepFailed) || n.told[ev.StepID] {
+		return
+	}
+	n.told[ev.StepID] = true
+	verb := "completed"
+	if ev.Type == workflow.EventStepFailed {
+		verb = "failed"
+	}
+	n.progress(Progress{Step: len(n.told), Total: n.total, Message: fmt.Sprintf("step %s (%s) %s", ev.StepID, ev.ToolID, verb)})
 }
 
 // outcome is the CallResult of run as it stands.

@@ -39,10 +39,14 @@ type Options struct {
 	// BaseURL is PUBLIC_BASE_URL ("": from each request, oauth.BaseURL).
 	BaseURL string
 	Logger  *slog.Logger
+	// Limit, when set, limits each user's requests (RATE_LIMIT_MCP); it
+	// runs after the token is verified, so that it counts per user.
+	Limit httpapi.Middleware
 }
 
 // Routes returns the handler of POST /api/mcp (McpGatewayFunction), an
-// Open route: bearer tokens only, never the session cookie.
+// Open route: bearer tokens only, never the session cookie. Each user's
+// requests are limited by o.Limit, and a JSON-RPC batch is refused.
 func Routes(o Options) *httpapi.Router {
 	if o.Tools == nil {
 		o.Tools = NoTools{}
@@ -57,8 +61,12 @@ func Routes(o Options) *httpapi.Router {
 	}
 	g.json = mcp.NewStreamableHTTPHandler(g.server, opts(true))
 	g.sse = mcp.NewStreamableHTTPHandler(g.server, opts(false))
+	var h http.Handler = g
+	if o.Limit != nil {
+		h = o.Limit(h)
+	}
 	r := httpapi.NewRouter()
-	r.HandleAccess("POST "+oauth.ResourcePath, RequireBearer(o.Verifier, o.BaseURL, g), httpapi.Open)
+	r.HandleAccess("POST "+oauth.ResourcePath, RequireBearer(o.Verifier, o.BaseURL, h), httpapi.Open)
 	return r
 }
 
@@ -115,8 +123,9 @@ type gateway struct {
 	json, sse http.Handler
 }
 
-// ServeHTTP picks the JSON or the SSE handler: SSE only for a tools/call
-// whose params carry _meta.progressToken.
+// ServeHTTP refuses a JSON-RPC batch (writeBatchRefusal) and picks the
+// JSON or the SSE handler: SSE only for a tools/call whose params carry
+// _meta.progressToken.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 	if err != nil {
@@ -128,6 +137,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, errs.E("mcpgateway", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 		return
 	}
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+		writeBatchRefusal(w)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	if wantsProgress(body) {
@@ -135,6 +148,21 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.json.ServeHTTP(w, r)
+}
+
+// ErrBatch is the message of the JSON-RPC error a batch is answered
+// with.
+const ErrBatch = "JSON-RPC batches are not supported: send one message per request"
+
+// writeBatchRefusal answers a JSON-RPC batch: 400 with one JSON-RPC
+// invalid-request error (id null), whatever the batch holds. The
+// protocol versions the SDK negotiates after 2025-03-26 have no batches,
+// and a batch made one request start any number of calls and answers of
+// any size; nothing of it runs.
+func writeBatchRefusal(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"`+ErrBatch+`"}}`)
 }
 
 // wantsProgress reports whether body is a tools/call with a progress
@@ -215,9 +243,12 @@ func (g *gateway) call(userID, name string) mcp.ToolHandler {
 		var progress func(Progress)
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			progress = func(p Progress) {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: tok, Progress: float64(p.Step), Total: float64(p.Total), Message: p.Message,
-				}) // a client that left misses it; the run goes on
+				}); err != nil {
+					// A client that left misses it; the run goes on.
+					logging.FromContext(ctx).InfoContext(ctx, "mcpgateway: progress not delivered", "message", p.Message, "err", err.Error())
+				}
 			}
 		}
 		res, err := g.tools.Call(ctx, userID, name, args, progress)

@@ -24,22 +24,14 @@ const (
 	rpcInternalError  = -32603
 )
 
-// MaxBatch is the most messages a JSON-RPC batch may hold: every call of
-// a batch runs, so the bound keeps what one request can start bounded.
-const MaxBatch = 100
-
 // maxSafeID bounds integer ids: the MCP SDK decodes ids as float64, which
 // holds integers exactly only up to 2^53-1; a larger id would come back
 // changed and the client could not match the answer.
 const maxSafeID = 1<<53 - 1
 
-// The MCP protocol versions whose rules differ here: batches exist up to
-// 2025-03-26 (the SDK's default when a request names no version), and
-// from 2026-07-28 an unknown method is 404 and invalid params 400.
-const (
-	versionNoBatches   = "2025-06-18"
-	versionErrorStatus = "2026-07-28"
-)
+// versionErrorStatus is the MCP protocol version from which an unknown
+// method is 404 and invalid params 400.
+const versionErrorStatus = "2026-07-28"
 
 // mcpMethod describes a method the MCP handler serves.
 type mcpMethod struct {
@@ -142,65 +134,36 @@ func fromMCPClient(r *http.Request) bool {
 	return false
 }
 
-// parseRPC validates a JSON-RPC body (a message object or a batch array,
-// already known to be valid JSON) for the MCP handler and returns the
-// canonical body to hand it, the calls' methods by id, or the fault to
-// answer instead. version is the request's MCP-Protocol-Version header.
+// parseRPC validates a JSON-RPC body (already known to be valid JSON)
+// for the MCP handler and returns the canonical body to hand it, the
+// call's method by id, or the fault to answer instead. version is the
+// request's MCP-Protocol-Version header. A batch (an array) is refused
+// whatever the version, 400 with a JSON-RPC invalid request: the versions
+// after 2025-03-26 have none, and a batch let one request start any
+// number of calls and answers.
 func parseRPC(body []byte, version string) (canonical []byte, calls map[string]string, fault *rpcFault) {
 	trimmed := bytes.Trim(body, " \t\r\n")
+	if trimmed[0] == '[' {
+		return nil, nil, &rpcFault{status: http.StatusBadRequest, code: rpcInvalidRequest, message: ErrBatch}
+	}
+	req, f := parseRPCMessage(trimmed, version)
+	if f != nil {
+		return nil, nil, f
+	}
 	calls = map[string]string{}
-	if trimmed[0] != '[' {
-		req, f := parseRPCMessage(trimmed, version)
-		if f != nil {
-			return nil, nil, f
-		}
-		if req.ID != nil {
-			calls[string(req.ID)] = req.Method
-		}
-		canonical, err := json.Marshal(req)
-		if err != nil {
-			return nil, nil, &rpcFault{status: http.StatusBadRequest, code: rpcInvalidRequest, message: "the message could not be read"}
-		}
-		return canonical, calls, nil
+	if req.ID != nil {
+		calls[string(req.ID)] = req.Method
 	}
-
-	batchFault := func(code int, format string, args ...any) *rpcFault {
-		return &rpcFault{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
-	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(trimmed, &raws); err != nil {
-		return nil, nil, batchFault(rpcParseError, "the body is not valid JSON")
-	}
-	switch {
-	case len(raws) == 0:
-		return nil, nil, batchFault(rpcInvalidRequest, "a batch must hold at least one message")
-	case len(raws) > MaxBatch:
-		return nil, nil, batchFault(rpcInvalidRequest, "a batch may hold at most %d messages", MaxBatch)
-	case version >= versionNoBatches:
-		return nil, nil, batchFault(rpcInvalidRequest, "MCP %s and later have no batches; send one message per request", versionNoBatches)
-	}
-	reqs := make([]rpcRequest, 0, len(raws))
-	for i, raw := range raws {
-		req, f := parseRPCMessage(raw, version)
-		if f != nil {
-			// A batch is taken whole or refused whole.
-			return nil, nil, batchFault(f.code, "message %d of the batch: %s", i+1, f.message)
-		}
-		if req.ID != nil {
-			key := string(req.ID)
-			if _, dup := calls[key]; dup {
-				return nil, nil, batchFault(rpcInvalidRequest, "message %d of the batch: id %s is used twice", i+1, truncate(key, 64))
-			}
-			calls[key] = req.Method
-		}
-		reqs = append(reqs, req)
-	}
-	canonical, err := json.Marshal(reqs)
+	canonical, err := json.Marshal(req)
 	if err != nil {
-		return nil, nil, batchFault(rpcInvalidRequest, "the batch could not be read")
+		return nil, nil, &rpcFault{status: http.StatusBadRequest, code: rpcInvalidRequest, message: "the message could not be read"}
 	}
 	return canonical, calls, nil
 }
+
+// ErrBatch is the message of the JSON-RPC error a batch is answered
+// with.
+const ErrBatch = "JSON-RPC batches are not supported: send one message per request"
 
 // integerID matches a JSON integer without fraction or exponent.
 // Compiled on first use, not in package init: init runs at every cold

@@ -303,40 +303,24 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// TestJSONRPCBatch checks a batch array reaches the SDK: answered for the
-// 2025-03-26 protocol, which has batches, and refused as JSON-RPC (not as
-// the service protocol's INVALID_REQUEST) for later versions.
+// TestJSONRPCBatch checks that a batch array is refused as JSON-RPC (not
+// as the service protocol's INVALID_REQUEST) for every protocol version,
+// the 2025-03-26 one that had batches included, and that none of its
+// calls runs.
 func TestJSONRPCBatch(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, builtinRegistry(t), testKey)
 	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}},` +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hash","arguments":{"text":"a","algorithm":"md5"}}}]`
-	headers := func(version string) map[string]string {
-		return map[string]string{toolserver.ServiceKeyHeader: testKey, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}
-	}
-
-	status, _, body := post(t, srv, headers("2025-03-26"), strings.NewReader(batch))
-	if status != http.StatusOK {
-		t.Fatalf("status = %d: %s", status, body)
-	}
-	var resps []struct {
-		ID     int
-		Result struct {
-			Tools             []mcp.Tool
-			StructuredContent map[string]any
+	for _, version := range []string{"", "2025-03-26", "2025-06-18", "2025-11-25"} {
+		h := map[string]string{toolserver.ServiceKeyHeader: testKey, "Accept": "application/json, text/event-stream"}
+		if version != "" {
+			h["MCP-Protocol-Version"] = version
 		}
-	}
-	if err := json.Unmarshal(body, &resps); err != nil || len(resps) != 2 {
-		t.Fatalf("batch response %s (%v)", body, err)
-	}
-	for _, r := range resps {
-		if (r.ID == 1 && len(r.Result.Tools) != 11) || (r.ID == 2 && r.Result.StructuredContent["digest"] != "0cc175b9c0f1b6a831c399e269772661") {
-			t.Errorf("batch response %d = %+v", r.ID, r.Result)
+		status, _, body := post(t, srv, h, strings.NewReader(batch))
+		if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) ||
+			!strings.Contains(string(body), toolserver.ErrBatch) || strings.Contains(string(body), "0cc175b9c0f1b6a831c399e269772661") {
+			t.Errorf("version %q: %d %s, want a JSON-RPC invalid request naming batches", version, status, body)
 		}
-	}
-
-	status, _, body = post(t, srv, headers("2025-06-18"), strings.NewReader(batch))
-	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
-		t.Errorf("2025-06-18 batch: %d %s, want a JSON-RPC invalid request", status, body)
 	}
 }

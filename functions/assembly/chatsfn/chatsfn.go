@@ -8,6 +8,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
@@ -16,7 +17,6 @@ import (
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -39,7 +39,13 @@ var Chats = assembly.Function{
 		}
 		atts := blobstore.Attachments(cfg, d, blobs)
 		chats := store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs)
-		svc, err := Service(ctx, cfg, d, nil, chats, blobs, atts)
+		// The run service checks the workflow a new chat names; this
+		// function hands no run to the runner (no RUNNER_FUNCTION).
+		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := Service(ctx, cfg, d, rs.Service, chats, blobs, atts)
 		if err != nil {
 			return nil, err
 		}
@@ -62,10 +68,9 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 // meter (each model call reserves the user's budget and settles its usage
 // in the Users table), the tool server's tools (one catalog) behind the
 // tool gate (policies, budget, identity), the users' model preferences,
-// and the durable runs a stream with a workflowId starts (handed to
-// RunnerFunction through invoker: the stream's; nil in ChatsFunction,
-// which starts none) and renders.
-func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker workflow.Invoker, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
+// and the run service (runstart.Build), whose durable runs a stream with
+// a workflowId starts and renders.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService *runs.Service, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -73,10 +78,6 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, invoker wo
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
-	runService := runs.NewService(runs.Options{
-		Store: store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs), Jobs: jobs, Workflows: store.NewWorkflows(d.DB, cfg.DataTable),
-		Invoker: invoker, Values: blobs, Files: atts, Lease: cfg.GenerationLease, Now: d.Now,
-	})
 	return chat.NewService(chat.Options{
 		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,

@@ -21,7 +21,6 @@ import (
 	"github.com/workflowchat/service/shared/oauth/bearer"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
-	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // McpGateway is McpGatewayFunction.
@@ -46,28 +45,26 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		Verifier: bearer.NewVerifier(d.OAuthStore(cfg), keys, cfg.PublicBaseURL, d.Now),
 		BaseURL:  cfg.PublicBaseURL,
 		Logger:   d.Logger,
+		Limit:    d.Limiter(cfg).Limit(cfg.RateLimitMCP),
 	}), nil
 }
 
-// workflowTools returns the run engine's tools (mcpgateway.Engine). It
-// fails when the runner's Invoker cannot be built.
+// workflowTools returns the run engine's tools (mcpgateway.Engine) over
+// the one run service (runstart.Build): a call's run is checked, stored,
+// rate limited and handed to the runner as every other. It fails when
+// the blob store or the runner's Invoker cannot be built.
 func workflowTools(ctx context.Context, cfg config.Config, d assembly.Deps) (mcpgateway.WorkflowTools, error) {
-	invoker, err := runstart.Invoker(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
 	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
-	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
-		Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Values: blobs})
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	if err != nil {
+		return nil, err
+	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0), cfg.ToolsCacheTTL, d.Now)
-	limiter := d.Limiter(cfg)
 	return &mcpgateway.Engine{
-		Catalog: workflows, Runs: svc, Wait: d.MCPCallWait,
-		Allow: func(ctx context.Context, userID string) error { return limiter.Allow(ctx, userID, cfg.RateLimitRuns) },
+		Catalog: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Service, Wait: d.MCPCallWait,
 		OutputSchema: func(ctx context.Context, toolID string) (json.RawMessage, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.OutputSchema, err

@@ -34,16 +34,17 @@ var Required = []string{"DATA_TABLE", "USERS_TABLE", "RATE_LIMITS_TABLE", "MCP_U
 // room (both in the Users table). A run's values too large for its
 // record go to the blob store (BLOB_BUCKET).
 //
-// The end of a run started by a schedule goes to its trigger (TriggerEnds):
+// The end of a run started by a schedule goes to its trigger (the run
+// service's Ended, runstart.Build):
 // the overlap marker is released and a buffered fire starts, handed to
 // the runner (d.Runs locally; in Lambda this very function). It fails when
 // that Invoker cannot be built.
 func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runner, error) {
-	ended, err := runstart.TriggerEnds(ctx, cfg, d)
+	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := blobstore.Open(ctx, cfg, d)
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
 		Store: store.NewRuns(d.DB, cfg.DataTable), Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
-		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended, Condition: condition.Eval,
+		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

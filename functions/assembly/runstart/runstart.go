@@ -1,8 +1,13 @@
-// Package runstart is how the functions that start durable workflow runs
-// hand them to the runner: the Invoker (the Lambda Invoke API with
-// InvocationType Event, through shared/awsapi; the in-process runner on
-// the dev server), the run engine's trigger.RunStarter (Starter) and the
-// hook that tells a schedule trigger its run ended (TriggerEnds). Apart
+// Package runstart builds the run service, in one place with every
+// option, for every function that starts, follows or ends workflow runs
+// (chats, the chat stream, workflows, MCP, triggers, the runner, the
+// sweeper): the Data table's runs with their large values in the blob
+// store, the jobs' logs, the workflows, the Invoker that hands runs to
+// the runner (the Lambda Invoke API with InvocationType Event, through
+// shared/awsapi; the in-process runner on the dev server), the lease and
+// clock, the hook that tells a schedule trigger its run ended, the
+// attachments run inputs name, and the run rate limit (RATE_LIMIT_RUNS),
+// applied inside the service's start whatever started the run. Apart
 // from runnerfn so that what starts runs does not link what executes
 // them (the expression language of a step's `if`, the tool gate).
 package runstart
@@ -12,97 +17,63 @@ import (
 	"encoding/json"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/awsapi"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
-// TriggerEnds returns the hook that tells a schedule trigger that a run
-// it started has ended (trigger.Service.RunEnded: the overlap marker is
-// released, a buffered fire starts through Starter). Other runs are left
-// alone. It fails when Starter does.
-func TriggerEnds(ctx context.Context, cfg config.Config, d assembly.Deps) (func(context.Context, workflow.Run) error, error) {
-	starter, err := Starter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
+// Runs is the run service of a function and what is built with it.
+type Runs struct {
+	// Service is the run service. Where no runner can be reached (no
+	// RUNNER_FUNCTION: ChatsFunction, which only checks workflows) its
+	// starts fail RUNNER_UNAVAILABLE.
+	Service *runs.Service
+	// Triggered is the triggers' trigger.RunStarter: Service's
+	// runs.Triggered.
+	Triggered trigger.RunStarter
+	// Ended tells a schedule trigger that a run it started has ended
+	// (trigger.Service.RunEnded: the overlap marker is released, a
+	// buffered fire starts through Triggered); other runs are left alone.
+	// Service ends runs through it, and the runner and the sweeper are
+	// given it.
+	Ended func(ctx context.Context, run workflow.Run) error
+}
+
+// Build builds the run service of the configuration over the function's
+// blob store (blobstore.Open; see the package comment). It fails when the
+// Invoker cannot be built.
+func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.Store) (Runs, error) {
+	var invoker workflow.Invoker
+	if d.Runs != nil || cfg.RunnerFunction != "" {
+		var err error
+		if invoker, err = Invoker(ctx, cfg, d); err != nil {
+			return Runs{}, err
+		}
 	}
-	triggers := trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: starter, Now: d.Now, Logger: d.Logger})
-	return func(ctx context.Context, run workflow.Run) error {
+	// The service ends runs through the trigger service, which starts
+	// buffered fires through the service: the hook reads it once built.
+	var triggers *trigger.Service
+	ended := func(ctx context.Context, run workflow.Run) error {
 		if run.Trigger == nil || run.Trigger.Type != workflow.TriggerSchedule || run.Trigger.TriggerID == "" {
 			return nil
 		}
 		return triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID)
-	}, nil
-}
-
-// Starter returns the run engine's trigger.RunStarter: d.Triggered when
-// set, else durable runs handed to the runner through Invoker (in the
-// runner function itself, to this very function), counted against
-// RATE_LIMIT_RUNS. It fails when the Invoker cannot be built.
-func Starter(ctx context.Context, cfg config.Config, d assembly.Deps) (trigger.RunStarter, error) {
-	if d.Triggered != nil {
-		return d.Triggered, nil
 	}
-	invoker, err := Invoker(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	svc := runs.NewService(runs.Options{Store: store.NewRuns(d.DB, cfg.DataTable), Jobs: store.NewJobs(d.DB, cfg.DataTable),
-		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now})
-	return TriggeredRuns{Runs: svc, Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns}, nil
-}
-
-// TriggeredRuns is the trigger.RunStarter of the run engine: a trigger's
-// run is a durable run with the trigger's run id, its input checked
-// against the workflow's inputSchema, counted against the user's run rate
-// limit unless it exists already.
-type TriggeredRuns struct {
-	Runs    *runs.Service
-	Limiter *ratelimit.Limiter
-	Rule    ratelimit.Rule
-}
-
-// StartTriggered starts req's run for req.UserID (ctx acts for them), or
-// answers for the run of that id if it exists: its id while it is
-// active, Conflict RUN_ENDED once it has ended. Errors: NotFound
-// WORKFLOW_NOT_FOUND, Forbidden, Invalid INVALID_INPUT, RateLimited.
-func (t TriggeredRuns) StartTriggered(ctx context.Context, req trigger.TriggeredRun) (string, error) {
-	const op = "runs.StartTriggered"
-	ctx = auth.ActingFor(ctx, req.UserID)
-	existing := func(r workflow.Run) (string, error) {
-		if workflow.Active(r.Status) {
-			return r.ID, nil
-		}
-		return "", errs.E(op, errs.Conflict, trigger.CodeRunEnded, "the trigger's run has ended")
-	}
-	if req.RunID != "" {
-		if r, err := t.Runs.Run(ctx, req.RunID); err == nil {
-			return existing(r)
-		}
-	}
-	if err := t.Limiter.Allow(ctx, req.UserID, t.Rule); err != nil {
-		return "", errs.Wrap(op, err)
-	}
-	run, err := t.Runs.Start(ctx, runs.StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
-		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
-	if errs.CodeOf(err) == workflow.CodeRunExists {
-		// A concurrent start of the same id won.
-		r, rerr := t.Runs.Run(ctx, req.RunID)
-		if rerr != nil {
-			return "", errs.Wrap(op, err)
-		}
-		return existing(r)
-	}
-	if err != nil {
-		return "", errs.Wrap(op, err)
-	}
-	return run.ID, nil
+	svc := runs.NewService(runs.Options{
+		Store: store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs), Jobs: store.NewJobs(d.DB, cfg.DataTable),
+		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
+		Ended: ended, Values: blobs, Files: blobstore.Attachments(cfg, d, blobs),
+		Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns,
+	})
+	started := runs.Triggered{Service: svc}
+	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: started, Now: d.Now, Logger: d.Logger})
+	return Runs{Service: svc, Triggered: started, Ended: ended}, nil
 }
 
 // LambdaInvoker hands runs to the runner function through the Lambda

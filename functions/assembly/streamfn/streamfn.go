@@ -25,15 +25,15 @@ var Stream = assembly.Function{
 	Required:    append(chatsfn.Required[:len(chatsfn.Required):len(chatsfn.Required)], "RUNNER_FUNCTION"),
 	FunctionURL: true,
 	Build: func(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
-		invoker, err := runstart.Invoker(ctx, cfg, d)
-		if err != nil {
-			return nil, err
-		}
 		blobs, err := blobstore.Open(ctx, cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := chatsfn.Service(ctx, cfg, d, invoker, store.NewChats(d.DB, cfg.DataTable), blobs, blobstore.Attachments(cfg, d, blobs))
+		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := chatsfn.Service(ctx, cfg, d, rs.Service, store.NewChats(d.DB, cfg.DataTable), blobs, blobstore.Attachments(cfg, d, blobs))
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
@@ -26,7 +27,7 @@ import (
 const LogicalID = "SweeperFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET"}
 
 // Sweeper builds the sweeper over the Data table: the jobs whose lease
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's
@@ -40,11 +41,18 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	ended, err := runstart.TriggerEnds(ctx, cfg, d)
+	// The end of an interrupted schedule run may start its trigger's
+	// buffered fire: through the one run service, with its blob store
+	// and attachment checks.
+	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	if err != nil {
+		return nil, err
+	}
+	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended})
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
@@ -20,18 +21,24 @@ import (
 const LogicalID = "TriggerFireFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION"}
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET"}
 
 // Service returns the trigger service that fires schedules and releases
 // the overlap markers (RunEnded): the Data table's triggers and the run
-// starter, no scheduler calls and no webhook secrets.
-// It fails when the run starter cannot be built.
+// service's Triggered (runstart.Build: a fire's input naming an
+// attachment is checked, a large one kept in the blob store), no
+// scheduler calls and no webhook secrets. It fails when the blob store or
+// the run service cannot be built.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
-	starter, err := runstart.Starter(ctx, cfg, d)
+	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: starter, Now: d.Now, Logger: d.Logger}), nil
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: rs.Triggered, Now: d.Now, Logger: d.Logger}), nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one fire per event.

@@ -2,8 +2,8 @@
 // (CRUD under /api/workflows/{workflowId}/triggers) and the webhook route
 // POST /hooks/{triggerId}. It also holds what the other functions that
 // touch triggers share: the scheduler of the configuration (Scheduler),
-// the webhook secrets (Secrets); the runs triggers start are the run
-// engine's (runstart.Starter).
+// the webhook secrets (Secrets); the runs triggers start are the one run
+// service's (runstart.Build), with its blob store and attachment checks.
 package triggersfn
 
 import (
@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -26,7 +27,7 @@ import (
 // secrets' key.
 var Triggers = assembly.Function{
 	LogicalID: "TriggersFunction",
-	Required: []string{"SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "WEBHOOK_SIGNING_KEY",
+	Required: []string{"SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET", "WEBHOOK_SIGNING_KEY",
 		"SCHEDULE_GROUP", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN"},
 	Build: build,
 }
@@ -40,8 +41,9 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 }
 
 // Service returns the whole trigger service of the configuration: the
-// Data table's triggers, Scheduler, Secrets and Starter. It fails when the
-// scheduler or the secrets cannot be built.
+// Data table's triggers, Scheduler, Secrets and the run service's
+// Triggered. It fails when the scheduler, the secrets, the blob store or
+// the run service cannot be built.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
 	sched, err := Scheduler(ctx, cfg, d)
 	if err != nil {
@@ -51,11 +53,15 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.
 	if err != nil {
 		return nil, err
 	}
-	starter, err := runstart.Starter(ctx, cfg, d)
+	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: starter,
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	if err != nil {
+		return nil, err
+	}
+	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: rs.Triggered,
 		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger}), nil
 }
 

@@ -45,8 +45,6 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
-	// The attachments run inputs name (format attachment).
-	files := blobstore.Attachments(cfg, d, blobs)
 	// Deleting a workflow deletes its triggers and their schedules.
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
@@ -54,28 +52,20 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	}
 	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
-	invoker, err := runstart.Invoker(ctx, cfg, d)
+	// The one run service (a waiting run cancelled here ends here: a
+	// schedule's overlap marker is released).
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
 	if err != nil {
 		return nil, err
 	}
-	// A waiting run cancelled here ends here: a schedule's overlap
-	// marker is released.
-	ended, err := runstart.TriggerEnds(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	runService := runs.NewService(runs.Options{
-		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable), Workflows: workflows, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
-		Ended: ended, Values: blobs, Files: files,
-	})
 	authn := d.Auth(cfg)
-	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Runs: cfg.RateLimitRuns, Resumes: cfg.RateLimitResumes}
+	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Resumes: cfg.RateLimitResumes}
 	ping := d.PingInterval
 	if ping <= 0 {
 		ping = chat.PingInterval
 	}
 	routes := workflow.Routes(svc, authn)
-	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(runService, authn, lim, ping)} {
+	for _, r := range []*httpapi.Router{proposal.Routes(proposals, authn, lim), runs.Routes(rs.Service, authn, lim, ping)} {
 		routes.Mount(r, r.Patterns()...)
 	}
 	return routes, nil

@@ -119,42 +119,78 @@ func accepted(w http.ResponseWriter, sc Scope, run workflow.Run) {
 	httpapi.Respond(w, http.StatusAccepted, run)
 }
 
-// handleStartRun starts a durable run. With Prefer: respond-async it
-// answers 202 at once; otherwise it waits for the run up to wait: 201
-// with the finished run, else 202 with where to follow it (the run goes
-// on either way).
+// WorkflowRunRequest is the body of POST /api/workflows/{workflowId}/runs:
+// the run's input (checked against the workflow's inputSchema), if any.
+type WorkflowRunRequest struct {
+	Input map[string]any `json:"input"`
+}
+
+// handleStartRun starts a durable run in the chat of the path, of the
+// body's workflow (the path checked before the body is read); see
+// answerStart.
 func handleStartRun(s *Service, wait time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, err := httpapi.Decode[StartRunRequest](r)
-		if err != nil {
-			httpapi.WriteError(w, r, err)
-			return
-		}
 		chatID, err := httpapi.PathUUID(r, "chatId")
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		run, err := s.Start(r.Context(), StartRequest{ChatID: chatID, WorkflowID: in.WorkflowID, Input: in.Input})
+		in, err := httpapi.Decode[StartRunRequest](r)
 		if err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
-		sc := Scope{ChatID: chatID}
-		if respondAsync(r) {
-			accepted(w, sc, run)
+		answerStart(w, r, s, Scope{ChatID: chatID}, StartRequest{ChatID: chatID, WorkflowID: in.WorkflowID, Input: in.Input}, wait)
+	})
+}
+
+// handleStartWorkflowRun starts a durable run of the path's workflow
+// with no chat (trigger manual): its id's form and the workflow's owner
+// are checked before the body is read; the body may be left out (no
+// input); see answerStart.
+func handleStartWorkflowRun(s *Service, wait time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		workflowID, err := httpapi.PathUUID(r, "workflowId")
+		if err != nil {
+			httpapi.WriteError(w, r, err)
 			return
 		}
-		done, finished, err := s.Wait(r.Context(), run.ID, wait)
-		switch {
-		case err != nil:
+		if _, err := s.CheckWorkflow(r.Context(), workflowID); err != nil {
 			httpapi.WriteError(w, r, err)
-		case finished:
-			httpapi.Respond(w, http.StatusCreated, done)
-		default:
-			accepted(w, sc, done)
+			return
 		}
+		in, err := httpapi.DecodeOptional[WorkflowRunRequest](r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		answerStart(w, r, s, Scope{WorkflowID: workflowID}, StartRequest{WorkflowID: workflowID, Input: in.Input}, wait)
 	})
+}
+
+// answerStart starts req's durable run and answers in the scope sc. With
+// Prefer: respond-async it answers 202 at once; otherwise it waits for
+// the run up to wait: 201 with the finished run, else 202 with where to
+// follow it (the run goes on either way).
+func answerStart(w http.ResponseWriter, r *http.Request, s *Service, sc Scope, req StartRequest, wait time.Duration) {
+	run, err := s.Start(r.Context(), req)
+	if err != nil {
+		httpapi.WriteError(w, r, err)
+		return
+	}
+	if respondAsync(r) {
+		accepted(w, sc, run)
+		return
+	}
+	done, finished, err := s.Wait(r.Context(), run.ID, wait)
+	switch {
+	case err != nil:
+		httpapi.WriteError(w, r, err)
+	case finished:
+		httpapi.Respond(w, http.StatusCreated, done)
+	default:
+		accepted(w, sc, done)
+	}
 }
 
 // pathScope returns the scope of a run route: its chatId, or its

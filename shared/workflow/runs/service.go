@@ -16,6 +16,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/inputschema"
@@ -44,6 +45,8 @@ type Service struct {
 	ended     func(ctx context.Context, run workflow.Run) error
 	values    blob.Store
 	files     Files
+	limiter   *ratelimit.Limiter
+	rule      ratelimit.Rule
 }
 
 // Options are the dependencies of NewService. Lease zero means
@@ -66,6 +69,11 @@ type Options struct {
 	// Files checks the attachments a run's input names (its properties
 	// of format attachment); nil: such inputs are refused.
 	Files Files
+	// Limiter and Rule limit the runs each user starts (RATE_LIMIT_RUNS):
+	// every run Start, Retry and StartTriggered store counts once, after
+	// its checks, whatever started it. A nil Limiter limits nothing.
+	Limiter *ratelimit.Limiter
+	Rule    ratelimit.Rule
 }
 
 // Files are the attachments a run's input may name (attachment.Service).
@@ -85,7 +93,8 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values, files: o.Files}
+	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values, files: o.Files,
+		limiter: o.Limiter, rule: o.Rule}
 }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
@@ -131,10 +140,12 @@ type StartRequest struct {
 
 // Start stores a pending durable run of the caller's workflow, hands it
 // to the runner and returns it without waiting. The input is checked
-// against the workflow's inputSchema (defaults applied). Errors: NotFound
-// (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND), Forbidden, in that order (the chat
-// first); Invalid INVALID_INPUT; Conflict RUN_EXISTS when req.RunID is
-// taken; storage errors. A runner that cannot be reached is not an error:
+// against the workflow's inputSchema (defaults applied), the attachments
+// it names are checked, and the run counts against the caller's run rate
+// limit. Errors: NotFound (CHAT_NOT_FOUND, WORKFLOW_NOT_FOUND), Forbidden,
+// in that order (the chat first); Invalid INVALID_INPUT; RateLimited
+// RATE_LIMITED; Conflict RUN_EXISTS when req.RunID is taken; storage
+// errors. A runner that cannot be reached is not an error:
 // the sweeper hands the run over once its first lease expires.
 func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, error) {
 	const op = "workflow.StartRun"
@@ -167,10 +178,14 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 
 var errNoRunner = errs.E("runs.Service", errs.Internal, "RUNNER_UNAVAILABLE", "this function does not start workflow runs")
 
-// launch stores the durable run and invokes the runner on it.
+// launch counts the run against its user's run rate limit, stores it and
+// invokes the runner on it: the one way every run starts.
 func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error {
 	if s.invoker == nil {
 		return errs.Wrap(op, errNoRunner)
+	}
+	if err := s.limiter.Allow(ctx, run.UserID, s.rule); err != nil {
+		return errs.Wrap(op, err)
 	}
 	stored := run
 	if b, err := json.Marshal(run.Input); err == nil && len(b) > SpillBytes && s.values != nil {
@@ -617,7 +632,7 @@ func answer(run *workflow.Run, i int, a workflow.HumanAnswer, now time.Time) {
 // retried run's snapshot of its steps says; it belongs to the chat of the
 // retried run, if any. Errors: NotFound (CHAT_NOT_FOUND,
 // WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
-// run is still active, Invalid RUN_NOT_RETRYABLE (completed without
+// run is still active, RateLimited RATE_LIMITED (see Start), Invalid RUN_NOT_RETRYABLE (completed without
 // fromStepID, or recorded without a snapshot), Invalid VALIDATION_FAILED
 // for a fromStepID that is not a step of the run or comes after a step
 // that did not complete.
