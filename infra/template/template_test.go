@@ -233,8 +233,12 @@ var wantGrants = map[string]map[string][]string{
 		// ... and the end of a schedule's run: trigger.Service.RunEnded
 		// (the overlap markers, UpdateItem; the trigger, GetItem) and its
 		// buffered fire's run (the workflow, GetItem; CreateRun, a tx of
-		// Puts).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		// Puts); an attachment a run's input names (the read,
+		// TransactGetItems; MarkReady / MarkFailed, a tx with a
+		// ConditionCheck on the chat).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// The tool gate of the steps: the run's user's tool policies
 		// (GetItem), a metered tool's reservation and settle (UpdateItem).
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
