@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
@@ -37,7 +38,8 @@ func TestSweeperFunctionEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "SweeperFunction", "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "SweeperFunction", "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error",
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs")}))
 	if err != nil {
 		t.Fatal(err)
 	}

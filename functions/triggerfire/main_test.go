@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/trigger"
@@ -41,7 +42,8 @@ func TestTriggerFireFunctionEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "TriggerFireFunction", "LOG_LEVEL": "error",
-		"RUNNER_FUNCTION": "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET"}))
+		"RUNNER_FUNCTION": "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET",
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs")}))
 	if err != nil {
 		t.Fatal(err)
 	}

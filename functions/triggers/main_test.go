@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
 	"github.com/workflowchat/service/shared/store"
@@ -82,6 +83,7 @@ func TestTriggersFunctionEvents(t *testing.T) {
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:fire-dlq",
 		"SCHEDULER_ENDPOINT":  srv.URL,
 		"RUNNER_FUNCTION":     "RunnerFunction", "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:1",
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"),
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -153,13 +155,18 @@ func TestTriggersFunctionEvents(t *testing.T) {
 		t.Errorf("list: %+v", list.Data.Triggers)
 	}
 
-	sign := func(headers *map[string]string, body *string) {
-		(*headers)["x-signature"] = webhook.Sign(created.Data.Secret, time.Now(), []byte(*body))
+	signedAt := func(at time.Time) func(headers *map[string]string, body *string) {
+		return func(headers *map[string]string, body *string) {
+			(*headers)["x-signature"] = webhook.Sign(created.Data.Secret, at, []byte(*body))
+		}
 	}
 	send("webhook-call", 401, nil, nil) // the recorded placeholder is no signature
 	var hooked, keyed, again struct{ Data struct{ RunID string } }
-	send("webhook-call", 202, &hooked, sign)
-	withKey := func(h *map[string]string, b *string) { (*h)["idempotency-key"] = "k1"; sign(h, b) }
+	send("webhook-call", 202, &hooked, signedAt(time.Now()))
+	// The same body signed at another second is another delivery (the
+	// same signature would be a replay of the first, whatever its key).
+	resigned := signedAt(time.Now().Add(-time.Minute))
+	withKey := func(h *map[string]string, b *string) { (*h)["idempotency-key"] = "k1"; resigned(h, b) }
 	send("webhook-call", 202, &keyed, withKey)
 	send("webhook-call", 200, &again, withKey)
 	if keyed.Data.RunID == hooked.Data.RunID || again.Data.RunID != keyed.Data.RunID {
