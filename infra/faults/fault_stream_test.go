@@ -62,8 +62,9 @@ func TestFaultStreamStorage(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{})
 		chatID := e.createChat()
-		// The start's transaction passes, the first log batch fails.
-		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: store.MaxAttempts, fault: throttled})
+		// The start's transaction passes, the first log write (one
+		// conditional PutItem of its slot) fails.
+		e.proxy.add(rule{op: "PutItem", table: e.cfg.DataTable, times: store.MaxAttempts, fault: throttled})
 		m, ops := e.proxy.mark(), e.counter.Count()
 		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "count to 50 slowly", ""), streamDeadline)
 		e.proxy.clear()
@@ -91,6 +92,9 @@ func TestFaultStreamStorage(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{})
 		chatID := e.createChat()
+		// After the start's transaction, every log write (PutItem) and
+		// the end's transaction fail.
+		e.proxy.add(rule{op: "PutItem", table: e.cfg.DataTable, times: -1, fault: internal})
 		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: internal})
 		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "count to 50 slowly", ""), streamDeadline)
 		e.proxy.clear()
