@@ -150,17 +150,21 @@ func TestStartRunOfWorkflow(t *testing.T) {
 	other := newClient(t, srv.API)
 	otherID := signUpChatUser(t, other, "workflow-runs-other@example.com")
 	theirs := defineWorkflow(t, other, otherID, "theirs", `{"steps":[{"id":"a","toolId":"json_query","inputs":{"input":1,"query":"."}}]}`)
+	// The order of every route: the path's ids (400 INVALID_ID, before the
+	// body), the body (400), then existence (404) and ownership (403).
 	for name, tc := range map[string]struct {
-		path   string
-		status int
-		code   string
+		path, body string
+		status     int
+		code       string
 	}{
-		"malformed workflow id":   {"/api/workflows/not-a-uuid/runs", 400, "INVALID_ID"},
-		"another user's workflow": {"/api/workflows/" + theirs + "/runs", 403, "FORBIDDEN"},
-		"no such workflow":        {"/api/workflows/00000000-0000-4000-8000-000000000000/runs", 404, "WORKFLOW_NOT_FOUND"},
-		"malformed chat id":       {"/api/chats/not-a-uuid/workflow-runs", 400, "INVALID_ID"},
+		"malformed workflow id":               {"/api/workflows/not-a-uuid/runs", `not json`, 400, "INVALID_ID"},
+		"malformed chat id":                   {"/api/chats/not-a-uuid/workflow-runs", `not json`, 400, "INVALID_ID"},
+		"another user's workflow, bad body":   {"/api/workflows/" + theirs + "/runs", `not json`, 400, "INVALID_JSON"},
+		"another user's workflow":             {"/api/workflows/" + theirs + "/runs", `{}`, 403, "FORBIDDEN"},
+		"no such workflow":                    {"/api/workflows/00000000-0000-4000-8000-000000000000/runs", `{}`, 404, "WORKFLOW_NOT_FOUND"},
+		"another user's workflow, with input": {"/api/workflows/" + theirs + "/runs", `{"input":{"a":1}}`, 403, "FORBIDDEN"},
 	} {
-		expectError(t, name, c.do("POST", tc.path, `not json`), tc.status, tc.code)
+		expectError(t, name, c.do("POST", tc.path, tc.body), tc.status, tc.code)
 	}
 	var list struct {
 		Data struct{ WorkflowRuns []unattendedRun }

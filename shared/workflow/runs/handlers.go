@@ -145,17 +145,14 @@ func handleStartRun(s *Service, wait time.Duration) http.Handler {
 }
 
 // handleStartWorkflowRun starts a durable run of the path's workflow
-// with no chat (trigger manual): its id's form and the workflow's owner
-// are checked before the body is read; the body may be left out (no
+// with no chat (trigger manual): its id's form is checked before the body
+// is read, the workflow's existence and owner by Start (the order of
+// every route: 400, then 404, then 403); the body may be left out (no
 // input); see answerStart.
 func handleStartWorkflowRun(s *Service, wait time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		workflowID, err := httpapi.PathUUID(r, "workflowId")
 		if err != nil {
-			httpapi.WriteError(w, r, err)
-			return
-		}
-		if _, err := s.CheckWorkflow(r.Context(), workflowID); err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}
