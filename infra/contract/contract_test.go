@@ -526,7 +526,10 @@ func TestDocumentConventions(t *testing.T) {
 					if (code[0] == '4' || code[0] == '5') && protocol && ct != "application/json" {
 						// An HTML page of the authorization endpoint.
 					} else if code[0] == '4' || code[0] == '5' {
-						if !isErrorSchema(mt.Schema) && !(protocol && mt.Schema.Ref == "#/components/schemas/OAuthError") {
+						// A protocol fixes its own error body: OAuth's, and
+						// JSON-RPC's (MCP's refusal of a batch).
+						protocolError := mt.Schema.Ref == "#/components/schemas/OAuthError" || mt.Schema.Ref == "#/components/schemas/JSONRPCMessage"
+						if !isErrorSchema(mt.Schema) && !(protocol && protocolError) {
 							t.Errorf("%s %s: error responses must use #/components/schemas/Error", code, ct)
 						}
 					} else if ct == "application/json" && mt.Schema.Ref == "" {
