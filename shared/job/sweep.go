@@ -46,10 +46,13 @@ func (h Head) Closing() int64 { return max(h.LastSeq, h.Reserved) + 1 }
 // ending a job are written by its kind's store, in one transaction with
 // the items the job produces.
 type Store interface {
-	// Append writes recs to ref's log and renews its lease to l, in one
-	// write conditioned on the job being active, no stop requested and
-	// recs following its last event. Conflict STOP_REQUESTED or
-	// NOT_ACTIVE when the job must end; NotFound when the log is gone.
+	// Append writes recs to ref's log in the slot after the event they
+	// follow, one write conditioned on that slot being free (a stop or
+	// the job's end takes it), and, when l.Until is set, first renews
+	// the lease to l, conditioned on the job being active with no stop
+	// requested. A retry of a write that was applied succeeds. Conflict
+	// STOP_REQUESTED or NOT_ACTIVE when the job must end; NotFound when
+	// the log is gone.
 	Append(ctx context.Context, ref Ref, recs []Record, l Lease) error
 	// Read returns ref's events after seq, in order, and its head, from
 	// one strongly consistent read. NotFound when there is no log (or it

@@ -92,3 +92,31 @@ func newLoggedChat(t *testing.T) (*store.Chats, *store.Jobs, chat.Chat, time.Tim
 	}
 	return s, store.NewJobs(db.DB, db.Data()), c, now
 }
+
+// TestAppendRetriedAfterALostAnswer: a log write applied though its
+// answer was lost is retried (the SDK retries a 5xx or a dropped
+// connection): the retry finds its slot holding exactly its own events
+// and succeeds, writing nothing twice; other events in that slot still
+// answer NOT_ACTIVE.
+func TestAppendRetriedAfterALostAnswer(t *testing.T) {
+	t.Parallel()
+	s, jobs, c, now := newLoggedChat(t)
+	ctx := context.Background()
+	g, _ := startLogged(t, s, c, now)
+	ref := job.Ref{Kind: chat.GenerationKind, Collection: c.ID, ID: g.ID}
+	lease := job.Lease{Until: now.Add(30 * time.Second), Reserved: 400}
+	for range 2 { // the write, then its retry
+		if err := jobs.Append(ctx, ref, records(2, 4), lease); err != nil {
+			t.Fatalf("append 2-4: %v", err)
+		}
+	}
+	for _, recs := range [][]job.Record{records(2, 3), records(2, 5)} {
+		if err := jobs.Append(ctx, ref, recs, lease); errs.CodeOf(err) != job.CodeNotActive {
+			t.Errorf("append %v over 2-4: %v, want NOT_ACTIVE", seqs(recs), err)
+		}
+	}
+	recs, h, err := jobs.Read(ctx, ref, 0)
+	if err != nil || !h.Active || fmt.Sprint(seqs(recs)) != "[1 2 3 4]" {
+		t.Fatalf("log %v %+v (%v), want events 1-4 once", seqs(recs), h, err)
+	}
+}

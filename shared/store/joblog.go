@@ -233,9 +233,24 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 		err = l.table.Put(newLogMark(pk, id, typeBeat, ls.Last, ls.Reserved, now)).If(slotFree, "type", typeBeat).Run(ctx)
 	}
 	if isConditionFailure(err) {
+		if len(recs) > 0 && l.holds(ctx, pk, id, recs) {
+			// This very write, applied though its answer was lost: the
+			// SDK's retry of it found its slot taken by itself.
+			return nil
+		}
 		return l.why(ctx, op, pk, id)
 	}
 	return storeError(op, err)
+}
+
+// holds reports whether the slot recs go in already holds exactly recs
+// (one strongly consistent GetItem): only their writer hands out their
+// ids, so the write that put them there was its own. A failed read
+// reports false.
+func (l eventLogs) holds(ctx context.Context, pk, id string, recs []job.Record) bool {
+	var b logBatch
+	err := l.table.Get("PK", pk).Range("SK", dynamo.Equal, logSK(id, prevOf(recs)+1)).Consistent(true).One(ctx, &b)
+	return err == nil && b.Type == typeBatch && b.First == recs[0].Seq && b.Last == recs[len(recs)-1].Seq
 }
 
 // appendTx adds to tx the write of recs (at least one) to log id under pk
