@@ -54,7 +54,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	// by reference, through the blob store.
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: store.NewRuns(d.DB, cfg.DataTable), Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
+		Store: rs.Store, Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
 		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)

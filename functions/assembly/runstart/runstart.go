@@ -22,6 +22,7 @@ import (
 	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow"
@@ -43,6 +44,16 @@ type Runs struct {
 	// Service ends runs through it, and the runner and the sweeper are
 	// given it.
 	Ended func(ctx context.Context, run workflow.Run) error
+	// Store is the Data table's runs, deleting a run's values with it
+	// from the blob store: the one run store, which the runner, the
+	// sweeper and the workflow service are given too.
+	Store *store.Runs
+	// Resume is the sweeper's handler of the runs whose lease expired
+	// (runs.ResumeExpired) over Store, the blob store (a run it records
+	// spills its large values, as the runner does, rather than cutting
+	// them), the Invoker, the lease, the clock and Ended. Nil where no
+	// runner can be reached.
+	Resume job.Handler
 }
 
 // Build builds the run service of the configuration over the function's
@@ -65,15 +76,20 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 		}
 		return triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID)
 	}
+	runStore := store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
 	svc := runs.NewService(runs.Options{
-		Store: store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs), Jobs: store.NewJobs(d.DB, cfg.DataTable),
+		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable),
 		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 		Ended: ended, Values: blobs, Files: blobstore.Attachments(cfg, d, blobs),
 		Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns,
 	})
 	started := runs.Triggered{Service: svc}
 	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: started, Now: d.Now, Logger: d.Logger})
-	return Runs{Service: svc, Triggered: started, Ended: ended}, nil
+	var resume job.Handler
+	if invoker != nil {
+		resume = runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Values: blobs, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
+	}
+	return Runs{Service: svc, Triggered: started, Ended: ended, Store: runStore, Resume: resume}, nil
 }
 
 // LambdaInvoker hands runs to the runner function through the Lambda

@@ -20,7 +20,6 @@ import (
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
-	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // LogicalID is the function's resource name in template.yaml.
@@ -31,16 +30,20 @@ var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "B
 
 // Sweeper builds the sweeper over the Data table: the jobs whose lease
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's
-// to chat.Service.InterruptExpired, a workflow run's to
-// runs.ResumeExpired (which hands the run to the runner through
-// runstart.Invoker). It fails when that Invoker cannot be built.
+// to chat.Service.InterruptExpired, a workflow run's to the run service's
+// Resume (runstart.Build: the one run store, with the blob store its
+// large values spill to, handing the run to the runner through
+// runstart.Invoker). It fails when the blob store or that Invoker cannot
+// be built (RUNNER_FUNCTION missing).
 func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Sweeper, error) {
+	if d.Runs == nil {
+		// Runs are resumed through the runner function.
+		if err := cfg.Require("RUNNER_FUNCTION"); err != nil {
+			return nil, err
+		}
+	}
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Now: d.Now})
-	invoker, err := runstart.Invoker(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
 	// The end of an interrupted schedule run may start its trigger's
 	// buffered fire: through the one run service, with its blob store
 	// and attachment checks.
@@ -52,8 +55,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	resume := runs.ResumeExpired(runs.ResumeOptions{Store: store.NewRuns(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended})
-	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: resume}, d.Now, d.Logger), nil
+	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume}, d.Now, d.Logger), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep

@@ -44,20 +44,21 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	workflows, runStore := store.NewWorkflows(d.DB, cfg.DataTable), store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
+	// The one run service (a waiting run cancelled here ends here: a
+	// schedule's overlap marker is released), whose run store the
+	// workflow service deletes a workflow's runs through.
+	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	if err != nil {
+		return nil, err
+	}
+	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
 	// Deleting a workflow deletes its triggers and their schedules.
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
+	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: rs.Store, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
-	// The one run service (a waiting run cancelled here ends here: a
-	// schedule's overlap marker is released).
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
-	if err != nil {
-		return nil, err
-	}
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Resumes: cfg.RateLimitResumes}
 	ping := d.PingInterval

@@ -408,3 +408,117 @@ func TestRespond(t *testing.T) {
 		})
 	}
 }
+
+// largeHumanSchema is an inputSchema whose JSON is over runs.SpillBytes:
+// a required property note whose values are a long enum, so that the
+// step's resolved input is kept spilled.
+func largeHumanSchema(t *testing.T) map[string]any {
+	t.Helper()
+	enum := make([]any, 4000)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("option-%05d", i)
+	}
+	schema := map[string]any{"type": "object", "required": []any{"note"},
+		"properties": map[string]any{"note": map[string]any{"type": "string", "enum": enum}}}
+	if b, _ := json.Marshal(schema); len(b) <= runs.SpillBytes {
+		t.Fatalf("schema of %d bytes, want over %d", len(b), runs.SpillBytes)
+	}
+	return schema
+}
+
+// TestLargeHumanRequest: a human step whose request (an inputSchema with
+// a long enum) is over runs.SpillBytes is recorded spilled, and is read
+// whole where it is enforced: an answer the schema refuses is refused
+// (Invalid INVALID_INPUT, the run still waiting), a valid one is taken,
+// and a timeout with onTimeout continue completes the step with approved
+// false and timedOut true, the run going on.
+func TestLargeHumanRequest(t *testing.T) {
+	t.Parallel()
+	f := newValuesFixture(t)
+	ctx := f.ctx()
+	schema := largeHumanSchema(t)
+	start := func(t *testing.T, inputs map[string]any) (string, workflow.Run) {
+		t.Helper()
+		wfID := f.workflow(t,
+			workflow.Step{ID: "ask", ToolID: "ask_human", Inputs: inputs},
+			workflow.Step{ID: "after", ToolID: "json_query", Inputs: map[string]any{"input": map[string]any{"ok": "{{ask.approved}}", "timedOut": "{{ask.timedOut}}"}, "query": "[.ok, .timedOut]"}},
+		)
+		run, err := f.svc.Start(ctx, runs.StartRequest{WorkflowID: wfID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := f.wait(t, run.ID, func(r workflow.Run) bool { return r.Status == workflow.RunWaiting })
+		if _, spilled := workflow.SpilledKey(waiting.Steps[0].Input); !spilled {
+			t.Fatalf("the step's input is recorded whole (%d keys), want it spilled", len(waiting.Steps[0].Input))
+		}
+		return wfID, waiting
+	}
+	t.Run("answers are checked against the whole schema", func(t *testing.T) {
+		t.Parallel()
+		wfID, run := start(t, map[string]any{"message": "Pick one", "inputSchema": schema})
+		for _, bad := range []runs.Answer{
+			{Approved: true, Values: map[string]any{}},
+			{Approved: true, Values: map[string]any{"note": "not-an-option"}},
+		} {
+			_, err := f.svc.Respond(ctx, runs.Scope{WorkflowID: wfID}, run.ID, "ask", bad)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Kind != errs.Invalid || e.Code != "INVALID_INPUT" ||
+				!slices.ContainsFunc(e.Details, func(d errs.FieldError) bool { return d.Field == "values.note" }) {
+				t.Fatalf("Respond(%v): %v, want Invalid INVALID_INPUT with a detail for values.note", bad.Values, err)
+			}
+			if r, _ := f.runs.Run(context.Background(), run.ID); r.Status != workflow.RunWaiting || r.Steps[0].Status != workflow.StepWaiting {
+				t.Fatalf("after a refused answer: %s, step %s", r.Status, r.Steps[0].Status)
+			}
+		}
+		if _, err := f.svc.Respond(ctx, runs.Scope{WorkflowID: wfID}, run.ID, "ask", runs.Answer{Approved: true, Values: map[string]any{"note": "option-00007"}}); err != nil {
+			t.Fatalf("Respond: %v", err)
+		}
+		done := f.wait(t, run.ID, func(r workflow.Run) bool { return !workflow.Active(r.Status) })
+		if got, _ := json.Marshal(done.Steps[1].Output["result"]); done.Status != workflow.RunCompleted || string(got) != "[true,false]" {
+			t.Fatalf("run %s %q, the next step read %s, want completed and [true,false]", done.Status, done.Error, got)
+		}
+		if v, _ := done.Steps[0].Output["values"].(map[string]any); v["note"] != "option-00007" {
+			t.Fatalf("step output %v", done.Steps[0].Output)
+		}
+	})
+	t.Run("a request that cannot be read takes no answer and does not wait forever", func(t *testing.T) {
+		t.Parallel()
+		wfID, run := start(t, map[string]any{"message": "Pick one", "inputSchema": schema, "timeoutSeconds": 60.0, "onTimeout": "continue"})
+		key, _ := workflow.SpilledKey(run.Steps[0].Input)
+		if err := f.blobs.Delete(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.svc.Respond(ctx, runs.Scope{WorkflowID: wfID}, run.ID, "ask", runs.Answer{Approved: true, Values: map[string]any{"whatever": 1.0}})
+		if !errs.Is(err, errs.Internal) {
+			t.Fatalf("Respond with the request lost: %v, want Internal", err)
+		}
+		if r, _ := f.runs.Run(context.Background(), run.ID); r.Status != workflow.RunWaiting || r.Steps[0].Status != workflow.StepWaiting {
+			t.Fatalf("after a refused answer: %s, step %s", r.Status, r.Steps[0].Status)
+		}
+		later := run.Steps[0].ExpiresAt.Add(time.Minute)
+		resume := runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Values: f.blobs, Invoker: f.inproc, Now: func() time.Time { return later }})
+		if err := resume(context.Background(), job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		if r, _ := f.runs.Run(context.Background(), run.ID); r.Status != workflow.RunFailed || !strings.Contains(r.Steps[0].Error, runs.CodeHumanTimeout) {
+			t.Fatalf("after its deadline: %s, step %s %q; want failed %s", r.Status, r.Steps[0].Status, r.Steps[0].Error, runs.CodeHumanTimeout)
+		}
+	})
+	t.Run("a timeout follows onTimeout continue", func(t *testing.T) {
+		t.Parallel()
+		_, run := start(t, map[string]any{"message": "Pick one", "inputSchema": schema, "timeoutSeconds": 60.0, "onTimeout": "continue"})
+		later := run.Steps[0].ExpiresAt.Add(time.Minute)
+		resume := runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Values: f.blobs, Invoker: f.inproc, Now: func() time.Time { return later }})
+		if err := resume(context.Background(), job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		done := f.wait(t, run.ID, func(r workflow.Run) bool { return !workflow.Active(r.Status) })
+		out := done.Steps[0].Output
+		if done.Status != workflow.RunCompleted || done.Steps[0].Status != workflow.StepCompleted || out["approved"] != false || out["timedOut"] != true {
+			t.Fatalf("run %s %q, step %s output %v; want completed with approved false, timedOut true", done.Status, done.Error, done.Steps[0].Status, out)
+		}
+		if got, _ := json.Marshal(done.Steps[1].Output["result"]); string(got) != "[false,true]" {
+			t.Fatalf("the next step read %s, want [false,true]", got)
+		}
+	})
+}

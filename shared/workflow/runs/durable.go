@@ -370,7 +370,16 @@ func timeOut(ctx context.Context, invoker workflow.Invoker, l *runLog, run workf
 	if rs.ExpiresAt == nil || now.Before(*rs.ExpiresAt) {
 		return ignoreConflict(l.SaveRun(ctx, run, workflow.RunWaiting))
 	}
-	req, _ := workflow.ParseHumanRequest(rs.Input)
+	// The request as the step resolved it, whole: a large one (an
+	// inputSchema with a long enum) is kept spilled, and its onTimeout is
+	// in it. A blob store that cannot be read now leaves the run to the
+	// next sweep; a request lost or unreadable for good times out as
+	// onTimeout fail, so that the run does not wait forever.
+	input, err := l.values.whole(ctx, rs.Input)
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return errs.Wrap("runs.timeOut", err)
+	}
+	req, _ := workflow.ParseHumanRequest(input)
 	waited := rs.ExpiresAt.Sub(*rs.StartedAt).Round(time.Second)
 	if req.OnTimeout == workflow.OnTimeoutContinue {
 		answer(&run, i, workflow.HumanAnswer{RespondedAt: t, TimedOut: true}, t)

@@ -567,7 +567,10 @@ type Answer struct {
 // Forbidden, Conflict STEP_NOT_WAITING (the step is not waiting, or was
 // answered, timed out or cancelled meanwhile), Invalid INVALID_INPUT for
 // values the step's inputSchema refuses (one detail per field,
-// values.<name>; a rejection without values, or with {}, is not checked). A runner that cannot be reached is not an error: the
+// values.<name>; a rejection without values, or with {}, is not checked),
+// Unavailable when the step's request, kept in the blob store when large,
+// cannot be read now, Internal when it is lost: an answer is never taken
+// unchecked. A runner that cannot be reached is not an error: the
 // sweeper hands the run over once its lease expires.
 func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a Answer) (workflow.Run, error) {
 	const op = "workflow.RespondStep"
@@ -591,7 +594,21 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 	if values == nil {
 		values = map[string]any{}
 	}
-	if req, err := workflow.ParseHumanRequest(rs.Input); err == nil && len(req.InputSchema) > 0 && !rejectedBare {
+	// The request as the step resolved it, whole: a large one is kept
+	// spilled. An answer is never taken unchecked because the request
+	// could not be read.
+	input, err := s.runValues(run.ID).whole(ctx, rs.Input)
+	if errs.Is(err, errs.Unavailable) {
+		return workflow.Run{}, errs.Wrap(op, err)
+	}
+	if err != nil {
+		return workflow.Run{}, errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("the waiting step %s's request: %w", stepID, err))
+	}
+	req, err := workflow.ParseHumanRequest(input)
+	if err != nil {
+		return workflow.Run{}, errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("the waiting step %s's request: %w", stepID, err))
+	}
+	if len(req.InputSchema) > 0 && !rejectedBare {
 		schema, err := inputschema.Check(req.InputSchema)
 		if err != nil {
 			return workflow.Run{}, errs.E(op, errs.Invalid, "INVALID_INPUT_SCHEMA", "the step's inputSchema "+err.Error())
