@@ -571,6 +571,14 @@ func waitFor(t *testing.T, path string) {
 func TestOutputLimit(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, func(o *sandbox.Options) { o.MaxResponse = 1000 })
+	// Both workers started before anything is measured: the pool starts
+	// them in the background and hands out the last idle one, so a worker
+	// ready late would answer the next request and look like a
+	// replacement. With one worker held, a request needs the other.
+	h := startHold(t, p, "holder", filepath.Join(t.TempDir(), "release"))
+	waitFor(t, h.path+".started")
+	pid(t, p)
+	h.release(t)
 	before := pid(t, p)
 	if got := do(t, p, "big 1000"); len(got) != 1000 {
 		t.Errorf("big 1000: %d bytes", len(got))
