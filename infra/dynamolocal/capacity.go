@@ -2,7 +2,6 @@ package dynamolocal
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -230,101 +229,3 @@ func withUsage(rep *reply, u *usage, mode string, list bool) (*reply, error) {
 	return jsonReply(out)
 }
 
-// imageItem decodes an item image (exactImage) into typed values; nil for
-// nil.
-func imageItem(image map[string]any) map[string]*types.Item {
-	if image == nil {
-		return nil
-	}
-	var item map[string]*types.Item
-	if err := json.Unmarshal(mustJSON(image), &item); err != nil {
-		return nil
-	}
-	return item
-}
-
-// readUsage is what a successful GetItem, BatchGetItem or
-// TransactGetItems consumed: each item it asked for is read again whole,
-// by key, under the shared lock, and counted by its size.
-func (h *handler) readUsage(ctx context.Context, op string, body []byte, rep *reply) (*usage, error) {
-	u := newUsage()
-	h.lock.RLock()
-	defer h.lock.RUnlock()
-	get := func(table string, key map[string]*types.Item) (map[string]*types.Item, error) {
-		raw, r := h.getItem(ctx, table, encodeItem(key))
-		if r != nil {
-			return nil, &apiError{status: r.status, typ: "InternalServerError", msg: string(r.body)}
-		}
-		return typed(raw), nil
-	}
-	switch op {
-	case "GetItem":
-		var in struct {
-			TableName      string
-			Key            map[string]*types.Item
-			ConsistentRead bool
-		}
-		if err := decodeRequest(body, &in); err != nil {
-			return nil, err
-		}
-		item, err := get(in.TableName, in.Key)
-		if err != nil {
-			return nil, err
-		}
-		u.read(in.TableName, item, in.ConsistentRead, 1)
-	case "BatchGetItem":
-		var in struct {
-			RequestItems map[string]struct {
-				Keys           []map[string]*types.Item
-				ConsistentRead bool
-			}
-		}
-		if err := decodeRequest(body, &in); err != nil {
-			return nil, err
-		}
-		var out struct {
-			UnprocessedKeys map[string]struct{ Keys []map[string]*types.Item }
-		}
-		_ = json.Unmarshal(rep.body, &out)
-		for _, table := range slices.Sorted(mapsKeys(in.RequestItems)) {
-			skip := map[string]bool{}
-			for _, k := range out.UnprocessedKeys[table].Keys {
-				skip[string(mustJSON(encodeItem(k)))] = true
-			}
-			r := in.RequestItems[table]
-			for _, k := range r.Keys {
-				if skip[string(mustJSON(encodeItem(k)))] {
-					continue
-				}
-				item, err := get(table, k)
-				if err != nil {
-					return nil, err
-				}
-				u.read(table, item, r.ConsistentRead, 1)
-			}
-		}
-	case "TransactGetItems":
-		var in struct {
-			TransactItems []struct {
-				Get *struct {
-					TableName string
-					Key       map[string]*types.Item
-				}
-			}
-		}
-		if err := decodeRequest(body, &in); err != nil {
-			return nil, err
-		}
-		for _, it := range in.TransactItems {
-			if it.Get == nil {
-				continue
-			}
-			item, err := get(it.Get.TableName, it.Get.Key)
-			if err != nil {
-				return nil, err
-			}
-			u.read(it.Get.TableName, item, true, 2)
-		}
-	}
-	return u, nil
-}

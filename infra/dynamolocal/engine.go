@@ -330,17 +330,22 @@ func (e *Engine) track(c net.Conn, state http.ConnState) {
 }
 
 // WithBackend runs fn while no request is being served, so fn can call
-// Backend methods (EmulateFailure, Reset, ...) without racing minidyn's
-// unsynchronized state. Cached key schemas and key indexes are dropped
-// afterwards (rebuilt from the backend when next needed). Changes fn
-// makes to the data are not journaled; with Options.DataFile the next
-// snapshot saves them. fn must not send requests to the engine (that would
-// deadlock).
+// Backend methods (EmulateFailure, EmulateUnprocessedItems, Reset, ...)
+// without racing minidyn's unsynchronized state. The items are the
+// layer's, not minidyn's (its tables stay empty): afterwards the layer
+// drops the tables minidyn no longer has (Reset, DeleteTable) with their
+// items and re-keys a table whose indexes changed; minidyn's data methods
+// (ClearTable, ClearAllTables) change nothing. Changes fn makes are not
+// journaled; with Options.DataFile the next snapshot saves them. fn must
+// not send requests to the engine (that would deadlock).
 func (e *Engine) WithBackend(fn func(backend *server.Server)) {
 	defer e.writes.Add(1)
 	e.h.lock.Lock()
 	defer e.h.lock.Unlock()
-	defer e.h.forgetSchemas()
-	defer clear(e.h.indexes)
+	defer func() {
+		if err := e.h.reconcile(context.Background()); err != nil {
+			e.opts.Logger.Error("dynamolocal: after WithBackend", "err", err)
+		}
+	}()
 	fn(e.Backend)
 }

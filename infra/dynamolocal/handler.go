@@ -200,22 +200,7 @@ func (h *handler) dispatch(ctx context.Context, op string, body []byte, region s
 	case "TransactWriteItems":
 		return h.transactWrite(ctx, body)
 	case "GetItem", "BatchGetItem", "TransactGetItems":
-		if err := h.checkRead(ctx, op, body); err != nil {
-			return nil, err
-		}
-		mode, err := capacityMode(body)
-		if err != nil {
-			return nil, err
-		}
-		rep := h.shared(ctx, op, body)
-		if mode == "" || rep.status != http.StatusOK {
-			return rep, nil
-		}
-		u, err := h.readUsage(ctx, op, body, rep)
-		if err != nil {
-			return nil, err
-		}
-		return withUsage(rep, u, mode, op != "GetItem")
+		return h.readItems(ctx, op, body)
 	}
 	return h.shared(ctx, op, body), nil
 }

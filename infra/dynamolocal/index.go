@@ -6,19 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/truora/minidyn/core"
 	"github.com/truora/minidyn/types"
 )
 
-// The layer keeps, per table, an ordered index of the keys of every item
-// (and one per secondary index), updated after each successful write, so
-// that a Query finds its page by binary search and reads only the items of
-// that page from minidyn, by key, instead of the whole table. Items stay
-// in minidyn; the index holds only key attributes.
+// The layer keeps each table's items itself, once, with an ordered index
+// of their keys (and one per secondary index), updated by each write, so
+// that a write costs its item and its partition, and a Query finds its
+// page by binary search and reads only the items of that page. minidyn
+// keeps every table, empty, for its failure emulation and its table
+// descriptions.
 
 // scalar is a key attribute value in a form that orders like DynamoDB:
 // numbers numerically, strings and binaries bytewise.
@@ -71,25 +73,42 @@ func (a scalar) id() string {
 	return string(a.typ) + strconv.Itoa(len(a.raw)) + ":" + a.raw
 }
 
-// row is one item in an ordered index.
+// row is one entry of an ordered index: an item's key values in the
+// table or in one secondary index.
 type row struct {
-	hash, rng  scalar // this index's key values (rng.typ 0 without a sort key)
-	tHash, tRg scalar // the table's key values, which order index ties
-	item       string // the item's identity (table key)
-	index      string // the secondary index holding the row; "" for the table
-	// key holds the attributes that identify the row in a
-	// LastEvaluatedKey: the index's and the table's keys.
-	key map[string]*types.Item
+	hash, rng scalar // this index's key values (rng.typ 0 without a sort key)
+	e         *entry // the item
 }
 
 func (r *row) compare(o *row) int {
 	if c := r.rng.compareOrder(o.rng); c != 0 {
 		return c
 	}
-	if c := r.tHash.compareOrder(o.tHash); c != 0 {
+	if c := r.e.primary.hash.compareOrder(o.e.primary.hash); c != 0 {
 		return c
 	}
-	return r.tRg.compareOrder(o.tRg)
+	return r.e.primary.rng.compareOrder(o.e.primary.rng)
+}
+
+// entry is one stored item: its DynamoDB JSON, exactly as written (empty
+// lists, maps and binaries keep their type), and its rows. The JSON is
+// never changed in place: a write replaces the entry, so a reader holding
+// one sees a consistent item.
+type entry struct {
+	primary   row    // the table's key values; primary.e is the entry itself
+	id        string // the item's identity (schema.itemID)
+	data      []byte
+	secondary []*row // by schema.indexOrder; nil where the item is not in that index
+}
+
+// item decodes the stored item; every call returns a new map the caller
+// may change.
+func (e *entry) item() (map[string]*types.Item, error) {
+	var item map[string]*types.Item
+	if err := json.Unmarshal(e.data, &item); err != nil {
+		return nil, fmt.Errorf("decode stored item %s: %w", e.id, err)
+	}
+	return item, nil
 }
 
 // partition is the rows sharing a hash key value, in order.
@@ -103,6 +122,7 @@ type ordered struct {
 	keys  keyPair
 	parts map[string]*partition // by hash id
 	order []*partition          // by hash value, for Scan
+	n     int                   // rows
 }
 
 func newOrdered(keys keyPair) *ordered {
@@ -120,6 +140,7 @@ func (o *ordered) insert(r *row) {
 	}
 	i, _ := slices.BinarySearchFunc(p.rows, r, (*row).compare)
 	p.rows = slices.Insert(p.rows, i, r)
+	o.n++
 }
 
 func (o *ordered) remove(r *row) {
@@ -130,8 +151,9 @@ func (o *ordered) remove(r *row) {
 	}
 	i, found := slices.BinarySearchFunc(p.rows, r, (*row).compare)
 	for ; found && i < len(p.rows) && p.rows[i].compare(r) == 0; i++ {
-		if p.rows[i].item == r.item {
+		if p.rows[i] == r {
 			p.rows = slices.Delete(p.rows, i, i+1)
+			o.n--
 			break
 		}
 	}
@@ -143,94 +165,200 @@ func (o *ordered) remove(r *row) {
 	}
 }
 
-// tableIndex is the ordered index of one table and of its secondary
-// indexes.
+// tableIndex is one table's items, held by the layer once (minidyn keeps
+// the table empty), with the ordered index of the table and of each of
+// its secondary indexes.
 type tableIndex struct {
 	sch       *schema
+	keys      *core.Table // minidyn's key checks for this schema; holds no data
 	primary   *ordered
 	secondary map[string]*ordered
-	rows      map[string][]*row // item identity -> its rows (primary first)
+	items     map[string]*entry // by item identity
 }
 
 func newTableIndex(sch *schema) *tableIndex {
-	ti := &tableIndex{sch: sch, primary: newOrdered(sch.keys), secondary: map[string]*ordered{}, rows: map[string][]*row{}}
+	ti := &tableIndex{sch: sch, keys: keyChecker(sch), primary: newOrdered(sch.keys), secondary: map[string]*ordered{}, items: map[string]*entry{}}
 	for name, def := range sch.indexes {
 		ti.secondary[name] = newOrdered(def.keys)
 	}
 	return ti
 }
 
+// keyChecker is a minidyn table with sch's key schema and attribute
+// types and no data, asked only for its key checks, so that a key
+// minidyn would refuse is refused with its message.
+func keyChecker(sch *schema) *core.Table {
+	t := core.NewTable("keys")
+	pay := "PAY_PER_REQUEST"
+	t.BillingMode = &pay
+	var defs []*types.AttributeDefinition
+	for name, typ := range sch.attrTypes {
+		defs = append(defs, &types.AttributeDefinition{AttributeName: &name, AttributeType: &typ})
+	}
+	t.SetAttributeDefinition(defs)
+	ks := []*types.KeySchemaElement{{AttributeName: sch.keys.hash, KeyType: "HASH"}}
+	if sch.keys.rng != "" {
+		ks = append(ks, &types.KeySchemaElement{AttributeName: sch.keys.rng, KeyType: "RANGE"})
+	}
+	if err := t.CreatePrimaryIndex(&types.CreateTableInput{KeySchema: ks}); err != nil {
+		// A table whose key types the layer does not know (created behind
+		// its back): the key names are enough for the checks that follow.
+		t.KeySchema.HashKey, t.KeySchema.RangeKey = sch.keys.hash, sch.keys.rng
+	}
+	return t
+}
+
+// checkKey refuses a Key parameter (GetItem, UpdateItem, DeleteItem, a
+// ConditionCheck...) as minidyn does: other attributes than the key's, a
+// missing key attribute, a value of another type than the attribute
+// definition's.
+func (ti *tableIndex) checkKey(key map[string]*types.Item) error {
+	if err := types.ValidateItemMap(key); err != nil {
+		return validation("%s", err.Error())
+	}
+	if err := ti.keys.ValidatePrimaryKeyMap(key); err != nil {
+		return validation("%s", err.Error())
+	}
+	return ti.checkItemKey(key)
+}
+
+// checkItemKey refuses an item whose key attributes minidyn refuses
+// (missing, or of another type than their definition).
+func (ti *tableIndex) checkItemKey(item map[string]*types.Item) error {
+	if len(ti.sch.attrTypes) == 0 {
+		return nil // key types unknown (see keyChecker)
+	}
+	if _, err := ti.keys.KeySchema.GetKey(ti.keys.AttributesDef, item); err != nil {
+		return validation("%s", err.Error())
+	}
+	return nil
+}
+
 // itemID identifies an item by its table key.
-func (ti *tableIndex) itemID(item map[string]*types.Item) string {
-	id := scalarOf(item[ti.sch.keys.hash]).id()
-	if ti.sch.keys.rng != "" {
-		id += "|" + scalarOf(item[ti.sch.keys.rng]).id()
+func (s *schema) itemID(item map[string]*types.Item) string {
+	id := scalarOf(item[s.keys.hash]).id()
+	if s.keys.rng != "" {
+		id += "|" + scalarOf(item[s.keys.rng]).id()
 	}
 	return id
 }
 
-// put records item (at least its key attributes), replacing the rows of
-// the item with the same table key.
-func (ti *tableIndex) put(item map[string]*types.Item) {
-	id := ti.itemID(item)
-	ti.drop(id)
-	tk := ti.sch.keys
-	tHash, tRg := scalarOf(item[tk.hash]), scalarOf(item[tk.rng])
-	tableKey := map[string]*types.Item{}
-	for _, n := range tk.names() {
-		tableKey[n] = item[n]
+// lookup returns the entry of the item with key's table key; nil if none.
+func (ti *tableIndex) lookup(key map[string]*types.Item) *entry {
+	return ti.items[ti.sch.itemID(key)]
+}
+
+// get returns the item with key's table key, decoded (a map the caller
+// may change); nil if there is none.
+func (ti *tableIndex) get(key map[string]*types.Item) (map[string]*types.Item, error) {
+	e := ti.lookup(key)
+	if e == nil {
+		return nil, nil
 	}
-	rows := []*row{{hash: tHash, rng: tRg, tHash: tHash, tRg: tRg, item: id, key: tableKey}}
-	ti.primary.insert(rows[0])
-	for _, name := range ti.sch.indexOrder {
+	return e.item()
+}
+
+// put stores item, replacing the item with the same table key.
+func (ti *tableIndex) put(item map[string]*types.Item) error {
+	data, err := encodeStored(item)
+	if err != nil {
+		return err
+	}
+	ti.putData(item, data)
+	return nil
+}
+
+// putData stores item, whose DynamoDB JSON is data.
+func (ti *tableIndex) putData(item map[string]*types.Item, data []byte) {
+	tk := ti.sch.keys
+	e := &entry{id: ti.sch.itemID(item), data: data}
+	e.primary = row{hash: scalarOf(item[tk.hash]), rng: scalarOf(item[tk.rng]), e: e}
+	ti.drop(e.id)
+	ti.primary.insert(&e.primary)
+	for i, name := range ti.sch.indexOrder {
 		keys := ti.sch.indexes[name].keys
-		if !hasAll(item, keys.names()) {
-			continue // sparse
-		}
 		h, r := scalarOf(item[keys.hash]), scalarOf(item[keys.rng])
 		if h.typ == 0 || (keys.rng != "" && r.typ == 0) {
-			continue
+			continue // sparse
 		}
-		key := map[string]*types.Item{}
-		for _, n := range slices.Concat(keys.names(), tk.names()) {
-			key[n] = item[n]
+		if e.secondary == nil {
+			e.secondary = make([]*row, len(ti.sch.indexOrder))
 		}
-		rw := &row{hash: h, rng: r, tHash: tHash, tRg: tRg, item: id, index: name, key: key}
-		ti.secondary[name].insert(rw)
-		rows = append(rows, rw)
+		e.secondary[i] = &row{hash: h, rng: r, e: e}
+		ti.secondary[name].insert(e.secondary[i])
 	}
-	ti.rows[id] = rows
+	ti.items[e.id] = e
 }
 
 // delete forgets the item with key's table key.
 func (ti *tableIndex) delete(key map[string]*types.Item) {
-	ti.drop(ti.itemID(key))
+	ti.drop(ti.sch.itemID(key))
 }
 
 func (ti *tableIndex) drop(id string) {
-	rows, ok := ti.rows[id]
+	e, ok := ti.items[id]
 	if !ok {
 		return
 	}
-	ti.primary.remove(rows[0])
-	for _, r := range rows[1:] {
-		ti.secondary[r.index].remove(r)
+	ti.primary.remove(&e.primary)
+	for i, r := range e.secondary {
+		if r != nil {
+			ti.secondary[ti.sch.indexOrder[i]].remove(r)
+		}
 	}
-	delete(ti.rows, id)
+	delete(ti.items, id)
 }
 
-// has reports whether the index knows an item with key's table key.
-func (ti *tableIndex) has(key map[string]*types.Item) bool {
-	_, ok := ti.rows[ti.itemID(key)]
-	return ok
+func (ti *tableIndex) len() int { return len(ti.items) }
+
+// counts returns the number of items of the table and of each secondary
+// index, for DescribeTable's ItemCount; false if the layer has no such
+// table.
+func (h *handler) counts(table string) (int, map[string]int, bool) {
+	h.lock.RLock()
+	defer h.lock.RUnlock()
+	ti := h.indexes[table]
+	if ti == nil {
+		return 0, nil, false
+	}
+	idx := map[string]int{}
+	for name, o := range ti.secondary {
+		idx[name] = o.n
+	}
+	return ti.len(), idx, true
 }
 
-func (ti *tableIndex) len() int { return len(ti.rows) }
+// each calls fn with every entry in the table's key order.
+func (ti *tableIndex) each(fn func(e *entry) error) error {
+	for _, p := range ti.primary.order {
+		for _, r := range p.rows {
+			if err := fn(r.e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
-// readIndex returns the table's index with h.lock held shared, building
-// the index first if needed; unlock releases the lock. A non-nil reply is
-// the backend's answer to a failed build (e.g. ResourceNotFoundException).
-func (h *handler) readIndex(ctx context.Context, table string) (*tableIndex, func(), *reply) {
+// rekey returns the table's items under a new schema (after UpdateTable
+// added or removed an index).
+func (ti *tableIndex) rekey(sch *schema) (*tableIndex, error) {
+	out := newTableIndex(sch)
+	err := ti.each(func(e *entry) error {
+		item, err := e.item()
+		if err != nil {
+			return err
+		}
+		out.putData(item, e.data)
+		return nil
+	})
+	return out, err
+}
+
+// readTable returns the table's items with h.lock held shared; unlock
+// releases the lock. A non-nil reply is the backend's answer when the
+// table does not exist (ResourceNotFoundException).
+func (h *handler) readTable(ctx context.Context, table string) (*tableIndex, func(), *reply) {
 	for {
 		h.lock.RLock()
 		if ti := h.indexes[table]; ti != nil {
@@ -238,7 +366,7 @@ func (h *handler) readIndex(ctx context.Context, table string) (*tableIndex, fun
 		}
 		h.lock.RUnlock()
 		h.lock.Lock()
-		_, rep := h.indexLocked(ctx, table)
+		_, rep := h.tableLocked(ctx, table)
 		h.lock.Unlock()
 		if rep != nil {
 			return nil, nil, rep
@@ -246,11 +374,10 @@ func (h *handler) readIndex(ctx context.Context, table string) (*tableIndex, fun
 	}
 }
 
-// indexLocked returns the table's index, building it from a scan of the
-// backend when the layer has none (at start, after a restore,
-// after Engine.WithBackend or UpdateTable). Callers hold h.lock
-// exclusively.
-func (h *handler) indexLocked(ctx context.Context, table string) (*tableIndex, *reply) {
+// tableLocked returns the table's items; a table minidyn has and the
+// layer does not (created behind its back with Engine.WithBackend) starts
+// empty. Callers hold h.lock exclusively.
+func (h *handler) tableLocked(ctx context.Context, table string) (*tableIndex, *reply) {
 	if ti := h.indexes[table]; ti != nil {
 		return ti, nil
 	}
@@ -259,34 +386,31 @@ func (h *handler) indexLocked(ctx context.Context, table string) (*tableIndex, *
 		return nil, rep
 	}
 	ti := newTableIndex(sch)
-	// A plain Scan: a projection would make minidyn's interpreter fail on
-	// items holding an empty binary.
-	rep = h.call(ctx, "Scan", mustJSON(map[string]any{"TableName": table}))
-	if rep.status != http.StatusOK {
-		return nil, rep
-	}
-	var all struct{ Items []map[string]*types.Item }
-	if err := json.Unmarshal(rep.body, &all); err != nil {
-		return nil, errorReply(&apiError{status: http.StatusInternalServerError, typ: "InternalServerError",
-			msg: fmt.Sprintf("decode backend scan of %s: %v", table, err)})
-	}
-	for _, item := range all.Items {
-		ti.put(item)
-	}
 	h.indexes[table] = ti
 	return ti, nil
 }
 
-// indexPut and indexDelete keep the table's index, if built, in step
-// with a write the backend applied. Callers hold h.lock exclusively.
-func (h *handler) indexPut(table string, item map[string]*types.Item) {
-	if ti := h.indexes[table]; ti != nil {
-		ti.put(item)
+// reconcile brings the layer's tables in line with minidyn's after
+// Engine.WithBackend or UpdateTable: a table minidyn no longer has is
+// dropped with its items, one whose schema changed is re-keyed. Callers
+// hold h.lock exclusively.
+func (h *handler) reconcile(ctx context.Context) error {
+	h.forgetSchemas()
+	for name, ti := range h.indexes {
+		sch, rep := h.schemaLocked(ctx, name)
+		if rep != nil {
+			delete(h.indexes, name)
+			continue
+		}
+		if reflect.DeepEqual(sch, ti.sch) {
+			ti.sch = sch
+			continue
+		}
+		nti, err := ti.rekey(sch)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
+		}
+		h.indexes[name] = nti
 	}
-}
-
-func (h *handler) indexDelete(table string, key map[string]*types.Item) {
-	if ti := h.indexes[table]; ti != nil {
-		ti.delete(key)
-	}
+	return nil
 }

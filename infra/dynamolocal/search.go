@@ -2,8 +2,6 @@ package dynamolocal
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -107,7 +105,7 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 		return jsonReply(searchOutput{Items: []any{}})
 	}
 
-	ti, unlock, rep := h.readIndex(ctx, in.TableName)
+	ti, unlock, rep := h.readTable(ctx, in.TableName)
 	if rep != nil {
 		return rep, nil
 	}
@@ -142,14 +140,11 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 		if len(rows) == 0 {
 			break
 		}
-		fetched, rep, err := h.fetch(ctx, in.TableName, ti, rows)
-		if rep != nil || err != nil {
-			return rep, err
-		}
+		h.itemsRead.Add(int64(len(rows)))
 		for i, r := range rows {
-			item := fetched[r.item]
-			if item == nil {
-				continue // not stored (cannot happen while the index is current)
+			item, err := r.e.item()
+			if err != nil {
+				return nil, err
 			}
 			if idx != nil {
 				item = idx.project(item, sch.keys)
@@ -166,7 +161,7 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 						return nil, validation("%s", err.Error())
 					}
 				}
-				items = append(items, encodeItem(item))
+				items = append(items, outItem(item))
 			}
 			if scanned == limit || size >= maxPageData {
 				cur.unread(rows[i+1:])
@@ -177,8 +172,19 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 	}
 	if last != nil && cur.more() {
 		out.LastEvaluatedKey = map[string]any{}
+		key := map[string]*types.Item{}
+		if idx != nil {
+			key[idx.keys.hash] = last.hash.av()
+			if idx.keys.rng != "" {
+				key[idx.keys.rng] = last.rng.av()
+			}
+		}
+		key[sch.keys.hash] = last.e.primary.hash.av()
+		if sch.keys.rng != "" {
+			key[sch.keys.rng] = last.e.primary.rng.av()
+		}
 		for _, k := range order {
-			out.LastEvaluatedKey[k] = encodeAV(last.key[k])
+			out.LastEvaluatedKey[k] = encodeAV(key[k])
 		}
 	}
 	out.ScannedCount = scanned
@@ -512,7 +518,8 @@ func newCursor(o *ordered, query bool, c keyCond, forward bool, esk map[string]*
 	cur := &cursor{forward: forward, scan: !query}
 	var start *row
 	if len(esk) > 0 {
-		start = &row{hash: scalarOf(esk[keys.hash]), rng: scalarOf(esk[keys.rng]), tHash: scalarOf(esk[table.hash]), tRg: scalarOf(esk[table.rng])}
+		start = &row{hash: scalarOf(esk[keys.hash]), rng: scalarOf(esk[keys.rng]),
+			e: &entry{primary: row{hash: scalarOf(esk[table.hash]), rng: scalarOf(esk[table.rng])}}}
 	}
 	if query {
 		p := o.parts[scalarOf(c.hash).id()]
@@ -647,49 +654,6 @@ func (c *cursor) more() bool {
 		}
 	}
 	return false
-}
-
-// fetch reads the items of rows from the backend by key, keyed by item
-// identity. It uses TransactGetItems: like the single-item reads it
-// answers emulated table failures, but not the unprocessed keys emulated
-// for BatchGetItem, which are the application's to handle. Callers hold
-// h.lock; at most maxTxActions rows.
-func (h *handler) fetch(ctx context.Context, table string, ti *tableIndex, rows []*row) (map[string]map[string]*types.Item, *reply, error) {
-	gets := make([]map[string]any, 0, len(rows))
-	seen := map[string]bool{}
-	for _, r := range rows {
-		if seen[r.item] {
-			continue
-		}
-		seen[r.item] = true
-		k := map[string]*types.Item{}
-		for _, n := range ti.sch.keys.names() {
-			k[n] = r.key[n]
-		}
-		gets = append(gets, map[string]any{"Get": map[string]any{"TableName": table, "Key": encodeItem(k)}})
-	}
-	rep := h.call(ctx, "TransactGetItems", mustJSON(map[string]any{"TransactItems": gets}))
-	if rep.status != http.StatusOK {
-		return nil, rep, nil
-	}
-	var out struct {
-		Responses []struct{ Item map[string]*types.Item }
-	}
-	if err := json.Unmarshal(rep.body, &out); err != nil {
-		return nil, nil, fmt.Errorf("decode backend TransactGetItems of %s: %w", table, err)
-	}
-	got := make(map[string]map[string]*types.Item, len(rows))
-	for _, r := range out.Responses {
-		if len(r.Item) == 0 {
-			continue
-		}
-		for k, v := range r.Item {
-			r.Item[k] = nullIfEmpty(v)
-		}
-		got[ti.itemID(r.Item)] = r.Item
-	}
-	h.itemsRead.Add(int64(len(got)))
-	return got, nil, nil
 }
 
 // project applies the index projection to a table item.

@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/truora/minidyn/types"
 )
 
 // Options configure StartWith.
@@ -713,15 +715,13 @@ func (h *handler) captureTable(ctx context.Context, name string, info tableInfo)
 	if err := json.Unmarshal(rep.body, &d); err != nil {
 		return nil, fmt.Errorf("decode description: %w", err)
 	}
-	rep = h.call(ctx, "Scan", mustJSON(map[string]string{"TableName": name}))
-	if rep.status != http.StatusOK {
-		return nil, fmt.Errorf("scan: %d %s", rep.status, bytes.TrimSpace(rep.body))
-	}
-	var all struct{ Items []map[string]any }
-	dec := json.NewDecoder(bytes.NewReader(rep.body))
-	dec.UseNumber()
-	if err := dec.Decode(&all); err != nil {
-		return nil, fmt.Errorf("decode scan: %w", err)
+	var items []json.RawMessage
+	if ti := h.indexes[name]; ti != nil {
+		items = make([]json.RawMessage, 0, ti.len())
+		_ = ti.each(func(e *entry) error {
+			items = append(items, e.data) // never changed in place (see entry)
+			return nil
+		})
 	}
 	def := d.Table
 	def.TableName = name
@@ -744,20 +744,14 @@ func (h *handler) captureTable(ctx context.Context, name string, info tableInfo)
 	slices.SortFunc(def.GlobalSecondaryIndexes, byName) // minidyn lists them in map order
 	slices.SortFunc(def.LocalSecondaryIndexes, byName)
 	if len(def.AttributeDefinitions) == 0 {
-		def.AttributeDefinitions = deriveAttrDefs(def, all.Items)
+		def.AttributeDefinitions = deriveAttrDefs(def, items)
 	}
-	keys := pairOf(def.KeySchema).names()
-	h.resolveEmpty(ctx, name, keys, all.Items)
-	t := &snapshotTable{Name: name, CreatedAt: info.created.UTC(), Definition: def, Items: make([]json.RawMessage, len(all.Items))}
+	t := &snapshotTable{Name: name, CreatedAt: info.created.UTC(), Definition: def, Items: items}
+	if t.Items == nil {
+		t.Items = []json.RawMessage{}
+	}
 	if info.ttlAttr != "" {
 		t.TimeToLive = &ttlSpec{AttributeName: info.ttlAttr, Enabled: true}
-	}
-	for i, item := range all.Items {
-		b, err := marshalRaw(item)
-		if err != nil {
-			return nil, fmt.Errorf("encode item: %w", err)
-		}
-		t.Items[i] = b
 	}
 	return t, nil
 }
@@ -765,7 +759,14 @@ func (h *handler) captureTable(ctx context.Context, name string, info tableInfo)
 // deriveAttrDefs builds attribute definitions for the key attributes of a
 // table the layer did not see created, typing each from the items (S when
 // no item has it).
-func deriveAttrDefs(def tableDef, items []map[string]any) json.RawMessage {
+func deriveAttrDefs(def tableDef, raw []json.RawMessage) json.RawMessage {
+	items := make([]map[string]any, 0, len(raw))
+	for _, r := range raw {
+		var item map[string]any
+		if json.Unmarshal(r, &item) == nil {
+			items = append(items, item)
+		}
+	}
 	type attrDef struct{ AttributeName, AttributeType string }
 	var defs []attrDef
 	add := func(ks []keyElem) {
@@ -790,180 +791,6 @@ func deriveAttrDefs(def tableDef, items []map[string]any) json.RawMessage {
 		add(ix.KeySchema)
 	}
 	return mustJSON(defs)
-}
-
-// hole is an attribute value the backend answered as {}: an empty list, map
-// or binary, which minidyn stores faithfully but cannot encode.
-type hole struct {
-	item int
-	path []any // attribute names (string) and list indexes (int)
-	set  func(av any)
-}
-
-func findHoles(av any, item int, path []any, set func(any), out *[]hole) {
-	m, ok := av.(map[string]any)
-	if !ok {
-		return
-	}
-	if len(m) == 0 {
-		*out = append(*out, hole{item: item, path: path, set: set})
-		return
-	}
-	if l, ok := m["L"].([]any); ok {
-		for i, e := range l {
-			findHoles(e, item, append(slices.Clip(path), i), func(v any) { l[i] = v }, out)
-		}
-	}
-	if mm, ok := m["M"].(map[string]any); ok {
-		for k, e := range mm {
-			findHoles(e, item, append(slices.Clip(path), k), func(v any) { mm[k] = v }, out)
-		}
-	}
-}
-
-// resolveEmpty replaces the {} values of items by their real type, asking
-// minidyn's expression interpreter, which sees the stored values: a Scan
-// filtered by attribute_type(path, "L"), then "M", for each distinct path.
-// The interpreter fails on a whole Scan when an item holds a value it
-// cannot evaluate (an empty binary, or the typeless value minidyn leaves of
-// an empty list or map after it rolls back a failed transaction); then each
-// value is probed on its own item, and the values of items the interpreter
-// cannot evaluate at all are saved as empty binaries, which restore the
-// same behaviour (read as NULL, unevaluable). items must be in the
-// backend's Scan order. Callers hold the exclusive lock.
-func (h *handler) resolveEmpty(ctx context.Context, table string, keys []string, items []map[string]any) {
-	var holes []hole
-	for i, item := range items {
-		for k, av := range item {
-			findHoles(av, i, []any{k}, func(v any) { item[k] = v }, &holes)
-		}
-	}
-	if len(holes) == 0 {
-		return
-	}
-	keyOf := func(item map[string]any) string {
-		k := map[string]any{}
-		for _, n := range keys {
-			k[n] = item[n]
-		}
-		return string(mustJSON(k))
-	}
-	groups := map[string][]hole{}
-	var order []string
-	for _, hl := range holes {
-		sig := string(mustJSON(hl.path))
-		if groups[sig] == nil {
-			order = append(order, sig)
-		}
-		groups[sig] = append(groups[sig], hl)
-	}
-	empty := map[string]func() any{
-		"L": func() any { return map[string]any{"L": []any{}} },
-		"M": func() any { return map[string]any{"M": map[string]any{}} },
-		"B": func() any { return map[string]any{"B": ""} },
-	}
-	for _, sig := range order {
-		group := groups[sig]
-		path := group[0].path
-		typed := map[string]string{} // item key -> type
-		tableWide := true
-		for _, typ := range []string{"L", "M"} {
-			found, ok := h.probeTable(ctx, table, keys, path, typ)
-			if !ok {
-				tableWide = false
-				break
-			}
-			for _, item := range found {
-				typed[keyOf(item)] = typ
-			}
-		}
-		for _, hl := range group {
-			typ := "B"
-			if tableWide {
-				if t, ok := typed[keyOf(items[hl.item])]; ok {
-					typ = t
-				}
-			} else {
-				var after map[string]any // the key of the item before it in Scan order
-				if hl.item > 0 {
-					after = map[string]any{}
-					for _, n := range keys {
-						after[n] = items[hl.item-1][n]
-					}
-				}
-				for _, t := range []string{"L", "M"} {
-					if h.probeItem(ctx, table, after, path, t) {
-						typ = t
-						break
-					}
-				}
-			}
-			hl.set(empty[typ]())
-		}
-	}
-}
-
-// typeCondition renders attribute_type(path, :t) with placeholders.
-func typeCondition(path []any, typ string, names map[string]string) (string, map[string]any) {
-	var b strings.Builder
-	for _, p := range path {
-		switch p := p.(type) {
-		case string:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			ph := fmt.Sprintf("#p%d", len(names))
-			names[ph] = p
-			b.WriteString(ph)
-		case int:
-			fmt.Fprintf(&b, "[%d]", p)
-		}
-	}
-	return "attribute_type(" + b.String() + ", :t)", map[string]any{":t": map[string]string{"S": typ}}
-}
-
-// probeTable returns the keys of the items whose value at path has type
-// typ; false if the interpreter failed.
-func (h *handler) probeTable(ctx context.Context, table string, keys []string, path []any, typ string) ([]map[string]any, bool) {
-	names := map[string]string{}
-	cond, values := typeCondition(path, typ, names)
-	var proj []string
-	for i, k := range keys {
-		ph := fmt.Sprintf("#k%d", i)
-		names[ph] = k
-		proj = append(proj, ph)
-	}
-	rep := h.call(ctx, "Scan", mustJSON(map[string]any{"TableName": table, "FilterExpression": cond,
-		"ProjectionExpression": strings.Join(proj, ", "), "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}))
-	if rep.status != http.StatusOK {
-		return nil, false
-	}
-	var out struct{ Items []map[string]any }
-	dec := json.NewDecoder(bytes.NewReader(rep.body))
-	dec.UseNumber()
-	if dec.Decode(&out) != nil {
-		return nil, false
-	}
-	return out.Items, true
-}
-
-// probeItem reports whether the value at path of the item that follows
-// after in the backend's Scan order (the first item when after is nil) has
-// type typ. minidyn evaluates only that item: it skips the items up to the
-// start key unevaluated and stops after one (Limit counts the items
-// evaluated). Not a ConditionCheck: a failed transaction makes minidyn roll
-// the table back from a copy that loses every empty list and map.
-func (h *handler) probeItem(ctx context.Context, table string, after map[string]any, path []any, typ string) bool {
-	names := map[string]string{}
-	cond, values := typeCondition(path, typ, names)
-	req := map[string]any{"TableName": table, "FilterExpression": cond, "Limit": 1,
-		"ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
-	if after != nil {
-		req["ExclusiveStartKey"] = after
-	}
-	rep := h.call(ctx, "Scan", mustJSON(req))
-	var out struct{ Count int }
-	return rep.status == http.StatusOK && json.Unmarshal(rep.body, &out) == nil && out.Count == 1
 }
 
 // restore creates the snapshot's tables and puts their items, while no
@@ -1000,11 +827,21 @@ func (h *handler) restore(ctx context.Context, snap *snapshotFile) error {
 		h.mu.Lock()
 		h.tables[t.Name] = info
 		h.mu.Unlock()
-		delete(h.indexes, t.Name) // built from the backend when first needed
-		for i, item := range t.Items {
-			rep := h.call(ctx, "PutItem", mustJSON(map[string]any{"TableName": t.Name, "Item": item}))
-			if rep.status != http.StatusOK {
-				return fmt.Errorf("table %s item %d: %s", t.Name, i, bytes.TrimSpace(rep.body))
+		delete(h.indexes, t.Name)
+		ti, rep := h.tableLocked(ctx, t.Name)
+		if rep != nil {
+			return fmt.Errorf("table %s: %s", t.Name, bytes.TrimSpace(rep.body))
+		}
+		for i, raw := range t.Items {
+			var item map[string]*types.Item
+			if err := json.Unmarshal(raw, &item); err != nil {
+				return fmt.Errorf("table %s item %d: %w", t.Name, i, err)
+			}
+			if err := ti.checkItemKey(item); err != nil {
+				return fmt.Errorf("table %s item %d: %w", t.Name, i, err)
+			}
+			if err := ti.put(item); err != nil {
+				return fmt.Errorf("table %s item %d: %w", t.Name, i, err)
 			}
 		}
 	}

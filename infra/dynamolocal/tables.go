@@ -184,8 +184,20 @@ func (h *handler) tableOp(ctx context.Context, op string, body []byte, region st
 		if rep.status != http.StatusOK {
 			return rep, nil, nil
 		}
-		delete(h.indexes, in.TableName)
 		h.tableMeta(op, &in)
+		switch op {
+		case "CreateTable":
+			delete(h.indexes, in.TableName)
+			if _, rep := h.tableLocked(ctx, in.TableName); rep != nil {
+				return rep, nil, nil
+			}
+		case "UpdateTable":
+			if err := h.reconcile(ctx); err != nil {
+				return nil, nil, err
+			}
+		case "DeleteTable":
+			delete(h.indexes, in.TableName)
+		}
 		rec := body
 		if op == "CreateTable" && in.CreationDateTime == nil {
 			var req map[string]json.RawMessage
@@ -313,6 +325,10 @@ func (h *handler) decorate(rep *reply, field, status, region string) (*reply, er
 		return map[string]int64{"ReadCapacityUnits": c.ReadCapacityUnits, "WriteCapacityUnits": c.WriteCapacityUnits, "NumberOfDecreasesToday": 0}
 	}
 	desc["ProvisionedThroughput"] = throughput(tput[""])
+	n, perIndex, counted := h.counts(name)
+	if counted {
+		desc["ItemCount"] = n
+	}
 	for _, g := range asSlice(desc["GlobalSecondaryIndexes"]) {
 		if g, ok := g.(map[string]any); ok {
 			dropEmpty(g)
@@ -322,6 +338,9 @@ func (h *handler) decorate(rep *reply, field, status, region string) (*reply, er
 				g["IndexStatus"] = "ACTIVE"
 			}
 			g["ProvisionedThroughput"] = throughput(tput[idx])
+			if counted {
+				g["ItemCount"] = perIndex[idx]
+			}
 		}
 	}
 	for _, l := range asSlice(desc["LocalSecondaryIndexes"]) {
@@ -329,6 +348,9 @@ func (h *handler) decorate(rep *reply, field, status, region string) (*reply, er
 			dropEmpty(l)
 			idx, _ := l["IndexName"].(string)
 			l["IndexArn"] = arn + "/index/" + idx
+			if counted {
+				l["ItemCount"] = perIndex[idx]
+			}
 		}
 	}
 	return jsonReply(out)

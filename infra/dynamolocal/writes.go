@@ -6,17 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/truora/minidyn/interpreter"
+	"github.com/truora/minidyn/interpreter/language"
 	"github.com/truora/minidyn/types"
 )
 
 // Every write runs under the exclusive lock, through h.write: it applies
-// the write to minidyn, updates the layer's key index, appends the
+// the write to the layer's items (index.go), appends the
 // request to the journal (when the engine has a data file) and, once the
 // lock is released, waits until the journal is on disk before answering.
 // So the journal holds the writes in the order they were applied, and no
@@ -59,117 +61,104 @@ func journalError(err error) error {
 		msg: fmt.Sprintf("the local engine cannot make writes durable: %v; restart it", err)}
 }
 
-// getItem reads an item with the lock already held; nil if absent. A
-// non-nil reply is the backend's error (e.g. an emulated failure).
-func (h *handler) getItem(ctx context.Context, table string, key any) (map[string]json.RawMessage, *reply) {
-	rep := h.call(ctx, "GetItem", mustJSON(map[string]any{"TableName": table, "Key": key, "ConsistentRead": true}))
-	if rep.status != http.StatusOK {
-		return nil, rep
-	}
-	var out struct{ Item map[string]json.RawMessage }
-	if err := json.Unmarshal(rep.body, &out); err != nil {
-		return nil, errorReply(&apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()})
-	}
-	return out.Item, nil
-}
-
-// typed decodes a wire item; values minidyn answered as {} become NULL.
-func typed(raw map[string]json.RawMessage) map[string]*types.Item {
-	if raw == nil {
-		return nil
-	}
-	var item map[string]*types.Item
-	if err := json.Unmarshal(mustJSON(raw), &item); err != nil {
-		return nil
-	}
-	for k, v := range item {
-		item[k] = nullIfEmpty(v)
-	}
-	return item
+// storeLocked returns the table's items for a write. Callers hold h.lock
+// exclusively.
+func (h *handler) storeLocked(ctx context.Context, table string) (*tableIndex, *reply) {
+	return h.tableLocked(ctx, table)
 }
 
 func keyOf(sch *schema, item map[string]*types.Item) map[string]*types.Item {
-	k := map[string]*types.Item{}
-	for _, n := range sch.keys.names() {
-		if v, ok := item[n]; ok {
-			k[n] = v
-		}
-	}
-	return k
+	return keyItem(item, sch.keys.names()...)
 }
 
-// exactImage returns the item at key exactly as stored, for undoing a
-// write: minidyn answers empty lists, maps and binaries as {}, so each
-// such value's type is asked of minidyn's interpreter, which sees the
-// stored value, with a conditional no-op update (attribute_type). nil if
-// the item does not exist. Callers hold h.lock exclusively.
-func (h *handler) exactImage(ctx context.Context, table string, key map[string]*types.Item) (map[string]any, *reply) {
-	raw, rep := h.getItem(ctx, table, encodeItem(key))
-	if rep != nil || raw == nil {
+// conditionFailed is a ConditionalCheckFailedException, with the item as
+// it is when the request asked for it (ReturnValuesOnConditionCheckFailure
+// ALL_OLD) and it exists.
+func conditionFailed(item map[string]*types.Item, returnOld string) *reply {
+	out := map[string]any{"__type": errTypePrefix + "ConditionalCheckFailedException", "message": "The conditional request failed"}
+	if returnOld == "ALL_OLD" && len(item) > 0 {
+		out["Item"] = outItem(item)
+	}
+	return &reply{status: http.StatusBadRequest, contentType: amzJSON, body: mustJSON(out)}
+}
+
+// checkReturnOnFailure refuses a ReturnValuesOnConditionCheckFailure
+// DynamoDB does not know.
+func checkReturnOnFailure(v string) error {
+	switch v {
+	case "", "NONE", "ALL_OLD":
+		return nil
+	}
+	return validation("1 validation error detected: Value '%s' at 'returnValuesOnConditionCheckFailure' failed to satisfy constraint: "+
+		"Member must satisfy enum value set: [ALL_OLD, NONE]", v)
+}
+
+// match evaluates a ConditionExpression on item (nil: absent) with
+// minidyn's interpreter, as minidyn does: an expression it cannot
+// evaluate is a ValidationException.
+func match(table, expr string, names map[string]string, values, item map[string]*types.Item) (bool, error) {
+	if expr == "" {
+		return true, nil
+	}
+	if item == nil {
+		item = map[string]*types.Item{}
+	}
+	var lang interpreter.Language
+	ok, err := lang.Match(interpreter.MatchInput{TableName: table, Expression: expr, ExpressionType: interpreter.ExpressionTypeConditional,
+		Item: item, Aliases: names, Attributes: values})
+	if err != nil {
+		return false, validation("%s", err.Error())
+	}
+	return ok, nil
+}
+
+// putInput is a PutItem request, or the Put of a transaction.
+type putInput struct {
+	TableName                           string
+	Item                                map[string]*types.Item
+	ConditionExpression                 string
+	ExpressionAttributeNames            map[string]string
+	ExpressionAttributeValues           map[string]*types.Item
+	ReturnValuesOnConditionCheckFailure string
+}
+
+// check refuses what minidyn refuses of a Put (after the layer's own
+// limits): unused or malformed placeholders, duplicate set members, a
+// missing or mistyped key attribute.
+func (p *putInput) check(ti *tableIndex) error {
+	if err := checkPlaceholders(p.ExpressionAttributeNames, p.ExpressionAttributeValues, p.ConditionExpression); err != nil {
+		return err
+	}
+	if err := checkReturnOnFailure(p.ReturnValuesOnConditionCheckFailure); err != nil {
+		return err
+	}
+	for _, m := range []map[string]*types.Item{p.Item, p.ExpressionAttributeValues} {
+		if err := types.ValidateItemMap(m); err != nil {
+			return validation("%s", err.Error())
+		}
+	}
+	return ti.checkItemKey(p.Item)
+}
+
+// table returns the table's items for checks made before the write
+// lock; the write itself looks the table up again under the lock.
+func (h *handler) table(ctx context.Context, table string) (*tableIndex, *reply) {
+	ti, unlock, rep := h.readTable(ctx, table)
+	if rep != nil {
 		return nil, rep
 	}
-	var item map[string]any
-	dec := json.NewDecoder(bytes.NewReader(mustJSON(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&item); err != nil {
-		return nil, errorReply(&apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()})
-	}
-	var holes []hole
-	for k, av := range item {
-		findHoles(av, 0, []any{k}, func(v any) { item[k] = v }, &holes)
-	}
-	for _, hl := range holes {
-		typ := "B"
-		for _, t := range []string{"L", "M"} {
-			names := map[string]string{"#dynamolocalNoop": "dynamolocal-noop"}
-			cond, values := typeCondition(hl.path, t, names)
-			r := h.call(ctx, "UpdateItem", mustJSON(map[string]any{"TableName": table, "Key": encodeItem(key),
-				"UpdateExpression": "REMOVE #dynamolocalNoop", "ConditionExpression": cond,
-				"ExpressionAttributeNames": names, "ExpressionAttributeValues": values}))
-			if r.status == http.StatusOK {
-				typ = t
-				break
-			}
-		}
-		hl.set(map[string]func() any{
-			"L": func() any { return map[string]any{"L": []any{}} },
-			"M": func() any { return map[string]any{"M": map[string]any{}} },
-			"B": func() any { return map[string]any{"B": ""} },
-		}[typ]())
-	}
-	return item, nil
+	unlock()
+	return ti, nil
 }
 
-// restoreImage puts back an item as exactImage captured it (nil: the item
-// did not exist), undoing a write. Callers hold h.lock exclusively.
-func (h *handler) restoreImage(ctx context.Context, table string, sch *schema, key map[string]*types.Item, image map[string]any) {
-	if image == nil {
-		h.call(ctx, "DeleteItem", mustJSON(map[string]any{"TableName": table, "Key": encodeItem(key)}))
-		h.indexDelete(table, key)
-		return
-	}
-	h.call(ctx, "PutItem", mustJSON(map[string]any{"TableName": table, "Item": image}))
-	var item map[string]*types.Item
-	if json.Unmarshal(mustJSON(image), &item) == nil {
-		h.indexPut(table, item)
-	}
-}
-
-func isConditionFailure(rep *reply) bool {
-	return rep.status == http.StatusBadRequest && bytes.Contains(rep.body, []byte("ConditionalCheckFailedException"))
-}
-
-// putItem validates the item against DynamoDB's limits and fixes
-// minidyn's PutItem ReturnValues (it always echoes the new item): NONE
-// answers no attributes; ALL_OLD reads the old item first, atomically.
+// putItem validates the item against DynamoDB's limits and minidyn's
+// checks, evaluates the condition on the item as stored and stores it.
+// ReturnValues is NONE or ALL_OLD.
 func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
-		TableName                 string
-		Item                      map[string]*types.Item
-		ReturnValues              string
-		ConditionExpression       string
-		ExpressionAttributeValues map[string]*types.Item
-		ReturnConsumedCapacity    string
+		putInput
+		ReturnValues           string
+		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
@@ -196,41 +185,84 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := sch.checkItem(in.Item); err != nil {
 		return nil, err
 	}
+	if rep := h.probeFailure(ctx, "PutItem", in.TableName, ""); rep != nil {
+		return rep, nil
+	}
+	ti, rep := h.table(ctx, in.TableName)
+	if rep != nil {
+		return rep, nil
+	}
+	if err := in.check(ti); err != nil {
+		return nil, err
+	}
+	data, err := encodeStored(in.Item)
+	if err != nil {
+		return nil, err
+	}
 	return h.write(func() (*reply, []record, error) {
-		var old map[string]json.RawMessage
-		if in.ReturnValues == "ALL_OLD" || mode != "" {
-			if old, rep = h.getItem(ctx, in.TableName, encodeItem(keyOf(sch, in.Item))); rep != nil {
-				return rep, nil, nil
-			}
-		}
-		if rep := h.call(ctx, "PutItem", body); rep.status != http.StatusOK {
+		ti, rep := h.storeLocked(ctx, in.TableName)
+		if rep != nil {
 			return rep, nil, nil
 		}
-		h.indexPut(in.TableName, in.Item)
+		old, err := ti.get(in.Item)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
+			if err != nil {
+				return nil, nil, err
+			}
+			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
+		}
+		ti.putData(in.Item, data)
 		recs := []record{{"PutItem", body}}
 		var out any = struct{}{}
 		if in.ReturnValues == "ALL_OLD" && len(old) > 0 {
-			out = map[string]json.RawMessage{"Attributes": mustJSON(old)}
+			out = map[string]any{"Attributes": outItem(old)}
 		}
-		rep, err := jsonReply(out)
+		rep, err = jsonReply(out)
 		if err != nil || mode == "" {
 			return rep, recs, err
 		}
 		u := newUsage()
-		u.write(sch, in.TableName, typed(old), in.Item, 1)
+		u.write(ti.sch, in.TableName, old, in.Item, 1)
 		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
 }
 
-// deleteItem validates the key and keeps the index in step.
+// deleteInput is a DeleteItem request, the Delete of a transaction, or
+// (with its ConditionExpression required) a ConditionCheck.
+type deleteInput struct {
+	TableName                           string
+	Key                                 map[string]*types.Item
+	ConditionExpression                 string
+	ExpressionAttributeNames            map[string]string
+	ExpressionAttributeValues           map[string]*types.Item
+	ReturnValuesOnConditionCheckFailure string
+}
+
+// check refuses what minidyn refuses of a Key and its condition.
+func (d *deleteInput) check(ti *tableIndex) error {
+	if err := checkPlaceholders(d.ExpressionAttributeNames, d.ExpressionAttributeValues, d.ConditionExpression); err != nil {
+		return err
+	}
+	if err := checkReturnOnFailure(d.ReturnValuesOnConditionCheckFailure); err != nil {
+		return err
+	}
+	if err := types.ValidateItemMap(d.ExpressionAttributeValues); err != nil {
+		return validation("%s", err.Error())
+	}
+	return ti.checkKey(d.Key)
+}
+
+// deleteItem validates the key, evaluates the condition on the item as
+// stored and deletes it. ReturnValues is NONE or ALL_OLD.
 func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
-		TableName                 string
-		Key                       map[string]*types.Item
-		ConditionExpression       string
-		ExpressionAttributeValues map[string]*types.Item
-		ReturnConsumedCapacity    string
+		deleteInput
+		ReturnValues           string
+		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
@@ -238,6 +270,11 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
 	if err != nil {
 		return nil, err
+	}
+	switch in.ReturnValues {
+	case "", "NONE", "ALL_OLD":
+	default:
+		return nil, validation("ReturnValues can only be ALL_OLD or NONE for DeleteItem, got %q", in.ReturnValues)
 	}
 	if err := checkExpressions(expr{"ConditionExpression", in.ConditionExpression}); err != nil {
 		return nil, err
@@ -252,25 +289,44 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := sch.checkKeyValues(in.Key); err != nil {
 		return nil, err
 	}
+	if rep := h.probeFailure(ctx, "DeleteItem", in.TableName, ""); rep != nil {
+		return rep, nil
+	}
+	ti, rep := h.table(ctx, in.TableName)
+	if rep != nil {
+		return rep, nil
+	}
+	if err := in.check(ti); err != nil {
+		return nil, err
+	}
 	return h.write(func() (*reply, []record, error) {
-		var old map[string]json.RawMessage
-		if mode != "" {
-			if old, rep = h.getItem(ctx, in.TableName, encodeItem(in.Key)); rep != nil {
-				return rep, nil, nil
-			}
-		}
-		rep := h.call(ctx, "DeleteItem", body)
-		if rep.status != http.StatusOK {
+		ti, rep := h.storeLocked(ctx, in.TableName)
+		if rep != nil {
 			return rep, nil, nil
 		}
-		h.indexDelete(in.TableName, in.Key)
+		old, err := ti.get(in.Key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
+			if err != nil {
+				return nil, nil, err
+			}
+			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
+		}
+		ti.delete(in.Key)
 		recs := []record{{"DeleteItem", body}}
-		if mode == "" {
-			return rep, recs, nil
+		var out any = struct{}{}
+		if in.ReturnValues == "ALL_OLD" && len(old) > 0 {
+			out = map[string]any{"Attributes": outItem(old)}
+		}
+		rep, err = jsonReply(out)
+		if err != nil || mode == "" {
+			return rep, recs, err
 		}
 		u := newUsage()
-		u.write(sch, in.TableName, typed(old), nil, 1)
-		rep, err := withUsage(rep, u, mode, false)
+		u.write(ti.sch, in.TableName, old, nil, 1)
+		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
 }
@@ -336,53 +392,61 @@ func (u *updateInput) check(sch *schema) error {
 	return sch.checkKeyValues(u.Key)
 }
 
-// applyUpdate applies an update with minidyn and returns the resulting
-// item (raw and decoded). minidyn ignores top-level REMOVE actions
-// (guregu also emits them for Set of an empty value): the layer rewrites
-// the item without the removed attributes. The resulting item is checked
-// against DynamoDB's limits; when it breaks one (or minidyn fails other
-// than on the condition), the item is put back as it was (image) and the
-// error returned. Callers hold h.lock exclusively.
-func (h *handler) applyUpdate(ctx context.Context, sch *schema, u *updateInput, body []byte, image map[string]any) (map[string]json.RawMessage, map[string]*types.Item, *reply, error) {
-	var req map[string]json.RawMessage
-	if err := decodeRequest(body, &req); err != nil {
-		return nil, nil, nil, err
+// checkMinidyn refuses what minidyn refuses of an update (after the
+// layer's own limits): unused or malformed placeholders, duplicate set
+// members, a Key that is not exactly the table's key, an update of a key
+// attribute.
+func (u *updateInput) checkMinidyn(ti *tableIndex) error {
+	if err := checkPlaceholders(u.ExpressionAttributeNames, u.ExpressionAttributeValues, u.UpdateExpression, u.ConditionExpression); err != nil {
+		return err
 	}
-	req["ReturnValues"] = mustJSON("ALL_NEW")
-	delete(req, "ReturnConsumedCapacity")
-	delete(req, "ReturnItemCollectionMetrics")
-	rep := h.call(ctx, "UpdateItem", mustJSON(req))
-	if rep.status != http.StatusOK {
-		if !isConditionFailure(rep) {
-			h.restoreImage(ctx, u.TableName, sch, u.Key, image)
-		}
-		return nil, nil, rep, nil
+	if err := checkReturnOnFailure(u.ReturnValuesOnConditionCheckFailure); err != nil {
+		return err
 	}
-	var out struct{ Attributes map[string]json.RawMessage }
-	if err := json.Unmarshal(rep.body, &out); err != nil {
-		return nil, nil, nil, fmt.Errorf("decode backend UpdateItem of %s: %w", u.TableName, err)
+	if err := types.ValidateItemMap(u.ExpressionAttributeValues); err != nil {
+		return validation("%s", err.Error())
 	}
-	raw := out.Attributes
-	if removes := topLevelRemoves(u.UpdateExpression, u.ExpressionAttributeNames); len(removes) > 0 {
-		for _, n := range removes {
-			delete(raw, n)
-		}
-		if rep := h.call(ctx, "PutItem", mustJSON(map[string]any{"TableName": u.TableName, "Item": raw})); rep.status != http.StatusOK {
-			h.restoreImage(ctx, u.TableName, sch, u.Key, image)
-			return nil, nil, rep, nil
-		}
+	if err := types.ValidateItemMap(u.Key); err != nil {
+		return validation("%s", err.Error())
 	}
-	item := typed(raw)
-	if err := sch.checkUpdated(item); err != nil {
-		h.restoreImage(ctx, u.TableName, sch, u.Key, image)
-		return nil, nil, nil, err
+	if err := ti.keys.ValidatePrimaryKeyMap(u.Key); err != nil {
+		return validation("%s", err.Error())
 	}
-	h.indexPut(u.TableName, item)
-	return raw, item, nil, nil
+	if err := language.ValidateUpdateExpressionDoesNotTargetPrimaryKey(u.UpdateExpression, u.ExpressionAttributeNames, ti.sch.keys.hash, ti.sch.keys.rng); err != nil {
+		return validation("%s", err.Error())
+	}
+	return ti.checkItemKey(u.Key)
 }
 
-// updateItem applies an update under the exclusive lock (see applyUpdate)
-// and computes ReturnValues itself.
+// apply computes the item the update makes of cur (nil: absent, the item
+// then starts as its key), with minidyn's interpreter, on a copy: cur is
+// not changed. minidyn ignores top-level REMOVE actions (guregu also
+// emits them for Set of an empty value): the layer removes those
+// attributes itself. An expression the interpreter refuses is err; an
+// item over DynamoDB's limits is limit (the update is then not applied).
+func (u *updateInput) apply(sch *schema, cur map[string]*types.Item) (item map[string]*types.Item, limit, err error) {
+	if cur == nil {
+		item = maps.Clone(u.Key)
+	} else {
+		item = maps.Clone(cur)
+	}
+	var lang interpreter.Language
+	if err := lang.Update(interpreter.UpdateInput{TableName: u.TableName, Expression: u.UpdateExpression, Item: item,
+		Attributes: u.ExpressionAttributeValues, Aliases: u.ExpressionAttributeNames}); err != nil {
+		return nil, nil, validation("%s", err.Error())
+	}
+	for _, n := range topLevelRemoves(u.UpdateExpression, u.ExpressionAttributeNames) {
+		delete(item, n)
+	}
+	if err := sch.checkUpdated(item); err != nil {
+		return nil, err, nil
+	}
+	return item, nil, nil
+}
+
+// updateItem evaluates the condition on the item as stored, applies the
+// update to a copy (see apply), stores the result and computes
+// ReturnValues.
 func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		updateInput
@@ -409,34 +473,42 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := in.check(sch); err != nil {
 		return nil, err
 	}
+	if rep := h.probeFailure(ctx, "UpdateItem", in.TableName, ""); rep != nil {
+		return rep, nil
+	}
+	ti, rep := h.table(ctx, in.TableName)
+	if rep != nil {
+		return rep, nil
+	}
+	if err := in.checkMinidyn(ti); err != nil {
+		return nil, err
+	}
 	return h.write(func() (*reply, []record, error) {
-		image, rep := h.exactImage(ctx, in.TableName, in.Key)
+		ti, rep := h.storeLocked(ctx, in.TableName)
 		if rep != nil {
 			return rep, nil, nil
 		}
-		var old map[string]json.RawMessage
-		if image != nil {
-			_ = json.Unmarshal(mustJSON(image), &old)
+		old, err := ti.get(in.Key)
+		if err != nil {
+			return nil, nil, err
 		}
-		item, after, rep, err := h.applyUpdate(ctx, sch, &in.updateInput, body, image)
-		if rep != nil || err != nil {
-			return rep, nil, err
-		}
-		var u *usage
-		if mode != "" {
-			u = newUsage()
-			u.write(sch, in.TableName, imageItem(image), after, 1)
-		}
-		changed := func(a, b map[string]json.RawMessage) map[string]json.RawMessage {
-			diff := map[string]json.RawMessage{}
-			for k, v := range a {
-				if !bytes.Equal(v, b[k]) {
-					diff[k] = v
-				}
+		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
+			if err != nil {
+				return nil, nil, err
 			}
-			return diff
+			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
 		}
-		var attrs map[string]json.RawMessage
+		item, limit, err := in.apply(ti.sch, old)
+		if err == nil {
+			err = limit
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := ti.put(item); err != nil {
+			return nil, nil, err
+		}
+		var attrs map[string]*types.Item
 		switch in.ReturnValues {
 		case "ALL_NEW":
 			attrs = item
@@ -447,17 +519,33 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		case "UPDATED_OLD":
 			attrs = changed(old, item)
 		}
-		recs := []record{{"UpdateItem", body}}
 		var out any = struct{}{}
-		if attrs != nil {
-			out = map[string]any{"Attributes": attrs}
+		if len(attrs) > 0 {
+			out = map[string]any{"Attributes": outItem(attrs)}
 		}
 		if rep, err = jsonReply(out); err != nil {
 			return nil, nil, err
 		}
+		recs := []record{{"UpdateItem", body}}
+		if mode == "" {
+			return rep, recs, nil
+		}
+		u := newUsage()
+		u.write(ti.sch, in.TableName, old, item, 1)
 		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
+}
+
+// changed is the attributes of a whose value b does not have.
+func changed(a, b map[string]*types.Item) map[string]*types.Item {
+	diff := map[string]*types.Item{}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !bytes.Equal(mustJSON(encodeAV(v)), mustJSON(encodeAV(w))) {
+			diff[k] = v
+		}
+	}
+	return diff
 }
 
 // writeRequest is one request of BatchWriteItem.
@@ -467,9 +555,10 @@ type writeRequest struct {
 }
 
 // batchWrite validates the whole batch first, as DynamoDB does (minidyn
-// would apply the requests before an invalid one), then lets minidyn
-// apply it (so that emulated unprocessed items still work) and keeps the
-// index in step with the requests it processed.
+// would apply the requests before an invalid one), then asks minidyn
+// which requests it processes (so that emulated failures and unprocessed
+// items still work: minidyn applies them to its empty table, which is
+// emptied again at once) and applies those to the layer's items.
 func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		RequestItems           map[string][]writeRequest
@@ -486,7 +575,6 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		return nil, emptyError("requestItems")
 	}
 	total := 0
-	schemas := map[string]*schema{}
 	tables := slices.Sorted(mapsKeys(in.RequestItems))
 	for _, table := range tables {
 		reqs := in.RequestItems[table]
@@ -504,8 +592,10 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		if rep != nil {
 			return rep, nil
 		}
-		schemas[table] = sch
-		ti := newTableIndex(sch)
+		ti, rep := h.table(ctx, table)
+		if rep != nil {
+			return rep, nil
+		}
 		seen := map[string]bool{}
 		for _, r := range in.RequestItems[table] {
 			var key map[string]*types.Item
@@ -516,14 +606,21 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 				if err := sch.checkItem(r.PutRequest.Item); err != nil {
 					return nil, err
 				}
+				p := putInput{Item: r.PutRequest.Item}
+				if err := p.check(ti); err != nil {
+					return nil, err
+				}
 				key = keyOf(sch, r.PutRequest.Item)
 			default:
 				if err := sch.checkKeyValues(r.DeleteRequest.Key); err != nil {
 					return nil, err
 				}
+				if err := ti.checkKey(r.DeleteRequest.Key); err != nil {
+					return nil, err
+				}
 				key = r.DeleteRequest.Key
 			}
-			if id := ti.itemID(key); seen[id] {
+			if id := sch.itemID(key); seen[id] {
 				return nil, validation("Provided list of item keys contains duplicates")
 			} else {
 				seen[id] = true
@@ -531,22 +628,17 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		}
 	}
 	return h.write(func() (*reply, []record, error) {
-		// The items as they were, for the capacity (capacity.go).
-		olds := map[string][]map[string]*types.Item{}
-		if mode != "" {
-			for _, table := range tables {
-				for _, r := range in.RequestItems[table] {
-					raw, rep := h.getItem(ctx, table, encodeItem(r.key(schemas[table])))
-					if rep != nil {
-						return rep, nil, nil
-					}
-					olds[table] = append(olds[table], typed(raw))
-				}
+		stores := map[string]*tableIndex{}
+		for _, table := range tables {
+			ti, rep := h.storeLocked(ctx, table)
+			if rep != nil {
+				return rep, nil, nil
 			}
+			stores[table] = ti
 		}
 		rep := h.call(ctx, "BatchWriteItem", body)
+		h.emptyBackend(ctx, tables, in.RequestItems)
 		if rep.status != http.StatusOK {
-			h.resync(ctx, in.RequestItems, schemas)
 			return rep, nil, nil
 		}
 		var out struct {
@@ -558,28 +650,35 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		done := map[string][]writeRequest{}
 		u := newUsage()
 		for _, table := range tables {
-			sch := schemas[table]
-			ti := newTableIndex(sch)
+			ti := stores[table]
 			skip := map[string]bool{}
 			for _, r := range out.UnprocessedItems[table] {
-				skip[ti.itemID(r.key(sch))] = true
+				skip[ti.sch.itemID(r.key(ti.sch))] = true
 			}
-			for i, r := range in.RequestItems[table] {
-				if skip[ti.itemID(r.key(sch))] {
+			for _, r := range in.RequestItems[table] {
+				key := r.key(ti.sch)
+				if skip[ti.sch.itemID(key)] {
 					continue
 				}
 				done[table] = append(done[table], r)
+				var before map[string]*types.Item
+				if mode != "" {
+					var err error
+					if before, err = ti.get(key); err != nil {
+						return nil, nil, err
+					}
+				}
+				var after map[string]*types.Item
 				if r.PutRequest != nil {
-					h.indexPut(table, r.PutRequest.Item)
+					after = r.PutRequest.Item
+					if err := ti.put(after); err != nil {
+						return nil, nil, err
+					}
 				} else {
-					h.indexDelete(table, r.DeleteRequest.Key)
+					ti.delete(key)
 				}
 				if mode != "" {
-					var after map[string]*types.Item
-					if r.PutRequest != nil {
-						after = r.PutRequest.Item
-					}
-					u.write(sch, table, olds[table][i], after, 1)
+					u.write(ti.sch, table, before, after, 1)
 				}
 			}
 		}
@@ -593,6 +692,29 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 		rep, err := withUsage(rep, u, mode, true)
 		return rep, []record{{"BatchWriteItem", applied}}, err
 	})
+}
+
+// emptyBackend removes from minidyn's tables the items a BatchWriteItem
+// put there: the layer holds the items, minidyn's tables stay empty.
+// Callers hold h.lock exclusively.
+func (h *handler) emptyBackend(ctx context.Context, tables []string, reqs map[string][]writeRequest) {
+	if c, ok := h.backend.(interface{ ClearTable(string) error }); ok {
+		for _, t := range tables {
+			_ = c.ClearTable(t) // a table minidyn does not have holds nothing
+		}
+		return
+	}
+	for _, t := range tables {
+		sch, rep := h.schemaLocked(ctx, t)
+		if rep != nil {
+			continue
+		}
+		for _, r := range reqs[t] {
+			if r.PutRequest != nil {
+				h.call(ctx, "DeleteItem", mustJSON(map[string]any{"TableName": t, "Key": encodeItem(keyOf(sch, r.PutRequest.Item))}))
+			}
+		}
+	}
 }
 
 func (r writeRequest) key(sch *schema) map[string]*types.Item {
@@ -610,25 +732,6 @@ func (r writeRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"DeleteRequest": map[string]any{"Key": encodeItem(r.DeleteRequest.Key)}})
 }
 
-// resync re-reads the items a failed batch touched, so that the index
-// matches whatever the backend applied before failing. Callers hold
-// h.lock exclusively.
-func (h *handler) resync(ctx context.Context, reqs map[string][]writeRequest, schemas map[string]*schema) {
-	for table, rs := range reqs {
-		for _, r := range rs {
-			key := r.key(schemas[table])
-			raw, rep := h.getItem(ctx, table, encodeItem(key))
-			switch {
-			case rep != nil:
-			case raw == nil:
-				h.indexDelete(table, key)
-			default:
-				h.indexPut(table, typed(raw))
-			}
-		}
-	}
-}
-
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
@@ -642,19 +745,18 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 // txAction is one action of TransactWriteItems.
 type txAction struct {
 	kind string // ConditionCheck, Put, Delete or Update
-	raw  json.RawMessage
 	updateInput
 	Item map[string]*types.Item
+	ti   *tableIndex // for the checks before the write lock
 }
 
 // transactWrite runs TransactWriteItems in the layer, under the exclusive
-// lock, instead of minidyn's (which copies every table it touches to roll
-// back). It validates the request against DynamoDB's limits; evaluates
-// every condition on the items as they are (all failing conditions are
-// reported, as DynamoDB does, and nothing is written); then applies each
-// action with minidyn's single-item operations, keeping an exact image of
-// each item to undo them all if one fails (an update that makes an item
-// too large cancels the transaction with a ValidationError reason).
+// lock. It validates the request against DynamoDB's limits and minidyn's
+// checks; evaluates every condition on the items as they are (all failing
+// conditions are reported, as DynamoDB does, and nothing is written);
+// computes every action's item (an update that makes an item too large
+// cancels the transaction with a ValidationError reason); and only then
+// stores them all, so that nothing is half applied.
 func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		TransactItems          []map[string]json.RawMessage
@@ -674,27 +776,28 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		return nil, lengthError("transactItems", maxTxActions)
 	}
 	actions := make([]*txAction, len(in.TransactItems))
-	schemas := make([]*schema, len(actions))
 	seen := map[string]bool{}
+	probed := map[string]bool{}
 	total := 0
-	for i, ti := range in.TransactItems {
-		if len(ti) != 1 {
+	for i, raw := range in.TransactItems {
+		if len(raw) != 1 {
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
 		a := &txAction{}
-		for kind, raw := range ti {
-			a.kind, a.raw = kind, raw
+		var body json.RawMessage
+		for kind, b := range raw {
+			a.kind, body = kind, b
 		}
 		switch a.kind {
 		case "ConditionCheck", "Put", "Delete", "Update":
 		default:
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
-		if err := decodeRequest(a.raw, &a.updateInput); err != nil {
+		if err := decodeRequest(body, &a.updateInput); err != nil {
 			return nil, err
 		}
 		var item struct{ Item map[string]*types.Item }
-		if err := decodeRequest(a.raw, &item); err != nil {
+		if err := decodeRequest(body, &item); err != nil {
 			return nil, err
 		}
 		a.Item = item.Item
@@ -702,7 +805,6 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		if rep != nil {
 			return rep, nil
 		}
-		schemas[i] = sch
 		if a.kind == "Put" {
 			if err := sch.checkItem(a.Item); err != nil {
 				return nil, err
@@ -718,15 +820,34 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		if err := a.check(sch); err != nil {
 			return nil, err
 		}
-		if a.kind == "ConditionCheck" {
-			if a.ConditionExpression == "" {
-				return nil, validation("The ConditionExpression of a ConditionCheck is required")
-			}
-			if err := checkPlaceholders(a.ExpressionAttributeNames, a.ExpressionAttributeValues, a.ConditionExpression); err != nil {
-				return nil, err
-			}
+		if a.kind == "ConditionCheck" && a.ConditionExpression == "" {
+			return nil, validation("The ConditionExpression of a ConditionCheck is required")
 		}
-		id := a.TableName + "\x00" + newTableIndex(sch).itemID(a.Key)
+		if !probed[a.TableName] {
+			if rep := h.probeFailure(ctx, "GetItem", a.TableName, ""); rep != nil {
+				return rep, nil
+			}
+			probed[a.TableName] = true
+		}
+		if a.ti, rep = h.table(ctx, a.TableName); rep != nil {
+			return rep, nil
+		}
+		switch a.kind {
+		case "Put":
+			p := putInput{Item: a.Item, ConditionExpression: a.ConditionExpression, ExpressionAttributeNames: a.ExpressionAttributeNames,
+				ExpressionAttributeValues: a.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: a.ReturnValuesOnConditionCheckFailure}
+			err = p.check(a.ti)
+		case "Update":
+			err = a.checkMinidyn(a.ti)
+		default:
+			d := deleteInput{Key: a.Key, ConditionExpression: a.ConditionExpression, ExpressionAttributeNames: a.ExpressionAttributeNames,
+				ExpressionAttributeValues: a.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: a.ReturnValuesOnConditionCheckFailure}
+			err = d.check(a.ti)
+		}
+		if err != nil {
+			return nil, err
+		}
+		id := a.TableName + "\x00" + sch.itemID(a.Key)
 		if seen[id] {
 			return nil, validation("Transaction request cannot include multiple operations on one item")
 		}
@@ -737,104 +858,83 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		return nil, validation("Transaction request size has exceeded the maximum allowed size of 4 MB")
 	}
 	return h.write(func() (*reply, []record, error) {
-		images := make([]map[string]any, len(actions))
+		stores := make([]*tableIndex, len(actions))
+		olds := make([]map[string]*types.Item, len(actions))
 		for i, a := range actions {
-			image, rep := h.exactImage(ctx, a.TableName, a.Key)
+			ti, rep := h.storeLocked(ctx, a.TableName)
 			if rep != nil {
 				return rep, nil, nil
 			}
-			images[i] = image
+			old, err := ti.get(a.Key)
+			if err != nil {
+				return nil, nil, err
+			}
+			stores[i], olds[i] = ti, old
 		}
 		// Every condition first, on the items as they are.
-		var lang interpreter.Language
 		reasons := make([]map[string]any, len(actions))
 		failed := false
 		for i, a := range actions {
 			reasons[i] = map[string]any{"Code": "None"}
-			if a.ConditionExpression == "" {
-				continue
-			}
-			var current map[string]*types.Item
-			if images[i] != nil {
-				_ = json.Unmarshal(mustJSON(images[i]), &current)
-				for k, v := range current {
-					current[k] = nullIfEmpty(v)
-				}
-			}
-			if current == nil {
-				current = map[string]*types.Item{}
-			}
-			ok, err := lang.Match(interpreter.MatchInput{TableName: a.TableName, Expression: a.ConditionExpression,
-				ExpressionType: interpreter.ExpressionTypeConditional, Item: current,
-				Aliases: a.ExpressionAttributeNames, Attributes: a.ExpressionAttributeValues})
+			ok, err := match(a.TableName, a.ConditionExpression, a.ExpressionAttributeNames, a.ExpressionAttributeValues, olds[i])
 			if err != nil {
-				return nil, nil, validation("%s", err.Error())
+				return nil, nil, err
 			}
 			if !ok {
 				failed = true
 				reasons[i] = map[string]any{"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
-				if a.ReturnValuesOnConditionCheckFailure == "ALL_OLD" && images[i] != nil {
-					reasons[i]["Item"] = images[i]
+				if a.ReturnValuesOnConditionCheckFailure == "ALL_OLD" && len(olds[i]) > 0 {
+					reasons[i]["Item"] = outItem(olds[i])
 				}
 			}
 		}
 		if failed {
 			return cancelled(reasons), nil, nil
 		}
-		// Then the writes, each undone if a later one fails.
-		undo := func(upto int) {
-			for j := upto - 1; j >= 0; j-- {
-				if actions[j].kind != "ConditionCheck" {
-					h.restoreImage(ctx, actions[j].TableName, schemas[j], actions[j].Key, images[j])
-				}
-			}
-		}
-		// Every action is a transactional write (capacity.go): twice a
-		// write's units, a ConditionCheck as a write of its item.
+		// Then every action's item, before anything is stored. Every
+		// action is a transactional write (capacity.go): twice a write's
+		// units, a ConditionCheck as a write of its item.
+		afters := make([]map[string]*types.Item, len(actions))
 		u := newUsage()
 		for i, a := range actions {
-			var rep *reply
 			switch a.kind {
 			case "ConditionCheck":
-				u.of(a.TableName).table.write += 2 * writeUnits(itemSize(imageItem(images[i])))
+				u.of(a.TableName).table.write += 2 * writeUnits(itemSize(olds[i]))
 				continue
 			case "Put":
-				if rep = h.call(ctx, "PutItem", a.raw); rep.status == http.StatusOK {
-					h.indexPut(a.TableName, a.Item)
-					u.write(schemas[i], a.TableName, imageItem(images[i]), a.Item, 2)
-				}
-			case "Delete":
-				if rep = h.call(ctx, "DeleteItem", a.raw); rep.status == http.StatusOK {
-					h.indexDelete(a.TableName, a.Key)
-					u.write(schemas[i], a.TableName, imageItem(images[i]), nil, 2)
-				}
+				afters[i] = a.Item
 			case "Update":
-				var err error
-				var after map[string]*types.Item
-				_, after, rep, err = h.applyUpdate(ctx, schemas[i], &a.updateInput, a.raw, images[i])
-				if err == nil && rep == nil {
-					u.write(schemas[i], a.TableName, imageItem(images[i]), after, 2)
-				}
+				item, limit, err := a.apply(stores[i].sch, olds[i])
 				if err != nil {
-					undo(i)
-					ae, ok := errors.AsType[*apiError](err)
+					return nil, nil, err
+				}
+				if limit != nil {
+					ae, ok := errors.AsType[*apiError](limit)
 					if !ok {
-						return nil, nil, err
+						return nil, nil, limit
 					}
 					reasons[i] = map[string]any{"Code": "ValidationError", "Message": ae.msg}
 					return cancelled(reasons), nil, nil
 				}
-				if rep == nil {
-					rep = &reply{status: http.StatusOK}
+				afters[i] = item
+			}
+			u.write(stores[i].sch, a.TableName, olds[i], afters[i], 2)
+		}
+		datas := make([][]byte, len(actions))
+		for i := range actions {
+			if afters[i] != nil {
+				var err error
+				if datas[i], err = encodeStored(afters[i]); err != nil {
+					return nil, nil, err
 				}
 			}
-			if rep.status != http.StatusOK {
-				undo(i)
-				if isConditionFailure(rep) {
-					reasons[i] = map[string]any{"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
-					return cancelled(reasons), nil, nil
-				}
-				return rep, nil, nil
+		}
+		for i, a := range actions {
+			switch a.kind {
+			case "Put", "Update":
+				stores[i].putData(afters[i], datas[i])
+			case "Delete":
+				stores[i].delete(a.Key)
 			}
 		}
 		rep, err := jsonReply(struct{}{})
