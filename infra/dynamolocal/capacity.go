@@ -228,4 +228,3 @@ func withUsage(rep *reply, u *usage, mode string, list bool) (*reply, error) {
 	}
 	return jsonReply(out)
 }
-
