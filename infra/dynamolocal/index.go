@@ -98,7 +98,7 @@ type entry struct {
 	primary   row    // the table's key values; primary.e is the entry itself
 	id        string // the item's identity (schema.itemID)
 	data      []byte
-	secondary []*row // by schema.indexOrder; nil where the item is not in that index
+	secondary []row // by schema.indexOrder; e nil where the item is not in that index
 }
 
 // item decodes the stored item; every call returns a new map the caller
@@ -138,6 +138,7 @@ func (o *ordered) insert(r *row) {
 		i, _ := slices.BinarySearchFunc(o.order, p, func(a, b *partition) int { return a.hash.compareOrder(b.hash) })
 		o.order = slices.Insert(o.order, i, p)
 	}
+	r.hash = p.hash // one copy of the partition's key value
 	i, _ := slices.BinarySearchFunc(p.rows, r, (*row).compare)
 	p.rows = slices.Insert(p.rows, i, r)
 	o.n++
@@ -282,10 +283,10 @@ func (ti *tableIndex) putData(item map[string]*types.Item, data []byte) {
 			continue // sparse
 		}
 		if e.secondary == nil {
-			e.secondary = make([]*row, len(ti.sch.indexOrder))
+			e.secondary = make([]row, len(ti.sch.indexOrder))
 		}
-		e.secondary[i] = &row{hash: h, rng: r, e: e}
-		ti.secondary[name].insert(e.secondary[i])
+		e.secondary[i] = row{hash: h, rng: r, e: e}
+		ti.secondary[name].insert(&e.secondary[i])
 	}
 	ti.items[e.id] = e
 }
@@ -301,8 +302,8 @@ func (ti *tableIndex) drop(id string) {
 		return
 	}
 	ti.primary.remove(&e.primary)
-	for i, r := range e.secondary {
-		if r != nil {
+	for i := range e.secondary {
+		if r := &e.secondary[i]; r.e != nil {
 			ti.secondary[ti.sch.indexOrder[i]].remove(r)
 		}
 	}

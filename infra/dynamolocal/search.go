@@ -679,31 +679,6 @@ func hasAll(item map[string]*types.Item, names []string) bool {
 	return true
 }
 
-// nullIfEmpty turns the empty values minidyn returns for empty lists, maps
-// and binaries ({} on the wire) into NULL, recursively.
-func nullIfEmpty(v *types.Item) *types.Item {
-	if v == nil || (v.S == nil && v.N == nil && v.B == nil && v.BOOL == nil && v.NULL == nil &&
-		v.SS == nil && v.NS == nil && v.BS == nil && v.L == nil && v.M == nil) {
-		null := true
-		return &types.Item{NULL: &null}
-	}
-	for i, e := range v.L {
-		v.L[i] = nullIfEmpty(e)
-	}
-	for k, e := range v.M {
-		v.M[k] = nullIfEmpty(e)
-	}
-	return v
-}
-
-func encodeItems(items []map[string]*types.Item) []map[string]any {
-	out := make([]map[string]any, len(items))
-	for i, it := range items {
-		out[i] = encodeItem(it)
-	}
-	return out
-}
-
 // encodeItem encodes an item in DynamoDB JSON.
 func encodeItem(item map[string]*types.Item) map[string]any {
 	out := make(map[string]any, len(item))

@@ -61,12 +61,6 @@ func journalError(err error) error {
 		msg: fmt.Sprintf("the local engine cannot make writes durable: %v; restart it", err)}
 }
 
-// storeLocked returns the table's items for a write. Callers hold h.lock
-// exclusively.
-func (h *handler) storeLocked(ctx context.Context, table string) (*tableIndex, *reply) {
-	return h.tableLocked(ctx, table)
-}
-
 func keyOf(sch *schema, item map[string]*types.Item) map[string]*types.Item {
 	return keyItem(item, sch.keys.names()...)
 }
@@ -200,7 +194,7 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 		return nil, err
 	}
 	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.storeLocked(ctx, in.TableName)
+		ti, rep := h.tableLocked(ctx, in.TableName)
 		if rep != nil {
 			return rep, nil, nil
 		}
@@ -300,7 +294,7 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 		return nil, err
 	}
 	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.storeLocked(ctx, in.TableName)
+		ti, rep := h.tableLocked(ctx, in.TableName)
 		if rep != nil {
 			return rep, nil, nil
 		}
@@ -484,7 +478,7 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		return nil, err
 	}
 	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.storeLocked(ctx, in.TableName)
+		ti, rep := h.tableLocked(ctx, in.TableName)
 		if rep != nil {
 			return rep, nil, nil
 		}
@@ -630,7 +624,7 @@ func (h *handler) batchWrite(ctx context.Context, body []byte) (*reply, error) {
 	return h.write(func() (*reply, []record, error) {
 		stores := map[string]*tableIndex{}
 		for _, table := range tables {
-			ti, rep := h.storeLocked(ctx, table)
+			ti, rep := h.tableLocked(ctx, table)
 			if rep != nil {
 				return rep, nil, nil
 			}
@@ -861,7 +855,7 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		stores := make([]*tableIndex, len(actions))
 		olds := make([]map[string]*types.Item, len(actions))
 		for i, a := range actions {
-			ti, rep := h.storeLocked(ctx, a.TableName)
+			ti, rep := h.tableLocked(ctx, a.TableName)
 			if rep != nil {
 				return rep, nil, nil
 			}
