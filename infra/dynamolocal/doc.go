@@ -12,19 +12,33 @@
 //		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")},
 //		func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(engine.URL) })
 //
-// # Served by minidyn as is
+// # Where the items live
 //
-// GetItem, PutItem, UpdateItem, DeleteItem with condition, update and
-// projection expressions (SET with arithmetic, nested paths, list_append,
-// if_not_exists; ADD; DELETE; nested REMOVE; all comparison operators,
-// BETWEEN, IN, AND/OR/NOT, attribute_exists, attribute_not_exists,
-// attribute_type, begins_with, contains, size), ReturnValues of DeleteItem,
-// ReturnValuesOnConditionCheckFailure, BatchGetItem, BatchWriteItem,
-// TransactGetItems, CreateTable, UpdateTable, DeleteTable with GSIs and
-// LSIs. minidyn stores the items and its interpreter evaluates every
-// expression, the layer's included. ConditionalCheckFailedException and
-// TransactionCanceledException decode normally (dynamo.IsCondCheckFailed
-// works).
+// The layer holds every table's items itself, once: each item as its
+// DynamoDB JSON (the form the snapshot holds), with an ordered index of
+// its keys per table and per secondary index (index.go). minidyn keeps
+// every table with its schema and no items, for what only it does: the
+// failure emulation of Engine.WithBackend and the table descriptions. A
+// request's cost follows its item or its page, never the store: minidyn
+// re-sorts a table's whole key list, and each index's, whenever an item
+// is inserted, so a store inside it slows as it fills.
+//
+// Conditions, updates, filters and projections are evaluated by
+// minidyn's exported interpreter (SET with arithmetic, nested paths,
+// list_append, if_not_exists; ADD; DELETE; nested REMOVE; all comparison
+// operators, BETWEEN, IN, AND/OR/NOT, attribute_exists,
+// attribute_not_exists, attribute_type, begins_with, contains, size) on
+// the one item a write touches, an update on a copy, so that a failed
+// condition or limit changes nothing. minidyn's own checks of keys
+// (exactly the table's key attributes, of their defined types), of
+// update expressions that target a key attribute, of duplicate set
+// members and of unused or malformed placeholders are made by the layer
+// with minidyn's exported functions, with minidyn's messages. GetItem,
+// BatchGetItem and TransactGetItems are first given to minidyn, whose
+// empty tables answer its validation errors, emulated failures and the
+// keys it leaves unprocessed; the items then come from the layer.
+// ConditionalCheckFailedException and TransactionCanceledException
+// decode normally (dynamo.IsCondCheckFailed works).
 //
 // # Translated or answered by the layer
 //
@@ -36,37 +50,33 @@
 //   - Query and Scan are answered from the layer's key index: per table and
 //     per secondary index, the key values of every item in DynamoDB's order
 //     (numbers numerically, strings and binaries bytewise; index ties by
-//     table key), kept in step with each write and rebuilt from minidyn
-//     when needed (at start, after WithBackend or UpdateTable). A Query
-//     finds its range by binary search and reads only the items of its page
-//     from minidyn, by key: its cost follows the page, not the table
-//     (minidyn's own search reads the whole table, sorts keys as strings,
-//     loses GSI entries after UpdateItem and ignores Select). The key
-//     condition is checked as AWS does (equality on the partition key, at
-//     most one sort key condition, operands of the key's type); the layer
-//     honours ScanIndexForward, ExclusiveStartKey, Limit (counting items
-//     evaluated before FilterExpression), the 1 MB page, LastEvaluatedKey
-//     (table and index keys, only when more items remain), Select COUNT,
-//     Count and ScannedCount, sparse indexes, KEYS_ONLY/INCLUDE index
-//     projections and ProjectionExpression, with minidyn's interpreter for
-//     filters and projections. Failures emulated for the table or index
+//     table key), kept in step with each write. A Query finds its range by
+//     binary search and reads only the items of its page: its cost follows
+//     the page, not the table. The key condition is checked as AWS does
+//     (equality on the partition key, at most one sort key condition,
+//     operands of the key's type); the layer honours ScanIndexForward,
+//     ExclusiveStartKey, Limit (counting items evaluated before
+//     FilterExpression), the 1 MB page, LastEvaluatedKey (table and index
+//     keys, only when more items remain), Select COUNT, Count and
+//     ScannedCount, sparse indexes, KEYS_ONLY/INCLUDE index projections and
+//     ProjectionExpression. Failures emulated for the table or index
 //     (Engine.WithBackend) are asked of minidyn in constant time. Parallel
 //     scans work: segment 0 returns every item, the other segments none.
 //   - Every write (PutItem, UpdateItem, DeleteItem, BatchWriteItem,
 //     TransactWriteItems, CreateTable, UpdateTable, DeleteTable,
 //     UpdateTimeToLive) runs under one exclusive lock, so the key index and
 //     the journal follow the order writes are applied; reads share the lock.
-//   - TransactWriteItems runs in the layer: every condition is evaluated on
-//     the items as they are, and any failing one cancels the transaction
-//     with a TransactionCanceledException giving a reason per action
+//   - TransactWriteItems: every condition is evaluated on the items as they
+//     are, and any failing one cancels the transaction with a
+//     TransactionCanceledException giving a reason per action
 //     (ConditionalCheckFailed, with the item for ALL_OLD; None for the
-//     others), nothing written. Then each action is applied with minidyn's
-//     single-item operations; an exact image of each item (empty lists,
-//     maps and binaries included) undoes them all if one fails. minidyn's
-//     own transactions copy every table they touch to roll back.
+//     others), nothing written. Then every action's item is computed, and
+//     only when all are valid are they stored.
 //   - BatchWriteItem is validated whole before anything is applied, as on
-//     AWS (minidyn applies the requests before an invalid one), then
-//     applied by minidyn, so that emulated unprocessed items still work.
+//     AWS (minidyn applies the requests before an invalid one); minidyn
+//     then runs it on its empty table, which is emptied again at once, to
+//     tell which requests it leaves unprocessed (EmulateUnprocessedItems)
+//     or whether it fails; the processed requests are stored.
 //   - CreateTable, UpdateTable, DeleteTable and DescribeTable descriptions are
 //     completed: TableStatus (ACTIVE; DELETING for DeleteTable), TableArn,
 //     CreationDateTime, AttributeDefinitions, BillingModeSummary,
@@ -81,12 +91,18 @@
 //   - ListTables is answered from the tables created through the layer
 //     (checked against minidyn, sorted, with Limit, ExclusiveStartTableName
 //     and LastEvaluatedTableName).
-//   - PutItem answers no Attributes unless ReturnValues is ALL_OLD, and then
-//     the previous item (minidyn echoes the new item). UpdateItem computes
-//     ReturnValues itself.
+//   - PutItem and DeleteItem answer no Attributes unless ReturnValues is
+//     ALL_OLD, and then the previous item; another value is a
+//     ValidationException. UpdateItem answers every ReturnValues.
+//     PutItem, DeleteItem, UpdateItem and the actions of
+//     TransactWriteItems answer the item as it is with a failed condition
+//     when ReturnValuesOnConditionCheckFailure is ALL_OLD.
 //   - Top-level REMOVE actions in UpdateItem and in the Update entries of
-//     TransactWriteItems are applied by the layer (minidyn ignores them;
-//     guregu emits them for Update.Remove and for Set of an empty value).
+//     TransactWriteItems are applied by the layer (minidyn's interpreter
+//     ignores them; guregu emits them for Update.Remove and for Set of an
+//     empty value).
+//   - DescribeTable's ItemCount, the table's and each index's, is the
+//     layer's count.
 //   - Errors are AWS JSON 1.0 errors with a full
 //     "com.amazonaws.dynamodb.v20120810#..." __type; minidyn's plain-text
 //     errors become JSON (unsupported operations are
@@ -103,7 +119,9 @@
 //     each global secondary index, transactions doubled. minidyn reports
 //     none; without the parameter nothing is computed.
 //   - Use Engine.WithBackend to call the failure-emulation methods of
-//     Engine.Backend while requests may run.
+//     Engine.Backend while requests may run. minidyn's data methods
+//     (ClearTable, ClearAllTables) have no effect on the items, which are
+//     the layer's; Reset drops the tables and their items.
 //
 // # DynamoDB's limits
 //
@@ -238,26 +256,21 @@
 //
 // # Unsupported and known differences
 //
-//   - Empty lists, maps and binaries are stored, but minidyn cannot return
-//     them; they come back as NULL (guregu decodes that as a nil slice or
-//     map). Without the layer the SDK would read them as BOOL false.
-//   - minidyn stores an item under hash + "." + range: on a table with a sort
-//     key, partition key values containing "." can collide (("a.b","c") and
-//     ("a","b.c") are the same item). Use another separator, e.g. "#".
+//   - Empty lists, maps and binaries (and empty sets) are stored with their
+//     type, and the snapshot keeps it, but reads answer them as NULL, as
+//     minidyn always did (guregu decodes that as a nil slice or map).
+//     minidyn's interpreter cannot evaluate an empty binary: a condition,
+//     update, filter or projection on an item holding one is a
+//     ValidationException.
 //   - Numbers are not normalized: 1 and 1.0 are different keys (the SDK and
-//     guregu encode numbers canonically).
+//     guregu encode numbers canonically). An UpdateItem rewrites every
+//     number of the item as minidyn's interpreter holds it (a float64).
 //   - No throughput limits, no throttling; every read is strongly
 //     consistent, GSIs included.
-//   - Transactions have no ClientRequestToken idempotency. A failure of
-//     minidyn itself in the middle of a BatchWriteItem (after the layer's
-//     validation; emulated failures fail the whole batch first) may leave
-//     the requests before it applied and not journaled.
-//   - Writes wait for each other (one exclusive lock): minidyn serializes
-//     them anyway. minidyn still re-sorts its own list of keys, and each
-//     secondary index's, when an item is inserted (an index's also when an
-//     update moves an item's index key), so a new item costs O(n) per index
-//     inside minidyn, n the items of the table, and a write slows as the
-//     store fills (BenchmarkWriteMixAtStoreSize).
+//   - Transactions have no ClientRequestToken idempotency.
+//   - Writes wait for each other (one exclusive lock); a write costs its
+//     item, its partitions' inserts and the journal, whatever the store
+//     holds (BenchmarkWriteMixAtStoreSize).
 //   - Streams, PartiQL, backups, tags, global tables and the other operations
 //     minidyn lacks answer UnknownOperationException.
 package dynamolocal
