@@ -106,30 +106,47 @@ func match(table, expr string, names map[string]string, values, item map[string]
 	return ok, nil
 }
 
-// putInput is a PutItem request, or the Put of a transaction.
-type putInput struct {
+// conditional is what every single-item write has: the table, a
+// condition and its placeholders.
+type conditional struct {
 	TableName                           string
-	Item                                map[string]*types.Item
 	ConditionExpression                 string
 	ExpressionAttributeNames            map[string]string
 	ExpressionAttributeValues           map[string]*types.Item
 	ReturnValuesOnConditionCheckFailure string
 }
 
-// check refuses what minidyn refuses of a Put (after the layer's own
-// limits): unused or malformed placeholders, duplicate set members, a
-// missing or mistyped key attribute.
+// check refuses what minidyn refuses of a write's expressions (after the
+// layer's own limits): placeholders exprs (and the condition) do not use
+// or that are malformed, duplicate set members in the values; and an
+// unknown ReturnValuesOnConditionCheckFailure, as DynamoDB does.
+func (c *conditional) check(exprs ...string) error {
+	if err := checkPlaceholders(c.ExpressionAttributeNames, c.ExpressionAttributeValues, append(exprs, c.ConditionExpression)...); err != nil {
+		return err
+	}
+	if err := checkReturnOnFailure(c.ReturnValuesOnConditionCheckFailure); err != nil {
+		return err
+	}
+	if err := types.ValidateItemMap(c.ExpressionAttributeValues); err != nil {
+		return validation("%s", err.Error())
+	}
+	return nil
+}
+
+// putInput is a PutItem request, or the Put of a transaction.
+type putInput struct {
+	conditional
+	Item map[string]*types.Item
+}
+
+// check refuses what minidyn refuses of a Put: see conditional.check,
+// duplicate set members, a missing or mistyped key attribute.
 func (p *putInput) check(ti *tableIndex) error {
-	if err := checkPlaceholders(p.ExpressionAttributeNames, p.ExpressionAttributeValues, p.ConditionExpression); err != nil {
+	if err := p.conditional.check(); err != nil {
 		return err
 	}
-	if err := checkReturnOnFailure(p.ReturnValuesOnConditionCheckFailure); err != nil {
-		return err
-	}
-	for _, m := range []map[string]*types.Item{p.Item, p.ExpressionAttributeValues} {
-		if err := types.ValidateItemMap(m); err != nil {
-			return validation("%s", err.Error())
-		}
+	if err := types.ValidateItemMap(p.Item); err != nil {
+		return validation("%s", err.Error())
 	}
 	return ti.checkItemKey(p.Item)
 }
@@ -145,9 +162,99 @@ func (h *handler) table(ctx context.Context, table string) (*tableIndex, *reply)
 	return ti, nil
 }
 
-// putItem validates the item against DynamoDB's limits and minidyn's
-// checks, evaluates the condition on the item as stored and stores it.
-// ReturnValues is NONE or ALL_OLD.
+// itemWrite is a PutItem or a DeleteItem: what the two share.
+type itemWrite struct {
+	op, table, returnValues, capacity string
+	key                               map[string]*types.Item // the item's key (of the Item for a put)
+	cond                              string
+	names                             map[string]string
+	values                            map[string]*types.Item
+	returnOld                         string                  // ReturnValuesOnConditionCheckFailure
+	checkLimits                       func(*schema) error     // DynamoDB's limits
+	checkMinidyn                      func(*tableIndex) error // what minidyn refuses
+	after                             map[string]*types.Item  // the item stored; nil: deleted
+}
+
+// writeItem runs a PutItem or DeleteItem: the request is checked against
+// DynamoDB's limits and minidyn's checks, the condition evaluated on the
+// item as stored, and the item stored or deleted. ReturnValues is NONE or
+// ALL_OLD.
+func (h *handler) writeItem(ctx context.Context, body []byte, w itemWrite) (*reply, error) {
+	mode, err := checkCapacityMode(w.capacity)
+	if err != nil {
+		return nil, err
+	}
+	switch w.returnValues {
+	case "", "NONE", "ALL_OLD":
+	default:
+		return nil, validation("ReturnValues can only be ALL_OLD or NONE for %s, got %q", w.op, w.returnValues)
+	}
+	if err := checkExpressions(expr{"ConditionExpression", w.cond}); err != nil {
+		return nil, err
+	}
+	if err := checkExpressionValues(w.values); err != nil {
+		return nil, err
+	}
+	sch, rep := h.schema(ctx, w.table)
+	if rep != nil {
+		return rep, nil
+	}
+	if err := w.checkLimits(sch); err != nil {
+		return nil, err
+	}
+	if rep := h.probeFailure(ctx, w.op, w.table, ""); rep != nil {
+		return rep, nil
+	}
+	ti, rep := h.table(ctx, w.table)
+	if rep != nil {
+		return rep, nil
+	}
+	if err := w.checkMinidyn(ti); err != nil {
+		return nil, err
+	}
+	var data []byte
+	if w.after != nil {
+		if data, err = encodeStored(w.after); err != nil {
+			return nil, err
+		}
+	}
+	return h.write(func() (*reply, []record, error) {
+		ti, rep := h.tableLocked(ctx, w.table)
+		if rep != nil {
+			return rep, nil, nil
+		}
+		old, err := ti.get(w.key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok, err := match(w.table, w.cond, w.names, w.values, old); err != nil || !ok {
+			if err != nil {
+				return nil, nil, err
+			}
+			return conditionFailed(old, w.returnOld), nil, nil
+		}
+		if w.after != nil {
+			ti.putData(w.after, data)
+		} else {
+			ti.delete(w.key)
+		}
+		recs := []record{{w.op, body}}
+		var out any = struct{}{}
+		if w.returnValues == "ALL_OLD" && len(old) > 0 {
+			out = map[string]any{"Attributes": outItem(old)}
+		}
+		rep, err = jsonReply(out)
+		if err != nil || mode == "" {
+			return rep, recs, err
+		}
+		u := newUsage()
+		u.write(ti.sch, w.table, old, w.after, 1)
+		rep, err = withUsage(rep, u, mode, false)
+		return rep, recs, err
+	})
+}
+
+// putItem stores an item (see writeItem).
 func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		putInput
@@ -157,101 +264,28 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
 	}
-	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
-	if err != nil {
-		return nil, err
-	}
-	switch in.ReturnValues {
-	case "", "NONE", "ALL_OLD":
-	default:
-		return nil, validation("ReturnValues can only be ALL_OLD or NONE for PutItem, got %q", in.ReturnValues)
-	}
-	if err := checkExpressions(expr{"ConditionExpression", in.ConditionExpression}); err != nil {
-		return nil, err
-	}
-	if err := checkExpressionValues(in.ExpressionAttributeValues); err != nil {
-		return nil, err
-	}
-	sch, rep := h.schema(ctx, in.TableName)
-	if rep != nil {
-		return rep, nil
-	}
-	if err := sch.checkItem(in.Item); err != nil {
-		return nil, err
-	}
-	if rep := h.probeFailure(ctx, "PutItem", in.TableName, ""); rep != nil {
-		return rep, nil
-	}
-	ti, rep := h.table(ctx, in.TableName)
-	if rep != nil {
-		return rep, nil
-	}
-	if err := in.check(ti); err != nil {
-		return nil, err
-	}
-	data, err := encodeStored(in.Item)
-	if err != nil {
-		return nil, err
-	}
-	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.tableLocked(ctx, in.TableName)
-		if rep != nil {
-			return rep, nil, nil
-		}
-		old, err := ti.get(in.Item)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
-			if err != nil {
-				return nil, nil, err
-			}
-			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
-		}
-		ti.putData(in.Item, data)
-		recs := []record{{"PutItem", body}}
-		var out any = struct{}{}
-		if in.ReturnValues == "ALL_OLD" && len(old) > 0 {
-			out = map[string]any{"Attributes": outItem(old)}
-		}
-		rep, err = jsonReply(out)
-		if err != nil || mode == "" {
-			return rep, recs, err
-		}
-		u := newUsage()
-		u.write(ti.sch, in.TableName, old, in.Item, 1)
-		rep, err = withUsage(rep, u, mode, false)
-		return rep, recs, err
-	})
+	return h.writeItem(ctx, body, itemWrite{op: "PutItem", table: in.TableName, returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
+		key: in.Item, cond: in.ConditionExpression, names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
+		returnOld: in.ReturnValuesOnConditionCheckFailure, after: in.Item,
+		checkLimits: func(sch *schema) error { return sch.checkItem(in.Item) }, checkMinidyn: in.check})
 }
 
 // deleteInput is a DeleteItem request, the Delete of a transaction, or
 // (with its ConditionExpression required) a ConditionCheck.
 type deleteInput struct {
-	TableName                           string
-	Key                                 map[string]*types.Item
-	ConditionExpression                 string
-	ExpressionAttributeNames            map[string]string
-	ExpressionAttributeValues           map[string]*types.Item
-	ReturnValuesOnConditionCheckFailure string
+	conditional
+	Key map[string]*types.Item
 }
 
 // check refuses what minidyn refuses of a Key and its condition.
 func (d *deleteInput) check(ti *tableIndex) error {
-	if err := checkPlaceholders(d.ExpressionAttributeNames, d.ExpressionAttributeValues, d.ConditionExpression); err != nil {
+	if err := d.conditional.check(); err != nil {
 		return err
-	}
-	if err := checkReturnOnFailure(d.ReturnValuesOnConditionCheckFailure); err != nil {
-		return err
-	}
-	if err := types.ValidateItemMap(d.ExpressionAttributeValues); err != nil {
-		return validation("%s", err.Error())
 	}
 	return ti.checkKey(d.Key)
 }
 
-// deleteItem validates the key, evaluates the condition on the item as
-// stored and deletes it. ReturnValues is NONE or ALL_OLD.
+// deleteItem deletes an item (see writeItem).
 func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	var in struct {
 		deleteInput
@@ -261,68 +295,10 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
 	}
-	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
-	if err != nil {
-		return nil, err
-	}
-	switch in.ReturnValues {
-	case "", "NONE", "ALL_OLD":
-	default:
-		return nil, validation("ReturnValues can only be ALL_OLD or NONE for DeleteItem, got %q", in.ReturnValues)
-	}
-	if err := checkExpressions(expr{"ConditionExpression", in.ConditionExpression}); err != nil {
-		return nil, err
-	}
-	if err := checkExpressionValues(in.ExpressionAttributeValues); err != nil {
-		return nil, err
-	}
-	sch, rep := h.schema(ctx, in.TableName)
-	if rep != nil {
-		return rep, nil
-	}
-	if err := sch.checkKeyValues(in.Key); err != nil {
-		return nil, err
-	}
-	if rep := h.probeFailure(ctx, "DeleteItem", in.TableName, ""); rep != nil {
-		return rep, nil
-	}
-	ti, rep := h.table(ctx, in.TableName)
-	if rep != nil {
-		return rep, nil
-	}
-	if err := in.check(ti); err != nil {
-		return nil, err
-	}
-	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.tableLocked(ctx, in.TableName)
-		if rep != nil {
-			return rep, nil, nil
-		}
-		old, err := ti.get(in.Key)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
-			if err != nil {
-				return nil, nil, err
-			}
-			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
-		}
-		ti.delete(in.Key)
-		recs := []record{{"DeleteItem", body}}
-		var out any = struct{}{}
-		if in.ReturnValues == "ALL_OLD" && len(old) > 0 {
-			out = map[string]any{"Attributes": outItem(old)}
-		}
-		rep, err = jsonReply(out)
-		if err != nil || mode == "" {
-			return rep, recs, err
-		}
-		u := newUsage()
-		u.write(ti.sch, in.TableName, old, nil, 1)
-		rep, err = withUsage(rep, u, mode, false)
-		return rep, recs, err
-	})
+	return h.writeItem(ctx, body, itemWrite{op: "DeleteItem", table: in.TableName, returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
+		key: in.Key, cond: in.ConditionExpression, names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
+		returnOld:   in.ReturnValuesOnConditionCheckFailure,
+		checkLimits: func(sch *schema) error { return sch.checkKeyValues(in.Key) }, checkMinidyn: in.check})
 }
 
 // exprToken splits an update expression into names (with # or : prefix)
@@ -367,13 +343,9 @@ func topLevelRemoves(expr string, names map[string]string) []string {
 
 // updateInput is an UpdateItem request, or the Update of a transaction.
 type updateInput struct {
-	TableName                           string
-	Key                                 map[string]*types.Item
-	UpdateExpression                    string
-	ConditionExpression                 string
-	ExpressionAttributeNames            map[string]string
-	ExpressionAttributeValues           map[string]*types.Item
-	ReturnValuesOnConditionCheckFailure string
+	conditional
+	Key              map[string]*types.Item
+	UpdateExpression string
 }
 
 func (u *updateInput) check(sch *schema) error {
@@ -391,14 +363,8 @@ func (u *updateInput) check(sch *schema) error {
 // members, a Key that is not exactly the table's key, an update of a key
 // attribute.
 func (u *updateInput) checkMinidyn(ti *tableIndex) error {
-	if err := checkPlaceholders(u.ExpressionAttributeNames, u.ExpressionAttributeValues, u.UpdateExpression, u.ConditionExpression); err != nil {
+	if err := u.conditional.check(u.UpdateExpression); err != nil {
 		return err
-	}
-	if err := checkReturnOnFailure(u.ReturnValuesOnConditionCheckFailure); err != nil {
-		return err
-	}
-	if err := types.ValidateItemMap(u.ExpressionAttributeValues); err != nil {
-		return validation("%s", err.Error())
 	}
 	if err := types.ValidateItemMap(u.Key); err != nil {
 		return validation("%s", err.Error())
@@ -828,14 +794,12 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		}
 		switch a.kind {
 		case "Put":
-			p := putInput{Item: a.Item, ConditionExpression: a.ConditionExpression, ExpressionAttributeNames: a.ExpressionAttributeNames,
-				ExpressionAttributeValues: a.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: a.ReturnValuesOnConditionCheckFailure}
+			p := putInput{conditional: a.conditional, Item: a.Item}
 			err = p.check(a.ti)
 		case "Update":
 			err = a.checkMinidyn(a.ti)
 		default:
-			d := deleteInput{Key: a.Key, ConditionExpression: a.ConditionExpression, ExpressionAttributeNames: a.ExpressionAttributeNames,
-				ExpressionAttributeValues: a.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: a.ReturnValuesOnConditionCheckFailure}
+			d := deleteInput{conditional: a.conditional, Key: a.Key}
 			err = d.check(a.ti)
 		}
 		if err != nil {
