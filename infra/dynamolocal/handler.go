@@ -86,12 +86,13 @@ func decodeRequest(body []byte, v any) error {
 // handler is the translation layer in front of the backend.
 type handler struct {
 	backend http.Handler
-	// lock orders backend access: every write (and anything else that
-	// changes minidyn's state) holds it exclusively, reads share it
-	// (minidyn locks its item reads itself).
+	// lock orders access to the items and to minidyn: every write (and
+	// anything else that changes minidyn's state) holds it exclusively,
+	// reads share it.
 	lock sync.RWMutex
-	// indexes are the ordered key indexes of the tables (index.go),
-	// built when first needed; guarded by lock.
+	// indexes are the tables' items with their ordered key indexes
+	// (index.go): the store itself, minidyn's tables stay empty;
+	// guarded by lock.
 	indexes map[string]*tableIndex
 	// journal, when the engine has a data file, receives every write
 	// (journal.go); nil otherwise, and while the journal is replayed.
