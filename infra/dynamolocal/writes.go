@@ -164,15 +164,35 @@ func (h *handler) table(ctx context.Context, table string) (*tableIndex, *reply)
 
 // itemWrite is a PutItem or a DeleteItem: what the two share.
 type itemWrite struct {
-	op, table, returnValues, capacity string
-	key                               map[string]*types.Item // the item's key (of the Item for a put)
-	cond                              string
-	names                             map[string]string
-	values                            map[string]*types.Item
-	returnOld                         string                  // ReturnValuesOnConditionCheckFailure
-	checkLimits                       func(*schema) error     // DynamoDB's limits
-	checkMinidyn                      func(*tableIndex) error // what minidyn refuses
-	after                             map[string]*types.Item  // the item stored; nil: deleted
+	op, returnValues, capacity string
+	conditional
+	key          map[string]*types.Item  // the item's key (of the Item for a put)
+	checkLimits  func(*schema) error     // DynamoDB's limits
+	checkMinidyn func(*tableIndex) error // what minidyn refuses
+	after        map[string]*types.Item  // the item stored; nil: deleted
+}
+
+// checked returns, under the write lock, the table and the item at key
+// as stored (nil: absent) once c's condition holds on it; otherwise the
+// answer (ConditionalCheckFailedException) or the error (a condition the
+// interpreter refuses, a stored item that cannot be decoded).
+func (h *handler) checked(ctx context.Context, c *conditional, key map[string]*types.Item) (*tableIndex, map[string]*types.Item, *reply, error) {
+	ti, rep := h.tableLocked(ctx, c.TableName)
+	if rep != nil {
+		return nil, nil, rep, nil
+	}
+	old, err := ti.get(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ok, err := match(c.TableName, c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues, old)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !ok {
+		return nil, nil, conditionFailed(old, c.ReturnValuesOnConditionCheckFailure), nil
+	}
+	return ti, old, nil, nil
 }
 
 // writeItem runs a PutItem or DeleteItem: the request is checked against
@@ -189,23 +209,23 @@ func (h *handler) writeItem(ctx context.Context, body []byte, w itemWrite) (*rep
 	default:
 		return nil, validation("ReturnValues can only be ALL_OLD or NONE for %s, got %q", w.op, w.returnValues)
 	}
-	if err := checkExpressions(expr{"ConditionExpression", w.cond}); err != nil {
+	if err := checkExpressions(expr{"ConditionExpression", w.ConditionExpression}); err != nil {
 		return nil, err
 	}
-	if err := checkExpressionValues(w.values); err != nil {
+	if err := checkExpressionValues(w.ExpressionAttributeValues); err != nil {
 		return nil, err
 	}
-	sch, rep := h.schema(ctx, w.table)
+	sch, rep := h.schema(ctx, w.TableName)
 	if rep != nil {
 		return rep, nil
 	}
 	if err := w.checkLimits(sch); err != nil {
 		return nil, err
 	}
-	if rep := h.probeFailure(ctx, w.op, w.table, ""); rep != nil {
+	if rep := h.probeFailure(ctx, w.op, w.TableName, ""); rep != nil {
 		return rep, nil
 	}
-	ti, rep := h.table(ctx, w.table)
+	ti, rep := h.table(ctx, w.TableName)
 	if rep != nil {
 		return rep, nil
 	}
@@ -219,19 +239,9 @@ func (h *handler) writeItem(ctx context.Context, body []byte, w itemWrite) (*rep
 		}
 	}
 	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.tableLocked(ctx, w.table)
-		if rep != nil {
-			return rep, nil, nil
-		}
-		old, err := ti.get(w.key)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok, err := match(w.table, w.cond, w.names, w.values, old); err != nil || !ok {
-			if err != nil {
-				return nil, nil, err
-			}
-			return conditionFailed(old, w.returnOld), nil, nil
+		ti, old, rep, err := h.checked(ctx, &w.conditional, w.key)
+		if rep != nil || err != nil {
+			return rep, nil, err
 		}
 		if w.after != nil {
 			ti.putData(w.after, data)
@@ -248,7 +258,7 @@ func (h *handler) writeItem(ctx context.Context, body []byte, w itemWrite) (*rep
 			return rep, recs, err
 		}
 		u := newUsage()
-		u.write(ti.sch, w.table, old, w.after, 1)
+		u.write(ti.sch, w.TableName, old, w.after, 1)
 		rep, err = withUsage(rep, u, mode, false)
 		return rep, recs, err
 	})
@@ -264,9 +274,8 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
 	}
-	return h.writeItem(ctx, body, itemWrite{op: "PutItem", table: in.TableName, returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
-		key: in.Item, cond: in.ConditionExpression, names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
-		returnOld: in.ReturnValuesOnConditionCheckFailure, after: in.Item,
+	return h.writeItem(ctx, body, itemWrite{op: "PutItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
+		conditional: in.conditional, key: in.Item, after: in.Item,
 		checkLimits: func(sch *schema) error { return sch.checkItem(in.Item) }, checkMinidyn: in.check})
 }
 
@@ -295,9 +304,8 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 	if err := decodeRequest(body, &in); err != nil {
 		return nil, err
 	}
-	return h.writeItem(ctx, body, itemWrite{op: "DeleteItem", table: in.TableName, returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
-		key: in.Key, cond: in.ConditionExpression, names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues,
-		returnOld:   in.ReturnValuesOnConditionCheckFailure,
+	return h.writeItem(ctx, body, itemWrite{op: "DeleteItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
+		conditional: in.conditional, key: in.Key,
 		checkLimits: func(sch *schema) error { return sch.checkKeyValues(in.Key) }, checkMinidyn: in.check})
 }
 
@@ -444,19 +452,9 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		return nil, err
 	}
 	return h.write(func() (*reply, []record, error) {
-		ti, rep := h.tableLocked(ctx, in.TableName)
-		if rep != nil {
-			return rep, nil, nil
-		}
-		old, err := ti.get(in.Key)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok, err := match(in.TableName, in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, old); err != nil || !ok {
-			if err != nil {
-				return nil, nil, err
-			}
-			return conditionFailed(old, in.ReturnValuesOnConditionCheckFailure), nil, nil
+		ti, old, rep, err := h.checked(ctx, &in.conditional, in.Key)
+		if rep != nil || err != nil {
+			return rep, nil, err
 		}
 		item, limit, err := in.apply(ti.sch, old)
 		if err == nil {
