@@ -61,6 +61,7 @@ func journalError(err error) error {
 		msg: fmt.Sprintf("the local engine cannot make writes durable: %v; restart it", err)}
 }
 
+// keyOf is item's table key (the key attributes it has).
 func keyOf(sch *schema, item map[string]*types.Item) map[string]*types.Item {
 	return keyItem(item, sch.keys.names()...)
 }
