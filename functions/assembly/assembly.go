@@ -286,7 +286,7 @@ func (d Deps) Meter(cfg config.Config) *usage.Meter {
 // ToolPolicies returns the users' tool policies over the Users table, with
 // the defaults of catalog's annotations.
 func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *toolpolicy.Service {
-	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog)
+	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog).WithAudit(d.Audit(cfg))
 }
 
 // Gate returns the tool gate in front of catalog: the users' tool

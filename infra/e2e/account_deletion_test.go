@@ -65,7 +65,7 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 		}
 	}
 	c.do("GET", "/api/users/"+userID+"/audit", nil).decode(t, &log)
-	if len(log.Data.Events) != 2 || log.Data.Events[0].Type != "sign_in_failed" || log.Data.Events[1].Type != "sign_in" || log.Data.Events[0].IP == "" {
+	if len(log.Data.Events) != 4 || log.Data.Events[0].Type != "sign_in_failed" || log.Data.Events[1].Type != "sign_in" || log.Data.Events[0].IP == "" {
 		t.Fatalf("audit log %+v; want the failed sign-in newest, then the sign-in, with addresses", log.Data.Events)
 	}
 	expectError(t, "another user's audit log", other.do("GET", "/api/users/"+userID+"/audit", nil), 403, "FORBIDDEN")
@@ -146,4 +146,76 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 	if otherID == "" {
 		t.Fatal("no other user")
 	}
+}
+
+// TestAuditLogRecordsSecurityEvents: each security action of a session
+// lands in the user's audit log, newest first, with the client's address
+// and user agent and what it acted on; paging by cursor lists each event
+// once; a cursor it did not give is 400.
+func TestAuditLogRecordsSecurityEvents(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "ALLOWED_ORIGINS="+frontendOrigin)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "audited@example.com")
+	wfID := defineWorkflow(t, c, userID, "audited", `{"steps":[{"id":"a","toolId":"json_query","inputs":{"input":1,"query":"."}}]}`)
+	tr := createTrigger(t, c, wfID, `{"type":"webhook","enabled":true}`)
+	if r := c.do("POST", "/api/workflows/"+wfID+"/triggers/"+tr.ID+"/rotate-secret", map[string]any{}); r.Status != 200 {
+		t.Fatalf("rotate: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("PUT", "/api/users/"+userID+"/tool-permissions/hash", map[string]string{"policy": "ask"}); r.Status != 200 {
+		t.Fatalf("policy: %d %s", r.Status, r.Body)
+	}
+	var pat struct{ Data struct{ ID string } }
+	c.do("POST", "/api/users/"+userID+"/tokens", `{"name":"audited","expiresInDays":1}`).decode(t, &pat)
+	if r := c.do("DELETE", "/api/users/"+userID+"/tokens/"+pat.Data.ID, nil); r.Status != 204 {
+		t.Fatalf("revoke token: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "audited@example.com", "password": "chat-password-1"},
+		"User-Agent", "audit-test/2.0"); r.Status != 200 {
+		t.Fatalf("sign-in: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/api/auth/sign-out-all", nil); r.Status != 200 {
+		t.Fatalf("sign-out-all: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "audited@example.com", "password": "chat-password-1"}); r.Status != 200 {
+		t.Fatalf("sign-in again: %d %s", r.Status, r.Body)
+	}
+	type event struct {
+		ID, Type, IP, UserAgent string
+		Details                 map[string]any
+	}
+	var all []event
+	cursor := ""
+	for range 10 {
+		var page struct {
+			Data struct {
+				Events     []event
+				NextCursor string
+			}
+		}
+		path := "/api/users/" + userID + "/audit?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		c.do("GET", path, nil).decode(t, &page)
+		all = append(all, page.Data.Events...)
+		if cursor = page.Data.NextCursor; cursor == "" {
+			break
+		}
+	}
+	var types []string
+	for _, e := range all {
+		types = append(types, e.Type)
+	}
+	want := []string{"sign_in", "sign_out_all", "sign_in", "token_revoked", "token_created", "policy_changed", "trigger_secret_rotated"}
+	if strings.Join(types, ",") != strings.Join(want, ",") {
+		t.Fatalf("audit log %v, want %v (newest first)", types, want)
+	}
+	if e := all[2]; e.UserAgent != "audit-test/2.0" || e.IP != "127.0.0.1" {
+		t.Errorf("the sign-in's origin: %q %q", e.IP, e.UserAgent)
+	}
+	if all[3].Details["tokenId"] != pat.Data.ID || all[5].Details["toolId"] != "hash" || all[6].Details["triggerId"] != tr.ID {
+		t.Errorf("details: %+v", all)
+	}
+	expectError(t, "bad cursor", c.do("GET", "/api/users/"+userID+"/audit?cursor=nope", nil), 400, "INVALID_PAGINATION")
 }
