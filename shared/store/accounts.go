@@ -104,9 +104,11 @@ func (a *Accounts) EraseUserItems(ctx context.Context, d account.Deletion) error
 	if _, err := a.sessions.DeleteUserSessions(ctx, uid); err != nil {
 		return errs.Wrap(op, err)
 	}
-	// OAuth: the grants (revoked by now) and the per-client code epochs
-	// their clients name, then the user's own items.
-	var grants []grantItem // and the personal access tokens, on the same index
+	// OAuth: what the user's index lists (the grants, revoked by now,
+	// the personal access tokens, the refresh tokens and codes), the
+	// per-client code epochs the grants' clients name, then the user's
+	// own items.
+	var grants []grantItem
 	if err := a.oauth.Get("GSI1PK", oauthUserKey(uid)).Index(OAuthByUserIndex).All(ctx, &grants); err != nil {
 		return storeError(op, err)
 	}
