@@ -78,4 +78,3 @@ func TestEraserFinishesAfterAFailure(t *testing.T) {
 		t.Errorf("an empty queue's sweep: %d, %v", n, err)
 	}
 }
-
