@@ -48,6 +48,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/guregu/dynamo/v2"
 
+	"github.com/workflowchat/service/shared/audit"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/blob"
@@ -249,7 +250,26 @@ func (d Deps) Users(cfg config.Config) *store.Users {
 
 // Auth returns the auth service over the configured users and sessions.
 func (d Deps) Auth(cfg config.Config) *auth.Service {
-	return auth.NewService(d.Users(cfg), d.Hasher, d.Now)
+	svc := auth.NewService(d.Users(cfg), d.Hasher, d.Now).WithAudit(d.Audit(cfg))
+	if cfg.DataTable != "" && cfg.OAuthTable != "" {
+		svc.WithDeletions(d.Accounts(cfg))
+	}
+	return svc
+}
+
+// Audit returns the users' audit log in the Data table; nil (records
+// nothing) for a function without DATA_TABLE.
+func (d Deps) Audit(cfg config.Config) *audit.Log {
+	if cfg.DataTable == "" {
+		return nil
+	}
+	return audit.NewLog(store.NewAudit(d.DB, cfg.DataTable), d.Now, d.Logger)
+}
+
+// Accounts returns the account deletions' store (the request, the queue
+// of erasures, the erasure of a user's own items).
+func (d Deps) Accounts(cfg config.Config) *store.Accounts {
+	return store.NewAccounts(d.DB, cfg.UsersTable, cfg.SessionsTable, cfg.DataTable, cfg.OAuthTable)
 }
 
 // OAuthStore returns the OAuth table's store.
@@ -266,7 +286,7 @@ func (d Deps) Meter(cfg config.Config) *usage.Meter {
 // ToolPolicies returns the users' tool policies over the Users table, with
 // the defaults of catalog's annotations.
 func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *toolpolicy.Service {
-	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog)
+	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog).WithAudit(d.Audit(cfg))
 }
 
 // Gate returns the tool gate in front of catalog: the users' tool

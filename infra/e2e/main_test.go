@@ -57,6 +57,7 @@ type server struct {
 	MCP    string // http://127.0.0.1:port/mcp
 	Key    string
 	stdout *bytes.Buffer
+	logs   *lockedBuffer // stderr
 	done   chan struct{} // closed when the process has exited
 	err    error         // the exit error, set before done is closed
 }
@@ -76,7 +77,7 @@ func startServer(t *testing.T, env ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, stdout: &bytes.Buffer{}, done: make(chan struct{})}
+	s := &server{cmd: cmd, stdout: &bytes.Buffer{}, logs: logs, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -83,7 +83,16 @@ var wantBlobGrants = map[string]map[string][]string{
 	// schedule run's end may start.
 	"TriggersFunction":    triggeredRunGrants,
 	"TriggerFireFunction": triggeredRunGrants,
-	"SweeperFunction":     triggeredRunGrants,
+	// ... and the sweeper's account erasure deletes the user's chats and
+	// workflows with their values and attachments, and what is left in
+	// the user's upload and attachment folders.
+	"SweeperFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"runs/":        {"s3:PutObject", "s3:DeleteObject"},
+		"chats/":       {"s3:DeleteObject"},
+		"list":         {"attachments/", "chats/", "runs/", "uploads/"},
+	},
 	// A call's large input (spilled into the run), a run's large output
 	// read back for the client; the attachments its arguments name, as
 	// above.
@@ -426,7 +435,7 @@ var blobCases = []brokenCase{
 		"ChatsFunction: may access the blob bucket but BLOB_BUCKET"},
 	{"the sweeper granted more blobs", "o_blob_grants", "              Action: [s3:PutObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n        # Tracing",
 		"              Action: [s3:PutObject, s3:GetObject]\n              Resource:\n                - !Sub \"${BlobBucket.Arn}/runs/*\"\n        # Tracing",
-		"SweeperFunction on blobs runs/: grants [s3:GetObject s3:PutObject], want [s3:PutObject]"},
+		"SweeperFunction on blobs runs/: grants [s3:DeleteObject s3:GetObject s3:PutObject], want [s3:DeleteObject s3:PutObject]"},
 	{"the triggers without the bucket's name", "o_blob_grants",
 		"          RUNNER_FUNCTION: !Ref RunnerFunction\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # The auth middleware",
 		"          RUNNER_FUNCTION: !Ref RunnerFunction\n      Policies:\n        - Version: \"2012-10-17\"\n          Statement:\n            # The auth middleware",

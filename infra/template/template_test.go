@@ -91,8 +91,13 @@ var allowedActions = map[string]bool{
 var wantGrants = map[string]map[string][]string{
 	"HealthFunction": {},
 	"AuthFunction": {
-		// sign-up transaction: Put credential + Put profile; sign-in: GetItem.
-		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem"},
+		// sign-up transaction: Put credential + Put profile; sign-in:
+		// GetItem; account deletion's transaction (store.BeginDeletion):
+		// Delete credential, Update profile, Put the erasure request.
+		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"},
+		// the audit log (store.Audit: PutItem, Query of AUDIT#) and the
+		// erasure request (PutItem of DELETION#).
+		"DataTable": {"dynamodb:PutItem", "dynamodb:Query"},
 		// create (also in the sign-up transaction), read, renew, sign out.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
 		// sign-out-all: the user's session keys (store.DeleteUserSessions).
@@ -109,6 +114,8 @@ var wantGrants = map[string]map[string][]string{
 	"OAuthFunction": {
 		// the sign-in page: store.Users.Credential (GetItem).
 		"UsersTable": {"dynamodb:GetItem"},
+		// the audit log (store.Audit.AppendAudit).
+		"DataTable": {"dynamodb:PutItem"},
 		// the sign-in page's session (PutItem); the pages' and the
 		// /api/users routes' session check and renewal.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
@@ -149,6 +156,8 @@ var wantGrants = map[string]map[string][]string{
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware; the catalog comes from the tool server.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// the audit log (a policy changed: store.Audit.AppendAudit).
+		"DataTable": {"dynamodb:PutItem"},
 	},
 	// The tool server has no storage.
 	"McpFunction": {},
@@ -218,12 +227,24 @@ var wantGrants = map[string]map[string][]string{
 	// service checks (store.Attachments: the read, TransactGetItems;
 	// MarkReady / MarkFailed, a tx with a ConditionCheck on the chat;
 	// AttachmentChat, a Query of GSI1).
+	// Account erasure (sweeperfn.Eraser): every chat and workflow of the
+	// user deleted as their owner's delete does (collections and the runs
+	// of GSI2, BatchWriteItem and DeleteItem); the queued request removed
+	// (DeleteItem); the user's own items in every table
+	// (store.Accounts.EraseUserItems, RateLimits.DeleteWindows:
+	// BatchWriteItem of keys known or listed by the tables' user indexes).
 	"SweeperFunction": {
-		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
-		"DataTable/index/GSI1": {"dynamodb:Query"},
+		"DataTable":                       {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
+		"DataTable/index/GSI1":            {"dynamodb:Query"},
+		"DataTable/index/GSI2":            {"dynamodb:Query"},
+		"UsersTable":                      {"dynamodb:BatchWriteItem"},
+		"SessionsTable":                   {"dynamodb:BatchWriteItem"},
+		"SessionsTable/index/UserSessions": {"dynamodb:Query"},
+		"OAuthTable":                      {"dynamodb:BatchWriteItem"},
+		"OAuthTable/index/UserItems":      {"dynamodb:Query"},
 		// The end of an interrupted schedule run may start its trigger's
 		// buffered fire, counted against the run rate limit.
-		"RateLimitsTable": {"dynamodb:UpdateItem"},
+		"RateLimitsTable": {"dynamodb:UpdateItem", "dynamodb:BatchWriteItem"},
 	},
 	// The runner: store.Runs.LoggedRun (TransactGetItems of the run and
 	// its log head: GetItem per item), SaveCheckpoint (tx: Update run, Put
@@ -1758,9 +1779,11 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"wildcard resource", "d_iam_least_privilege",
 			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [\"*\"]", `resource "*"`},
 		{"access to a table whose name it does not receive", "d_iam_least_privilege",
-			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [!GetAtt UsersTable.Arn, !GetAtt DataTable.Arn]", "may access DataTable but does not receive its name"},
+			"              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn]",
+			"              Action: [dynamodb:GetItem, dynamodb:UpdateItem]\n              Resource: [!GetAtt UsersTable.Arn, !GetAtt DataTable.Arn]", "may access DataTable but does not receive its name"},
 		{"table name received without access", "d_iam_least_privilege",
-			"          SESSIONS_TABLE: !Ref SessionsTable\n", "          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n", "receives the name of DataTable but has no access"},
+			"      Description: Model list and model preferences\n      CodeUri: .\n      Environment:\n        Variables:\n",
+			"      Description: Model list and model preferences\n      CodeUri: .\n      Environment:\n        Variables:\n          DATA_TABLE: !Ref DataTable\n", "receives the name of DataTable but has no access"},
 		{"non-Query action on an index", "d_iam_least_privilege",
 			"Resource: [!GetAtt UsersTable.Arn]", "Resource: [!GetAtt UsersTable.Arn, !Sub \"${DataTable.Arn}/index/GSI1\"]", "grant only dynamodb:Query on indexes"},
 		{"managed policy", "d_iam_least_privilege",

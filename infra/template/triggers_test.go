@@ -30,6 +30,8 @@ const (
 var scheduleManagers = map[string][]string{
 	triggersID:          {"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"},
 	"WorkflowsFunction": {"scheduler:DeleteSchedule"},
+	// Account erasure deletes the user's workflows with their triggers.
+	"SweeperFunction": {"scheduler:DeleteSchedule"},
 }
 
 // isSchedulerStatement reports whether a policy statement grants

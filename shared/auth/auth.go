@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/audit"
 	"github.com/workflowchat/service/shared/errs"
 )
 
@@ -92,7 +93,21 @@ type Service struct {
 	hashWait time.Duration
 	// signOutAll are the other credentials SignOutAll ends (OnSignOutAll).
 	signOutAll []func(ctx context.Context, userID string) error
+	// audit records the security events (WithAudit); nil records none.
+	audit *audit.Log
+	// deletions begins account deletions (WithDeletions).
+	deletions Deletions
 }
+
+// WithAudit makes s record sign-ins (failed ones too), sign-out-all and
+// deletion requests in l. Call it while building the service.
+func (s *Service) WithAudit(l *audit.Log) *Service {
+	s.audit = l
+	return s
+}
+
+// Audit returns the log s records in (nil without one).
+func (s *Service) Audit() *audit.Log { return s.audit }
 
 // OnSignOutAll adds f to what SignOutAll ends besides the sessions: f
 // revokes the user's other credentials (OAuth grants, personal access
@@ -225,7 +240,11 @@ func (s *Service) SignIn(ctx context.Context, c Credentials) (SignedIn, error) {
 	}
 	ok := s.hasher.Verify(hash, c.Password)
 	release()
-	if err != nil || !ok {
+	if err != nil {
+		return SignedIn{}, errBadCredentials
+	}
+	if !ok {
+		s.audit.Record(ctx, u.ID, audit.SignInFailed, map[string]any{"method": "password"})
 		return SignedIn{}, errBadCredentials
 	}
 	now := s.now().UTC()
@@ -233,6 +252,7 @@ func (s *Service) SignIn(ctx context.Context, c Credentials) (SignedIn, error) {
 	if err := s.store.CreateSession(ctx, sess); err != nil {
 		return SignedIn{}, errs.Wrap(op, err)
 	}
+	s.audit.Record(ctx, u.ID, audit.SignIn, map[string]any{"method": "password"})
 	return SignedIn{User: u, Session: sess, Token: token}, nil
 }
 
@@ -313,6 +333,7 @@ func (s *Service) SignOutAll(ctx context.Context, token string) (int, error) {
 			return 0, errs.Wrap(op, err)
 		}
 	}
+	s.audit.Record(ctx, sess.User.ID, audit.SignOutAll, map[string]any{"sessions": n})
 	return n, nil
 }
 

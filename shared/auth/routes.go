@@ -19,6 +19,8 @@ func Routes(s *Service, a Attempts) *httpapi.Router {
 	r.Handle("GET /api/auth/session", s.Require(handleSession()))
 	r.Handle("POST /api/auth/sign-out", handleSignOut(s))
 	r.Handle("POST /api/auth/sign-out-all", handleSignOutAll(s))
+	r.Handle("DELETE /api/users/{userId}", s.Require(SelfPath(handleDeleteAccount(s, a))))
+	r.Handle("GET /api/users/{userId}/audit", s.Require(SelfPath(handleAudit(s))))
 	return r
 }
 

@@ -37,7 +37,7 @@ type Options struct {
 }
 
 // Stack wraps h in the standard middleware, outermost first: security
-// headers, request id, the request's trace span, request logging, panic
+// headers, request id, the client's origin (ClientOrigin), the request's trace span, request logging, panic
 // recovery, CORS, the refusal
 // of cross-site writes and of bodies that are not JSON, and the body
 // limit. When h is a *Router, its routes' Access adjusts CORS and the
@@ -52,7 +52,7 @@ func Stack(h http.Handler, o Options) http.Handler {
 		access = rt.AccessOf
 	}
 	cors, writes := CORS(o.AllowedOrigins), CrossSiteWrites(o.AllowedOrigins)
-	return Chain(h, SecurityHeaders, RequestID(logger), Trace, AccessLog, Recover,
+	return Chain(h, SecurityHeaders, RequestID(logger), ClientOrigin, Trace, AccessLog, Recover,
 		func(next http.Handler) http.Handler {
 			viaCORS, open := cors(next), OpenCORS(next)
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

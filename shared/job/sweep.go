@@ -85,6 +85,38 @@ type Sweeper struct {
 	handlers map[string]Handler
 	now      func() time.Time
 	log      *slog.Logger
+	tasks    []task
+}
+
+// task is queued work a sweep also runs (Also).
+type task struct {
+	name string
+	run  func(ctx context.Context) (int, error)
+}
+
+// Also adds queued work every Sweep runs after the expired jobs (account
+// erasures): run does what is queued and returns how much it finished.
+// Its failure is joined into Sweep's error; what it finished is logged,
+// not counted in Sweep's result (the expired jobs). Call it while
+// building the sweeper.
+func (s *Sweeper) Also(name string, run func(ctx context.Context) (int, error)) *Sweeper {
+	s.tasks = append(s.tasks, task{name: name, run: run})
+	return s
+}
+
+// runTasks runs the tasks of Also.
+func (s *Sweeper) runTasks(ctx context.Context) []error {
+	var errList []error
+	for _, t := range s.tasks {
+		n, err := t.run(ctx)
+		if n > 0 {
+			s.log.InfoContext(ctx, "sweep task", "task", t.name, "done", n)
+		}
+		if err != nil {
+			errList = append(errList, fmt.Errorf("job: %s: %w", t.name, err))
+		}
+	}
+	return errList
 }
 
 // NewSweeper returns a Sweeper over store with a handler per kind. now nil
@@ -99,16 +131,17 @@ func NewSweeper(store Store, handlers map[string]Handler, now func() time.Time, 
 	return &Sweeper{store: store, handlers: handlers, now: now, log: log}
 }
 
-// Sweep handles every expired lease once and returns how many it handled.
+// Sweep handles every expired lease once and returns how many it handled,
+// then runs the tasks of Also.
 // It fails when the store cannot be read; a handler's failure or a kind
 // without a handler is joined into the error after the others were tried.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	expired, err := s.store.Expired(ctx, s.now(), MaxPerSweep)
 	if err != nil {
-		return 0, fmt.Errorf("job: find expired: %w", err)
+		return 0, errors.Join(append([]error{fmt.Errorf("job: find expired: %w", err)}, s.runTasks(ctx)...)...)
 	}
 	if len(expired) == 0 {
-		return 0, nil
+		return 0, errors.Join(s.runTasks(ctx)...)
 	}
 	// Only a sweep that found work is traced: the run resumes it makes
 	// link to it.
@@ -131,6 +164,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 		// hour): keep the message and the kind field.
 		s.log.InfoContext(ctx, "swept expired lease", "kind", e.Kind, "collection", e.Collection, "id", e.ID)
 	}
+	errList = append(errList, s.runTasks(ctx)...)
 	return n, errors.Join(errList...)
 }
 

@@ -40,7 +40,11 @@ type clientItem struct {
 }
 
 type codeItem struct {
-	PK          string
+	PK string
+	// GSI1PK and GSI1SK list the code under its user (UserItems), for
+	// the erasure of a deleted account only.
+	GSI1PK      string    `dynamo:",omitempty"`
+	GSI1SK      string    `dynamo:",omitempty"`
 	ClientID    string    `dynamo:"clientId"`
 	UserID      string    `dynamo:"userId"`
 	RedirectURI string    `dynamo:"redirectUri,omitempty"`
@@ -78,7 +82,11 @@ type grantItem struct {
 }
 
 type refreshItem struct {
-	PK        string
+	PK string
+	// GSI1PK and GSI1SK list the token under its user (UserItems), for
+	// the erasure of a deleted account only.
+	GSI1PK    string    `dynamo:",omitempty"`
+	GSI1SK    string    `dynamo:",omitempty"`
 	GrantID   string    `dynamo:"grantId"`
 	ClientID  string    `dynamo:"clientId"`
 	UserID    string    `dynamo:"userId"`
@@ -147,7 +155,7 @@ func (o *OAuth) Client(ctx context.Context, id string) (oauth.Client, error) {
 // CreateCode stores c.
 func (o *OAuth) CreateCode(ctx context.Context, c oauth.Code) error {
 	return storeError("store.CreateCode", o.table.Put(codeItem{
-		PK: codePK(c.Hash), ClientID: c.ClientID, UserID: c.UserID, RedirectURI: c.RedirectURI, Challenge: c.Challenge,
+		PK: codePK(c.Hash), GSI1PK: oauthUserKey(c.UserID), GSI1SK: codePK(c.Hash), ClientID: c.ClientID, UserID: c.UserID, RedirectURI: c.RedirectURI, Challenge: c.Challenge,
 		Resource: c.Resource, Scope: c.Scope, ClientName: c.ClientName, EpochUser: c.Epoch.User, EpochClient: c.Epoch.Client,
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt.Unix(),
 	}).If("attribute_not_exists(PK)").Run(ctx))
@@ -226,7 +234,7 @@ func (it grantItem) grant() oauth.Grant {
 }
 
 func newRefreshItem(t oauth.RefreshToken) refreshItem {
-	return refreshItem{PK: refreshPK(t.Hash), GrantID: t.GrantID, ClientID: t.ClientID, UserID: t.UserID, Used: t.Used,
+	return refreshItem{PK: refreshPK(t.Hash), GSI1PK: oauthUserKey(t.UserID), GSI1SK: refreshPK(t.Hash), GrantID: t.GrantID, ClientID: t.ClientID, UserID: t.UserID, Used: t.Used,
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt.Unix()}
 }
 

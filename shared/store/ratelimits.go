@@ -63,3 +63,22 @@ func (r *RateLimits) Hit(ctx context.Context, userID, rule string, start time.Ti
 	}
 	return it.Hits, nil
 }
+
+// DeleteWindows deletes userID's counters of rule with windows of length
+// per that may still exist at now (the windows whose TTL has not passed:
+// those starting within per plus RateLimitTTLMargin before now, and one
+// window more for the clocks of other instances), in one batch write. An
+// account's erasure calls it for every rule.
+func (r *RateLimits) DeleteWindows(ctx context.Context, userID, rule string, per time.Duration, now time.Time) error {
+	const op = "store.RateLimits.DeleteWindows"
+	if per <= 0 {
+		return nil
+	}
+	secs := int64(per / time.Second)
+	start := now.Unix() - now.Unix()%secs
+	var keys []dynamo.Keyed
+	for s := start; s > now.Unix()-secs-int64(RateLimitTTLMargin/time.Second)-secs; s -= secs {
+		keys = append(keys, dynamo.Keys{rateWindowKey(userID, rule, time.Unix(s, 0), per)})
+	}
+	return hashBatchDelete(ctx, op, r.table, keys)
+}

@@ -8,6 +8,7 @@ package toolpolicy
 
 import (
 	"context"
+	"github.com/workflowchat/service/shared/audit"
 	"slices"
 	"strings"
 
@@ -54,11 +55,19 @@ type Catalog interface {
 type Service struct {
 	store   Store
 	catalog Catalog
+	audit   *audit.Log
 }
 
 // NewService returns a Service over store and catalog.
 func NewService(store Store, catalog Catalog) *Service {
 	return &Service{store: store, catalog: catalog}
+}
+
+// WithAudit makes s record the policies users set in l. Call it while
+// building the service.
+func (s *Service) WithAudit(l *audit.Log) *Service {
+	s.audit = l
+	return s
 }
 
 // Permission is the policy of one tool for one user.
@@ -118,6 +127,7 @@ func (s *Service) Set(ctx context.Context, userID, toolID, policy string) (Permi
 	if err := s.store.SetToolPolicy(ctx, userID, toolID, policy); err != nil {
 		return Permission{}, errs.Wrap(op, err)
 	}
+	s.audit.Record(ctx, userID, audit.PolicyChanged, map[string]any{"toolId": toolID, "policy": policy})
 	return Permission{ToolID: toolID, Policy: policy, Source: SourceUser}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/audit"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -39,6 +40,8 @@ type Options struct {
 	PublicBaseURL string
 	Now           func() time.Time
 	Logger        *slog.Logger
+	// Audit records secret rotations; nil records none.
+	Audit *audit.Log
 }
 
 // Service implements the trigger operations.
@@ -50,6 +53,7 @@ type Service struct {
 	baseURL   string
 	now       func() time.Time
 	logger    *slog.Logger
+	audit     *audit.Log
 }
 
 // NewService returns a Service.
@@ -61,7 +65,7 @@ func NewService(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, baseURL: o.PublicBaseURL, now: o.Now,
-		logger: o.Logger}
+		logger: o.Logger, audit: o.Audit}
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -312,6 +316,7 @@ func (s *Service) RotateSecret(ctx context.Context, workflowID, triggerID string
 	if err != nil {
 		return Created{}, err
 	}
+	s.audit.Record(ctx, auth.UserID(ctx), audit.TriggerSecretRotated, map[string]any{"workflowId": workflowID, "triggerId": t.ID})
 	return Created{Trigger: t, Secret: s.secrets.Secret(t.ID, nonce)}, nil
 }
 

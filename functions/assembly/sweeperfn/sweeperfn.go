@@ -26,7 +26,7 @@ import (
 const LogicalID = "SweeperFunction"
 
 // Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET"}
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET", "USERS_TABLE", "SESSIONS_TABLE", "OAUTH_TABLE"}
 
 // Sweeper builds the sweeper over the Data table: the jobs whose lease
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's
@@ -43,7 +43,6 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 		}
 	}
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
-	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable), Jobs: jobs, Now: d.Now})
 	// The end of an interrupted schedule run may start its trigger's
 	// buffered fire: through the one run service, with its blob store
 	// and attachment checks.
@@ -51,11 +50,20 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
+	// The chats of an erased account are deleted as their owner's delete
+	// does: with their attachments and their replies' values.
+	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), Jobs: jobs,
+		Attachments: blobstore.Attachments(cfg, d, blobs), Blobs: blobs, Now: d.Now})
 	rs, err := runstart.Build(ctx, cfg, d, blobs)
 	if err != nil {
 		return nil, err
 	}
-	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume}, d.Now, d.Logger), nil
+	eraser, err := Eraser(ctx, cfg, d, chats, rs.Store, blobs)
+	if err != nil {
+		return nil, err
+	}
+	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume}, d.Now, d.Logger).
+		Also("account erasure", eraser.Sweep), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep

@@ -62,7 +62,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.
 		return nil, err
 	}
 	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: rs.Triggered,
-		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger}), nil
+		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger, Audit: d.Audit(cfg)}), nil
 }
 
 // Deleter returns the trigger service that only deletes triggers with

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"github.com/workflowchat/service/shared/audit"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -268,6 +269,7 @@ func (s *Server) handleAuthorizeForm(w http.ResponseWriter, r *http.Request) {
 			s.signInPage(w, req, s.csrfToken(w, r), "", "your session ended; sign in again", http.StatusUnauthorized)
 			return
 		}
+		s.auth.Audit().Record(ctx, sess.User.ID, audit.OAuthConsent, map[string]any{"clientId": req.client.ID, "clientName": req.client.Name})
 		q := url.Values{"code": {code}, "iss": {req.base}}
 		if req.state != "" {
 			q.Set("state", req.state)

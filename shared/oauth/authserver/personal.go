@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"context"
+	"github.com/workflowchat/service/shared/audit"
 	"net/http"
 	"slices"
 	"strings"
@@ -187,7 +188,11 @@ func userPath(r *http.Request, op string) (string, error) {
 // malformed or foreign path is told as such whatever the body.
 func (s *Server) handleCreateToken() http.Handler {
 	create := httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in TokenRequest) (CreatedToken, error) {
-		return s.CreatePersonalToken(r.Context(), r.PathValue("userId"), in)
+		t, err := s.CreatePersonalToken(r.Context(), r.PathValue("userId"), in)
+		if err == nil {
+			s.auth.Audit().Record(r.Context(), r.PathValue("userId"), audit.TokenCreated, map[string]any{"tokenId": t.ID, "name": t.Name})
+		}
+		return t, err
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := userPath(r, "oauth.CreateToken"); err != nil {
@@ -219,7 +224,11 @@ func (s *Server) handleDeleteToken() http.Handler {
 		if err != nil {
 			return httpapi.Empty{}, err
 		}
-		return httpapi.Empty{}, errs.Wrap(op, s.store.DeletePersonalToken(r.Context(), id, tokenID))
+		if err := s.store.DeletePersonalToken(r.Context(), id, tokenID); err != nil {
+			return httpapi.Empty{}, errs.Wrap(op, err)
+		}
+		s.auth.Audit().Record(r.Context(), id, audit.TokenRevoked, map[string]any{"tokenId": tokenID})
+		return httpapi.Empty{}, nil
 	})
 }
 
@@ -244,6 +253,10 @@ func (s *Server) handleDeleteConnection() http.Handler {
 		if err != nil {
 			return httpapi.Empty{}, err
 		}
-		return httpapi.Empty{}, s.Disconnect(r.Context(), id, clientID)
+		if err := s.Disconnect(r.Context(), id, clientID); err != nil {
+			return httpapi.Empty{}, err
+		}
+		s.auth.Audit().Record(r.Context(), id, audit.OAuthRevoked, map[string]any{"clientId": clientID})
+		return httpapi.Empty{}, nil
 	})
 }

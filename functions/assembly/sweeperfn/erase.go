@@ -1,0 +1,89 @@
+package sweeperfn
+
+import (
+	"context"
+	"time"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/triggersfn"
+	"github.com/workflowchat/service/shared/account"
+	"github.com/workflowchat/service/shared/attachment"
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+// Eraser builds the erasure of deleted accounts (package account), in
+// this order: every chat of the user, as the user's own delete does (its
+// messages, runs, attachments with their blobs and the replies' values,
+// through chats); every workflow (its triggers with their schedules, its
+// runs with their values); what remains in the user's blob folders (an
+// upload never settled); the user's rate limit counters; then the user's own items (store.Accounts:
+// profile, policies, usage, counters, audit log, sessions, OAuth
+// grants and tokens). It fails when the trigger scheduler cannot be
+// built.
+func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store) (*account.Eraser, error) {
+	triggers, err := triggersfn.Deleter(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	chatStore := store.NewChats(d.DB, cfg.DataTable)
+	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
+	wfs := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Now: d.Now})
+	accounts := d.Accounts(cfg)
+	limits, rules := store.NewRateLimits(d.DB, cfg.RateLimitsTable), cfg.RateLimitRules()
+	return account.NewEraser(accounts, d.Logger,
+		account.Part{Name: "chats", Erase: func(ctx context.Context, del account.Deletion) error {
+			for {
+				cs, _, err := chatStore.ListChats(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit})
+				if err != nil || len(cs) == 0 {
+					return err
+				}
+				for _, c := range cs {
+					if err := chats.Delete(ctx, c.ID); err != nil {
+						return err
+					}
+				}
+			}
+		}},
+		account.Part{Name: "workflows", Erase: func(ctx context.Context, del account.Deletion) error {
+			for {
+				ws, _, err := workflows.ListWorkflows(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit})
+				if err != nil || len(ws) == 0 {
+					return err
+				}
+				for _, w := range ws {
+					if err := wfs.Delete(ctx, w.ID); err != nil {
+						return err
+					}
+				}
+			}
+		}},
+		account.Part{Name: "blobs", Erase: func(ctx context.Context, del account.Deletion) error {
+			for _, p := range []string{attachment.UploadKey(del.UserID, ""), attachment.Key(del.UserID, "")} {
+				if _, err := blobs.DeletePrefix(ctx, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		account.Part{Name: "rate limits", Erase: func(ctx context.Context, del account.Deletion) error {
+			now := time.Now()
+			if d.Now != nil {
+				now = d.Now()
+			}
+			for _, r := range rules {
+				for _, w := range r.Windows {
+					if err := limits.DeleteWindows(ctx, del.UserID, r.Name, w.Per, now); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}},
+		account.Part{Name: "items", Erase: accounts.EraseUserItems},
+	), nil
+}
