@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +26,7 @@ import (
 type Remote struct {
 	http         *http.Client
 	allowPrivate bool
+	timeout      time.Duration
 }
 
 // NewRemote returns the Remote; allowPrivate lets it reach loopback and
@@ -32,7 +34,15 @@ type Remote struct {
 func NewRemote(allowPrivate bool) *Remote {
 	c := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: ListTimeout, MaxRedirects: -1})
 	c.Transport = boundedTransport{next: c.Transport}
-	return &Remote{http: c, allowPrivate: allowPrivate}
+	return &Remote{http: c, allowPrivate: allowPrivate, timeout: ListTimeout}
+}
+
+// WithTimeout returns a copy of r whose listing is bounded by d instead of
+// ListTimeout (tests of a server that never answers).
+func (r *Remote) WithTimeout(d time.Duration) *Remote {
+	c := *r
+	c.timeout = d
+	return &c
 }
 
 // Endpoint is where and how to reach one server.
@@ -47,9 +57,9 @@ type Endpoint struct {
 // *Problem (its code says what failed; its message is safe to show and
 // names no secret).
 func (r *Remote) ListTools(ctx context.Context, e Endpoint) ([]Tool, *Problem) {
-	ctx, cancel := context.WithTimeout(ctx, ListTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	seen := &observed{}
+	seen := &observed{ctx: ctx}
 	session, err := r.connect(ctx, e, seen)
 	if err != nil {
 		return nil, seen.problem(ctx, err)
@@ -156,7 +166,10 @@ func problemOf(ctx context.Context, err error) *Problem {
 	case errors.Is(err, errTooLarge):
 		return &Problem{Code: CodeResponseTooLarge, Message: fmt.Sprintf("the server answered more than %d MiB", MaxResponseBytes>>20)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return &Problem{Code: CodeRemoteTimeout, Message: fmt.Sprintf("the server did not answer within %s", ListTimeout)}
+		return &Problem{Code: CodeRemoteTimeout, Message: "the server did not answer in time"}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &Problem{Code: CodeUnreachable, Message: "the server closed the connection in the middle of its answer"}
 	}
 	var ne net.Error
 	var oe *net.OpError
@@ -170,23 +183,51 @@ func problemOf(ctx context.Context, err error) *Problem {
 // observed is what the answers of one connection showed: whether the
 // server refused the credentials (401 or 403) and the resource metadata
 // URL its challenge named.
+//
+// It also ties every request to ctx, the listing's context: the SDK may
+// send a request under a context of its own, and a request still running
+// when the listing ends is cancelled then.
 type observed struct {
+	ctx              context.Context
 	mu               sync.Mutex
 	status           int
 	resourceMetadata string
+	tooLarge         bool
+	broken           error // a transport failure: connection refused, reset, cut answer
 }
 
+// problem says what err was, from what the transport saw first: the
+// SDK's errors do not always wrap their cause.
 func (o *observed) problem(ctx context.Context, err error) *Problem {
 	o.mu.Lock()
-	status := o.status
+	status, tooLarge, broken := o.status, o.tooLarge, o.broken
 	o.mu.Unlock()
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return &Problem{Code: CodeUnauthorizedByRmt, Message: fmt.Sprintf("the server refused the service's credentials (%d)", status)}
+	case tooLarge:
+		return problemOf(ctx, errTooLarge)
+	case broken != nil && ctx.Err() == nil:
+		return problemOf(ctx, broken)
 	}
 	return problemOf(ctx, err)
 }
 
-// observeTransport records refusals into seen.
+func (o *observed) fail(err error) {
+	if err == nil || errors.Is(err, io.EOF) {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if errors.Is(err, errTooLarge) {
+		o.tooLarge = true
+	} else if o.broken == nil {
+		o.broken = err
+	}
+}
+
+// observeTransport records refusals and failures into seen and bounds
+// each request by seen.ctx.
 type observeTransport struct {
 	next http.RoundTripper
 	seen *observed
@@ -194,14 +235,43 @@ type observeTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (o observeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := o.next.RoundTrip(req)
-	if err == nil && (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) {
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(o.seen.ctx, cancel)
+	done := func() { stop(); cancel() }
+	res, err := o.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		done()
+		o.seen.fail(err)
+		return nil, err
+	}
+	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
 		o.seen.mu.Lock()
 		o.seen.status = res.StatusCode
 		o.seen.resourceMetadata = challengeParam(res.Header.Values("WWW-Authenticate"), "resource_metadata")
 		o.seen.mu.Unlock()
 	}
-	return res, err
+	res.Body = &observedBody{ReadCloser: res.Body, seen: o.seen, done: done}
+	return res, nil
+}
+
+// observedBody records a failed read and releases its request's context
+// when closed.
+type observedBody struct {
+	io.ReadCloser
+	seen *observed
+	done func()
+}
+
+func (b *observedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.seen.fail(err)
+	return n, err
+}
+
+func (b *observedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
 }
 
 // challengeParam returns the value of param in a Bearer challenge of

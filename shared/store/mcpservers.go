@@ -317,4 +317,3 @@ func (s *MCPServers) EnabledServers(ctx context.Context, userID string) ([]mcpse
 	}
 	return out, nil
 }
-
