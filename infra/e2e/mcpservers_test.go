@@ -48,7 +48,7 @@ func createMCPServer(t *testing.T, c *client, body any) mcpServerJSON {
 // a new URL, a delete.
 func TestMCPServerConnectsToAnInstance(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "TOOLS_ALLOW_PRIVATE_NETWORKS=true")
+	srv := startServer(t, "TOOLS_ALLOW_PRIVATE_NETWORKS=true", "RATE_LIMIT_MCP_SERVERS=100/m")
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "mcp-servers@example.com")
 	defineWorkflow(t, c, userID, "digest", `{"steps":[{"id":"h","toolId":"hash","inputs":{"algorithm":"sha256","text":"{{input.text}}"}}],
@@ -127,11 +127,11 @@ func TestMCPServerConnectsToAnInstance(t *testing.T) {
 
 // TestMCPServerBadInput: every field at its limit, one over and far over;
 // the SSRF cases without TOOLS_ALLOW_PRIVATE_NETWORKS; the 20-server
-// limit; another user's server; pages. Never a 5xx, nothing stored by a
-// refused request.
+// limit; another user's server; pages; the rate of connecting writes.
+// Never a 5xx, nothing stored by a refused request.
 func TestMCPServerBadInput(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	srv := startServer(t, "RATE_LIMIT_MCP_SERVERS=100/m")
 	c := newClient(t, srv.API)
 	signUpChatUser(t, c, "mcp-bad@example.com")
 	oauth := map[string]string{"type": "oauth"}
@@ -275,5 +275,30 @@ func TestMCPServerBadInput(t *testing.T) {
 	c.do("GET", "/api/mcp-servers/"+hv.Data.ID, nil).decode(t, &still)
 	if !still.Data.Enabled {
 		t.Fatal("another user's PATCH disabled the server")
+	}
+
+	// Connecting writes are rate limited per user: refresh until 429
+	// (at most the 100 of a window, and one more window if the minute
+	// turns), with Retry-After; reads are not counted.
+	limited := false
+	for i := 0; i < 220 && !limited; i++ {
+		r := c.do("POST", "/api/mcp-servers/"+at.ID+"/refresh", nil)
+		switch r.Status {
+		case 404:
+		case 429:
+			limited = true
+			expectError(t, "rate limited", r, 429, "RATE_LIMITED")
+			if r.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("refresh %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if !limited {
+		t.Fatal("no 429 after 220 connecting writes")
+	}
+	if r := c.do("GET", "/api/mcp-servers?limit=1", nil); r.Status != 200 {
+		t.Fatalf("a read after the limit: %d", r.Status)
 	}
 }

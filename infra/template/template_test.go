@@ -98,6 +98,8 @@ var wantGrants = map[string]map[string][]string{
 		// DeleteServer (tx of Put/Delete and the count's Update);
 		// UpdateServer (conditional PutItem, or a tx moving the name).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"},
+		// RATE_LIMIT_MCP_SERVERS: store.RateLimits.Hit, one UpdateItem.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"AuthFunction": {
 		// sign-up transaction: Put credential + Put profile; sign-in: GetItem.

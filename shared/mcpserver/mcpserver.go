@@ -12,13 +12,17 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/safehttp"
 )
 
 // Limits.
@@ -44,8 +48,6 @@ const (
 	MaxResponseBytes = 4 << 20
 	// ListTimeout bounds connecting to a server and listing its tools.
 	ListTimeout = 20 * time.Second
-	// maxListPages bounds the tools/list pages read from one server.
-	maxListPages = 16
 )
 
 // The auth types.
@@ -288,4 +290,28 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return strings.TrimSpace(v) == v
+}
+
+// Endpoint is where and how to reach one server.
+type Endpoint struct {
+	URL string
+	// Header and Value are a header auth's header, when Header is set.
+	Header, Value string
+}
+
+// checkHost refuses a host that is a literal non-public address, or
+// localhost: names are judged by the addresses they resolve to when
+// dialed.
+func checkHost(host string) error {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return errors.New("must not name a loopback host")
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	if err != nil {
+		return nil
+	}
+	if err := safehttp.CheckAddr(ip); err != nil {
+		return fmt.Errorf("must name a public address: %v", err)
+	}
+	return nil
 }

@@ -6,18 +6,28 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/ratelimit"
 )
 
+// Limits are the rate limits of the routes.
+type Limits struct {
+	Limiter *ratelimit.Limiter
+	// Connect limits the writes that may connect to a remote server
+	// (create, PATCH, refresh) per user (RATE_LIMIT_MCP_SERVERS).
+	Connect ratelimit.Rule
+}
+
 // Routes returns the /api/mcp-servers endpoints, behind the session.
-func Routes(s *Service, authn *auth.Service) *httpapi.Router {
+func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r := httpapi.NewRouter()
 	const base = "/api/mcp-servers"
-	r.Handle("POST "+base, authn.Require(handleCreate(s)))
+	limit := l.Limiter.Limit(l.Connect)
+	r.Handle("POST "+base, authn.Require(limit(handleCreate(s))))
 	r.Handle("GET "+base, authn.Require(handleList(s)))
 	r.Handle("GET "+base+"/{serverId}", authn.Require(httpapi.PathIDs(handleGet(s), "serverId")))
-	r.Handle("PATCH "+base+"/{serverId}", authn.Require(httpapi.PathIDs(handleUpdate(s), "serverId")))
+	r.Handle("PATCH "+base+"/{serverId}", authn.Require(httpapi.PathIDs(limit(handleUpdate(s)), "serverId")))
 	r.Handle("DELETE "+base+"/{serverId}", authn.Require(httpapi.PathIDs(handleDelete(s), "serverId")))
-	r.Handle("POST "+base+"/{serverId}/refresh", authn.Require(httpapi.PathIDs(handleRefresh(s), "serverId")))
+	r.Handle("POST "+base+"/{serverId}/refresh", authn.Require(httpapi.PathIDs(limit(handleRefresh(s)), "serverId")))
 	return r
 }
 

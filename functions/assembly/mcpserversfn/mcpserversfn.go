@@ -12,6 +12,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/remote"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/vault/kmskeys"
@@ -20,7 +21,7 @@ import (
 // McpServers is McpServersFunction.
 var McpServers = assembly.Function{
 	LogicalID: "McpServersFunction",
-	Required:  []string{"SESSIONS_TABLE", "DATA_TABLE", "VAULT_KMS_KEY"},
+	Required:  []string{"SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "VAULT_KMS_KEY"},
 	Build:     build,
 }
 
@@ -29,7 +30,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	return mcpserver.Routes(svc, d.Auth(cfg)), nil
+	return mcpserver.Routes(svc, d.Auth(cfg), mcpserver.Limits{Limiter: d.Limiter(cfg), Connect: cfg.RateLimitMCPServers}), nil
 }
 
 // Service returns the MCP server service of the configuration: the Data
@@ -42,7 +43,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserve
 		return nil, err
 	}
 	return mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(d.DB, cfg.DataTable), Vault: v,
-		Remote: mcpserver.NewRemote(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now}), nil
+		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now}), nil
 }
 
 // Vault returns the vault over d.VaultKeys or, when nil, the KMS key

@@ -1,4 +1,4 @@
-package mcpserver_test
+package remote_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/remote"
 )
 
 const apiKey = "k-0123456789abcdef"
@@ -50,7 +51,7 @@ func sdkServer(t *testing.T, n int) *httptest.Server {
 func TestListTools(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	remote := mcpserver.NewRemote(true)
+	remote := remote.New(true)
 	good := sdkServer(t, 3)
 	tools, p := remote.ListTools(ctx, mcpserver.Endpoint{URL: good.URL, Header: "X-Api-Key", Value: apiKey})
 	if p != nil {
@@ -135,7 +136,7 @@ func TestListToolsFailures(t *testing.T) {
 		}), apiKey, mcpserver.CodeRemoteTimeout},
 		{"nothing listens", "http://127.0.0.1:1/mcp", apiKey, mcpserver.CodeUnreachable},
 	}
-	remote := mcpserver.NewRemote(true).WithTimeout(2 * time.Second)
+	remote := remote.New(true).WithTimeout(2 * time.Second)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -173,7 +174,7 @@ func TestListToolsRefusesPrivate(t *testing.T) {
 	t.Cleanup(s.Close)
 	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
 	for _, u := range []string{s.URL, "http://localhost:" + port, "https://127.0.0.1:" + port} {
-		_, p := mcpserver.NewRemote(false).ListTools(context.Background(), mcpserver.Endpoint{URL: u})
+		_, p := remote.New(false).ListTools(context.Background(), mcpserver.Endpoint{URL: u})
 		if p == nil || p.Code != mcpserver.CodeInvalidURL {
 			t.Errorf("%s: %+v; want INVALID_URL", u, p)
 		}

@@ -1,4 +1,8 @@
-package mcpserver
+// Package remote is the MCP client side of the users' servers: it connects
+// to a remote MCP server with the go-sdk's Streamable HTTP client and lists
+// its tools. It is apart from package mcpserver so that what links the
+// store does not link the SDK.
+package remote
 
 import (
 	"context"
@@ -8,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -16,13 +19,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/workflowchat/service/shared/mcpserver"
 	"github.com/workflowchat/service/shared/safehttp"
 )
 
 // Remote connects to remote MCP servers with the go-sdk's Streamable HTTP
 // client, through an SSRF-safe HTTP client: it follows no redirect (a
 // redirect answer fails the request), and each answer's body is cut at
-// MaxResponseBytes.
+// mcpserver.MaxResponseBytes.
 type Remote struct {
 	http         *http.Client
 	allowPrivate bool
@@ -31,32 +35,25 @@ type Remote struct {
 
 // NewRemote returns the Remote; allowPrivate lets it reach loopback and
 // private addresses (TOOLS_ALLOW_PRIVATE_NETWORKS: local tests only).
-func NewRemote(allowPrivate bool) *Remote {
-	c := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: ListTimeout, MaxRedirects: -1})
+func New(allowPrivate bool) *Remote {
+	c := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: mcpserver.ListTimeout, MaxRedirects: -1})
 	c.Transport = boundedTransport{next: c.Transport}
-	return &Remote{http: c, allowPrivate: allowPrivate, timeout: ListTimeout}
+	return &Remote{http: c, allowPrivate: allowPrivate, timeout: mcpserver.ListTimeout}
 }
 
 // WithTimeout returns a copy of r whose listing is bounded by d instead of
-// ListTimeout (tests of a server that never answers).
+// mcpserver.ListTimeout (tests of a server that never answers).
 func (r *Remote) WithTimeout(d time.Duration) *Remote {
 	c := *r
 	c.timeout = d
 	return &c
 }
 
-// Endpoint is where and how to reach one server.
-type Endpoint struct {
-	URL string
-	// Header and Value are a header auth's header, when Header is set.
-	Header, Value string
-}
-
 // ListTools connects to e and returns its tools (every page, at most
-// MaxTools, valid names only), bounded by ListTimeout. A failure is a
-// *Problem (its code says what failed; its message is safe to show and
+// mcpserver.MaxTools, valid names only), bounded by mcpserver.ListTimeout. A failure is a
+// *mcpserver.Problem (its code says what failed; its message is safe to show and
 // names no secret).
-func (r *Remote) ListTools(ctx context.Context, e Endpoint) ([]Tool, *Problem) {
+func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserver.Tool, *mcpserver.Problem) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	seen := &observed{ctx: ctx}
@@ -65,19 +62,19 @@ func (r *Remote) ListTools(ctx context.Context, e Endpoint) ([]Tool, *Problem) {
 		return nil, seen.problem(ctx, err)
 	}
 	defer session.Close()
-	var out []Tool
+	var out []mcpserver.Tool
 	size := 0
 	params := &mcp.ListToolsParams{}
 	for page := 0; ; page++ {
 		if page == maxListPages {
-			return nil, &Problem{Code: CodeToolListTooLarge, Message: fmt.Sprintf("the tool list has more than %d pages", maxListPages)}
+			return nil, &mcpserver.Problem{Code: mcpserver.CodeToolListTooLarge, Message: fmt.Sprintf("the tool list has more than %d pages", maxListPages)}
 		}
 		res, err := session.ListTools(ctx, params)
 		if err != nil {
 			return nil, seen.problem(ctx, err)
 		}
 		for _, t := range res.Tools {
-			if t == nil || !ValidToolName(t.Name) {
+			if t == nil || !mcpserver.ValidToolName(t.Name) {
 				continue
 			}
 			tool, err := toolOf(t)
@@ -87,9 +84,9 @@ func (r *Remote) ListTools(ctx context.Context, e Endpoint) ([]Tool, *Problem) {
 			b, _ := json.Marshal(tool)
 			size += len(b)
 			out = append(out, tool)
-			if len(out) > MaxTools || size > MaxToolListBytes {
-				return nil, &Problem{Code: CodeToolListTooLarge,
-					Message: fmt.Sprintf("the server lists more tools than are kept (at most %d tools, %d KiB)", MaxTools, MaxToolListBytes>>10)}
+			if len(out) > mcpserver.MaxTools || size > mcpserver.MaxToolListBytes {
+				return nil, &mcpserver.Problem{Code: mcpserver.CodeToolListTooLarge,
+					Message: fmt.Sprintf("the server lists more tools than are kept (at most %d tools, %d KiB)", mcpserver.MaxTools, mcpserver.MaxToolListBytes>>10)}
 			}
 		}
 		if res.NextCursor == "" {
@@ -98,12 +95,12 @@ func (r *Remote) ListTools(ctx context.Context, e Endpoint) ([]Tool, *Problem) {
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	if out == nil {
-		out = []Tool{}
+		out = []mcpserver.Tool{}
 	}
 	return out, nil
 }
 
-func (r *Remote) connect(ctx context.Context, e Endpoint, seen *observed) (*mcp.ClientSession, error) {
+func (r *Remote) connect(ctx context.Context, e mcpserver.Endpoint, seen *observed) (*mcp.ClientSession, error) {
 	c0 := *r.http
 	client := &c0
 	client.Transport = observeTransport{next: r.http.Transport, seen: seen}
@@ -112,29 +109,29 @@ func (r *Remote) connect(ctx context.Context, e Endpoint, seen *observed) (*mcp.
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "workflow-chat-service", Version: "1"}, nil)
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, HTTPClient: client, MaxRetries: -1,
-		DisableStandaloneSSE: true, MaxEventSize: MaxResponseBytes}, nil)
+		DisableStandaloneSSE: true, MaxEventSize: mcpserver.MaxResponseBytes}, nil)
 }
 
 // toolOf keeps what the service shows of t: name, description (cut at
-// MaxToolDescription), input schema (an object schema; "{type: object}"
+// mcpserver.MaxToolDescription), input schema (an object schema; "{type: object}"
 // when it gives none), annotations.
-func toolOf(t *mcp.Tool) (Tool, error) {
-	out := Tool{Name: t.Name, Description: cut(t.Description, MaxToolDescription)}
+func toolOf(t *mcp.Tool) (mcpserver.Tool, error) {
+	out := mcpserver.Tool{Name: t.Name, Description: cut(t.Description, mcpserver.MaxToolDescription)}
 	schema := json.RawMessage(`{"type":"object"}`)
 	if t.InputSchema != nil {
 		b, err := json.Marshal(t.InputSchema)
 		if err != nil {
-			return Tool{}, err
+			return mcpserver.Tool{}, err
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(b, &obj) != nil {
-			return Tool{}, errors.New("input schema is not an object")
+			return mcpserver.Tool{}, errors.New("input schema is not an object")
 		}
 		schema = b
 	}
 	out.InputSchema = schema
 	if a := t.Annotations; a != nil {
-		out.Annotations = &Annotations{Title: cut(a.Title, 256), ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+		out.Annotations = &mcpserver.Annotations{Title: cut(a.Title, 256), ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
 			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
 	}
 	return out, nil
@@ -151,33 +148,33 @@ func cut(s string, n int) string {
 	return s
 }
 
-// errTooLarge is an answer's body cut at MaxResponseBytes.
+// errTooLarge is an answer's body cut at mcpserver.MaxResponseBytes.
 var errTooLarge = errors.New("answer over the size limit")
 
 // problemOf says what a failed connection or request was, for the user:
 // never the raw error, which may quote the server's answer.
-func problemOf(ctx context.Context, err error) *Problem {
+func problemOf(ctx context.Context, err error) *mcpserver.Problem {
 	var ae *safehttp.AddressError
 	switch {
 	case errors.As(err, &ae):
-		return &Problem{Code: CodeInvalidURL, Message: "the server's address is not allowed: " + ae.Error()}
+		return &mcpserver.Problem{Code: mcpserver.CodeInvalidURL, Message: "the server's address is not allowed: " + ae.Error()}
 	case errors.Is(err, safehttp.ErrForbiddenAddress):
-		return &Problem{Code: CodeInvalidURL, Message: "the server's address is not allowed"}
+		return &mcpserver.Problem{Code: mcpserver.CodeInvalidURL, Message: "the server's address is not allowed"}
 	case errors.Is(err, errTooLarge):
-		return &Problem{Code: CodeResponseTooLarge, Message: fmt.Sprintf("the server answered more than %d MiB", MaxResponseBytes>>20)}
+		return &mcpserver.Problem{Code: mcpserver.CodeResponseTooLarge, Message: fmt.Sprintf("the server answered more than %d MiB", mcpserver.MaxResponseBytes>>20)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return &Problem{Code: CodeRemoteTimeout, Message: "the server did not answer in time"}
+		return &mcpserver.Problem{Code: mcpserver.CodeRemoteTimeout, Message: "the server did not answer in time"}
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return &Problem{Code: CodeUnreachable, Message: "the server closed the connection in the middle of its answer"}
+		return &mcpserver.Problem{Code: mcpserver.CodeUnreachable, Message: "the server closed the connection in the middle of its answer"}
 	}
 	var ne net.Error
 	var oe *net.OpError
 	var de *net.DNSError
 	if errors.As(err, &de) || errors.As(err, &oe) || errors.As(err, &ne) {
-		return &Problem{Code: CodeUnreachable, Message: "the server could not be reached"}
+		return &mcpserver.Problem{Code: mcpserver.CodeUnreachable, Message: "the server could not be reached"}
 	}
-	return &Problem{Code: CodeInvalidResponse, Message: "the server's answer is not a valid MCP answer"}
+	return &mcpserver.Problem{Code: mcpserver.CodeInvalidResponse, Message: "the server's answer is not a valid MCP answer"}
 }
 
 // observed is what the answers of one connection showed: whether the
@@ -198,13 +195,13 @@ type observed struct {
 
 // problem says what err was, from what the transport saw first: the
 // SDK's errors do not always wrap their cause.
-func (o *observed) problem(ctx context.Context, err error) *Problem {
+func (o *observed) problem(ctx context.Context, err error) *mcpserver.Problem {
 	o.mu.Lock()
 	status, tooLarge, broken := o.status, o.tooLarge, o.broken
 	o.mu.Unlock()
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return &Problem{Code: CodeUnauthorizedByRmt, Message: fmt.Sprintf("the server refused the service's credentials (%d)", status)}
+		return &mcpserver.Problem{Code: mcpserver.CodeUnauthorizedByRmt, Message: fmt.Sprintf("the server refused the service's credentials (%d)", status)}
 	case tooLarge:
 		return problemOf(ctx, errTooLarge)
 	case broken != nil && ctx.Err() == nil:
@@ -297,23 +294,6 @@ func challengeParam(values []string, param string) string {
 	return ""
 }
 
-// checkHost refuses a host that is a literal non-public address, or
-// localhost: names are judged by the addresses they resolve to when
-// dialed.
-func checkHost(host string) error {
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return errors.New("must not name a loopback host")
-	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	if err != nil {
-		return nil
-	}
-	if err := safehttp.CheckAddr(ip); err != nil {
-		return fmt.Errorf("must name a public address: %v", err)
-	}
-	return nil
-}
-
 // headerTransport sets a header auth's header on every request.
 type headerTransport struct {
 	next        http.RoundTripper
@@ -327,7 +307,7 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(req)
 }
 
-// boundedTransport cuts every answer's body at MaxResponseBytes: reading
+// boundedTransport cuts every answer's body at mcpserver.MaxResponseBytes: reading
 // past it fails with errTooLarge.
 type boundedTransport struct{ next http.RoundTripper }
 
@@ -337,7 +317,7 @@ func (b boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Body = &limitedBody{r: res.Body, left: MaxResponseBytes}
+	res.Body = &limitedBody{r: res.Body, left: mcpserver.MaxResponseBytes}
 	return res, nil
 }
 
@@ -359,3 +339,6 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (l *limitedBody) Close() error { return l.r.Close() }
+
+// maxListPages bounds the tools/list pages read from one server.
+const maxListPages = 16
