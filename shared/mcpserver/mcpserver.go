@@ -200,7 +200,7 @@ func ParseToolID(id string) (server, tool string, ok bool) {
 	return server, tool, true
 }
 
-func checkName(op, name string, fe *errs.FieldErrors) {
+func checkName(name string, fe *errs.FieldErrors) {
 	if !ValidName(name) {
 		fe.Add("name", "must match ^[a-z][a-z0-9_]{0,31}$")
 	}

@@ -76,7 +76,7 @@ func secretContext(id string) string { return "mcpserver:" + id + ":header" }
 func (s *Service) Create(ctx context.Context, in CreateRequest) (Server, error) {
 	const op = "mcpserver.Create"
 	var fe errs.FieldErrors
-	checkName(op, in.Name, &fe)
+	checkName(in.Name, &fe)
 	a, secret := checkAuth(in.Auth, &fe)
 	if err := fe.Err(op); err != nil {
 		return Server{}, err
@@ -154,7 +154,7 @@ func (s *Service) Update(ctx context.Context, id string, in UpdateRequest) (Serv
 	const op = "mcpserver.Update"
 	var fe errs.FieldErrors
 	if in.Name != nil {
-		checkName(op, *in.Name, &fe)
+		checkName(*in.Name, &fe)
 	}
 	var a Auth
 	var secret string

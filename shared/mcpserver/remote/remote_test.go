@@ -136,6 +136,13 @@ func TestListToolsFailures(t *testing.T) {
 		}), apiKey, mcpserver.CodeRemoteTimeout},
 		{"nothing listens", "http://127.0.0.1:1/mcp", apiKey, mcpserver.CodeUnreachable},
 	}
+	// Checked once every subtest is done: the parallel ones run after
+	// this function returns, and cleanups after them.
+	t.Cleanup(func() {
+		if n := redirected.Load(); n != 0 {
+			t.Errorf("the redirect's target was reached %d times", n)
+		}
+	})
 	remote := remote.New(true).WithTimeout(2 * time.Second)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,15 +160,6 @@ func TestListToolsFailures(t *testing.T) {
 			}
 		})
 	}
-	t.Run("redirect not followed", func(t *testing.T) {
-		// Runs after the parallel subtests above are done? No: check at
-		// cleanup, when they are.
-		t.Cleanup(func() {
-			if n := redirected.Load(); n != 0 {
-				t.Errorf("the redirect's target was reached %d times", n)
-			}
-		})
-	})
 }
 
 // TestListToolsRefusesPrivate: without private networks, a server on
