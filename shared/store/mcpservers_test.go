@@ -17,7 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/store/storetest"
 )
 
-func newMCPServer(t *testing.T, userID, name string) mcpserver.Server {
+func newMCPServer(t testing.TB, userID, name string) mcpserver.Server {
 	t.Helper()
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -131,4 +131,43 @@ func TestMCPServers(t *testing.T) {
 	if err != nil || len(enabled) != mcpserver.MaxServers {
 		t.Fatalf("EnabledServers = %d, %v", len(enabled), err)
 	}
+}
+
+// BenchmarkEnabledServers measures what a chat message or a run step pays
+// for the tool list of a user with the most servers (20, 6 tools each with
+// a schema): one consistent Query of the user's partition, no remote call.
+// The floor is one server's GetItem.
+func BenchmarkEnabledServers(b *testing.B) {
+	db := storetest.New(b)
+	s := store.NewMCPServers(db.DB, db.Data())
+	ctx := context.Background()
+	var first string
+	for i := range mcpserver.MaxServers {
+		srv := newMCPServer(b, "u1", fmt.Sprintf("s%02d", i))
+		for j := range 5 {
+			srv.Tools = append(srv.Tools, mcpserver.Tool{Name: fmt.Sprintf("tool_%d", j), Description: strings.Repeat("d", 200),
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","description":"the query"}},"required":["q"]}`)})
+		}
+		if err := s.CreateServer(ctx, srv, mcpserver.MaxServers); err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			first = srv.ID
+		}
+	}
+	b.Run("floor_one_server_get", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Server(ctx, "u1", first); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("enabled_servers_20", func(b *testing.B) {
+		for b.Loop() {
+			list, err := s.EnabledServers(ctx, "u1")
+			if err != nil || len(list) != mcpserver.MaxServers {
+				b.Fatalf("%d servers, %v", len(list), err)
+			}
+		}
+	})
 }
