@@ -63,6 +63,7 @@ import (
 	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/tracing/otlp"
 	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -104,6 +105,10 @@ type Deps struct {
 	// MCPCallWait bounds how long an MCP tools/call waits for its run;
 	// zero means mcpgateway.MaxCallWait (tests shorten it).
 	MCPCallWait time.Duration
+	// VaultKeys wrap the data keys of the users' MCP server secrets; nil
+	// means the KMS key VAULT_KMS_KEY (mcpserversfn.Vault). The dev
+	// server passes its key file's (or memory's).
+	VaultKeys vault.Keys
 }
 
 // Function is one Lambda function of template.yaml: its logical id, the

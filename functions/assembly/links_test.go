@@ -107,6 +107,9 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// (oauthex), not its MCP server.
 		{"oauth", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls, jsonschema, mcpSDK + "/mcp"}}},
 		{"mcpgateway", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls}}},
+		// The users' MCP servers: the MCP client and the vault's KMS
+		// client, no model, no tool, no blob.
+		{"mcpservers", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls, s3SDK}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/mcpgatewayfn"
+	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
 	"github.com/workflowchat/service/functions/assembly/oauthfn"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
@@ -51,6 +52,7 @@ import (
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/trigger"
+	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -86,6 +88,7 @@ var functions = []struct {
 	{triggersfn.Triggers, builderPkg + "triggersfn.Triggers"},
 	{oauthfn.OAuth, builderPkg + "oauthfn.OAuth"},
 	{mcpgatewayfn.McpGateway, builderPkg + "mcpgatewayfn.McpGateway"},
+	{mcpserversfn.McpServers, builderPkg + "mcpserversfn.McpServers"},
 }
 
 // builderPkg is the import path under which the builders live.
@@ -221,6 +224,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	}
 	d := assembly.Deps{DB: db, Now: o.Now, Logger: o.Logger, Hasher: o.Hasher, PingInterval: o.PingInterval, Blobs: s.Blobs,
 		SigningKeys: keys, MCPCallWait: o.MCPCallWait}
+	if d.VaultKeys, err = vaultKeys(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
 	cfg.MCPURL = o.ToolServerURL
 	if o.ToolServerURL == "" {
 		cfg.MCPURL = inProcessURL
@@ -322,6 +329,24 @@ func signingKeys(cfg config.Config) (func(context.Context) ([]byte, error), erro
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	return func(context.Context) ([]byte, error) { return accesstoken.KeyFile(path) }, nil
+}
+
+// VaultKeyFile is the file of the dev server's vault key with DATA_FILE.
+func VaultKeyFile(dataFile string) string { return dataFile + ".vault-key" }
+
+// vaultKeys returns the dev server's vault keys: the key file
+// VaultKeyFile(DATA_FILE) (created, mode 0600, when missing), so that the
+// secrets kept across a restart open after it, or a key of this process
+// without DATA_FILE (the secrets die with it, as the data does).
+func vaultKeys(cfg config.Config) (vault.Keys, error) {
+	if cfg.DataFile == "" {
+		return vault.NewMemoryKeys(), nil
+	}
+	k, err := vault.LoadKeyFile(VaultKeyFile(cfg.DataFile))
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return k, nil
 }
 
 // inProcessURL is the base URL of the tool server when it is called in

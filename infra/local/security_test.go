@@ -78,6 +78,9 @@ var validBodies = map[string]string{
 	"POST /api/chats/{chatId}/attachments":                                  `{"name":"a.txt","contentType":"text/plain","size":3}`,
 	"POST /api/users/{userId}/tokens":                                       `{"name":"t","expiresInDays":1}`,
 	"POST /api/mcp":                                                         `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+	"POST /api/mcp-servers":                                                 `{"name":"matrix","url":"https://mcp.example.com/mcp","auth":{"type":"oauth"}}`,
+	"PATCH /api/mcp-servers/{serverId}":                                     `{"enabled":false}`,
+	"POST /api/mcp-servers/{serverId}/refresh":                              "",
 }
 
 // securityHeaders must be on every response.
@@ -196,6 +199,10 @@ func TestSecurityMatrix(t *testing.T) {
 		_, body = do("POST", "/api/workflows/"+params["{workflowId}"]+"/triggers", `{"type":"webhook"}`, a.cookie)
 		params["{triggerId}"] = jsonField(t, body, "id")
 	}
+	if hasRoute(s, "POST /api/mcp-servers") {
+		_, body = do("POST", "/api/mcp-servers", `{"name":"a_server","url":"https://mcp.example.com/mcp","auth":{"type":"oauth"}}`, a.cookie)
+		params["{serverId}"] = jsonField(t, body, "id")
+	}
 	if hasRoute(s, "POST /api/chats/{chatId}/workflow-runs") {
 		_, body = do("POST", "/api/chats/"+params["{chatId}"]+"/workflow-runs", `{"workflowId":"`+params["{workflowId}"]+`"}`, a.cookie)
 		params["{runId}"] = jsonField(t, body, "id")
@@ -274,7 +281,8 @@ func hasRoute(s *local.Stack, pattern string) bool {
 
 // ownsResource reports whether a route addresses one user's resource.
 func ownsResource(path string) bool {
-	return strings.Contains(path, "{userId}") || strings.Contains(path, "{chatId}") || strings.Contains(path, "{workflowId}")
+	return strings.Contains(path, "{userId}") || strings.Contains(path, "{chatId}") || strings.Contains(path, "{workflowId}") ||
+		strings.Contains(path, "{serverId}")
 }
 
 func jsonField(t *testing.T, body, field string) string {
@@ -378,7 +386,7 @@ func TestCrossSiteMatrix(t *testing.T) {
 	s, api, tools := newCrossSiteStack(t)
 	anyID := "00000000-0000-4000-8000-00000000000a"
 	fill := strings.NewReplacer("{userId}", anyID, "{chatId}", anyID, "{workflowId}", anyID, "{runId}", anyID, "{toolId}", "hash", "{me}", anyID, "{workflow}", anyID,
-		"{triggerId}", anyID, "{stepId}", "step_1")
+		"{triggerId}", anyID, "{stepId}", "step_1", "{serverId}", anyID)
 
 	do := func(method, url, body string, header map[string]string) (int, errorBody) {
 		t.Helper()

@@ -90,6 +90,17 @@ var allowedActions = map[string]bool{
 // store code and template.yaml.
 var wantGrants = map[string]map[string][]string{
 	"HealthFunction": {},
+	"McpServersFunction": {
+		// the auth middleware.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.MCPServers: Server (GetItem, and of the owner item);
+		// ListServers (Query of the user's partition); CreateServer and
+		// DeleteServer (tx of Put/Delete and the count's Update);
+		// UpdateServer (conditional PutItem, or a tx moving the name).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"},
+		// RATE_LIMIT_MCP_SERVERS: store.RateLimits.Hit, one UpdateItem.
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
 	"AuthFunction": {
 		// sign-up transaction: Put credential + Put profile; sign-in:
 		// GetItem; account deletion's transaction (store.BeginDeletion):
@@ -892,6 +903,7 @@ var checks = []struct {
 	{"q_viewer_host", checkViewerHost},
 	{"r_tracing", checkTracing},
 	{"s_memory_sizes", checkMemory},
+	{"t_vault_key", checkVaultKey},
 }
 
 // (a) Every folder under functions/ with a main.go has exactly one AWS::Serverless::Function
@@ -1262,6 +1274,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			if isSecretStatement(stmt) {
 				continue // check (n)'s
+			}
+			if isVaultStatement(stmt) {
+				continue // check (t)'s
 			}
 			if n := countXRay(strs(stmt["Action"])); n > 0 {
 				// X-Ray statements are check (r)'s: their own policy,

@@ -61,6 +61,7 @@ type Config struct {
 	Triggers
 	RateLimits
 	Budgets
+	MCPServers
 
 	raw map[string]string
 }
@@ -92,6 +93,7 @@ func (c Config) Validate() error {
 		c.Triggers.Validate(),
 		c.RateLimits.Validate(),
 		c.Budgets.Validate(),
+		c.MCPServers.Validate(),
 	)
 }
 
@@ -584,3 +586,30 @@ func (b Budgets) Validate() error {
 
 // bucketName matches an S3 bucket name (general purpose buckets).
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// MCPServers are the users' own remote MCP servers: the vault of their
+// secrets (shared/vault) and the rate of the connections they start.
+type MCPServers struct {
+	// VaultKMSKey (VAULT_KMS_KEY, a KMS key id, ARN or alias) is the KMS
+	// key that wraps the data keys of the secrets in AWS. Unset locally:
+	// the dev server wraps them with the key file DATA_FILE + ".vault-key"
+	// (mode 0600), or a key of the process without DATA_FILE.
+	VaultKMSKey string `env:"VAULT_KMS_KEY"`
+	// KMSEndpoint (KMS_ENDPOINT) overrides the KMS endpoint: tests only.
+	KMSEndpoint string `env:"KMS_ENDPOINT" envTrimRight:"/"`
+	// RATE_LIMIT_MCP_SERVERS; default 10/m,100/h: the writes of
+	// /api/mcp-servers that may connect to a remote server (create,
+	// PATCH, refresh), per user.
+	RateLimitMCPServers ratelimit.Rule `env:"RATE_LIMIT_MCP_SERVERS" envDefault:"10/m,100/h" rule:"mcp server connections"`
+}
+
+// Validate fails on a KMS key that names no key and an endpoint that is
+// not an http(s) URL.
+func (v MCPServers) Validate() error {
+	var p problems
+	if v.VaultKMSKey != "" && (strings.ContainsAny(v.VaultKMSKey, " \t\n") || len(v.VaultKMSKey) > 2048) {
+		p.add("VAULT_KMS_KEY", "must be a KMS key id, ARN or alias, got %q", v.VaultKMSKey)
+	}
+	p.httpURL("KMS_ENDPOINT", v.KMSEndpoint)
+	return p.err()
+}

@@ -66,6 +66,7 @@ var Memory = []FunctionMemory{
 	{Function: "TriggersFunction", MB: 128},
 	{Function: "OAuthFunction", MB: 1024, Why: "its sign-in page verifies passwords with argon2id, CPU-bound as AuthFunction's"},
 	{Function: "McpGatewayFunction", MB: 128},
+	{Function: "McpServersFunction", MB: 128},
 }
 
 // MemoryOf is the MemorySize of function (a logical id); false when

@@ -1,0 +1,64 @@
+// Package mcpserversfn builds McpServersFunction: the users' own remote
+// MCP servers (/api/mcp-servers), which it connects to (listing their
+// tools) and whose secrets it seals and opens with the vault: the one
+// function granted the KMS key's GenerateDataKey and Decrypt.
+package mcpserversfn
+
+import (
+	"context"
+	"errors"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/remote"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/vault"
+	"github.com/workflowchat/service/shared/vault/kmskeys"
+)
+
+// McpServers is McpServersFunction.
+var McpServers = assembly.Function{
+	LogicalID: "McpServersFunction",
+	Required:  []string{"SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "VAULT_KMS_KEY"},
+	Build:     build,
+}
+
+func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+	svc, err := Service(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return mcpserver.Routes(svc, d.Auth(cfg), mcpserver.Limits{Limiter: d.Limiter(cfg), Connect: cfg.RateLimitMCPServers}), nil
+}
+
+// Service returns the MCP server service of the configuration: the Data
+// table's servers, the vault (Vault), the SSRF-safe remote client
+// (TOOLS_ALLOW_PRIVATE_NETWORKS). It fails when the vault cannot be
+// built.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserver.Service, error) {
+	v, err := Vault(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(d.DB, cfg.DataTable), Vault: v,
+		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now}), nil
+}
+
+// Vault returns the vault over d.VaultKeys or, when nil, the KMS key
+// VAULT_KMS_KEY (at KMS_ENDPOINT when set). It fails when neither is
+// given or the AWS configuration cannot be loaded.
+func Vault(ctx context.Context, cfg config.Config, d assembly.Deps) (*vault.Vault, error) {
+	if d.VaultKeys != nil {
+		return vault.New(d.VaultKeys, d.Now), nil
+	}
+	if cfg.VaultKMSKey == "" {
+		return nil, errors.New("config: required but not set: VAULT_KMS_KEY")
+	}
+	keys, err := kmskeys.Open(ctx, cfg.Region, cfg.KMSEndpoint, cfg.VaultKMSKey)
+	if err != nil {
+		return nil, err
+	}
+	return vault.New(keys, d.Now), nil
+}

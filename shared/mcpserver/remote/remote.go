@@ -1,0 +1,344 @@
+// Package remote is the MCP client side of the users' servers: it connects
+// to a remote MCP server with the go-sdk's Streamable HTTP client and lists
+// its tools. It is apart from package mcpserver so that what links the
+// store does not link the SDK.
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/safehttp"
+)
+
+// Remote connects to remote MCP servers with the go-sdk's Streamable HTTP
+// client, through an SSRF-safe HTTP client: it follows no redirect (a
+// redirect answer fails the request), and each answer's body is cut at
+// mcpserver.MaxResponseBytes.
+type Remote struct {
+	http         *http.Client
+	allowPrivate bool
+	timeout      time.Duration
+}
+
+// NewRemote returns the Remote; allowPrivate lets it reach loopback and
+// private addresses (TOOLS_ALLOW_PRIVATE_NETWORKS: local tests only).
+func New(allowPrivate bool) *Remote {
+	c := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: mcpserver.ListTimeout, MaxRedirects: -1})
+	c.Transport = boundedTransport{next: c.Transport}
+	return &Remote{http: c, allowPrivate: allowPrivate, timeout: mcpserver.ListTimeout}
+}
+
+// WithTimeout returns a copy of r whose listing is bounded by d instead of
+// mcpserver.ListTimeout (tests of a server that never answers).
+func (r *Remote) WithTimeout(d time.Duration) *Remote {
+	c := *r
+	c.timeout = d
+	return &c
+}
+
+// ListTools connects to e and returns its tools (every page, at most
+// mcpserver.MaxTools, valid names only), bounded by mcpserver.ListTimeout. A failure is a
+// *mcpserver.Problem (its code says what failed; its message is safe to show and
+// names no secret).
+func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserver.Tool, *mcpserver.Problem) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	seen := &observed{ctx: ctx}
+	session, err := r.connect(ctx, e, seen)
+	if err != nil {
+		return nil, seen.problem(ctx, err)
+	}
+	defer session.Close()
+	var out []mcpserver.Tool
+	size := 0
+	params := &mcp.ListToolsParams{}
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, &mcpserver.Problem{Code: mcpserver.CodeToolListTooLarge, Message: fmt.Sprintf("the tool list has more than %d pages", maxListPages)}
+		}
+		res, err := session.ListTools(ctx, params)
+		if err != nil {
+			return nil, seen.problem(ctx, err)
+		}
+		for _, t := range res.Tools {
+			if t == nil || !mcpserver.ValidToolName(t.Name) {
+				continue
+			}
+			tool, err := toolOf(t)
+			if err != nil {
+				continue
+			}
+			b, _ := json.Marshal(tool)
+			size += len(b)
+			out = append(out, tool)
+			if len(out) > mcpserver.MaxTools || size > mcpserver.MaxToolListBytes {
+				return nil, &mcpserver.Problem{Code: mcpserver.CodeToolListTooLarge,
+					Message: fmt.Sprintf("the server lists more tools than are kept (at most %d tools, %d KiB)", mcpserver.MaxTools, mcpserver.MaxToolListBytes>>10)}
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+	if out == nil {
+		out = []mcpserver.Tool{}
+	}
+	return out, nil
+}
+
+func (r *Remote) connect(ctx context.Context, e mcpserver.Endpoint, seen *observed) (*mcp.ClientSession, error) {
+	c0 := *r.http
+	client := &c0
+	client.Transport = observeTransport{next: r.http.Transport, seen: seen}
+	if e.Header != "" {
+		client.Transport = headerTransport{next: client.Transport, name: e.Header, value: e.Value}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "workflow-chat-service", Version: "1"}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, HTTPClient: client, MaxRetries: -1,
+		DisableStandaloneSSE: true, MaxEventSize: mcpserver.MaxResponseBytes}, nil)
+}
+
+// toolOf keeps what the service shows of t: name, description (cut at
+// mcpserver.MaxToolDescription), input schema (an object schema; "{type: object}"
+// when it gives none), annotations.
+func toolOf(t *mcp.Tool) (mcpserver.Tool, error) {
+	out := mcpserver.Tool{Name: t.Name, Description: cut(t.Description, mcpserver.MaxToolDescription)}
+	schema := json.RawMessage(`{"type":"object"}`)
+	if t.InputSchema != nil {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return mcpserver.Tool{}, err
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b, &obj) != nil {
+			return mcpserver.Tool{}, errors.New("input schema is not an object")
+		}
+		schema = b
+	}
+	out.InputSchema = schema
+	if a := t.Annotations; a != nil {
+		out.Annotations = &mcpserver.Annotations{Title: cut(a.Title, 256), ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	return out, nil
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// errTooLarge is an answer's body cut at mcpserver.MaxResponseBytes.
+var errTooLarge = errors.New("answer over the size limit")
+
+// problemOf says what a failed connection or request was, for the user:
+// never the raw error, which may quote the server's answer.
+func problemOf(ctx context.Context, err error) *mcpserver.Problem {
+	var ae *safehttp.AddressError
+	switch {
+	case errors.As(err, &ae):
+		return &mcpserver.Problem{Code: mcpserver.CodeInvalidURL, Message: "the server's address is not allowed: " + ae.Error()}
+	case errors.Is(err, safehttp.ErrForbiddenAddress):
+		return &mcpserver.Problem{Code: mcpserver.CodeInvalidURL, Message: "the server's address is not allowed"}
+	case errors.Is(err, errTooLarge):
+		return &mcpserver.Problem{Code: mcpserver.CodeResponseTooLarge, Message: fmt.Sprintf("the server answered more than %d MiB", mcpserver.MaxResponseBytes>>20)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+		return &mcpserver.Problem{Code: mcpserver.CodeRemoteTimeout, Message: "the server did not answer in time"}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &mcpserver.Problem{Code: mcpserver.CodeUnreachable, Message: "the server closed the connection in the middle of its answer"}
+	}
+	var ne net.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	if errors.As(err, &de) || errors.As(err, &oe) || errors.As(err, &ne) {
+		return &mcpserver.Problem{Code: mcpserver.CodeUnreachable, Message: "the server could not be reached"}
+	}
+	return &mcpserver.Problem{Code: mcpserver.CodeInvalidResponse, Message: "the server's answer is not a valid MCP answer"}
+}
+
+// observed is what the answers of one connection showed: whether the
+// server refused the credentials (401 or 403) and the resource metadata
+// URL its challenge named.
+//
+// It also ties every request to ctx, the listing's context: the SDK may
+// send a request under a context of its own, and a request still running
+// when the listing ends is cancelled then.
+type observed struct {
+	ctx              context.Context
+	mu               sync.Mutex
+	status           int
+	resourceMetadata string
+	tooLarge         bool
+	broken           error // a transport failure: connection refused, reset, cut answer
+}
+
+// problem says what err was, from what the transport saw first: the
+// SDK's errors do not always wrap their cause.
+func (o *observed) problem(ctx context.Context, err error) *mcpserver.Problem {
+	o.mu.Lock()
+	status, tooLarge, broken := o.status, o.tooLarge, o.broken
+	o.mu.Unlock()
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return &mcpserver.Problem{Code: mcpserver.CodeUnauthorizedByRmt, Message: fmt.Sprintf("the server refused the service's credentials (%d)", status)}
+	case tooLarge:
+		return problemOf(ctx, errTooLarge)
+	case broken != nil && ctx.Err() == nil:
+		return problemOf(ctx, broken)
+	}
+	return problemOf(ctx, err)
+}
+
+func (o *observed) fail(err error) {
+	if err == nil || errors.Is(err, io.EOF) {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if errors.Is(err, errTooLarge) {
+		o.tooLarge = true
+	} else if o.broken == nil {
+		o.broken = err
+	}
+}
+
+// observeTransport records refusals and failures into seen and bounds
+// each request by seen.ctx.
+type observeTransport struct {
+	next http.RoundTripper
+	seen *observed
+}
+
+// RoundTrip implements http.RoundTripper.
+func (o observeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(o.seen.ctx, cancel)
+	done := func() { stop(); cancel() }
+	res, err := o.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		done()
+		o.seen.fail(err)
+		return nil, err
+	}
+	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+		o.seen.mu.Lock()
+		o.seen.status = res.StatusCode
+		o.seen.resourceMetadata = challengeParam(res.Header.Values("WWW-Authenticate"), "resource_metadata")
+		o.seen.mu.Unlock()
+	}
+	res.Body = &observedBody{ReadCloser: res.Body, seen: o.seen, done: done}
+	return res, nil
+}
+
+// observedBody records a failed read and releases its request's context
+// when closed.
+type observedBody struct {
+	io.ReadCloser
+	seen *observed
+	done func()
+}
+
+func (b *observedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.seen.fail(err)
+	return n, err
+}
+
+func (b *observedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
+}
+
+// challengeParam returns the value of param in a Bearer challenge of
+// values, empty when there is none.
+func challengeParam(values []string, param string) string {
+	for _, v := range values {
+		i := strings.Index(v, param+"=")
+		if i < 0 {
+			continue
+		}
+		rest := v[i+len(param)+1:]
+		if strings.HasPrefix(rest, `"`) {
+			if j := strings.IndexByte(rest[1:], '"'); j >= 0 {
+				return rest[1 : j+1]
+			}
+			continue
+		}
+		if j := strings.IndexAny(rest, ", "); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	return ""
+}
+
+// headerTransport sets a header auth's header on every request.
+type headerTransport struct {
+	next        http.RoundTripper
+	name, value string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(h.name, h.value)
+	return h.next.RoundTrip(req)
+}
+
+// boundedTransport cuts every answer's body at mcpserver.MaxResponseBytes: reading
+// past it fails with errTooLarge.
+type boundedTransport struct{ next http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper.
+func (b boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := b.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = &limitedBody{r: res.Body, left: mcpserver.MaxResponseBytes}
+	return res, nil
+}
+
+type limitedBody struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.r.Close() }
+
+// maxListPages bounds the tools/list pages read from one server.
+const maxListPages = 16
