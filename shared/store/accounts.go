@@ -93,7 +93,8 @@ func (a *Accounts) FinishDeletion(ctx context.Context, userID string) error {
 
 // EraseUserItems deletes what d's user has outside chats and workflows:
 // the profile, the tool policies, every month of usage since the account
-// was created, the counters of the user's collection, the audit log,
+// was created, the user's collection (counters, remote MCP servers with
+// their secrets and owner items), the audit log,
 // the sessions, and in the OAuth table the grants (with each client's
 // code epoch), the token count and the code epoch. Each part is
 // idempotent, so an erasure interrupted anywhere is finished by running
@@ -138,8 +139,23 @@ func (a *Accounts) EraseUserItems(ctx context.Context, d account.Deletion) error
 	if err := hashBatchDelete(ctx, op, a.users, ukeys); err != nil {
 		return err
 	}
-	// The Data table: the user's collection (counters, tool names) and
-	// the audit log.
+	// The Data table: the owner items of the user's remote MCP servers
+	// (the servers themselves, with their sealed secrets, are in the
+	// user's collection), then the user's collection (counters, tool
+	// names, servers and their names) and the audit log.
+	var servers []struct {
+		ID string `dynamo:"id"`
+	}
+	if err := a.data.Get("PK", userKey(uid)).Range("SK", dynamo.BeginsWith, mcpServerPrefix).Project("id").Consistent(true).All(ctx, &servers); err != nil {
+		return storeError(op, err)
+	}
+	var owners []dynamo.Keyed
+	for _, srv := range servers {
+		owners = append(owners, dynamo.Keys{mcpServerPrefix + srv.ID, mcpOwnerSK})
+	}
+	if err := batchDelete(ctx, op, a.data, owners); err != nil {
+		return err
+	}
 	if err := deleteCollection(ctx, a.data, userKey(uid), ""); err != nil {
 		return errs.Wrap(op, err)
 	}
