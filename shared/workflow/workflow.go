@@ -121,6 +121,10 @@ type Workflow struct {
 	Version   int       `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// VersionsFrom is the first version the store kept as a Version: 1
+	// for a workflow created with versions, 0 for one stored before them
+	// (the store keeps its current definition at its next write).
+	VersionsFrom int `json:"-"`
 }
 
 // DefinitionSize returns the size in bytes of w's definition as the
