@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,7 +141,6 @@ func TestStepRetryAndTimeout(t *testing.T) {
 	if evs := runEvents(t, c, chatID, run.ID, "", 0); !strings.HasSuffix(eventTypes(evs), "step_retrying,run_cancelled") {
 		t.Errorf("events of the cancelled run: %s", eventTypes(evs))
 	}
-	_ = fmt.Sprint
 }
 
 // TestKillBetweenAndDuringAttempts: the dev server dies (SIGKILL) while
