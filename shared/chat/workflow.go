@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -137,9 +138,13 @@ func SummarizeWorkflow(name string, o workflow.Run) string {
 		return b.String()
 	}
 	var done, skipped []string
-	var failed, waiting string
+	var failed, waiting, retrying string
 	for _, st := range o.Steps {
 		switch st.Status {
+		case "pending":
+			if st.RetryAt != nil {
+				retrying = fmt.Sprintf("%s (%s) at %s after attempt %d failed", st.ID, st.ToolID, st.RetryAt.UTC().Format(time.RFC3339), len(st.Attempts))
+			}
 		case "waiting":
 			msg, _ := st.Input["message"].(string)
 			waiting = fmt.Sprintf("%s: %q (answer with POST /api/workflows/%s/runs/%s/steps/%s/respond)", st.ID, clip(msg), o.WorkflowID, o.ID, st.ID)
@@ -174,7 +179,11 @@ func SummarizeWorkflow(name string, o workflow.Run) string {
 			b.WriteString(" Completed: " + strings.Join(done, ", ") + ".")
 		}
 	case "waiting":
-		b.WriteString("is waiting for your answer at step " + waiting + ".")
+		if waiting == "" && retrying != "" {
+			b.WriteString("will retry step " + retrying + ".")
+		} else {
+			b.WriteString("is waiting for your answer at step " + waiting + ".")
+		}
 		if len(done) > 0 {
 			b.WriteString(" Completed: " + strings.Join(done, ", ") + ".")
 		}

@@ -77,6 +77,7 @@ type triggerItem struct {
 	ActiveSince       *time.Time `dynamo:"activeSince,omitempty"`
 	BufferedRunID     string     `dynamo:"bufferedRunId,omitempty"`
 	LastFire          string     `dynamo:"lastFire,omitempty"` // JSON
+	WorkflowVersion   int        `dynamo:"workflowVersion,omitempty"`
 	Version           int        `dynamo:"version"`
 	CreatedAt         time.Time  `dynamo:"createdAt"`
 	UpdatedAt         time.Time  `dynamo:"updatedAt"`
@@ -117,7 +118,7 @@ func newTriggerItem(t trigger.Trigger) (triggerItem, error) {
 	it := triggerItem{PK: triggerPK(t.ID), SK: triggerSK, Type: "trigger", ID: t.ID, UserID: t.UserID, WorkflowID: t.WorkflowID,
 		TriggerType: t.Type, Enabled: t.Enabled, Schedule: t.Schedule, Timezone: t.Timezone, Input: in, Overlap: t.Overlap,
 		SecretNonce: t.SecretNonce, PreviousNonce: t.PreviousNonce, PreviousExpiresAt: t.PreviousExpiresAt,
-		Version: t.Version, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		Version: t.Version, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, WorkflowVersion: t.WorkflowVersion}
 	if !t.ScheduleStart.IsZero() {
 		start := t.ScheduleStart
 		it.ScheduleStart = &start
@@ -129,7 +130,8 @@ func (it triggerItem) trigger() (trigger.Trigger, error) {
 	t := trigger.Trigger{ID: it.ID, UserID: it.UserID, WorkflowID: it.WorkflowID, Type: it.TriggerType, Enabled: it.Enabled,
 		Schedule: it.Schedule, Timezone: it.Timezone, Overlap: it.Overlap, SecretNonce: it.SecretNonce,
 		PreviousNonce: it.PreviousNonce, PreviousExpiresAt: it.PreviousExpiresAt, ActiveRunID: it.ActiveRunID,
-		ActiveSince: it.ActiveSince, BufferedRunID: it.BufferedRunID, Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+		ActiveSince: it.ActiveSince, BufferedRunID: it.BufferedRunID, Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		WorkflowVersion: it.WorkflowVersion}
 	if it.ScheduleStart != nil {
 		t.ScheduleStart = *it.ScheduleStart
 	}
@@ -284,7 +286,8 @@ func (s *Triggers) UpdateTrigger(ctx context.Context, next trigger.Trigger, read
 	u := s.table.Update("PK", triggerPK(next.ID)).Range("SK", triggerSK).
 		Set("enabled", next.Enabled).Set("schedule", next.Schedule).Set("timezone", next.Timezone).Set("input", in).
 		Set("overlap", next.Overlap).Set("secretNonce", next.SecretNonce).Set("previousNonce", next.PreviousNonce).
-		Set("previousExpiresAt", next.PreviousExpiresAt).Set("version", next.Version).Set("updatedAt", next.UpdatedAt)
+		Set("previousExpiresAt", next.PreviousExpiresAt).Set("version", next.Version).Set("updatedAt", next.UpdatedAt).
+		Set("workflowVersion", next.WorkflowVersion)
 	if !next.ScheduleStart.IsZero() {
 		u.Set("scheduleStart", next.ScheduleStart)
 	}

@@ -84,6 +84,9 @@ type workflowItem struct {
 	Version        int       `dynamo:"version"`
 	CreatedAt      time.Time `dynamo:"createdAt"`
 	UpdatedAt      time.Time `dynamo:"updatedAt"`
+	// VersionsFrom is the first version kept as version items (absent on
+	// a workflow stored before versions).
+	VersionsFrom int `dynamo:"versionsFrom,omitempty"`
 }
 
 // toolNameItem reserves a workflow's toolName and carries its
@@ -178,14 +181,14 @@ func newWorkflowItem(w workflow.Workflow) (workflowItem, error) {
 		PK: workflowPK(w.ID), SK: workflowSK, GSI1PK: userWorkflowsGSI(w.UserID), GSI1SK: workflowGSISK(w.UpdatedAt, w.ID),
 		Type: "workflow", ID: w.ID, UserID: w.UserID, Name: w.Name, Description: w.Description, Steps: string(b),
 		InputSchema: string(w.InputSchema), ExposeAsTool: w.ExposeAsTool, ToolName: w.ToolName,
-		Version: w.Version, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+		Version: w.Version, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, VersionsFrom: w.VersionsFrom,
 	}, nil
 }
 
 func (it workflowItem) workflow() (workflow.Workflow, error) {
 	w := workflow.Workflow{ID: it.ID, UserID: it.UserID, Name: it.Name, Description: it.Description,
 		ExposeAsTool: it.ExposeAsTool, ToolName: it.ToolName,
-		Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
+		Version: it.Version, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, VersionsFrom: it.VersionsFrom}
 	if it.InputSchema != "" {
 		w.InputSchema = json.RawMessage(it.InputSchema)
 	}
@@ -285,6 +288,11 @@ func isTxConflict(err error) bool {
 // one transaction.
 func (s *Workflows) CreateWorkflow(ctx context.Context, w workflow.Workflow) error {
 	const op = "store.CreateWorkflow"
+	w.VersionsFrom = w.Version
+	versions, err := s.keepVersions(&w, w, workflow.VersionCreate)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
 	it, err := newWorkflowItem(w)
 	if err != nil {
 		return errs.Wrap(op, err)
@@ -296,6 +304,10 @@ func (s *Workflows) CreateWorkflow(ctx context.Context, w workflow.Workflow) err
 			Set("GSI1PK", userWorkflowsGSI(w.UserID)).Set("GSI1SK", counterGSISK).Set("type", "counter"))
 	if w.ToolName != "" {
 		tx.Put(s.table.Put(newToolNameItem(w)).If(claimsToolName, w.ID))
+	}
+	// The version items come last: the conditions' indexes above stay.
+	for _, p := range versions {
+		tx.Put(p)
 	}
 	err = tx.Run(ctx)
 	switch {
@@ -333,7 +345,22 @@ func (s *Workflows) Workflow(ctx context.Context, id string) (workflow.Workflow,
 // read (changed, or gone: the caller re-reads), Conflict TOOL_NAME_TAKEN,
 // TooLarge WORKFLOW_TOO_LARGE.
 func (s *Workflows) UpdateWorkflow(ctx context.Context, next, prev workflow.Workflow) error {
-	const op = "store.UpdateWorkflow"
+	return s.updateWorkflow(ctx, "store.UpdateWorkflow", next, prev, workflow.VersionPatch)
+}
+
+// RestoreWorkflow is UpdateWorkflow of a restored version: the version
+// next makes has the source restore.
+func (s *Workflows) RestoreWorkflow(ctx context.Context, next, prev workflow.Workflow) error {
+	return s.updateWorkflow(ctx, "store.RestoreWorkflow", next, prev, workflow.VersionRestore)
+}
+
+// updateWorkflow writes next over prev with the version items of next
+// (and of prev, stored before versions), made by source.
+func (s *Workflows) updateWorkflow(ctx context.Context, op string, next, prev workflow.Workflow, source string) error {
+	versions, err := s.keepVersions(&next, prev, source)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
 	it, err := newWorkflowItem(next)
 	if err != nil {
 		return errs.Wrap(op, err)
@@ -350,6 +377,9 @@ func (s *Workflows) UpdateWorkflow(ctx context.Context, next, prev workflow.Work
 	if next.ToolName != "" {
 		tx.Put(s.table.Put(newToolNameItem(next)).If(claimsToolName, next.ID))
 		claim = n
+	}
+	for _, p := range versions {
+		tx.Put(p)
 	}
 	err = tx.Run(ctx)
 	switch {
@@ -441,7 +471,8 @@ func (s *Workflows) ListWorkflows(ctx context.Context, userID string, page pagin
 func (s *Workflows) Conversation(ctx context.Context, id string) (workflow.Workflow, []workflow.Message, error) {
 	const op = "store.WorkflowConversation"
 	var items []wfCollectionItem
-	if err := s.table.Get("PK", workflowPK(id)).All(ctx, &items); err != nil {
+	// The range skips the versions (see workflowversions.go).
+	if err := s.table.Get("PK", workflowPK(id)).Range("SK", dynamo.Greater, afterVersions).All(ctx, &items); err != nil {
 		return workflow.Workflow{}, nil, storeError(op, err)
 	}
 	var w *workflow.Workflow
@@ -535,6 +566,26 @@ func (s *Workflows) WorkflowProposal(ctx context.Context, workflowID, proposalID
 // another transaction got in the way; TooLarge WORKFLOW_TOO_LARGE.
 func (s *Workflows) ApplyProposal(ctx context.Context, next workflow.Workflow, readVersion int, proposalID string, at time.Time) error {
 	const op = "store.ApplyProposal"
+	prev := next
+	if next.VersionsFrom == 0 {
+		// Stored before versions: its current definition is kept too, as
+		// read now (the write below is conditioned on that version).
+		var pit workflowItem
+		err := s.table.Get("PK", workflowPK(next.ID)).Range("SK", dynamo.Equal, workflowSK).Consistent(true).One(ctx, &pit)
+		if errors.Is(err, dynamo.ErrNotFound) || (err == nil && pit.Version != readVersion) {
+			return concurrentUpdate(op, err)
+		}
+		if err != nil {
+			return storeError(op, err)
+		}
+		if prev, err = pit.workflow(); err != nil {
+			return errs.Wrap(op, err)
+		}
+	}
+	versions, err := s.keepVersions(&next, prev, workflow.VersionProposal)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
 	it, err := newWorkflowItem(next)
 	if err != nil {
 		return errs.Wrap(op, err)
@@ -546,6 +597,9 @@ func (s *Workflows) ApplyProposal(ctx context.Context, next workflow.Workflow, r
 		Put(s.table.Put(it).If("$ = ? AND userId = ? AND attribute_not_exists(deleting)", "version", readVersion, next.UserID))
 	if next.ToolName != "" { // keep the tool entry in step
 		tx.Put(s.table.Put(newToolNameItem(next)).If(claimsToolName, next.ID))
+	}
+	for _, p := range versions {
+		tx.Put(p)
 	}
 	err = tx.Run(ctx)
 	if isConditionFailure(err) || isTxConflict(err) {

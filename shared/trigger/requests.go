@@ -21,6 +21,9 @@ type CreateRequest struct {
 	Overlap  *string         `json:"overlap"`
 	// Enabled defaults to true.
 	Enabled *bool `json:"enabled"`
+	// Version pins the workflow's version the trigger's runs run
+	// (default: the latest at each fire).
+	Version *int `json:"version"`
 }
 
 // Validate checks the fields that need no state: the type, that each
@@ -47,6 +50,7 @@ func (r CreateRequest) Validate() error {
 	default:
 		bad.Add("type", "must be schedule or webhook, got %q", r.Type)
 	}
+	checkVersion(&bad, r.Version)
 	return bad.Err("trigger.CreateRequest")
 }
 
@@ -60,14 +64,35 @@ type UpdateRequest struct {
 	Input    json.RawMessage `json:"input"`
 	Overlap  *string         `json:"overlap"`
 	Enabled  *bool           `json:"enabled"`
+	// Version pins the workflow's version; JSON null unpins it (the
+	// latest at each fire).
+	Version json.RawMessage `json:"version"`
+}
+
+// pinned returns the version r pins: 0 for null (validated before).
+func (r UpdateRequest) pinned() int {
+	var v *int
+	_ = json.Unmarshal(r.Version, &v)
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // Validate checks the fields on their own; whether they fit the trigger's
 // type is checked against the trigger (validateFor).
 func (r UpdateRequest) Validate() error {
 	var bad errs.FieldErrors
-	if r.Schedule == nil && r.Timezone == nil && r.Input == nil && r.Overlap == nil && r.Enabled == nil {
-		bad.Add("body", "give at least one of schedule, timezone, input, overlap, enabled")
+	if r.Schedule == nil && r.Timezone == nil && r.Input == nil && r.Overlap == nil && r.Enabled == nil && r.Version == nil {
+		bad.Add("body", "give at least one of schedule, timezone, input, overlap, enabled, version")
+	}
+	if r.Version != nil && !isNull(r.Version) {
+		var v int
+		if err := json.Unmarshal(r.Version, &v); err != nil {
+			bad.Add("version", "must be a version number of the workflow (1 to %d), or null for the latest", MaxWorkflowVersion)
+		} else {
+			checkVersion(&bad, &v)
+		}
 	}
 	if r.Type != nil && *r.Type != TypeSchedule && *r.Type != TypeWebhook {
 		bad.Add("type", "must be schedule or webhook, got %q", *r.Type)
@@ -185,4 +210,15 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// MaxWorkflowVersion bounds a trigger's pinned version (a workflow's
+// version numbers are well below it).
+const MaxWorkflowVersion = 1_000_000_000
+
+// checkVersion adds the problem of a pinned version, if any.
+func checkVersion(bad *errs.FieldErrors, v *int) {
+	if v != nil && (*v < 1 || *v > MaxWorkflowVersion) {
+		bad.Add("version", "must be a version number of the workflow (1 to %d)", MaxWorkflowVersion)
+	}
 }

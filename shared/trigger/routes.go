@@ -43,6 +43,9 @@ type View struct {
 	Timezone   string         `json:"timezone,omitempty"`
 	Input      map[string]any `json:"input,omitempty"`
 	Overlap    string         `json:"overlap,omitempty"`
+	// Version is the workflow's version the trigger's runs run, when
+	// pinned.
+	Version int `json:"version,omitempty"`
 	// NextFireAt is a schedule's next fire, when it is enabled and fires
 	// again.
 	NextFireAt *time.Time `json:"nextFireAt,omitempty"`
@@ -65,7 +68,7 @@ type View struct {
 func NewView(t Trigger, baseURL string, now time.Time) View {
 	v := View{ID: t.ID, WorkflowID: t.WorkflowID, Type: t.Type, Enabled: t.Enabled, Schedule: t.Schedule, Timezone: t.Timezone,
 		Input: t.Input, Overlap: t.Overlap, NextFireAt: NextFireAt(t, now), ActiveRunID: t.ActiveRunID, BufferedRunID: t.BufferedRunID,
-		LastFire: t.LastFire, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		LastFire: t.LastFire, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Version: t.WorkflowVersion}
 	if t.Type == TypeWebhook {
 		v.URL = baseURL + "/hooks/" + t.ID
 		if t.PreviousExpiresAt != nil && now.Before(*t.PreviousExpiresAt) {

@@ -98,6 +98,9 @@ func (s *Service) Create(ctx context.Context, workflowID string, req CreateReque
 	if req.Enabled != nil {
 		t.Enabled = *req.Enabled
 	}
+	if req.Version != nil {
+		t.WorkflowVersion = *req.Version
+	}
 	var out Created
 	switch req.Type {
 	case TypeSchedule:
@@ -222,6 +225,9 @@ func (s *Service) Update(ctx context.Context, workflowID, triggerID string, req 
 		}
 		if req.Enabled != nil {
 			t.Enabled = *req.Enabled
+		}
+		if req.Version != nil {
+			t.WorkflowVersion = req.pinned()
 		}
 		if req.Schedule != nil || req.Timezone != nil {
 			if req.Schedule != nil {
@@ -458,7 +464,8 @@ func (s *Service) reassert(ctx context.Context, t Trigger) bool {
 }
 
 func (s *Service) triggered(t Trigger, runID string) TriggeredRun {
-	return TriggeredRun{UserID: t.UserID, WorkflowID: t.WorkflowID, Input: maps.Clone(t.Input), TriggerType: TypeSchedule, TriggerID: t.ID, RunID: runID}
+	return TriggeredRun{UserID: t.UserID, WorkflowID: t.WorkflowID, Input: maps.Clone(t.Input), TriggerType: TypeSchedule, TriggerID: t.ID, RunID: runID,
+		WorkflowVersion: t.WorkflowVersion}
 }
 
 // start starts run runID of schedule trigger t and records the outcome;
@@ -610,7 +617,7 @@ func (s *Service) Hook(ctx context.Context, req HookRequest) (Hooked, error) {
 		return Hooked{}, errs.Wrap(op, err)
 	}
 	_, err = s.runs.StartTriggered(auth.ActingFor(ctx, t.UserID), TriggeredRun{UserID: t.UserID, WorkflowID: t.WorkflowID, Input: input,
-		TriggerType: TypeWebhook, TriggerID: t.ID, RunID: out.RunID})
+		TriggerType: TypeWebhook, TriggerID: t.ID, RunID: out.RunID, WorkflowVersion: t.WorkflowVersion})
 	if errs.CodeOf(err) == CodeRunEnded {
 		err = nil // a repeat of a call whose run has already finished
 	}

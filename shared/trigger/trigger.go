@@ -120,6 +120,10 @@ type Trigger struct {
 	// LastFire is the outcome of the latest fire or webhook call.
 	LastFire *Fire
 
+	// WorkflowVersion, when not 0, is the version of the workflow the
+	// trigger's runs run (pinned); 0 runs the latest at each fire.
+	WorkflowVersion int
+
 	// Version counts the changes of the configuration (not of the
 	// markers): a schedule's fire carries the version it was set with,
 	// and a fire of an older version is stale and ignored.
@@ -164,6 +168,9 @@ type TriggeredRun struct {
 	// repeated start (a retried fire, a repeated webhook call) starts
 	// nothing new.
 	RunID string
+	// WorkflowVersion, when not 0, is the workflow's version the run
+	// runs (the trigger's pin); 0: the latest.
+	WorkflowVersion int
 }
 
 // RunStarter starts durable runs of workflows; the run engine implements

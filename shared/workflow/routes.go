@@ -17,5 +17,8 @@ func Routes(s *Service, authn *auth.Service) *httpapi.Router {
 	r.Handle("DELETE /api/workflows/{workflowId}", authn.Require(handleDelete(s)))
 	r.Handle("GET /api/users/{userId}/workflows", authn.Require(handleList(s)))
 	r.Handle("GET /api/workflows/{workflowId}/messages", authn.Require(handleMessages(s)))
+	r.Handle("GET /api/workflows/{workflowId}/versions", authn.Require(handleVersions(s)))
+	r.Handle("GET /api/workflows/{workflowId}/versions/{version}", authn.Require(handleVersion(s)))
+	r.Handle("POST /api/workflows/{workflowId}/versions/{version}/restore", authn.Require(handleRestore(s)))
 	return r
 }

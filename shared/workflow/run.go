@@ -63,6 +63,9 @@ type RunEvent struct {
 	Error   string         `json:"error,omitempty"`
 	// ExpiresAt is a step_waiting's deadline, when it has one.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// RetryAt is a step_retrying's next attempt (Attempt is the one that
+	// failed, Error its error).
+	RetryAt *time.Time `json:"retryAt,omitempty"`
 }
 
 // Last reports whether e is a run's final event.

@@ -81,6 +81,23 @@ type Store interface {
 	// RejectProposal marks the proposal rejected at at, conditioned on it
 	// being pending. Conflict CONCURRENT_UPDATE when it is not.
 	RejectProposal(ctx context.Context, workflowID, proposalID string, at time.Time) error
+	// Every write of a workflow (CreateWorkflow, UpdateWorkflow,
+	// ApplyProposal, RestoreWorkflow) keeps its new definition as the
+	// Version of its new number in the same transaction.
+	VersionStore
+}
+
+// VersionStore keeps and reads a workflow's versions.
+type VersionStore interface {
+	// RestoreWorkflow is UpdateWorkflow whose version's source is
+	// restore.
+	RestoreWorkflow(ctx context.Context, next, prev Workflow) error
+	// WorkflowVersions returns a page of w's versions (w as read), newest
+	// first. Invalid INVALID_PAGINATION for a cursor it did not give.
+	WorkflowVersions(ctx context.Context, w Workflow, limit int, cursor string) (VersionsPage, error)
+	// WorkflowVersion returns version n of w (w as read). NotFound
+	// VERSION_NOT_FOUND.
+	WorkflowVersion(ctx context.Context, w Workflow, n int) (Version, error)
 }
 
 // Definitions checks a definition's steps and input schema against the
@@ -184,7 +201,12 @@ func (s *Service) Get(ctx context.Context, id string) (Workflow, error) {
 // VERSION_MISMATCH, Invalid VALIDATION_FAILED naming the field, Conflict
 // TOOL_NAME_TAKEN, TooLarge WORKFLOW_TOO_LARGE, the catalog's.
 func (s *Service) Update(ctx context.Context, id string, req UpdateRequest, pre Precondition) (Workflow, error) {
-	const op = "workflow.Update"
+	return s.change(ctx, "workflow.Update", id, req, pre, s.store.UpdateWorkflow)
+}
+
+// change is Update writing with write (the store's UpdateWorkflow or
+// RestoreWorkflow).
+func (s *Service) change(ctx context.Context, op, id string, req UpdateRequest, pre Precondition, write func(ctx context.Context, next, prev Workflow) error) (Workflow, error) {
 	for range MaxUpdateAttempts {
 		w, err := s.Get(ctx, id)
 		if err != nil {
@@ -209,7 +231,7 @@ func (s *Service) Update(ctx context.Context, id string, req UpdateRequest, pre 
 			now = w.UpdatedAt.Add(time.Microsecond)
 		}
 		next.Version, next.UpdatedAt = w.Version+1, now
-		err = s.store.UpdateWorkflow(ctx, next, w)
+		err = write(ctx, next, w)
 		if errs.CodeOf(err) == CodeConcurrentUpdate {
 			continue
 		}

@@ -82,6 +82,11 @@ type Step struct {
 	// Outputs are the names later steps may read: the property names of
 	// the tool's output schema, or ForEachOutput for a forEach step.
 	Outputs []string `json:"outputs"`
+	// Retry, when set, runs a failed call again (StepRetry);
+	// TimeoutSeconds bounds each call of the step (1-900; nil: the
+	// engine's step timeout).
+	Retry          *StepRetry `json:"retry,omitempty"`
+	TimeoutSeconds *int       `json:"timeoutSeconds,omitempty"`
 }
 
 // Parallelism returns how many calls of a forEach step run at once:
@@ -121,6 +126,10 @@ type Workflow struct {
 	Version   int       `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// VersionsFrom is the first version the store kept as a Version: 1
+	// for a workflow created with versions, 0 for one stored before them
+	// (the store keeps its current definition at its next write).
+	VersionsFrom int `json:"-"`
 }
 
 // DefinitionSize returns the size in bytes of w's definition as the
@@ -346,4 +355,8 @@ type RunStep struct {
 	// ExpiresAt is when a waiting human step stops waiting (its
 	// timeoutSeconds); nil when it waits without limit.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Attempts are the calls of a step with a retry, in order; RetryAt,
+	// on a pending step whose attempt failed, is when the next starts.
+	Attempts []StepAttempt `json:"attempts,omitempty"`
+	RetryAt  *time.Time    `json:"retryAt,omitempty"`
 }

@@ -164,6 +164,7 @@ func (e *edit) checkControl(at string, j int, s workflow.Step) {
 	if s.ForEach != "" {
 		e.checkForEach(at+".forEach", j, s)
 	}
+	e.checkRetry(at, s)
 	if s.If != "" {
 		env := condition.Env{Input: e.props, Steps: map[string]map[string][]string{}}
 		for _, earlier := range e.steps[:j] {

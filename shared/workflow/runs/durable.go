@@ -172,7 +172,11 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 		if rs.Status != workflow.StepRunning {
 			continue
 		}
-		if ok, err := r.idempotent(ctx, rs.ToolID); err == nil && ok {
+		retry, err := r.retryInterrupted(ctx, l, &run, i)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		if ok, err := r.idempotent(ctx, rs.ToolID); retry || (err == nil && ok) {
 			// It runs again; a forEach step keeps the outputs of the
 			// elements that finished (rs.Elements) and runs the others.
 			if i < len(run.Plan) && run.Plan[i].ForEach != "" {
@@ -359,6 +363,9 @@ const CodeHumanTimeout = "HUMAN_TIMEOUT"
 // the lease is set to the deadline again. Every write is conditioned on
 // the run still waiting, so an answer that came first wins.
 func timeOut(ctx context.Context, invoker workflow.Invoker, l *runLog, run workflow.Run, now time.Time) error {
+	if j := retryingStep(run); j >= 0 {
+		return retryDue(ctx, invoker, l, run, j, now)
+	}
 	i := slices.IndexFunc(run.Steps, func(s workflow.RunStep) bool { return s.Status == workflow.StepWaiting })
 	t := now.UTC()
 	if i < 0 {
@@ -477,6 +484,9 @@ func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time 
 		if s.Status == workflow.StepWaiting && s.ExpiresAt != nil {
 			return *s.ExpiresAt
 		}
+		if s.Status == workflow.StepPending && s.RetryAt != nil {
+			return *s.RetryAt
+		}
 	}
 	return now.Add(noDeadline)
 }
@@ -563,6 +573,11 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
 		case workflow.StepWaiting:
 			ev.Type, ev.Input, ev.ExpiresAt = workflow.EventStepWaiting, s.Input, s.ExpiresAt
+		case workflow.StepPending:
+			if s.RetryAt == nil {
+				continue
+			}
+			ev = retryingEvent(cur.ID, s)
 		default:
 			continue
 		}

@@ -257,6 +257,12 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			out, msg, err = x.forEach(ctx, op, i, step, scope)
 		default:
 			out, msg, err = x.single(ctx, op, i, step, scope, timeout)
+			if err == nil && !x.over {
+				var waiting bool
+				if waiting, err = x.attempted(ctx, op, i, step, msg); waiting {
+					return err // the next attempt waits for its time
+				}
+			}
 		}
 		if err != nil || x.over {
 			return err // recorded: cancelled, stopped, or the run's limit
@@ -331,7 +337,7 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 		return nil, "", x.stopped(ctx, op, err)
 	}
-	out, timeout, err := x.call(ctx, step.ToolID, input, timeout)
+	out, timeout, err := x.call(ctx, step.ToolID, input, min(timeout, step.CallTimeout(x.e.stepTimeout)))
 	if err == nil {
 		if out == nil {
 			out = map[string]any{}
@@ -349,7 +355,7 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		x.over = true
 		return nil, "", x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
 	}
-	if timeout < x.e.stepTimeout && errors.Is(err, errStepTimedOut) {
+	if timeout < step.CallTimeout(x.e.stepTimeout) && errors.Is(err, errStepTimedOut) {
 		// The call had only what was left of the run's time: the run's
 		// limit stopped it, and the run says so.
 		msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
@@ -507,7 +513,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			input, err := resolve(scope.WithItem(item), step.Inputs)
 			var out map[string]any
 			if err == nil {
-				out, _, err = x.call(fctx, step.ToolID, input, timeout)
+				out, _, err = x.call(fctx, step.ToolID, input, min(timeout, step.CallTimeout(x.e.stepTimeout)))
 			}
 			switch {
 			case err == nil:
@@ -665,7 +671,9 @@ func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]an
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
 }
 
-var errStepTimedOut = errors.New("step timed out")
+// errStepTimedOut is the error of a call its step's timeout stopped: its
+// code is TOOL_TIMEOUT, as a tool's own timeout's.
+var errStepTimedOut = errors.New(toolclient.CodeToolTimeout + ": step timed out")
 
 // limitFailure returns the failure of a step whose value err refused
 // (TooLarge TOOL_VALUE_TOO_LARGE: its message with the code), or else err

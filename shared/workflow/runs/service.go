@@ -22,10 +22,12 @@ import (
 	"github.com/workflowchat/service/shared/workflow/inputschema"
 )
 
-// WorkflowReader reads a workflow by id: NotFound WORKFLOW_NOT_FOUND. The
-// workflow Store (store.Workflows) implements it.
+// WorkflowReader reads a workflow by id: NotFound WORKFLOW_NOT_FOUND;
+// and version n of w (as read): NotFound VERSION_NOT_FOUND. The workflow
+// Store (store.Workflows) implements it.
 type WorkflowReader interface {
 	Workflow(ctx context.Context, id string) (workflow.Workflow, error)
+	WorkflowVersion(ctx context.Context, w workflow.Workflow, n int) (workflow.Version, error)
 }
 
 // WaitBound is how long a run started without Prefer: respond-async is
@@ -136,6 +138,9 @@ type StartRequest struct {
 	Input      map[string]any
 	Trigger    *workflow.Trigger
 	RunID      string
+	// Version, when not 0, is the workflow's version to run (a trigger's
+	// pin); 0 runs the current one.
+	Version int
 }
 
 // Start stores a pending durable run of the caller's workflow, hands it
@@ -152,6 +157,9 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 	wf, err := s.startable(ctx, op, req.ChatID, req.WorkflowID)
 	if err != nil {
 		return workflow.Run{}, err
+	}
+	if wf, err = s.pinned(ctx, wf, req.Version); err != nil {
+		return workflow.Run{}, errs.Wrap(op, err)
 	}
 	input, err := inputschema.ValidateInput(wf.InputSchema, req.Input)
 	if err != nil {

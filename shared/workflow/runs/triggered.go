@@ -37,7 +37,7 @@ func (t Triggered) StartTriggered(ctx context.Context, req trigger.TriggeredRun)
 		}
 	}
 	run, err := t.Start(ctx, StartRequest{WorkflowID: req.WorkflowID, Input: req.Input, RunID: req.RunID,
-		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}})
+		Trigger: &workflow.Trigger{Type: req.TriggerType, TriggerID: req.TriggerID}, Version: req.WorkflowVersion})
 	if errs.CodeOf(err) == workflow.CodeRunExists {
 		// A concurrent start of the same id won.
 		r, rerr := t.Run(ctx, req.RunID)
