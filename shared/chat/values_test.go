@@ -141,9 +141,12 @@ func newValuesFixture(t *testing.T, withBlobs bool) *valuesFixture {
 	return f
 }
 
+// newChat creates a titled chat (an untitled one's first exchange would
+// make a title call of the model under test).
 func (f *valuesFixture) newChat(t *testing.T) string {
 	t.Helper()
-	c, err := f.svc.Create(f.ctx, chat.CreateRequest{})
+	title := "values"
+	c, err := f.svc.Create(f.ctx, chat.CreateRequest{Title: &title})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +183,7 @@ func (f *valuesFixture) run(t *testing.T, turn *chat.Turn) ([]chat.Event, chat.M
 // (with their result URLs).
 func (f *valuesFixture) stored(t *testing.T, id string) []chat.Message {
 	t.Helper()
-	msgs, err := f.svc.Messages(f.ctx, id)
+	msgs, err := f.svc.Messages(f.ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
