@@ -86,6 +86,9 @@ type valuesFixture struct {
 	rec    *recorder
 	userID string
 	ctx    context.Context
+	// db is the store's database, for a test that writes items as an
+	// older version stored them.
+	db *storetest.DB
 }
 
 // bigText returns {"text": "xx..."}, n bytes of JSON.
@@ -127,7 +130,7 @@ func newValuesFixture(t *testing.T, withBlobs bool) *valuesFixture {
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	policies := toolpolicy.NewService(store.NewToolPolicies(db.DB, db.Users()), catalog)
-	f := &valuesFixture{chats: store.NewChats(db.DB, db.Data()), rec: rec, userID: uuid.NewString()}
+	f := &valuesFixture{chats: store.NewChats(db.DB, db.Data()), rec: rec, userID: uuid.NewString(), db: db}
 	o := chat.Options{Store: f.chats, Jobs: store.NewJobs(db.DB, db.Data()), Models: models, DefaultModelID: "rec",
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog, Policies: policies})}
 	if withBlobs {
