@@ -2,13 +2,16 @@ package chat_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/paging"
 )
 
 // TestLegacyMessagesReadAsAChain writes a chat's messages as they were
@@ -74,5 +77,33 @@ func TestLegacyMessagesReadAsAChain(t *testing.T) {
 	}
 	if len(msgs) != 4 || msgs[2].ID != ed.ID || len(msgs[2].SiblingIDs) != 2 || msgs[2].SiblingIDs[0] != legacy[2] {
 		t.Errorf("path after the edit: %d messages, third %s with siblings %v", len(msgs), msgs[2].ID, msgs[2].SiblingIDs)
+	}
+}
+
+// TestShareSizeBound shares a path just under chat.MaxShareBytes and
+// refuses one just over it (409 SHARE_TOO_LARGE, nothing stored), and one
+// far over it.
+func TestShareSizeBound(t *testing.T) {
+	t.Parallel()
+	f := newValuesFixture(t, false)
+	id := f.newChat(t)
+	// Each exchange adds a 32,000-character user message and the
+	// recorder's "ok"; 9 of them fit, the 10th passes the bound.
+	content := strings.Repeat("w", chat.MaxContentLen)
+	for i := range 20 {
+		if _, err := f.svc.Send(f.ctx, id, chat.MessageRequest{Content: content}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.svc.CreateShare(f.ctx, id)
+		switch {
+		case i < 9 && err != nil:
+			t.Fatalf("%d exchanges: %v", i+1, err)
+		case i >= 9 && errs.CodeOf(err) != chat.CodeShareTooLarge:
+			t.Fatalf("%d exchanges: %v, want %s", i+1, err, chat.CodeShareTooLarge)
+		}
+	}
+	shares, _, err := f.svc.Shares(f.ctx, id, paging.Cursor{Limit: 100})
+	if err != nil || len(shares) != 9 {
+		t.Errorf("%d shares stored, %v; want the 9 under the bound", len(shares), err)
 	}
 }

@@ -131,7 +131,7 @@ func newValuesFixture(t *testing.T, withBlobs bool) *valuesFixture {
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	policies := toolpolicy.NewService(store.NewToolPolicies(db.DB, db.Users()), catalog)
 	f := &valuesFixture{chats: store.NewChats(db.DB, db.Data()), rec: rec, userID: uuid.NewString(), db: db}
-	o := chat.Options{Store: f.chats, Jobs: store.NewJobs(db.DB, db.Data()), Models: models, DefaultModelID: "rec",
+	o := chat.Options{Store: f.chats, Jobs: store.NewJobs(db.DB, db.Data()), Models: models, DefaultModelID: "rec", Shares: f.chats,
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog, Policies: policies})}
 	if withBlobs {
 		if f.blobs, err = blob.NewLocal(blob.NewMemory(nil), blob.LocalOptions{BaseURL: "http://blobs.test"}); err != nil {
