@@ -56,7 +56,11 @@ var htmlDecoder sync.Once
 // is not a valid http.ServeMux pattern or that conflicts with another.
 func Load(path string) (*Spec, error) {
 	// The OAuth pages (text/html) are checked as strings, as text/plain is.
-	htmlDecoder.Do(func() { openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder) })
+	htmlDecoder.Do(func() {
+		openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+		// A chat's Markdown export, likewise.
+		openapi3filter.RegisterBodyDecoder("text/markdown", openapi3filter.PlainBodyDecoder)
+	})
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	doc, err := loader.LoadFromFile(path)

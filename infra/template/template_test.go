@@ -1820,8 +1820,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"          OAUTH_TABLE: !Ref OAuthTable\n          OAUTH_SIGNING_SECRET: other-secret\n          # A tools/call",
 			`McpGatewayFunction: OAUTH_SIGNING_SECRET = "other-secret", want !Ref OAuthSigningKeySecret`},
 		{"MCP behaviour without the viewer's host", "q_viewer_host",
-			"            Compress: false\n            FunctionAssociations:\n              - EventType: viewer-request\n                FunctionARN: !GetAtt ViewerHostFunction.FunctionMetadata.FunctionARN\n\n",
-			"            Compress: false\n\n", "behaviour 2 (/api/mcp) does not run ViewerHostFunction"},
+			"            TargetOriginId: McpGatewayFunctionUrl\n" + behaviourBody + "            Compress: false\n            FunctionAssociations:\n              - EventType: viewer-request\n                FunctionARN: !GetAtt ViewerHostFunction.FunctionMetadata.FunctionARN\n",
+			"            TargetOriginId: McpGatewayFunctionUrl\n" + behaviourBody + "            Compress: false\n", "behaviour 2 (/api/mcp) does not run ViewerHostFunction"},
 		{"viewer host from the wrong header", "q_viewer_host",
 			"request.headers.host.value", "request.headers.origin.value", "setting x-viewer-host from the Host header"},
 		{"signing secret not retained", "p_signing_key_secret",
@@ -1978,3 +1978,11 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		})
 	}
 }
+
+// behaviourBody is the lines of a CloudFront cache behaviour of the
+// template between its TargetOriginId and its Compress.
+const behaviourBody = "            ViewerProtocolPolicy: redirect-to-https\n" +
+	"            AllowedMethods: [GET, HEAD, OPTIONS, PUT, PATCH, POST, DELETE]\n" +
+	"            CachedMethods: [GET, HEAD]\n" +
+	"            CachePolicyId: 4135ea2d-6df8-44a3-9df3-4b5a84be39ad # managed CachingDisabled\n" +
+	"            OriginRequestPolicyId: b689b0a8-53d0-40ab-baf2-68738e2966ac # managed AllViewerExceptHostHeader\n"

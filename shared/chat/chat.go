@@ -61,12 +61,15 @@ const (
 
 // Chat is a conversation owned by a user.
 type Chat struct {
-	ID         string    `json:"id"`
-	UserID     string    `json:"userId"`
-	Title      string    `json:"title"`
-	WorkflowID string    `json:"workflowId,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	ID         string `json:"id"`
+	UserID     string `json:"userId"`
+	Title      string `json:"title"`
+	WorkflowID string `json:"workflowId,omitempty"`
+	// Pinned chats are listed first; Archived ones only on request.
+	Pinned    bool      `json:"pinned"`
+	Archived  bool      `json:"archived"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// Generation is the id of the generation holding the chat, if any,
 	// and GenerationUntil when its chat lease ends (see Generation).
 	Generation      string    `json:"-"`
@@ -75,6 +78,10 @@ type Chat struct {
 	// whose call was decided and that waits for its continuation (see
 	// Service.Decide); a new generation clears it.
 	Decided string `json:"-"`
+	// Leaf is the id of the message that ends the chat's current path
+	// (see Service.Messages); empty for a chat written before messages
+	// had parents, whose leaf is its last message.
+	Leaf string `json:"-"`
 }
 
 // Message is one message of a chat.
@@ -108,6 +115,22 @@ type Message struct {
 	// PendingKey, instead of Pending, is the blob key of a paused reply's
 	// state too large for the message's item (MaxInlinePending).
 	PendingKey string `json:"-"`
+	// ParentID is the id of the message this one follows in the chat's
+	// tree of messages, nil for a first message (a root).
+	ParentID *string `json:"parentId"`
+	// SiblingIDs are the ids of the messages with the same parent, in
+	// creation order, this one included, and SiblingIndex its place in
+	// them; both are set on the messages of a path (Service.Messages).
+	SiblingIDs   []string `json:"siblingIds,omitempty"`
+	SiblingIndex *int     `json:"siblingIndex,omitempty"`
+	// Legacy is true for a message stored before messages had parents:
+	// its parent is the message stored before it (by createdAt).
+	Legacy bool `json:"-"`
+	// DeferLeaf, on a reply being stored at the start of its generation
+	// (a regenerated reply), keeps the chat's current leaf where it is
+	// until the reply ends: EndLoggedGeneration makes it the leaf unless
+	// it failed. Not stored.
+	DeferLeaf bool `json:"-"`
 	// Status is streaming while a streamed reply is generated, then
 	// completed, stopped or failed; completed for every message that was
 	// never streamed.
@@ -226,24 +249,35 @@ type Store interface {
 	CreateChat(ctx context.Context, c Chat) error
 	// Chat returns the chat with id. NotFound CHAT_NOT_FOUND.
 	Chat(ctx context.Context, id string) (Chat, error)
-	// UpdateChat sets the title of the chat id owned by userID and returns
-	// it. NotFound CHAT_NOT_FOUND, Forbidden for another user's chat.
-	UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (Chat, error)
+	// UpdateChat applies u to the chat id owned by userID (a new title
+	// moves its updatedAt to now) and returns it. NotFound
+	// CHAT_NOT_FOUND, Forbidden for another user's chat.
+	UpdateChat(ctx context.Context, id, userID string, u ChatUpdate, now time.Time) (Chat, error)
+	// AutoTitle sets the title of chat id to title if it is still
+	// DefaultTitle, leaving its updatedAt; it does nothing when the chat
+	// was renamed or is gone.
+	AutoTitle(ctx context.Context, id, title string) error
 	// DeleteChat removes the chat id owned by userID with its items (its
 	// messages and runs), and decrements the owner's chat count. It calls
 	// beyond (when not nil) once the chat is marked deleted and before its
 	// items go, and fails, leaving the chat in place, when beyond fails.
 	// NotFound, Forbidden, or beyond's error.
 	DeleteChat(ctx context.Context, id, userID string, beyond func(context.Context) error) error
-	// ListChats returns a page of userID's chats, most recently updated
-	// first, and the number of chats the user has.
-	ListChats(ctx context.Context, userID string, page paging.Page) ([]Chat, int, error)
+	// ListChats returns a page of userID's chats, the pinned first, then
+	// the others, each most recently updated first, the archived ones
+	// (last) only with archived, and the number of chats so listed.
+	ListChats(ctx context.Context, userID string, page paging.Page, archived bool) ([]Chat, int, error)
+	// SetLeaf makes message leaf the current leaf of chat c (see
+	// Chat.Leaf). NotFound CHAT_NOT_FOUND when the chat is gone.
+	SetLeaf(ctx context.Context, c Chat, leaf string) error
 	// Conversation returns the chat and all its messages in conversation
 	// order, in one read. NotFound CHAT_NOT_FOUND.
 	Conversation(ctx context.Context, chatID string) (Chat, []Message, error)
 	// AddMessages stores msgs in chat and sets the chat's updatedAt to the
 	// last message's time, in one transaction. NotFound when the chat is
-	// gone.
+	// gone. Every write of messages (here and in the generations below)
+	// makes the last of them the chat's current leaf, unless it is
+	// DeferLeaf.
 	AddMessages(ctx context.Context, chat Chat, msgs ...Message) error
 	// StartGeneration stores msgs and marks generation g active on chat,
 	// in one transaction, unless another generation's lease is running
@@ -254,13 +288,15 @@ type Store interface {
 	// expired), msgs are stored and its lease left alone. NotFound
 	// CHAT_NOT_FOUND.
 	FinishGeneration(ctx context.Context, chat Chat, id string, msgs ...Message) error
-	// StartLoggedGeneration stores user and reply (status streaming),
+	// StartLoggedGeneration stores user (unless its ID is empty: a
+	// regenerated reply answers a stored message) and reply (status streaming),
 	// marks g active on chat as StartGeneration does, and creates the
 	// reply's event log holding first, with lease g.Lease, in one
 	// transaction. Conflict GENERATION_ACTIVE, NotFound.
 	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []job.Record, user, reply Message) error
 	// EndLoggedGeneration stores reply with its final status, appends
-	// recs and ends its log, freeing chat, in one transaction; with
+	// recs and ends its log, freeing chat, in one transaction (a
+	// DeferLeaf reply that did not fail becomes the chat's leaf); with
 	// expiredBefore set only if the lease ended before then. Conflict
 	// GENERATION_NOT_ACTIVE when it has already ended.
 	EndLoggedGeneration(ctx context.Context, chat Chat, reply Message, recs []job.Record, expiredBefore time.Time) error
@@ -276,6 +312,12 @@ type Store interface {
 	// TOOL_CALL_NOT_PENDING. A reply without a log (not streamed) gets one
 	// holding first.
 	ContinueGeneration(ctx context.Context, chat Chat, g Generation, reply Message, decision string, last int64, first []job.Record) error
+}
+
+// ChatUpdate is a change of a chat: each field set is changed.
+type ChatUpdate struct {
+	Title            *string
+	Pinned, Archived *bool
 }
 
 // Tools lists the tools offered to models (toolclient.Catalog); the
@@ -308,18 +350,22 @@ func (r CreateRequest) Validate() error {
 	return f.Err("chat.CreateRequest")
 }
 
-// UpdateRequest is the body of PATCH /api/chats/{chatId}.
+// UpdateRequest is the body of PATCH /api/chats/{chatId}: any of a new
+// title, pinned and archived.
 type UpdateRequest struct {
-	Title *string `json:"title"`
+	Title    *string `json:"title"`
+	Pinned   *bool   `json:"pinned"`
+	Archived *bool   `json:"archived"`
 }
 
-// Validate requires a title of at most MaxTitleLen characters.
+// Validate requires one of title, pinned and archived, and a title of at
+// most MaxTitleLen characters.
 func (r UpdateRequest) Validate() error {
 	var f errs.FieldErrors
 	switch {
-	case r.Title == nil:
-		f.Add("title", "is required")
-	case utf8.RuneCountInString(*r.Title) > MaxTitleLen:
+	case r.Title == nil && r.Pinned == nil && r.Archived == nil:
+		f.Add("title", "is required (or pinned, or archived)")
+	case r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen:
 		f.Add("title", "must be at most %d characters", MaxTitleLen)
 	}
 	return f.Err("chat.UpdateRequest")
@@ -335,10 +381,45 @@ type MessageRequest struct {
 	// AttachmentIDs name ready attachments of the chat the message
 	// carries to the model (at most MaxAttachments, no repeats).
 	AttachmentIDs []string `json:"attachmentIds"`
+	// ParentID is the message the new one follows: absent, the chat's
+	// current leaf; null, none (a new first message).
+	ParentID ParentRef `json:"parentId"`
 }
 
-// Validate checks the content's length, the workflow id's format and the
-// attachment ids.
+// ParentRef is an optional parentId: absent (Set false), null (Set, ID
+// nil) or a message id. A value of another JSON type is kept as Bad, for
+// Validate to report.
+type ParentRef struct {
+	Set bool
+	ID  *string
+	Bad bool
+}
+
+// UnmarshalJSON reads null or a string; anything else marks r Bad.
+func (r *ParentRef) UnmarshalJSON(b []byte) error {
+	*r = ParentRef{Set: true}
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		r.Bad = true
+		return nil
+	}
+	s = strings.ToLower(s)
+	r.ID = &s
+	return nil
+}
+
+// validate adds the errors of a parentId that is not null or a UUID.
+func (r ParentRef) validate(f *errs.FieldErrors) {
+	if r.Bad || (r.ID != nil && !httpapi.IsUUID(*r.ID)) {
+		f.Add("parentId", "must be null or a message id (a UUID)")
+	}
+}
+
+// Validate checks the content's length, the workflow id's format, the
+// attachment ids and the parent id's format.
 func (r MessageRequest) Validate() error {
 	var f errs.FieldErrors
 	validateContent(&f, r.Content)
@@ -346,7 +427,17 @@ func (r MessageRequest) Validate() error {
 		f.Add("workflowId", "must be a UUID")
 	}
 	validateAttachments(&f, r)
+	r.ParentID.validate(&f)
 	return f.Err("chat.MessageRequest")
+}
+
+// RegenerateRequest is the optional body of POST
+// .../messages/{messageId}/regenerate: modelId (default: the model of the
+// reply regenerated, else as for a new message) and userId (when present,
+// the caller).
+type RegenerateRequest struct {
+	ModelID string  `json:"modelId"`
+	UserID  *string `json:"userId"`
 }
 
 // validateAttachments checks r's attachmentIds: at most MaxAttachments
@@ -404,5 +495,6 @@ func (r StreamRequest) Validate() error {
 		f.Add("workflowId", "must be a UUID")
 	}
 	validateAttachments(&f, r.MessageRequest)
+	r.ParentID.validate(&f)
 	return f.Err("chat.StreamRequest")
 }

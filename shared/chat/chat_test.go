@@ -130,15 +130,43 @@ func decode(t *testing.T, resp *http.Response, v any) {
 	}
 }
 
+// newChat creates a titled chat (an untitled one's first exchange would
+// make a title call of the model under test).
 func (f *fixture) newChat(t *testing.T) string {
 	t.Helper()
 	var c struct{ Data chat.Chat }
-	resp := f.do(t, "POST", "/api/chats", `{}`)
+	resp := f.do(t, "POST", "/api/chats", `{"title":"test"}`)
 	if resp.StatusCode != 201 {
 		t.Fatalf("create chat: %d", resp.StatusCode)
 	}
 	decode(t, resp, &c)
 	return c.Data.ID
+}
+
+// TestTitleCall: an untitled chat's first exchange with a model other
+// than the built-in one makes one title call of that model, whose answer
+// (cleaned) becomes the title; a titled chat makes none.
+func TestTitleCall(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0, 0)
+	var c struct{ Data chat.Chat }
+	decode(t, f.do(t, "POST", "/api/chats", `{}`), &c)
+	if resp := f.do(t, "POST", "/api/chats/"+c.Data.ID+"/messages", `{"content":"go","modelId":"loop"}`); resp.StatusCode != 201 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := f.loop.calls.Load(); got != chat.MaxToolRounds+2 {
+		t.Errorf("model calls = %d, want %d (the reply's and one title call)", got, chat.MaxToolRounds+2)
+	}
+	decode(t, f.do(t, "GET", "/api/chats/"+c.Data.ID, ""), &c)
+	if c.Data.Title != "step" {
+		t.Errorf("title %q, want the title call's answer %q", c.Data.Title, "step")
+	}
+	if resp := f.do(t, "POST", "/api/chats/"+c.Data.ID+"/messages", `{"content":"again","modelId":"loop"}`); resp.StatusCode != 201 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := f.loop.calls.Load(); got != 2*chat.MaxToolRounds+3 {
+		t.Errorf("model calls = %d after a titled chat's exchange, want %d (no title call)", got, 2*chat.MaxToolRounds+3)
+	}
 }
 
 // TestToolRoundsAreBounded: a model that always calls a tool is stopped

@@ -2,6 +2,8 @@ package chat
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -59,7 +61,13 @@ func handleList(s *Service) http.Handler {
 		if err != nil {
 			return chatsPage{}, err
 		}
-		chats, total, err := s.List(r.Context(), r.PathValue("userId"), page)
+		archived := false
+		if v := r.URL.Query().Get("archived"); v != "" {
+			if archived, err = strconv.ParseBool(v); err != nil {
+				return chatsPage{}, errs.Fields("chat.handleList", errs.FieldError{Field: "archived", Message: "must be true or false"})
+			}
+		}
+		chats, total, err := s.List(r.Context(), r.PathValue("userId"), page, archived)
 		return chatsPage{Chats: chats, Total: total}, err
 	})
 }
@@ -70,7 +78,11 @@ func handleMessages(s *Service) http.Handler {
 		if err != nil {
 			return messagesList{}, err
 		}
-		msgs, err := s.Messages(r.Context(), id)
+		leaf := r.URL.Query().Get("leaf")
+		if r.URL.Query().Has("leaf") && !httpapi.IsUUID(leaf) {
+			return messagesList{}, errs.Fields("chat.handleMessages", errs.FieldError{Field: "leaf", Message: "must be a message id (a UUID)"})
+		}
+		msgs, err := s.Messages(r.Context(), id, leaf)
 		return messagesList{Messages: msgs}, err
 	})
 }
@@ -107,6 +119,40 @@ func handleStream(s *Service, ping time.Duration) http.Handler {
 		}
 		runTurn(r, w, s, turn, ping)
 	})
+}
+
+// handleRegenerate answers a regenerate: with Accept: text/event-stream
+// as the stream does (limited by streams), else as JSON, 201 with the new
+// reply (limited by messages). The path is checked (400 INVALID_ID)
+// before the optional body.
+func handleRegenerate(s *Service, ping time.Duration, l Limits) http.Handler {
+	asJSON := l.Limiter.Limit(l.Messages)(httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Message, error) {
+		in, err := httpapi.DecodeOptional[RegenerateRequest](r)
+		if err != nil {
+			return Message{}, err
+		}
+		return s.Regenerate(r.Context(), r.PathValue("chatId"), r.PathValue("messageId"), in)
+	}))
+	asStream := l.Limiter.Limit(l.Streams)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := httpapi.DecodeOptional[RegenerateRequest](r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		turn, err := s.StartRegenerate(r.Context(), r.PathValue("chatId"), r.PathValue("messageId"), in)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		runTurn(r, w, s, turn, ping)
+	}))
+	return httpapi.PathIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			asStream.ServeHTTP(w, r)
+			return
+		}
+		asJSON.ServeHTTP(w, r)
+	}), "chatId", "messageId")
 }
 
 // runTurn generates turn's reply as the response's events (see

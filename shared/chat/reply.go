@@ -73,7 +73,8 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // when not nil, is the budget reservation of its first model call
 // (reserveReply).
 func (s *Service) reply(ctx context.Context, history []Message, user Message, atts []model.Attachment, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
-	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, Status: StatusCompleted}
+	parent := user.ID
+	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, ParentID: &parent, Status: StatusCompleted}
 	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user, atts)}, "", held, emit)
 }
 

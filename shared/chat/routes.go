@@ -36,12 +36,21 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r.Handle("POST /api/chats/{chatId}/messages/{messageId}/stop", authn.Require(handleStop(s)))
 	r.Handle("POST /api/chats/{chatId}/tool-calls/{toolCallId}/approve", authn.Require(handleDecide(s, true)))
 	r.Handle("POST /api/chats/{chatId}/tool-calls/{toolCallId}/deny", authn.Require(handleDecide(s, false)))
+	r.Handle("POST /api/chats/{chatId}/shares", authn.Require(handleCreateShare(s)))
+	r.Handle("GET /api/chats/{chatId}/shares", authn.Require(handleListShares(s)))
+	r.Handle("DELETE /api/chats/{chatId}/shares/{shareId}", authn.Require(handleDeleteShare(s)))
+	// A share is public: no session, any origin (nothing of a session is
+	// read), limited per client address.
+	r.HandleAccess("GET /api/shares/{shareId}", handleShared(s, l.Limiter), httpapi.Open)
+	r.Handle("GET /api/chats/{chatId}/export", authn.Require(handleExport(s)))
 	return r
 }
 
-// StreamRoutes returns the handler of the chat stream and its resume
-// (StreamFunction, behind a function URL with response streaming), rate
-// limited per user by the Streams and Resumes rules of l. ping is the silence after which a keep-alive
+// StreamRoutes returns the handler of the chat stream, its resume and the
+// regenerate of a reply (StreamFunction, behind a function URL with
+// response streaming), rate limited per user by the Streams and Resumes
+// rules of l (a regenerate by Streams, or by Messages when it answers
+// JSON). ping is the silence after which a keep-alive
 // comment is sent; zero means PingInterval.
 func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, l Limits) *httpapi.Router {
 	if ping <= 0 {
@@ -50,5 +59,8 @@ func StreamRoutes(s *Service, authn *auth.Service, ping time.Duration, l Limits)
 	r := httpapi.NewRouter()
 	r.Handle("POST /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Streams)(handleStream(s, ping))))
 	r.Handle("GET /api/chats/{chatId}/messages/stream", authn.Require(l.Limiter.Limit(l.Resumes)(handleResume(s, ping))))
+	// A regenerate answers as JSON or as the stream: it lives where the
+	// stream can.
+	r.Handle("POST /api/chats/{chatId}/messages/{messageId}/regenerate", authn.Require(handleRegenerate(s, ping, l)))
 	return r
 }

@@ -20,8 +20,9 @@ import (
 	"github.com/workflowchat/service/shared/usage"
 )
 
-// defaultTitle names a chat created or renamed without a title.
-const defaultTitle = "New chat"
+// DefaultTitle names a chat created or renamed without a title; such a
+// chat is titled from its first exchange (see Service.autoTitle).
+const DefaultTitle = "New chat"
 
 // Service implements the chat operations.
 type Service struct {
@@ -36,6 +37,8 @@ type Service struct {
 	blobs        blob.Store
 	atts         Attachments
 	defaultModel string
+	shares       ShareStore
+	shareBase    string
 	now          func() time.Time
 	lease        time.Duration
 }
@@ -63,7 +66,12 @@ type Options struct {
 	Blobs blob.Store
 	// Attachments reads the attachments messages carry; nil refuses
 	// attachmentIds (ATTACHMENTS_UNAVAILABLE).
-	Attachments    Attachments
+	Attachments Attachments
+	// Shares keeps the chats' shares; nil refuses to create any
+	// (SHARES_UNAVAILABLE). ShareBaseURL (an origin, or empty) prefixes
+	// the path of a share's url.
+	Shares         ShareStore
+	ShareBaseURL   string
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -80,6 +88,7 @@ func NewService(o Options) *Service {
 		o.Lease = job.LeaseTime
 	}
 	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, blobs: o.Blobs, atts: o.Attachments, defaultModel: o.DefaultModelID,
+		shares: o.Shares, shareBase: o.ShareBaseURL,
 		now: o.Now, lease: o.Lease}
 }
 
@@ -106,7 +115,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 		c.Title = strings.TrimSpace(*req.Title)
 	}
 	if c.Title == "" {
-		c.Title = defaultTitle
+		c.Title = DefaultTitle
 	}
 	if err := s.store.CreateChat(ctx, c); err != nil {
 		return Chat{}, errs.Wrap(op, err)
@@ -120,13 +129,18 @@ func (s *Service) Get(ctx context.Context, id string) (Chat, error) {
 		func(c Chat) string { return c.UserID })
 }
 
-// Update renames the chat id. NotFound, Forbidden.
+// Update renames, pins or archives the chat id (the fields req sets).
+// NotFound, Forbidden.
 func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Chat, error) {
-	title := strings.TrimSpace(*req.Title)
-	if title == "" {
-		title = defaultTitle
+	u := ChatUpdate{Pinned: req.Pinned, Archived: req.Archived}
+	if req.Title != nil {
+		title := strings.TrimSpace(*req.Title)
+		if title == "" {
+			title = DefaultTitle
+		}
+		u.Title = &title
 	}
-	c, err := s.store.UpdateChat(ctx, id, auth.UserID(ctx), title, s.clock())
+	c, err := s.store.UpdateChat(ctx, id, auth.UserID(ctx), u, s.clock())
 	return c, errs.Wrap("chat.Update", err)
 }
 
@@ -148,21 +162,26 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	}))
 }
 
-// List returns a page of userID's chats and their total. Forbidden unless
+// List returns a page of userID's chats, pinned first, and their total;
+// archived chats only with archived (listed last). Forbidden unless
 // userID is the signed-in user.
-func (s *Service) List(ctx context.Context, userID string, page paging.Page) ([]Chat, int, error) {
+func (s *Service) List(ctx context.Context, userID string, page paging.Page, archived bool) ([]Chat, int, error) {
 	const op = "chat.List"
 	if err := auth.Authorize(ctx, op, userID); err != nil {
 		return nil, 0, err
 	}
-	chats, total, err := s.store.ListChats(ctx, userID, page)
+	chats, total, err := s.store.ListChats(ctx, userID, page, archived)
 	return chats, total, errs.Wrap(op, err)
 }
 
-// Messages returns the messages of chat id in conversation order, each
-// tool call whose whole result is in the blob store with a URL serving it
-// (ResultURL). NotFound, Forbidden.
-func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
+// Messages returns the current path of chat id: its messages from the
+// first to the current leaf, in conversation order (all of them where
+// nothing branched), each with its parentId, siblingIds and siblingIndex,
+// and each tool call whose whole result is in the blob store with a URL
+// serving it (ResultURL). With leaf set, the path ends at message leaf,
+// which becomes the chat's current leaf. NotFound (also
+// MESSAGE_NOT_FOUND for a leaf not in the chat), Forbidden.
+func (s *Service) Messages(ctx context.Context, id, leaf string) ([]Message, error) {
 	const op = "chat.Messages"
 	c, msgs, err := s.store.Conversation(ctx, id)
 	if err != nil {
@@ -171,14 +190,34 @@ func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
 	if err := auth.Authorize(ctx, op, c.UserID); err != nil {
 		return nil, err
 	}
-	ptrs := make([]*Message, len(msgs))
-	for i := range msgs {
-		ptrs[i] = &msgs[i]
+	t := newTree(msgs)
+	end := t.leaf(c)
+	if leaf != "" {
+		if end, err = t.find(op, strings.ToLower(leaf)); err != nil {
+			return nil, err
+		}
+		if t.msgs[end].ID != c.Leaf {
+			if err := s.store.SetLeaf(ctx, c, t.msgs[end].ID); err != nil {
+				return nil, errs.Wrap(op, err)
+			}
+		}
+	}
+	path := t.path(end)
+	ptrs := make([]*Message, len(path))
+	for i := range path {
+		ptrs[i] = &path[i]
 	}
 	if err := s.withURLs(ctx, ptrs...); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return msgs, nil
+	return path, nil
+}
+
+// currentPath returns the messages of chat c's current path, msgs being
+// all its messages in creation order.
+func currentPath(c Chat, msgs []Message) []Message {
+	t := newTree(msgs)
+	return t.path(t.leaf(c))
 }
 
 // Attachments reads the attachments a message carries
@@ -238,67 +277,190 @@ type Exchange struct {
 // whole reply; both are stored in one transaction. A reply that calls a
 // tool whose policy is ask is stored awaiting_approval (see Decide). The model is req's, else
 // the user's preference, else the deployment default. The message's
-// attachments (req.AttachmentIDs) reach the model with it. While the reply is
+// attachments (req.AttachmentIDs) reach the model with it. The message
+// follows req.ParentID (default: the chat's current leaf; see
+// Service.Messages) and the model sees only the path to it; the reply
+// becomes the chat's current leaf. While the reply is
 // generated the chat takes no other message. Errors: Invalid
-// (INVALID_MODEL), NotFound, Forbidden (another user's chat, or a userId
+// (INVALID_MODEL, INVALID_PARENT), NotFound, Forbidden (another user's chat, or a userId
 // other than the caller's), the attachments' (see Attachments.ForMessage),
+// Conflict TOO_MANY_BRANCHES (the parent has MaxSiblings children),
 // RateLimited BUDGET_EXCEEDED (the user's
 // monthly token budget has no room for a model call: checked by reserving
 // the first call before anything is stored), Conflict GENERATION_ACTIVE (the chat is
 // already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
-	if req.ModelID != "" {
-		if _, err := s.models.Lookup(req.ModelID); err != nil { // 400 before 404/403
-			return Exchange{}, errs.Wrap(op, err)
-		}
+	ex, err := s.newExchange(ctx, op, id, req, true)
+	if err != nil {
+		return Exchange{}, err
 	}
+	reply, err := s.answer(ctx, op, ex)
+	if err != nil {
+		return Exchange{}, err
+	}
+	return Exchange{Message: ex.user, Response: reply}, nil
+}
+
+// Regenerate answers again the user message that assistant message
+// messageID of chat chatID answers: a new reply beside it (a sibling),
+// generated as Send generates one (the same tools, approvals and the
+// user message's attachments), which becomes the chat's current leaf once
+// stored; a reply that fails stores nothing and leaves the current path
+// as it was. The model is req's, else the regenerated reply's (when this
+// deployment still has it), else as for Send. Errors: Send's, NotFound
+// MESSAGE_NOT_FOUND (no such message in the chat), Invalid
+// NOT_AN_ASSISTANT_MESSAGE.
+func (s *Service) Regenerate(ctx context.Context, chatID, messageID string, req RegenerateRequest) (Message, error) {
+	const op = "chat.Regenerate"
+	ex, err := s.regenExchange(ctx, op, chatID, messageID, req)
+	if err != nil {
+		return Message{}, err
+	}
+	return s.answer(ctx, op, ex)
+}
+
+// exchange is a reply about to be generated: in chat, after history (the
+// path before user, all the model sees), to user (a new message, stored
+// with the reply when fresh; the message a regenerate answers again
+// otherwise), with user's attachments as modelID reads them.
+type exchange struct {
+	chat    Chat
+	history []Message
+	user    Message
+	fresh   bool
+	atts    []model.Attachment
+	modelID string
+}
+
+// load reads chat id with its messages and, with pref, the caller's
+// preferred model (empty when none), at once. Errors: the store's.
+func (s *Service) load(ctx context.Context, id string, pref bool) (Chat, []Message, string, error) {
 	var (
-		c       Chat
-		history []Message
-		pref    string
+		c    Chat
+		msgs []Message
+		p    string
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		c, history, err = s.store.Conversation(gctx, id)
+		c, msgs, err = s.store.Conversation(gctx, id)
 		return err
 	})
-	if req.ModelID == "" && s.prefs != nil {
+	if pref && s.prefs != nil {
 		g.Go(func() (err error) {
-			pref, err = s.prefs.ModelPreference(gctx, auth.UserID(ctx))
+			p, err = s.prefs.ModelPreference(gctx, auth.UserID(ctx))
 			if errs.Is(err, errs.NotFound) {
 				err = nil
 			}
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+	err := g.Wait()
+	return c, msgs, p, err
+}
+
+// newExchange checks a new user message req to chat id and returns its
+// exchange: the model (req's; with usePref, else the caller's preference,
+// else the default), the parent (see tree.parentOf), the path to it and
+// the message's attachments. Errors: Send's, before anything is stored.
+func (s *Service) newExchange(ctx context.Context, op, id string, req MessageRequest, usePref bool) (exchange, error) {
+	if req.ModelID != "" {
+		if _, err := s.models.Lookup(req.ModelID); err != nil { // 400 before 404/403
+			return exchange{}, errs.Wrap(op, err)
+		}
+	}
+	c, msgs, pref, err := s.load(ctx, id, usePref && req.ModelID == "")
+	if err != nil {
+		return exchange{}, errs.Wrap(op, err)
 	}
 	if err := s.authorizeMessage(ctx, op, c, req); err != nil {
-		return Exchange{}, err
+		return exchange{}, err
+	}
+	t := newTree(msgs)
+	p, err := t.parentOf(op, c, req.ParentID)
+	if err != nil {
+		return exchange{}, err
 	}
 	modelID := firstNonEmpty(req.ModelID, pref, s.defaultModel, model.BuiltinID)
 	if _, err := s.models.Lookup(modelID); err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+		return exchange{}, errs.Wrap(op, err)
 	}
-	atts, err := s.attachments(ctx, c, normalizeIDs(req.AttachmentIDs), modelID)
+	ids := normalizeIDs(req.AttachmentIDs)
+	atts, err := s.attachments(ctx, c, ids, modelID)
 	if err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+		return exchange{}, errs.Wrap(op, err)
 	}
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
-	user.AttachmentIDs = normalizeIDs(req.AttachmentIDs)
-	held, err := s.reserveReply(ctx, c.UserID, modelID, toModelMessages(history, user, atts))
+	user.AttachmentIDs = ids
+	user.ParentID = t.idOf(p)
+	return exchange{chat: c, history: t.path(p), user: user, fresh: true, atts: atts, modelID: modelID}, nil
+}
+
+// regenExchange checks a regenerate of reply messageID of chat chatID and
+// returns its exchange: the user message the reply answers, the path
+// before it and its attachments. Errors: Regenerate's.
+func (s *Service) regenExchange(ctx context.Context, op, chatID, messageID string, req RegenerateRequest) (exchange, error) {
+	if req.ModelID != "" {
+		if _, err := s.models.Lookup(req.ModelID); err != nil {
+			return exchange{}, errs.Wrap(op, err)
+		}
+	}
+	c, msgs, pref, err := s.load(ctx, chatID, req.ModelID == "")
 	if err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+		return exchange{}, errs.Wrap(op, err)
+	}
+	if err := s.authorizeMessage(ctx, op, c, MessageRequest{UserID: req.UserID}); err != nil {
+		return exchange{}, err
+	}
+	t := newTree(msgs)
+	i, err := t.find(op, strings.ToLower(messageID))
+	if err != nil {
+		return exchange{}, err
+	}
+	old := t.msgs[i]
+	u := t.parent[i]
+	if old.Role != model.RoleAssistant || u < 0 || t.msgs[u].Role != model.RoleUser {
+		return exchange{}, errs.E(op, errs.Invalid, CodeNotAssistantMessage, "only an assistant's reply to a user message can be regenerated")
+	}
+	if err := t.roomUnder(op, u); err != nil {
+		return exchange{}, err
+	}
+	modelID := req.ModelID
+	if modelID == "" {
+		if _, err := s.models.Lookup(old.ModelID); err == nil && old.ModelID != "" {
+			modelID = old.ModelID
+		}
+	}
+	modelID = firstNonEmpty(modelID, pref, s.defaultModel, model.BuiltinID)
+	if _, err := s.models.Lookup(modelID); err != nil {
+		return exchange{}, errs.Wrap(op, err)
+	}
+	path := t.path(u)
+	user := path[len(path)-1]
+	atts, err := s.attachments(ctx, c, user.AttachmentIDs, modelID)
+	if err != nil {
+		return exchange{}, errs.Wrap(op, err)
+	}
+	return exchange{chat: c, history: path[:len(path)-1], user: user, atts: atts, modelID: modelID}, nil
+}
+
+// answer generates ex's whole reply under a generation of its chat and
+// stores it (with ex's user message when fresh) in one transaction; the
+// reply becomes the chat's current leaf. A reply that fails stores
+// nothing. Errors: Send's after its checks.
+func (s *Service) answer(ctx context.Context, op string, ex exchange) (Message, error) {
+	c, user := ex.chat, ex.user
+	held, err := s.reserveReply(ctx, c.UserID, ex.modelID, toModelMessages(ex.history, user, ex.atts))
+	if err != nil {
+		return Message{}, errs.Wrap(op, err)
 	}
 	now := s.clock()
 	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease)}
 	if err := s.store.StartGeneration(ctx, c, gen); err != nil {
 		s.usage.Release(ctx, held)
-		return Exchange{}, errs.Wrap(op, err)
+		return Message{}, errs.Wrap(op, err)
 	}
-	reply, err := s.reply(ctx, history, user, atts, modelID, gen.ID, held, func(Event) error { return nil })
+	reply, err := s.reply(ctx, ex.history, user, ex.atts, ex.modelID, gen.ID, held, func(Event) error { return nil })
 	if errors.Is(err, errAwaitingApproval) {
 		reply.Status, err = StatusAwaitingApproval, s.keepPending(ctx, &reply)
 	}
@@ -307,19 +469,24 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		// store would have no item naming them.
 		s.dropValues(ctx, reply)
 		s.endGeneration(ctx, c, gen.ID)
-		return Exchange{}, errs.Wrap(op, err)
+		return Message{}, errs.Wrap(op, err)
 	}
-	if err := s.store.FinishGeneration(ctx, c, gen.ID, user, reply); err != nil {
+	msgs := []Message{reply}
+	if ex.fresh {
+		msgs = []Message{user, reply}
+	}
+	if err := s.store.FinishGeneration(ctx, c, gen.ID, msgs...); err != nil {
 		if errs.Is(err, errs.NotFound) {
 			s.dropValues(ctx, reply) // the chat was deleted meanwhile
 		}
 		s.endGeneration(ctx, c, gen.ID)
-		return Exchange{}, errs.Wrap(op, err)
+		return Message{}, errs.Wrap(op, err)
 	}
+	s.autoTitle(ctx, c, user, reply, ex.modelID)
 	if err := s.withURLs(ctx, &reply); err != nil {
-		return Exchange{}, errs.Wrap(op, err)
+		return Message{}, errs.Wrap(op, err)
 	}
-	return Exchange{Message: user, Response: reply}, nil
+	return reply, nil
 }
 
 // endGeneration ends generation id on c without storing anything, with a

@@ -101,14 +101,11 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 	if _, err := s.models.Lookup(req.ModelID); err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	c, history, err := s.store.Conversation(ctx, id)
+	var run *workflow.Workflow
+	ex, err := s.newExchange(ctx, op, id, req.MessageRequest, false)
 	if err != nil {
-		return nil, errs.Wrap(op, err)
-	}
-	if err := s.authorizeMessage(ctx, op, c, req.MessageRequest); err != nil {
 		return nil, err
 	}
-	var run *workflow.Workflow
 	if req.WorkflowID != nil {
 		if s.runs == nil {
 			return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
@@ -119,31 +116,58 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		}
 		run = &wf
 	}
-	ids := normalizeIDs(req.AttachmentIDs)
-	atts, err := s.attachments(ctx, c, ids, req.ModelID)
+	return s.startTurn(ctx, op, ex, run)
+}
+
+// StartRegenerate checks a streamed regenerate of reply messageID of chat
+// chatID (see Regenerate) and stores the new reply (status streaming)
+// with its event log, in one transaction: the chat's current leaf stays
+// where it is until the reply ends, and moves to it then unless it
+// failed (RunStream). Errors: Regenerate's checks, and StartStream's
+// budget and GENERATION_ACTIVE.
+func (s *Service) StartRegenerate(ctx context.Context, chatID, messageID string, req RegenerateRequest) (*Turn, error) {
+	const op = "chat.StartRegenerate"
+	ex, err := s.regenExchange(ctx, op, chatID, messageID, req)
 	if err != nil {
-		return nil, errs.Wrap(op, err)
+		return nil, err
 	}
-	user := s.newMessage(c.ID, model.RoleUser, req.Content)
-	user.AttachmentIDs = ids
-	var held *usage.Reservation
+	return s.startTurn(ctx, op, ex, nil)
+}
+
+// startTurn reserves the budget of ex's first model call (without a run)
+// and stores ex's user message (when fresh), the reply (status streaming)
+// and its empty event log with the generation, in one transaction.
+func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *workflow.Workflow) (*Turn, error) {
+	c, user := ex.chat, ex.user
+	var (
+		held *usage.Reservation
+		err  error
+	)
 	if run == nil {
-		if held, err = s.reserveReply(ctx, c.UserID, req.ModelID, toModelMessages(history, user, atts)); err != nil {
+		if held, err = s.reserveReply(ctx, c.UserID, ex.modelID, toModelMessages(ex.history, user, ex.atts)); err != nil {
 			return nil, errs.Wrap(op, err)
 		}
 	}
-	gen := Generation{ID: uuid.NewString(), Now: user.CreatedAt, Until: user.CreatedAt.Add(StreamLease), Lease: s.newLease(user.CreatedAt, 1)}
-	// The reply sorts right after its user message.
-	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: req.ModelID, ReplyTo: user.ID,
-		Status: StatusStreaming, CreatedAt: user.CreatedAt.Add(time.Microsecond)}
+	now := s.clock()
+	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(StreamLease), Lease: s.newLease(now, 1)}
+	parent := user.ID
+	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: ex.modelID, ReplyTo: user.ID, ParentID: &parent,
+		Status: StatusStreaming, CreatedAt: now}
+	stored := Message{} // a regenerated reply's user message is stored
+	if ex.fresh {
+		// The reply sorts right after its user message.
+		reply.CreatedAt, stored = user.CreatedAt.Add(time.Microsecond), user
+	} else {
+		reply.DeferLeaf = true
+	}
 	// The log starts empty: its start event goes with the first write of
 	// the events after it (RunStream), out of this transaction, which
 	// would double its cost.
-	if err := s.store.StartLoggedGeneration(ctx, c, gen, nil, user, reply); err != nil {
+	if err := s.store.StartLoggedGeneration(ctx, c, gen, nil, stored, reply); err != nil {
 		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: history, User: user, Attachments: atts, ModelID: req.ModelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
+	return &Turn{Chat: c, History: ex.history, User: user, Attachments: ex.atts, ModelID: ex.modelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
 		FirstSeq: 1, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
@@ -224,7 +248,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg, genErr = s.reply(genCtx, t.History, t.User, t.Attachments, t.ModelID, t.ReplyID, t.Held, emit)
 	}
 	pending, next, werr := w.Close()
-	msg.CreatedAt = t.Reply.CreatedAt
+	msg.CreatedAt, msg.ParentID, msg.DeferLeaf = t.Reply.CreatedAt, t.Reply.ParentID, t.Reply.DeferLeaf
 
 	if errs.CodeOf(werr) == job.CodeNotActive && s.stillActive(ctx, ref) {
 		// Nothing ended the reply: the log moved on by this writer's own
@@ -299,6 +323,10 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	}
 	for _, e := range final {
 		live(e)
+	}
+	if msg.Status == StatusCompleted && t.Continue == nil {
+		// After the end went out: the client does not wait for it.
+		s.autoTitle(ctx, t.Chat, t.User, msg, t.ModelID)
 	}
 	return msg, genErr
 }
@@ -591,7 +619,7 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 		return Message{}, err
 	}
 	notPending := errs.E(op, errs.Conflict, CodeToolCallNotPending, "this tool call is not waiting for a decision")
-	m, ok := lastAssistant(msgs)
+	m, ok := lastAssistant(currentPath(c, msgs))
 	if !ok || m.Status != StatusAwaitingApproval || m.Decision != "" {
 		return Message{}, notPending
 	}
@@ -629,11 +657,12 @@ func (s *Service) Decide(ctx context.Context, chatID, toolCallID string, approve
 // storage errors.
 func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	const op = "chat.Continue"
-	_, msgs, err := s.store.Conversation(ctx, c.ID)
+	c, msgs, err := s.store.Conversation(ctx, c.ID)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	m, ok := lastAssistant(msgs)
+	path := currentPath(c, msgs)
+	m, ok := lastAssistant(path)
 	if !ok || m.Status != StatusAwaitingApproval || (m.Pending == nil && m.PendingKey == "") || m.Decision == "" {
 		return nil, nil
 	}
@@ -672,6 +701,6 @@ func (s *Service) continueDecided(ctx context.Context, c Chat) (*Turn, error) {
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: msgs, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: p, Decision: m.Decision,
+	return &Turn{Chat: c, History: path, ModelID: m.ModelID, ReplyID: m.ID, Reply: m, Continue: p, Decision: m.Decision,
 		FirstSeq: last + 1, Reserved: gen.Lease.Reserved}, nil
 }

@@ -86,6 +86,9 @@ type valuesFixture struct {
 	rec    *recorder
 	userID string
 	ctx    context.Context
+	// db is the store's database, for a test that writes items as an
+	// older version stored them.
+	db *storetest.DB
 }
 
 // bigText returns {"text": "xx..."}, n bytes of JSON.
@@ -127,8 +130,8 @@ func newValuesFixture(t *testing.T, withBlobs bool) *valuesFixture {
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
 	policies := toolpolicy.NewService(store.NewToolPolicies(db.DB, db.Users()), catalog)
-	f := &valuesFixture{chats: store.NewChats(db.DB, db.Data()), rec: rec, userID: uuid.NewString()}
-	o := chat.Options{Store: f.chats, Jobs: store.NewJobs(db.DB, db.Data()), Models: models, DefaultModelID: "rec",
+	f := &valuesFixture{chats: store.NewChats(db.DB, db.Data()), rec: rec, userID: uuid.NewString(), db: db}
+	o := chat.Options{Store: f.chats, Jobs: store.NewJobs(db.DB, db.Data()), Models: models, DefaultModelID: "rec", Shares: f.chats,
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog, Policies: policies})}
 	if withBlobs {
 		if f.blobs, err = blob.NewLocal(blob.NewMemory(nil), blob.LocalOptions{BaseURL: "http://blobs.test"}); err != nil {
@@ -141,9 +144,12 @@ func newValuesFixture(t *testing.T, withBlobs bool) *valuesFixture {
 	return f
 }
 
+// newChat creates a titled chat (an untitled one's first exchange would
+// make a title call of the model under test).
 func (f *valuesFixture) newChat(t *testing.T) string {
 	t.Helper()
-	c, err := f.svc.Create(f.ctx, chat.CreateRequest{})
+	title := "values"
+	c, err := f.svc.Create(f.ctx, chat.CreateRequest{Title: &title})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +186,7 @@ func (f *valuesFixture) run(t *testing.T, turn *chat.Turn) ([]chat.Event, chat.M
 // (with their result URLs).
 func (f *valuesFixture) stored(t *testing.T, id string) []chat.Message {
 	t.Helper()
-	msgs, err := f.svc.Messages(f.ctx, id)
+	msgs, err := f.svc.Messages(f.ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}

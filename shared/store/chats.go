@@ -22,7 +22,9 @@ import (
 // messages (SK MSG#<time>#<id>), so one Query returns the chat with its
 // conversation in order. Per user, GSI1 (GSI1PK USER#<id>#CHATS) lists the
 // chats by updatedAt beside the user's chat counter, whose GSI1SK sorts
-// after every timestamp: one descending Query returns the total and a page.
+// after every timestamp: one descending Query returns the total and a page
+// (pinned and archived chats are listed from partitions of their own:
+// see ListChats).
 // It implements chat.Store.
 type Chats struct {
 	db    *dynamo.DB
@@ -44,6 +46,7 @@ func NewChats(db *dynamo.DB, dataTable string) *Chats {
 	t := db.Table(dataTable)
 	return &Chats{db: db, table: t, owned: ownedCollection{
 		db: db, table: t, pk: chatPK, root: chatSK, counter: chatCounterKey, noun: "chat", notFound: errChatNotFound,
+		uncount: chatListCounts,
 	}}
 }
 
@@ -78,6 +81,9 @@ type chatItem struct {
 	Generation     string    `dynamo:"generation,omitempty"`
 	LeaseUntil     int64     `dynamo:"leaseUntil,omitempty"`
 	Decided        string    `dynamo:"decided,omitempty"`
+	Leaf           string    `dynamo:"leaf,omitempty"`
+	Pinned         bool      `dynamo:"pinned,omitempty"`
+	Archived       bool      `dynamo:"archived,omitempty"`
 }
 
 type messageItem struct {
@@ -101,6 +107,11 @@ type messageItem struct {
 	// the item (chat.Message.PendingKey).
 	PendingKey    string   `dynamo:"pendingKey,omitempty"`
 	AttachmentIDs []string `dynamo:"attachmentIds,omitempty"`
+	// ParentID is the message's parent; Root marks a message without
+	// one. A message with neither was stored before messages had
+	// parents (chat.Message.Legacy).
+	ParentID string `dynamo:"parentId,omitempty"`
+	Root     bool   `dynamo:"root,omitempty"`
 }
 
 // storedToolCall is a tool call as the toolCalls attribute holds it: the
@@ -132,18 +143,21 @@ type collectionItem struct {
 	Decision      string   `dynamo:"decision"`
 	PendingKey    string   `dynamo:"pendingKey"`
 	AttachmentIDs []string `dynamo:"attachmentIds"`
+	ParentID      string   `dynamo:"parentId"`
+	Root          bool     `dynamo:"root"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
 	return chatItem{
-		PK: chatPK(c.ID), SK: chatSK, GSI1PK: userChatsGSI(c.UserID), GSI1SK: chatGSISK(c), Type: "chat",
+		PK: chatPK(c.ID), SK: chatSK, GSI1PK: chatListGSI(c), GSI1SK: chatGSISK(c), Type: "chat",
 		ID: c.ID, UserID: c.UserID, Title: c.Title, WorkflowID: c.WorkflowID, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		Pinned: c.Pinned, Archived: c.Archived,
 	}
 }
 
 func (it chatItem) chat() chat.Chat {
 	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Generation: it.Generation, Decided: it.Decided}
+		Generation: it.Generation, Decided: it.Decided, Leaf: it.Leaf, Pinned: it.Pinned, Archived: it.Archived}
 	if it.LeaseUntil != 0 {
 		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
 	}
@@ -155,6 +169,12 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 		PK: chatPK(m.ChatID), SK: messageSK(m), Type: "message", ID: m.ID, ChatID: m.ChatID, Role: m.Role, Content: m.Content,
 		ModelID: m.ModelID, ReplyTo: m.ReplyTo, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, Truncated: m.Truncated,
 		Status: m.Status, CreatedAt: m.CreatedAt, PendingKey: m.PendingKey, AttachmentIDs: m.AttachmentIDs,
+	}
+	switch {
+	case m.ParentID != nil:
+		it.ParentID = *m.ParentID
+	case !m.Legacy:
+		it.Root = true
 	}
 	if len(m.ToolCalls) > 0 {
 		calls := make([]storedToolCall, len(m.ToolCalls))
@@ -183,6 +203,13 @@ func (it collectionItem) message() (chat.Message, error) {
 	m := chat.Message{ID: it.ID, ChatID: it.ChatID, Role: it.Role, Content: it.Content, ModelID: it.ModelID, ReplyTo: it.ReplyTo,
 		InputTokens: it.InputTokens, OutputTokens: it.OutputTokens, Truncated: it.Truncated, Status: it.Status, CreatedAt: it.CreatedAt,
 		PendingKey: it.PendingKey, AttachmentIDs: it.AttachmentIDs}
+	switch {
+	case it.ParentID != "":
+		p := it.ParentID
+		m.ParentID = &p
+	case !it.Root:
+		m.Legacy = true
+	}
 	if m.Status == "" {
 		m.Status = chat.StatusCompleted
 	}
@@ -243,19 +270,6 @@ func (s *Chats) Chat(ctx context.Context, id string) (chat.Chat, error) {
 	return it.chat(), nil
 }
 
-// UpdateChat sets the title of the chat id owned by userID. One conditional
-// update; NotFound or Forbidden when the condition fails.
-func (s *Chats) UpdateChat(ctx context.Context, id, userID, title string, now time.Time) (chat.Chat, error) {
-	const op = "store.UpdateChat"
-	var it chatItem
-	u := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
-		Set("title", title).Set("updatedAt", now).Set("GSI1SK", now.UTC().Format(timeKey)+"#"+id)
-	if err := s.owned.update(ctx, op, id, userID, u, &it); err != nil {
-		return chat.Chat{}, err
-	}
-	return it.chat(), nil
-}
-
 // DeleteChat removes the chat id of userID with its messages and runs (see
 // ownedCollection.delete). beyond, when not nil, is called once the owner
 // is checked and the chat is marked deleted (nothing can be added to it
@@ -270,6 +284,9 @@ func (s *Chats) DeleteChat(ctx context.Context, id, userID string, beyond func(c
 			if err := beyond(ctx); err != nil {
 				return err
 			}
+		}
+		if err := s.deleteChatShares(ctx, id); err != nil {
+			return err
 		}
 		return runs.DeleteChatRuns(ctx, id)
 	})
@@ -321,20 +338,6 @@ func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dyna
 		keys = keys[n:]
 	}
 	return nil
-}
-
-// ListChats returns a page of the user's chats, most recently updated
-// first, and the user's chat count, from one Query of GSI1.
-func (s *Chats) ListChats(ctx context.Context, userID string, page paging.Page) ([]chat.Chat, int, error) {
-	items, total, err := pageWithTotal[chatItem](ctx, s.table, userChatsGSI(userID), page)
-	if err != nil {
-		return nil, 0, errs.Wrap("store.ListChats", err)
-	}
-	chats := make([]chat.Chat, 0, len(items))
-	for _, it := range items {
-		chats = append(chats, it.chat())
-	}
-	return chats, total, nil
 }
 
 // pageWithTotal reads one page of the GSI1 collection gsiPK, most recently
@@ -425,8 +428,10 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 	}
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
-	tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).If(collectionWritable))
+	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
+		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c))
+	setLeaf(upd, msgs)
+	tx.Update(upd.If(collectionWritable))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errChatNotFound)
@@ -508,8 +513,31 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 	if len(msgs) > 0 {
 		c.UpdatedAt = msgs[len(msgs)-1].CreatedAt
 		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
+		setLeaf(upd, msgs)
 	}
 	return nil
+}
+
+// leafAttr is the chat item's current leaf (chat.Chat.Leaf).
+const leafAttr = "leaf"
+
+// setLeaf makes the last of msgs the chat's current leaf in upd, unless
+// it is DeferLeaf (a regenerated reply, made the leaf when it ends).
+func setLeaf(upd *dynamo.Update, msgs []chat.Message) {
+	if m := msgs[len(msgs)-1]; !m.DeferLeaf {
+		upd.Set(leafAttr, m.ID)
+	}
+}
+
+// SetLeaf makes message leaf the current leaf of chat c, with one
+// conditional update. NotFound CHAT_NOT_FOUND when the chat is gone.
+func (s *Chats) SetLeaf(ctx context.Context, c chat.Chat, leaf string) error {
+	const op = "store.SetLeaf"
+	err := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Set(leafAttr, leaf).If(collectionWritable).Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, errChatNotFound)
+	}
+	return storeError(op, err)
 }
 
 var (
@@ -537,7 +565,11 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 		First: first, Lease: g.Lease}); err != nil {
 		return errs.Wrap(op, err)
 	}
-	return s.startGeneration(ctx, op, tx, c, g, []chat.Message{user, reply})
+	msgs := []chat.Message{user, reply}
+	if user.ID == "" { // a regenerated reply
+		msgs = msgs[1:]
+	}
+	return s.startGeneration(ctx, op, tx, c, g, msgs)
 }
 
 // EndLoggedGeneration stores reply (with its final status), appends recs
@@ -568,8 +600,11 @@ func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat
 			return errs.Wrap(op, err)
 		}
 		if freeChat {
-			tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Remove(generationAttr, leaseAttr).
-				If(collectionWritable+" AND $ = ?", generationAttr, reply.ID))
+			upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Remove(generationAttr, leaseAttr)
+			if reply.DeferLeaf && reply.Status != chat.StatusFailed {
+				upd.Set(leafAttr, reply.ID)
+			}
+			tx.Update(upd.If(collectionWritable+" AND $ = ?", generationAttr, reply.ID))
 		}
 		return tx.Run(ctx)
 	}

@@ -49,7 +49,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	tests := []struct{ limit, offset, from, to int }{{20, 0, 0, 7}, {3, 0, 0, 3}, {3, 3, 3, 6}, {3, 6, 6, 7}, {5, 7, 7, 7}, {1, 100, 7, 7}}
 	for _, tt := range tests {
 		db.Counter.Reset()
-		chats, total, err := s.ListChats(ctx, "u1", paging.Page{Limit: tt.limit, Offset: tt.offset})
+		chats, total, err := s.ListChats(ctx, "u1", paging.Page{Limit: tt.limit, Offset: tt.offset}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	if err := s.DeleteChat(ctx, ids[0], "u1", nil); errs.KindOf(err) != errs.NotFound {
 		t.Errorf("second delete: %v", err)
 	}
-	_, total, _ := s.ListChats(ctx, "u1", paging.Page{Limit: 20})
+	_, total, _ := s.ListChats(ctx, "u1", paging.Page{Limit: 20}, false)
 	if total != 6 {
 		t.Errorf("total after delete = %d", total)
 	}
@@ -86,7 +86,7 @@ func TestChatsListAndCounter(t *testing.T) {
 	if err := db.Table(db.Data()).Get("PK", "CHAT#"+ids[0]).All(ctx, &left); err != nil || len(left) != 0 {
 		t.Errorf("items left after delete: %v %v", left, err)
 	}
-	if _, total, _ := s.ListChats(ctx, "nobody", paging.Page{Limit: 20}); total != 0 {
+	if _, total, _ := s.ListChats(ctx, "nobody", paging.Page{Limit: 20}, false); total != 0 {
 		t.Errorf("total of a user without chats = %d", total)
 	}
 }
@@ -137,13 +137,14 @@ func TestConversationOrderAndUpdate(t *testing.T) {
 		t.Errorf("chat updatedAt not moved by messages: %v", got.UpdatedAt)
 	}
 
-	if _, err := s.UpdateChat(ctx, c.ID, "u2", "x", t0); errs.KindOf(err) != errs.Forbidden {
+	title := func(s string) chat.ChatUpdate { return chat.ChatUpdate{Title: &s} }
+	if _, err := s.UpdateChat(ctx, c.ID, "u2", title("x"), t0); errs.KindOf(err) != errs.Forbidden {
 		t.Errorf("update by another user: %v", err)
 	}
-	if _, err := s.UpdateChat(ctx, uuid.NewString(), "u1", "x", t0); errs.KindOf(err) != errs.NotFound {
+	if _, err := s.UpdateChat(ctx, uuid.NewString(), "u1", title("x"), t0); errs.KindOf(err) != errs.NotFound {
 		t.Errorf("update of a missing chat: %v", err)
 	}
-	up, err := s.UpdateChat(ctx, c.ID, "u1", "renamed", t0.Add(time.Hour))
+	up, err := s.UpdateChat(ctx, c.ID, "u1", title("renamed"), t0.Add(time.Hour))
 	if err != nil || up.Title != "renamed" || !up.UpdatedAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("update = %+v, %v", up, err)
 	}

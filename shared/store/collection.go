@@ -31,12 +31,18 @@ type ownedCollection struct {
 	// collection that its own item names (a workflow's tool name), for
 	// the delete's last transaction.
 	unlink func(id, userID string, links rootLinks) []*dynamo.Delete
+	// uncount, when not nil, returns the attributes of the owner's
+	// counter item that count the collection besides n (a pinned or
+	// archived chat), decremented with n by the delete.
+	uncount func(links rootLinks) []string
 }
 
 // rootLinks are the attributes of a collection's own item that name items
 // outside the collection.
 type rootLinks struct {
 	ToolName string `dynamo:"toolName"`
+	// ListedIn is the collection's GSI1 partition (a chat's list).
+	ListedIn string `dynamo:"GSI1PK"`
 }
 
 // ownedBy is the condition that the collection's item exists and belongs
@@ -97,9 +103,15 @@ func (c ownedCollection) delete(ctx context.Context, op, id, userID string, also
 		return errs.Wrap(op, err)
 	}
 	pk, sk := c.counter(userID)
+	counter := c.table.Update("PK", pk).Range("SK", sk).Add("n", -1)
+	if c.uncount != nil {
+		for _, attr := range c.uncount(links) {
+			counter.Add(attr, -1)
+		}
+	}
 	tx := c.db.WriteTx().
 		Delete(c.table.Delete("PK", c.pk(id)).Range("SK", c.root).If("userId = ?", userID)).
-		Update(c.table.Update("PK", pk).Range("SK", sk).Add("n", -1))
+		Update(counter)
 	if c.unlink != nil {
 		for _, d := range c.unlink(id, userID, links) {
 			tx.Delete(d)

@@ -90,7 +90,7 @@ func TestListPagesFarOffsets(t *testing.T) {
 	for _, offset := range []int{3, httpapi.MaxOffset, math.MaxInt - httpapi.MaxLimit - 1, math.MaxInt - 1, math.MaxInt} {
 		page := paging.Page{Limit: httpapi.MaxLimit, Offset: offset}
 		seen.take()
-		cs, total, err := chats.ListChats(ctx, "u1", page)
+		cs, total, err := chats.ListChats(ctx, "u1", page, false)
 		if err != nil || len(cs) != 0 || total != 3 {
 			t.Errorf("ListChats offset %d: %d chats, total %d, err %v; want none, 3, nil", offset, len(cs), total, err)
 		}

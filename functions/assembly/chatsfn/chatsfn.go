@@ -81,5 +81,6 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	return chat.NewService(chat.Options{
 		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
+		Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
 	}), nil
 }

@@ -38,7 +38,7 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 	return account.NewEraser(accounts, d.Logger,
 		account.Part{Name: "chats", Erase: func(ctx context.Context, del account.Deletion) error {
 			for {
-				cs, _, err := chatStore.ListChats(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit})
+				cs, _, err := chatStore.ListChats(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit}, true)
 				if err != nil || len(cs) == 0 {
 					return err
 				}
