@@ -10,6 +10,7 @@ import (
 
 	"github.com/guregu/dynamo/v2"
 
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 )
@@ -546,6 +547,9 @@ func collectionOf(pk string) string {
 // eventLogs.append): Conflict STOP_REQUESTED or NOT_ACTIVE when the job
 // must end, NotFound when its log is gone.
 func (s *Jobs) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+	if isReply(ref) {
+		return s.replies().append(ctx, jobPK(ref), ref.ID, recs, l, time.Now())
+	}
 	return s.logs().append(ctx, jobPK(ref), ref.ID, recs, l, time.Now())
 }
 
@@ -553,6 +557,10 @@ func (s *Jobs) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job
 // consistent Query. NotFound LOG_NOT_FOUND when there is no log or it
 // expired.
 func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record, job.Head, error) {
+	if isReply(ref) {
+		recs, h, err := s.replies().read(ctx, jobPK(ref), ref.ID, after, time.Now())
+		return recs, h, errs.Wrap("store.Jobs.Read", err)
+	}
 	recs, h, err := s.logs().read(ctx, jobPK(ref), ref.ID, after, time.Now())
 	if err != nil {
 		return nil, job.Head{}, err
@@ -567,6 +575,10 @@ func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record
 // runner reads no more than its run's items). NotFound LOG_NOT_FOUND when
 // there is no log or it expired.
 func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
+	if isReply(ref) {
+		h, err := s.replies().head(ctx, jobPK(ref), ref.ID)
+		return h, errs.Wrap("store.Jobs.Head", err)
+	}
 	get := s.logs().latest
 	if ref.Kind == runKind {
 		get = s.logs().head
@@ -583,6 +595,9 @@ func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
 
 // RequestStop marks ref's job to stop (see eventLogs.requestStop).
 func (s *Jobs) RequestStop(ctx context.Context, ref job.Ref) error {
+	if isReply(ref) {
+		return s.replies().requestStop(ctx, jobPK(ref), ref.ID)
+	}
 	return s.logs().requestStop(ctx, jobPK(ref), ref.ID)
 }
 
@@ -610,5 +625,18 @@ func (s *Jobs) Expired(ctx context.Context, now time.Time, limit int) ([]job.Exp
 				LeaseUntil: time.UnixMilli(h.LeaseUntil).UTC()})
 		}
 	}
+	if len(out) < limit {
+		replies, err := s.replies().expired(ctx, now, limit-len(out))
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		out = append(out, replies...)
+	}
 	return out, nil
 }
+
+// isReply reports whether ref is a streamed reply, whose log's head is its
+// chat's mark (replylog.go).
+func isReply(ref job.Ref) bool { return ref.Kind == chat.GenerationKind }
+
+func (s *Jobs) replies() replyLogs { return replyLogs{s.logs()} }
