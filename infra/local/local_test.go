@@ -108,7 +108,8 @@ type callBudget struct {
 // (one conditional UpdateItem) before calling the model, and stores both
 // messages with the lease's release in one transaction; the stream takes
 // the lease (with its log's head, one conditional UpdateItem), stores its
-// user message and the streaming reply in one transaction, and at its end
+// user message and the streaming reply in one transaction, reads the chat
+// once (no delete began meanwhile), and at its end
 // stores the reply, its last events and the lease's release, one write
 // each. Each model
 // call records its usage with one UpdateItem right after the call (its
@@ -129,7 +130,7 @@ func callBudgets(f *fixture) []callBudget {
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
 		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
 		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 9},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 10},
 	}
 }
 
@@ -185,12 +186,12 @@ func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
 
 // TestDynamoDBCallBudgetStreamedToolResult holds a streamed reply that
 // calls json_query to its DynamoDB calls and write units, for tool results
-// up to chat.ValueBound (the 32 KiB kept inline): the 9 of a streamed
+// up to chat.ValueBound (the 32 KiB kept inline): the 10 of a streamed
 // reply (session, rate limit, conversation Query, the chat's lease with
 // the log's head, the start transaction with the user message and the
-// reply, the usage of the model call, then the reply, the log's last
-// events and the lease's release), the tool gate's policy read and the
-// second model turn's usage: 11, plus one PutItem per write of the log
+// reply, the chat's read, the usage of the model call, then the reply,
+// the log's last events and the lease's release), the tool gate's policy
+// read and the second model turn's usage: 12, plus one PutItem per write of the log
 // that its events fill (job.BatchFill: a result larger than that is
 // written as it comes, once, instead of twice in the end's transaction).
 // The clock stands still, so the event log's writer never writes on its
@@ -210,9 +211,9 @@ func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 		calls      int64
 		writeUnits float64
 	}{
-		{100, 11, 18},
-		{16 << 10, 15, 85},
-		{chat.ValueBound, 16, 150},
+		{100, 12, 16},
+		{16 << 10, 16, 83},
+		{chat.ValueBound, 17, 148},
 	} {
 		f.counter.Reset()
 		f.meter.Reset()
@@ -241,7 +242,7 @@ func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
 	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
 	checkCalls(t, f, []callBudget{
 		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 10},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 11},
 		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
 	})
 }
@@ -527,7 +528,8 @@ type replyBudget struct {
 // most every 500 ms) the same writes happen, plus one lease renewal every
 // 15 s. The calls: the session, the rate limit, the conversation Query,
 // the chat's generation mark (the log's head), the start transaction
-// (user message, reply, a check of the mark), one PutItem per filled
+// (user message, reply), the read of the chat that tells no delete began
+// meanwhile, one PutItem per filled
 // write of the log, the usage of the model call, then the end: the reply,
 // the last events, the mark's release.
 func TestDynamoDBReplyBudget(t *testing.T) {
@@ -541,8 +543,8 @@ func TestDynamoDBReplyBudget(t *testing.T) {
 	}
 	f := newFixtureAt(t, func() time.Time { return at }, env...)
 	for _, tt := range []replyBudget{
-		{"short reply", measure.ShortModel, w.Short, 15, 24},
-		{"long reply", measure.LongModel, w.Long, 61, 73},
+		{"short reply", measure.ShortModel, w.Short, 16, 22},
+		{"long reply", measure.LongModel, w.Long, 62, 71},
 	} {
 		f.counter.Reset()
 		f.meter.Reset()

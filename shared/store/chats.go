@@ -581,16 +581,32 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 	if err := s.generationStarted(ctx, op, c.ID, mark.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()).Run(ctx)); err != nil {
 		return err
 	}
-	// The messages go in only while the mark holds (no delete of the
-	// chat began meanwhile: nothing is orphaned).
-	tx.Check(s.table.Check("PK", pk).Range("SK", chatSK).If(collectionWritable+" AND "+markCond, markArgs(g.ID)...))
 	if err := tx.Run(ctx); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		_ = s.releaseMark(pk).If(markCond, markArgs(g.ID)...).Run(rctx)
 		cancel()
-		return s.generationStarted(ctx, op, c.ID, err)
+		return storeError(op, err)
 	}
-	return nil
+	// A delete of the chat that began after the mark may have listed the
+	// collection before the messages went in. A delete marks the chat
+	// (deleting) before it lists, so a strongly consistent read now that
+	// finds the chat unmarked means any delete lists after the messages;
+	// else they are deleted here. (A read, not a condition check in the
+	// transaction, which DynamoDB bills as a write, twice.)
+	var cur struct {
+		Deleting bool `dynamo:"deleting"`
+	}
+	err = s.table.Get("PK", pk).Range("SK", dynamo.Equal, chatSK).Consistent(true).One(ctx, &cur)
+	if err == nil && !cur.Deleting {
+		return nil
+	}
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return storeError(op, err) // the sweeper ends the reply from its mark
+	}
+	if err := batchDelete(ctx, op, s.table, []dynamo.Keyed{dynamo.Keys{pk, uit.SK}, dynamo.Keys{pk, rit.SK}}); err != nil {
+		return err
+	}
+	return errs.Wrap(op, errChatNotFound)
 }
 
 // releaseTimeout bounds the release of a mark whose generation could not
