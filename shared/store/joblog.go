@@ -192,10 +192,14 @@ func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
 const activeCond = "active = ? AND attribute_not_exists(stopRequested)"
 
 // renew returns the update of log id's head that renews its lease to l
-// and, with recs, moves lastSeq to their last (else to ls.Last, when set).
+// (a zero ls.Until leaves the lease, and the head's index entry, as they
+// are) and, with recs, moves lastSeq to their last (else to ls.Last, when
+// set).
 func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now time.Time) *dynamo.Update {
-	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
-		Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until)).Set("expiresAt", now.Add(LogRetention).Unix())
+	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("expiresAt", now.Add(LogRetention).Unix())
+	if !ls.Until.IsZero() {
+		u.Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until))
+	}
 	if ls.Reserved > 0 {
 		u.Set("reserved", ls.Reserved)
 	}
