@@ -34,7 +34,8 @@ import (
 //     leaseUntil (Unix ms), stopRequested, target (the SK of the item the
 //     job produces) and, while the job is active, `active` and the sparse
 //     GSI1 keys ACTIVE#<shard> / <leaseUntil>, through which the sweeper
-//     finds expired leases with one Query per shard.
+//     finds expired leases with one Query per shard. A streamed reply has
+//     no such item: its head is its chat's generation mark (replylog.go).
 //
 // So a write of events costs one write unit per KB of its own events,
 // whatever the log already holds; the head (and its index entry) is
@@ -221,10 +222,21 @@ func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now tim
 // requested (the stop took the slot) or the job ended (its end took it):
 // Conflict STOP_REQUESTED or NOT_ACTIVE (job codes).
 func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
-	const op = "store.appendLog"
-	var err error
+	var renew *dynamo.Update
 	if !ls.Until.IsZero() {
-		err = l.renew(pk, id, nil, ls, now).If(activeCond, true).Run(ctx)
+		renew = l.renew(pk, id, nil, ls, now).If(activeCond, true)
+	}
+	return l.appendAfter(ctx, "store.appendLog", pk, id, recs, ls, renew, now, l.why)
+}
+
+// appendAfter runs renew, when not nil, then writes recs (or, with none
+// and no renewal, a heartbeat) as append does; a failed condition is
+// explained by why, unless the slot holds this very write.
+func (l eventLogs) appendAfter(ctx context.Context, op, pk, id string, recs []job.Record, ls job.Lease, renew *dynamo.Update, now time.Time,
+	why func(ctx context.Context, op, pk, id string) error) error {
+	var err error
+	if renew != nil {
+		err = renew.Run(ctx)
 	}
 	switch {
 	case err != nil:
@@ -234,7 +246,7 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 			return errs.Wrap(op, berr)
 		}
 		err = l.table.Put(b).If(slotFree, "type", typeBeat).Run(ctx)
-	case ls.Until.IsZero():
+	case renew == nil:
 		err = l.table.Put(newLogMark(pk, id, typeBeat, ls.Last, ls.Reserved, now)).If(slotFree, "type", typeBeat).Run(ctx)
 	}
 	if isConditionFailure(err) {
@@ -243,7 +255,7 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 			// SDK's retry of it found its slot taken by itself.
 			return nil
 		}
-		return l.why(ctx, op, pk, id)
+		return why(ctx, op, pk, id)
 	}
 	return storeError(op, err)
 }
@@ -488,10 +500,20 @@ func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now tim
 // NotFound when there is no log, Conflict NOT_ACTIVE when the work has
 // ended.
 func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
-	const op = "store.requestStop"
+	return l.claimStop(ctx, "store.requestStop", pk, id, func(ctx context.Context) (job.Head, error) {
+		h, err := l.latest(ctx, pk, id)
+		return h.job(), err
+	}, func() *dynamo.Update {
+		return l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).If("attribute_exists(PK) AND active = ?", true)
+	})
+}
+
+// claimStop is requestStop with the job's head read by head and the stop
+// flagged by the update flag returns.
+func (l eventLogs) claimStop(ctx context.Context, op, pk, id string, head func(context.Context) (job.Head, error), flag func() *dynamo.Update) error {
 	notActive := errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
 	for range maxStopClaims {
-		h, err := l.latest(ctx, pk, id)
+		h, err := head(ctx)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
@@ -501,10 +523,8 @@ func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
 		case h.StopRequested:
 			return nil // the mark went with the flag, in one transaction
 		}
-		now := time.Now()
-		err = l.db.WriteTx().
-			Update(l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).If("attribute_exists(PK) AND active = ?", true)).
-			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, now)).If(slotFree, "type", typeBeat)).
+		err = l.db.WriteTx().Update(flag()).
+			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, time.Now())).If(slotFree, "type", typeBeat)).
 			Run(ctx)
 		if !isConditionFailure(err) {
 			return storeError(op, err)

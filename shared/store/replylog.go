@@ -139,36 +139,18 @@ func (m replyMark) head(id string, lastSeq, reserved int64) job.Head {
 // lease on the chat's mark, conditioned on the mark being id's with no
 // stop requested.
 func (l replyLogs) append(ctx context.Context, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
-	const op = "store.appendReplyLog"
-	var err error
+	var renew *dynamo.Update
 	if !ls.Until.IsZero() {
-		u := l.table.Update("PK", pk).Range("SK", chatSK).Set(logLeaseAttr, ls.Until.UnixMilli()).Set(replyIndexSK, leaseGSISK(ls.Until))
+		renew = l.table.Update("PK", pk).Range("SK", chatSK).Set(logLeaseAttr, ls.Until.UnixMilli()).Set(replyIndexSK, leaseGSISK(ls.Until))
 		if ls.Reserved > 0 {
-			u.Set(reservedAttr, ls.Reserved)
+			renew.Set(reservedAttr, ls.Reserved)
 		}
 		if ls.Last > 0 {
-			u.Set(lastSeqAttr, ls.Last)
+			renew.Set(lastSeqAttr, ls.Last)
 		}
-		err = u.If(markCond+" AND attribute_not_exists($)", append(markArgs(id), stopAttr)...).Run(ctx)
+		renew.If(markCond+" AND attribute_not_exists($)", append(markArgs(id), stopAttr)...)
 	}
-	switch {
-	case err != nil:
-	case len(recs) > 0:
-		b, berr := newLogBatch(pk, id, recs, ls.Reserved, now)
-		if berr != nil {
-			return errs.Wrap(op, berr)
-		}
-		err = l.table.Put(b).If(slotFree, "type", typeBeat).Run(ctx)
-	case ls.Until.IsZero():
-		err = l.table.Put(newLogMark(pk, id, typeBeat, ls.Last, ls.Reserved, now)).If(slotFree, "type", typeBeat).Run(ctx)
-	}
-	if isConditionFailure(err) {
-		if len(recs) > 0 && l.holds(ctx, pk, id, recs) {
-			return nil // this very write, applied though its answer was lost
-		}
-		return l.why(ctx, op, pk, id)
-	}
-	return storeError(op, err)
+	return l.appendAfter(ctx, "store.appendReplyLog", pk, id, recs, ls, renew, now, l.why)
 }
 
 // why explains a failed write to reply id's log: Conflict STOP_REQUESTED,
@@ -346,28 +328,10 @@ func (l replyLogs) head(ctx context.Context, pk, id string) (job.Head, error) {
 // write, in one transaction conditioned on the mark being id's and the
 // slot free (see eventLogs.requestStop).
 func (l replyLogs) requestStop(ctx context.Context, pk, id string) error {
-	const op = "store.requestReplyStop"
-	notActive := errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
-	for range maxStopClaims {
-		h, err := l.head(ctx, pk, id)
-		if err != nil {
-			return errs.Wrap(op, err)
-		}
-		switch {
-		case !h.Active:
-			return notActive
-		case h.StopRequested:
-			return nil
-		}
-		err = l.db.WriteTx().
-			Update(l.table.Update("PK", pk).Range("SK", chatSK).Set(stopAttr, true).If(markCond, markArgs(id)...)).
-			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, time.Now())).If(slotFree, "type", typeBeat)).
-			Run(ctx)
-		if !isConditionFailure(err) {
-			return storeError(op, err)
-		}
-	}
-	return errs.E(op, errs.Unavailable, "", "the work writes too fast to be stopped; try again")
+	return l.claimStop(ctx, "store.requestReplyStop", pk, id, func(ctx context.Context) (job.Head, error) { return l.head(ctx, pk, id) },
+		func() *dynamo.Update {
+			return l.table.Update("PK", pk).Range("SK", chatSK).Set(stopAttr, true).If(markCond, markArgs(id)...)
+		})
 }
 
 // expired returns up to limit replies whose log lease ended before now,
