@@ -43,9 +43,10 @@ func TestFaultUsageOfUnsavedReply(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{})
 		chatID := e.createChat()
-		// The start's transaction passes; every later one (the log, the
+		// The start (the chat's mark, an UpdateItem, and the messages'
+		// transaction) passes; every PutItem after it (the log, the
 		// save) fails.
-		e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: 1, times: -1, fault: internal})
+		e.proxy.add(rule{op: "PutItem", table: e.cfg.DataTable, times: -1, fault: internal})
 		resp, evs, body := e.stream(e.api, chatID, streamBody(e, "count to 20 slowly", ""), streamDeadline)
 		e.proxy.clear()
 		if resp.StatusCode != 200 {

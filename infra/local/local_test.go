@@ -107,7 +107,11 @@ type callBudget struct {
 // shared/ratelimit). Posting a message takes the chat's generation lease
 // (one conditional UpdateItem) before calling the model, and stores both
 // messages with the lease's release in one transaction; the stream takes
-// the lease in the transaction that stores its user message. Each model
+// the lease (with its log's head, one conditional UpdateItem), stores its
+// user message and the streaming reply in one transaction, reads the chat
+// once (no delete began meanwhile), and at its end
+// stores the reply, its last events and the lease's release, one write
+// each. Each model
 // call records its usage with one UpdateItem right after the call (its
 // settle, shared/usage), so that a reply that fails to save still counts;
 // without a budget nothing is reserved before the call.
@@ -126,7 +130,7 @@ func callBudgets(f *fixture) []callBudget {
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
 		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
 		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 6},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 10},
 	}
 }
 
@@ -182,12 +186,12 @@ func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
 
 // TestDynamoDBCallBudgetStreamedToolResult holds a streamed reply that
 // calls json_query to its DynamoDB calls and write units, for tool results
-// up to chat.ValueBound (the 32 KiB kept inline): the 6 of a streamed
-// reply (session, rate limit, conversation Query, the start transaction
-// with the user message, the reply, the chat's lease and the log's head,
-// the usage of the model call, the end transaction with the reply, the
-// log's last events and the chat), the tool gate's policy read and the
-// second model turn's usage: 8, plus one PutItem per write of the log
+// up to chat.ValueBound (the 32 KiB kept inline): the 10 of a streamed
+// reply (session, rate limit, conversation Query, the chat's lease with
+// the log's head, the start transaction with the user message and the
+// reply, the chat's read, the usage of the model call, then the reply,
+// the log's last events and the lease's release), the tool gate's policy
+// read and the second model turn's usage: 12, plus one PutItem per write of the log
 // that its events fill (job.BatchFill: a result larger than that is
 // written as it comes, once, instead of twice in the end's transaction).
 // The clock stands still, so the event log's writer never writes on its
@@ -207,9 +211,9 @@ func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 		calls      int64
 		writeUnits float64
 	}{
-		{100, 8, 29},
-		{16 << 10, 12, 127},
-		{chat.ValueBound, 13, 224},
+		{100, 12, 16},
+		{16 << 10, 16, 83},
+		{chat.ValueBound, 17, 148},
 	} {
 		f.counter.Reset()
 		f.meter.Reset()
@@ -238,7 +242,7 @@ func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
 	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
 	checkCalls(t, f, []callBudget{
 		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 7},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 11},
 		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
 	})
 }
@@ -523,10 +527,11 @@ type replyBudget struct {
 // (job.BatchFill): at make cost's pace (60 tokens a second, a write at
 // most every 500 ms) the same writes happen, plus one lease renewal every
 // 15 s. The calls: the session, the rate limit, the conversation Query,
-// the start transaction (user message, reply, chat, the log's head and
-// first event), one PutItem per filled write of the log, the usage of the
-// model call, the end transaction (reply, chat, the log's head and last
-// events).
+// the chat's generation mark (the log's head), the start transaction
+// (user message, reply), the read of the chat that tells no delete began
+// meanwhile, one PutItem per filled
+// write of the log, the usage of the model call, then the end: the reply,
+// the last events, the mark's release.
 func TestDynamoDBReplyBudget(t *testing.T) {
 	w := measure.Workload{Short: 150, Long: 1200, Pace: measure.Pace{TokensPerSecond: 1e6}}
 	model := measure.StartModel(w)
@@ -538,8 +543,8 @@ func TestDynamoDBReplyBudget(t *testing.T) {
 	}
 	f := newFixtureAt(t, func() time.Time { return at }, env...)
 	for _, tt := range []replyBudget{
-		{"short reply", measure.ShortModel, w.Short, 12, 36},
-		{"long reply", measure.LongModel, w.Long, 58, 88},
+		{"short reply", measure.ShortModel, w.Short, 16, 22},
+		{"long reply", measure.LongModel, w.Long, 62, 71},
 	} {
 		f.counter.Reset()
 		f.meter.Reset()

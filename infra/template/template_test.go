@@ -210,12 +210,13 @@ var wantGrants = map[string]map[string][]string{
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-		// StartStream: Conversation (Query); StartLoggedGeneration (tx:
-		// Put user and assistant messages, the log head and first batch,
-		// Update chat); the reply's log batches (tx: Put batch + Update
-		// head; UpdateItem alone to renew the lease) and its end (tx: Put
-		// message and batch, Update head and chat); resume: Chat
-		// (GetItem), the log (Query).
+		// StartStream: Conversation (Query); StartLoggedGeneration
+		// (UpdateItem of the chat: its mark, the log's head; tx: Put user
+		// and assistant messages + ConditionCheck on the chat); the
+		// reply's log batches (PutItem; UpdateItem of the chat to renew
+		// the lease) and its end (PutItem of the message, then of the
+		// batch, UpdateItem of the chat); resume: Chat (GetItem), the log
+		// (Query).
 		// With a workflowId (chatsfn's runs.Service): CheckWorkflow's
 		// store.Workflows.Workflow (GetItem); store.Runs.CreateRun (tx:
 		// Put run and log head + ConditionCheck on the chat item); the
@@ -226,10 +227,11 @@ var wantGrants = map[string]map[string][]string{
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
-	// The sweeper: chat.Service.Interrupt over store.Chats: Chat, the log
-	// head and the message (GetItem), the log (Query), the end (tx: Put
-	// message and batch, Update head and chat); store.Leases.Expired
-	// (Query of GSI1 per ACTIVE#<shard>).
+	// The sweeper: chat.Service.Interrupt over store.Chats: Chat, the
+	// chat's mark (the log's head) and the message (GetItem), the log
+	// (Query), the end (tx: Put message and batch, Update chat);
+	// store.Leases.Expired (Query of GSI1 per ACTIVE#<shard> for runs, of
+	// GSI2 for streamed replies).
 	// It also resumes durable runs (runs.ResumeExpired over store.Runs:
 	// LoggedRun by GetItem; ClaimRun, a tx of two Updates; an
 	// interrupted run's end, a tx of Update run, Put batch, Update head):
@@ -245,14 +247,14 @@ var wantGrants = map[string]map[string][]string{
 	// (store.Accounts.EraseUserItems, RateLimits.DeleteWindows:
 	// BatchWriteItem of keys known or listed by the tables' user indexes).
 	"SweeperFunction": {
-		"DataTable":                       {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
-		"DataTable/index/GSI1":            {"dynamodb:Query"},
-		"DataTable/index/GSI2":            {"dynamodb:Query"},
-		"UsersTable":                      {"dynamodb:BatchWriteItem"},
-		"SessionsTable":                   {"dynamodb:BatchWriteItem"},
+		"DataTable":                        {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
+		"DataTable/index/GSI1":             {"dynamodb:Query"},
+		"DataTable/index/GSI2":             {"dynamodb:Query"},
+		"UsersTable":                       {"dynamodb:BatchWriteItem"},
+		"SessionsTable":                    {"dynamodb:BatchWriteItem"},
 		"SessionsTable/index/UserSessions": {"dynamodb:Query"},
-		"OAuthTable":                      {"dynamodb:BatchWriteItem"},
-		"OAuthTable/index/UserItems":      {"dynamodb:Query"},
+		"OAuthTable":                       {"dynamodb:BatchWriteItem"},
+		"OAuthTable/index/UserItems":       {"dynamodb:Query"},
 		// The end of an interrupted schedule run may start its trigger's
 		// buffered fire, counted against the run rate limit.
 		"RateLimitsTable": {"dynamodb:UpdateItem", "dynamodb:BatchWriteItem"},

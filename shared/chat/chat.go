@@ -288,18 +288,24 @@ type Store interface {
 	// expired), msgs are stored and its lease left alone. NotFound
 	// CHAT_NOT_FOUND.
 	FinishGeneration(ctx context.Context, chat Chat, id string, msgs ...Message) error
-	// StartLoggedGeneration stores user (unless its ID is empty: a
-	// regenerated reply answers a stored message) and reply (status streaming),
-	// marks g active on chat as StartGeneration does, and creates the
-	// reply's event log holding first, with lease g.Lease, in one
-	// transaction. Conflict GENERATION_ACTIVE, NotFound.
+	// StartLoggedGeneration marks g active on chat as StartGeneration
+	// does, with the reply's event log (holding first, with lease
+	// g.Lease), and stores user (unless its ID is empty: a regenerated
+	// reply answers a stored message) and reply (status streaming).
+	// Conflict GENERATION_ACTIVE, NotFound.
 	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []job.Record, user, reply Message) error
-	// EndLoggedGeneration stores reply with its final status, appends
-	// recs and ends its log, freeing chat, in one transaction (a
+	// EndLoggedGeneration stores reply with its final status (only while
+	// it is streaming), appends recs and ends its log, freeing chat (a
 	// DeferLeaf reply that did not fail becomes the chat's leaf); with
 	// expiredBefore set only if the lease ended before then. Conflict
 	// GENERATION_NOT_ACTIVE when it has already ended.
 	EndLoggedGeneration(ctx context.Context, chat Chat, reply Message, recs []job.Record, expiredBefore time.Time) error
+	// ReleaseGeneration ends generation id's log with recs and frees
+	// chat, leaving its message as stored, only if its lease ended
+	// before expiredBefore (the sweeper's end of a generation whose
+	// message was saved, or never stored). Conflict
+	// GENERATION_NOT_ACTIVE otherwise.
+	ReleaseGeneration(ctx context.Context, chat Chat, id string, recs []job.Record, expiredBefore time.Time) error
 	// GeneratedMessage returns generation id's message as stored and
 	// whether the generation is active. NotFound GENERATION_NOT_FOUND.
 	GeneratedMessage(ctx context.Context, chatID, id string) (Message, bool, error)

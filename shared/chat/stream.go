@@ -528,6 +528,10 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 		return errs.Wrap(op, err)
 	}
 	msg, active, err := s.store.GeneratedMessage(ctx, chatID, id)
+	if errs.Is(err, errs.NotFound) && c.Generation == id {
+		// Its process died between the chat's mark and the messages.
+		return ignoreConflict(errs.Wrap(op, s.store.ReleaseGeneration(ctx, c, id, nil, now)))
+	}
 	if errs.Is(err, errs.NotFound) || (err == nil && !active) {
 		return nil
 	}
@@ -537,6 +541,21 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	recs, head, err := s.jobs.Read(ctx, replyRef(chatID, id), 0)
 	if err != nil {
 		return errs.Wrap(op, err)
+	}
+	if msg.Status != StatusStreaming {
+		// Its generator died after saving the message, before the end of
+		// its log (or the release): the log ends with the content as
+		// saved, unless its end is there already.
+		var final []job.Record
+		if n := len(recs); n == 0 || !isAnyEnd(recs[n-1]) {
+			if final, _, err = numbered(nil, head.LastSeq, head.Closing(), id, []Event{
+				interruptedEvent(msg.Content),
+				{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
+			}); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
+		return ignoreConflict(errs.Wrap(op, s.store.ReleaseGeneration(ctx, c, id, final, now)))
 	}
 	// The message as stored holds what came before the current
 	// generation (a reply continued after a tool approval: what it held
@@ -585,11 +604,24 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	err = s.store.EndLoggedGeneration(ctx, c, msg, final, now)
+	return ignoreConflict(errs.Wrap(op, s.store.EndLoggedGeneration(ctx, c, msg, final, now)))
+}
+
+// ignoreConflict drops the Conflict of a sweeper's end: the reply renewed
+// its lease or ended meanwhile.
+func ignoreConflict(err error) error {
 	if errs.Is(err, errs.Conflict) {
-		return nil // it renewed its lease or ended meanwhile
+		return nil
 	}
-	return errs.Wrap(op, err)
+	return err
+}
+
+// isAnyEnd reports whether r is an end event, of any reason.
+func isAnyEnd(r job.Record) bool {
+	var e struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(r.Data, &e) == nil && e.Type == EventEnd
 }
 
 // lastAssistant returns the last assistant message of msgs, if any.

@@ -458,19 +458,42 @@ const (
 // one read of the chat tells a running generation (Conflict
 // GENERATION_ACTIVE) from a missing chat (NotFound CHAT_NOT_FOUND).
 func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generation, msgs ...chat.Message) error {
-	return s.startGeneration(ctx, "store.StartGeneration", s.db.WriteTx(), c, g, msgs)
+	return s.startGeneration(ctx, "store.StartGeneration", s.db.WriteTx(), c, g, msgs, nil)
 }
 
-func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.WriteTx, c chat.Chat, g chat.Generation, msgs []chat.Message) error {
-	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli()).Remove(decidedAttr)
+// startGeneration adds to tx the chat's mark of generation g (and, with
+// mark, what mark sets on it), conditioned on the chat being writable and
+// no lease running, and runs tx (a transaction of nothing but the mark
+// runs as one UpdateItem).
+func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.WriteTx, c chat.Chat, g chat.Generation, msgs []chat.Message,
+	mark func(*dynamo.Update)) error {
+	upd := s.generationMark(c, g)
 	if err := s.putMessages(tx, &c, upd, msgs); err != nil {
 		return errs.Wrap(op, err)
 	}
-	tx.Update(upd.If(collectionWritable+" AND (attribute_not_exists($) OR $ < ?)", leaseAttr, leaseAttr, g.Now.UnixMilli()))
-	err := tx.Run(ctx)
+	if mark != nil {
+		mark(upd)
+	}
+	tx.Update(upd.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()))
+	return s.generationStarted(ctx, op, c.ID, tx.Run(ctx))
+}
+
+// generationFree is the condition of a chat's mark of a new generation:
+// writable, no lease running at the time given.
+const generationFree = collectionWritable + " AND (attribute_not_exists($) OR $ < ?)"
+
+// generationMark returns the update of chat c's item marking generation g.
+func (s *Chats) generationMark(c chat.Chat, g chat.Generation) *dynamo.Update {
+	return s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
+		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli()).Remove(decidedAttr)
+}
+
+// generationStarted returns the error of a mark's write: on a failed
+// condition, one read of the chat tells a missing chat (NotFound) from a
+// running generation (Conflict GENERATION_ACTIVE).
+func (s *Chats) generationStarted(ctx context.Context, op, chatID string, err error) error {
 	if isConditionFailure(err) {
-		if _, gerr := s.Chat(ctx, c.ID); gerr != nil {
+		if _, gerr := s.Chat(ctx, chatID); gerr != nil {
 			return errs.Wrap(op, gerr)
 		}
 		return errs.Wrap(op, errGenerationActive)
@@ -548,91 +571,197 @@ var (
 )
 
 // logs returns the event logs of the Data table.
-func (s *Chats) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
+func (s *Chats) logs() replyLogs { return replyLogs{eventLogs{db: s.db, table: s.table}} }
 
-// StartLoggedGeneration stores user and reply (status streaming), marks
-// generation g active on chat c as StartGeneration does, and creates the
-// reply's event log holding first, active with a lease until g.LeaseUntil,
-// in one transaction. Conflict GENERATION_ACTIVE, NotFound CHAT_NOT_FOUND.
+// StartLoggedGeneration marks generation g active on chat c with its
+// event log's live state (replylog.go: the mark is the log's head, with a
+// lease until g.Lease.Until), with one conditional UpdateItem as
+// StartGeneration's condition, then stores user and reply (status
+// streaming), and first in the log when given, in one transaction. When
+// that transaction fails, the mark is released (its lease would free the
+// chat anyway if the release fails too, and the sweeper the mark).
+// Conflict GENERATION_ACTIVE, NotFound CHAT_NOT_FOUND.
 func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.Generation, first []job.Record, user, reply chat.Message) error {
 	const op = "store.StartLoggedGeneration"
-	tx := s.db.WriteTx()
+	uit, err := newMessageItem(user)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
 	rit, err := newMessageItem(reply)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: g.ID, Status: reply.Status, Target: rit.SK,
-		First: first, Lease: g.Lease}); err != nil {
-		return errs.Wrap(op, err)
-	}
+	pk := chatPK(c.ID)
+	tx := s.db.WriteTx()
 	msgs := []chat.Message{user, reply}
-	if user.ID == "" { // a regenerated reply
+	if user.ID == "" { // a regenerated reply answers a stored message
 		msgs = msgs[1:]
+	} else {
+		tx.Put(s.table.Put(uit).If("attribute_not_exists(PK)"))
 	}
-	return s.startGeneration(ctx, op, tx, c, g, msgs)
-}
-
-// EndLoggedGeneration stores reply (with its final status), appends recs
-// to its log and ends the log, and frees chat c of the generation, in one
-// transaction conditioned on the log being active and recs following its
-// last event; with expiredBefore set, also on its lease having ended
-// before then (the sweeper). When another generation holds the chat (this
-// one's chat lease ran out), the chat is left alone. Conflict
-// GENERATION_NOT_ACTIVE when the generation has already ended; NotFound
-// GENERATION_NOT_FOUND.
-//
-// A write of the generation's own log whose answer was lost (a deadline
-// cut it after DynamoDB applied it) leaves the log ahead of what its
-// writer believes written: when the active log's last event is one of
-// recs, the events up to it are taken as stored and the rest appended, so
-// the generation still ends here with its status, not as already ended.
-// Only the generation's writer hands out ids within its reservation, so
-// such an event can only be its own.
-func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []job.Record, expiredBefore time.Time) error {
-	const op = "store.EndLoggedGeneration"
-	run := func(freeChat bool) error {
-		it, err := newMessageItem(reply)
+	tx.Put(s.table.Put(rit).If("attribute_not_exists(PK)"))
+	var last int64
+	if len(first) > 0 {
+		b, err := newLogBatch(pk, g.ID, first, g.Lease.Reserved, time.Now())
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
-		tx := s.db.WriteTx().Put(s.table.Put(it))
-		if err := s.logs().end(tx, chatPK(c.ID), reply.ID, reply.Status, recs, expiredBefore, time.Now()); err != nil {
+		tx.Put(s.table.Put(b).If("attribute_not_exists(PK)"))
+		last = b.Last
+	}
+	mark := s.generationMark(c, g)
+	c.UpdatedAt = reply.CreatedAt
+	mark.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(c))
+	setMark(mark, g, rit.SK, last)
+	setLeaf(mark, msgs)
+	if err := s.generationStarted(ctx, op, c.ID, mark.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()).Run(ctx)); err != nil {
+		return err
+	}
+	if err := tx.Run(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		release := s.releaseMark(pk)
+		if c.Leaf != "" { // the leaf the mark moved goes back
+			release.Set(leafAttr, c.Leaf)
+		}
+		_ = release.If(markCond, markArgs(g.ID)...).Run(rctx)
+		cancel()
+		return storeError(op, err)
+	}
+	// A delete of the chat that began after the mark may have listed the
+	// collection before the messages went in. A delete marks the chat
+	// (deleting) before it lists, so a strongly consistent read now that
+	// finds the chat unmarked means any delete lists after the messages;
+	// else they are deleted here. (A read, not a condition check in the
+	// transaction, which DynamoDB bills as a write, twice.)
+	var cur struct {
+		Deleting bool `dynamo:"deleting"`
+	}
+	err = s.table.Get("PK", pk).Range("SK", dynamo.Equal, chatSK).Consistent(true).One(ctx, &cur)
+	if err == nil && !cur.Deleting {
+		return nil
+	}
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return storeError(op, err) // the sweeper ends the reply from its mark
+	}
+	if err := batchDelete(ctx, op, s.table, []dynamo.Keyed{dynamo.Keys{pk, uit.SK}, dynamo.Keys{pk, rit.SK}}); err != nil {
+		return err
+	}
+	return errs.Wrap(op, errChatNotFound)
+}
+
+// releaseTimeout bounds the release of a mark whose generation could not
+// start.
+const releaseTimeout = 5 * time.Second
+
+// EndLoggedGeneration stores reply (with its final status), appends recs
+// to its log and frees chat c of the generation (replylog.go). The
+// generator's end (expiredBefore zero) is three writes in this order: the
+// reply, conditioned on it still streaming (Conflict
+// GENERATION_NOT_ACTIVE when the sweeper ended it, NotFound
+// GENERATION_NOT_FOUND when it is gone), recs after the event they follow
+// (a heartbeat or a stop there is replaced), the release of the mark
+// (left alone when another generation holds the chat; a failed release
+// is left to the sweeper and does not fail the end). The sweeper's end
+// (expiredBefore set) is one transaction of the three, conditioned also
+// on the mark's lease having ended before expiredBefore: Conflict
+// GENERATION_NOT_ACTIVE when it was renewed or the reply ended.
+//
+// A write of the generation's own log whose answer was lost (a deadline
+// cut it after DynamoDB applied it) leaves the log ahead of what its
+// writer believes written: when the log's last event is one of recs, the
+// events up to it are taken as stored and the rest appended. Only the
+// generation's writer hands out ids within its reservation, so such an
+// event can only be its own.
+func (s *Chats) EndLoggedGeneration(ctx context.Context, c chat.Chat, reply chat.Message, recs []job.Record, expiredBefore time.Time) error {
+	const op = "store.EndLoggedGeneration"
+	it, err := newMessageItem(reply)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	pk, now := chatPK(c.ID), time.Now()
+	put := s.table.Put(it).If(streamingGuard, "status", chat.StatusStreaming)
+	if !expiredBefore.IsZero() {
+		tx := s.db.WriteTx().Put(put)
+		if err := s.sweeperEnd(tx, pk, reply, recs, expiredBefore, now); err != nil {
 			return errs.Wrap(op, err)
 		}
-		if freeChat {
-			upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).Remove(generationAttr, leaseAttr)
-			if reply.DeferLeaf && reply.Status != chat.StatusFailed {
-				upd.Set(leafAttr, reply.ID)
-			}
-			tx.Update(upd.If(collectionWritable+" AND $ = ?", generationAttr, reply.ID))
-		}
-		return tx.Run(ctx)
+		return s.endFailed(ctx, op, pk, it.SK, tx.Run(ctx))
 	}
-	err := run(true)
-	if isConditionFailure(err) {
-		// latest, not head: the head's lastSeq lags the slots written
-		// since the last renewal.
-		h, herr := s.logs().latest(ctx, chatPK(c.ID), reply.ID)
-		switch {
-		case errs.Is(herr, errs.NotFound):
+	if err := s.endFailed(ctx, op, pk, it.SK, put.Run(ctx)); err != nil {
+		return err
+	}
+	if err := s.logs().putEnd(ctx, pk, reply.ID, recs, now); err != nil {
+		if errs.Is(err, errs.Conflict) {
+			// Something else wrote the log after its writer: the mark
+			// stays for the sweeper (ReleaseGeneration).
+			return errs.Wrap(op, errGenerationNotActive.WithCause(err))
+		}
+		return errs.Wrap(op, err)
+	}
+	// The reply is saved and its log ended: a release that fails (or
+	// finds another generation holding the chat) does not fail the
+	// reply; the sweeper releases the mark once its lease has passed
+	// (chat.Service.Interrupt).
+	_ = s.endRelease(pk, reply).If(markCond, markArgs(reply.ID)...).Run(ctx)
+	return nil
+}
+
+// endRelease returns the release of reply's mark at its end: a
+// regenerated reply (DeferLeaf) that did not fail becomes the chat's
+// current leaf with it.
+func (s *Chats) endRelease(pk string, reply chat.Message) *dynamo.Update {
+	upd := s.releaseMark(pk)
+	if reply.DeferLeaf && reply.Status != chat.StatusFailed {
+		upd.Set(leafAttr, reply.ID)
+	}
+	return upd
+}
+
+// ReleaseGeneration ends the log of generation id in chat c whose message
+// is already saved (or was never stored: a crash between the mark and the
+// messages): recs appended, the mark released, in one transaction
+// conditioned on the mark being id's with its lease ended before
+// expiredBefore. Conflict GENERATION_NOT_ACTIVE otherwise; NotFound
+// GENERATION_NOT_FOUND when the chat is gone.
+func (s *Chats) ReleaseGeneration(ctx context.Context, c chat.Chat, id string, recs []job.Record, expiredBefore time.Time) error {
+	const op = "store.ReleaseGeneration"
+	pk := chatPK(c.ID)
+	tx := s.db.WriteTx()
+	if err := s.sweeperEnd(tx, pk, chat.Message{ID: id}, recs, expiredBefore, time.Now()); err != nil {
+		return errs.Wrap(op, err)
+	}
+	return s.endFailed(ctx, op, pk, "", tx.Run(ctx))
+}
+
+// sweeperEnd adds to tx the release of generation id's mark, conditioned
+// on its lease having ended before expiredBefore, and recs in its log.
+func (s *Chats) sweeperEnd(tx *dynamo.WriteTx, pk string, reply chat.Message, recs []job.Record, expiredBefore, now time.Time) error {
+	id := reply.ID
+	tx.Update(s.endRelease(pk, reply).If(markCond+" AND $ < ?", append(markArgs(id), logLeaseAttr, expiredBefore.UnixMilli())...))
+	if len(recs) > 0 {
+		return s.logs().putSlots(tx, pk, id, recs, 0, slotEndable, now)
+	}
+	return nil
+}
+
+// endFailed returns the error of an end's write: on a failed condition,
+// NotFound GENERATION_NOT_FOUND when the chat (or, with sk, the message)
+// is gone, else Conflict GENERATION_NOT_ACTIVE.
+func (s *Chats) endFailed(ctx context.Context, op, pk, sk string, err error) error {
+	if !isConditionFailure(err) {
+		return storeError(op, err)
+	}
+	if _, merr := s.logs().mark(ctx, pk); errs.Is(merr, errs.NotFound) {
+		return errs.Wrap(op, errGenerationNotFound)
+	}
+	if sk != "" {
+		var m struct{ PK string }
+		gerr := s.table.Get("PK", pk).Range("SK", dynamo.Equal, sk).Consistent(true).One(ctx, &m)
+		if errors.Is(gerr, dynamo.ErrNotFound) {
 			return errs.Wrap(op, errGenerationNotFound)
-		case herr != nil:
-			return errs.Wrap(op, herr)
-		case !h.Active:
-			return errs.Wrap(op, errGenerationNotActive)
-		}
-		if rest, ok := unwritten(recs, h.LastSeq); ok {
-			recs = rest
-			if err = run(true); !isConditionFailure(err) {
-				return storeError(op, err)
-			}
-		}
-		err = run(false)
-		if isConditionFailure(err) {
-			return errs.Wrap(op, errGenerationNotActive)
 		}
 	}
-	return storeError(op, err)
+	return errs.Wrap(op, errGenerationNotActive)
 }
 
 // unwritten returns the records of recs after last and true when last,
@@ -648,11 +777,14 @@ func unwritten(recs []job.Record, last int64) ([]job.Record, bool) {
 }
 
 // GeneratedMessage returns the assistant message of generation id in chat
-// chatID, as stored now, and whether the generation is still active.
+// chatID, as stored now, and whether the generation is still active (the
+// chat's mark is its). The mark names the message of the chat's last
+// streamed reply; an older one is looked for in the conversation.
 // NotFound GENERATION_NOT_FOUND.
 func (s *Chats) GeneratedMessage(ctx context.Context, chatID, id string) (chat.Message, bool, error) {
 	const op = "store.GeneratedMessage"
-	h, err := s.logs().head(ctx, chatPK(chatID), id)
+	pk := chatPK(chatID)
+	m, err := s.logs().mark(ctx, pk)
 	if errs.Is(err, errs.NotFound) {
 		return chat.Message{}, false, errs.Wrap(op, errGenerationNotFound)
 	}
@@ -660,15 +792,20 @@ func (s *Chats) GeneratedMessage(ctx context.Context, chatID, id string) (chat.M
 		return chat.Message{}, false, errs.Wrap(op, err)
 	}
 	var it collectionItem
-	err = s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.Equal, h.Target).Consistent(true).One(ctx, &it)
+	if sk, ok := m.target(id); ok {
+		err = s.table.Get("PK", pk).Range("SK", dynamo.Equal, sk).Consistent(true).One(ctx, &it)
+	} else {
+		err = s.table.Get("PK", pk).Range("SK", dynamo.Between, "MSG#", messageSKEnd).Filter("$ = ? AND $ = ?", "type", "message", "id", id).
+			Consistent(true).One(ctx, &it)
+	}
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return chat.Message{}, false, errs.Wrap(op, errGenerationNotFound)
 	}
 	if err != nil {
 		return chat.Message{}, false, storeError(op, err)
 	}
-	m, err := it.message()
-	return m, h.Active, errs.Wrap(op, err)
+	msg, err := it.message()
+	return msg, m.holds(id), errs.Wrap(op, err)
 }
 
 var errToolCallNotPending = errs.E("store.Chats", errs.Conflict, chat.CodeToolCallNotPending,
@@ -694,35 +831,30 @@ func (s *Chats) DecideToolCall(ctx context.Context, c chat.Chat, m chat.Message,
 
 // ContinueGeneration starts generation g again on reply, a reply paused
 // for a tool approval that was decided, in one transaction: the chat is
-// marked as StartGeneration does, reply is stored as given (status
-// streaming, no decision) on condition that it still awaits approval with
-// decision, and its event log is reopened after event last, active with a
-// lease until g.LeaseUntil; with first, a reply that had no log (it was
-// not streamed) gets a new one holding first. Conflict GENERATION_ACTIVE when the chat is
-// generating, Conflict TOOL_CALL_NOT_PENDING when another request
-// continued the reply first; NotFound CHAT_NOT_FOUND.
+// marked as StartLoggedGeneration does (the log goes on after event last),
+// and reply is stored as given (status streaming, no decision) on
+// condition that it still awaits approval with decision; with first, a
+// reply that had no log (it was not streamed) gets one holding first.
+// Conflict GENERATION_ACTIVE when the chat is generating, Conflict
+// TOOL_CALL_NOT_PENDING when another request continued the reply first;
+// NotFound CHAT_NOT_FOUND.
 func (s *Chats) ContinueGeneration(ctx context.Context, c chat.Chat, g chat.Generation, reply chat.Message, decision string, last int64, first []job.Record) error {
 	const op = "store.ContinueGeneration"
 	it, err := newMessageItem(reply)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	now := time.Now()
 	tx := s.db.WriteTx()
 	tx.Put(s.table.Put(it).If("$ = ? AND decision = ?", "status", chat.StatusAwaitingApproval, decision))
-	if first != nil {
-		if err := s.logs().start(tx, logStart{PK: chatPK(c.ID), Kind: chat.GenerationKind, ID: reply.ID, Status: reply.Status, Target: it.SK,
-			First: first, Lease: g.Lease}); err != nil {
+	if len(first) > 0 {
+		b, err := newLogBatch(chatPK(c.ID), reply.ID, first, g.Lease.Reserved, time.Now())
+		if err != nil {
 			return errs.Wrap(op, err)
 		}
-	} else {
-		tx.Update(s.table.Update("PK", chatPK(c.ID)).Range("SK", logHeadSK(reply.ID)).
-			Set("status", reply.Status).Set("active", true).Set("GSI1PK", activeGSI(reply.ID)).Set("GSI1SK", leaseGSISK(g.Lease.Until)).
-			Set("leaseUntil", g.Lease.Until.UnixMilli()).Set("reserved", g.Lease.Reserved).
-			Set("expiresAt", now.Add(LogRetention).Unix()).Remove("stopRequested").
-			If("attribute_exists(PK) AND attribute_not_exists(active) AND lastSeq = ?", last))
+		tx.Put(s.table.Put(b).If("attribute_not_exists(PK)"))
+		last = max(last, b.Last)
 	}
-	err = s.startGeneration(ctx, op, tx, c, g, nil)
+	err = s.startGeneration(ctx, op, tx, c, g, nil, func(u *dynamo.Update) { setMark(u, g, it.SK, last) })
 	if errs.Is(err, errs.Conflict) && errs.CodeOf(err) == chat.CodeGenerationActive {
 		// The chat's lease is free unless another generation runs; tell
 		// a lost race on the reply from a busy chat.

@@ -44,7 +44,7 @@ func TestEndLoggedGenerationAfterALostAnswer(t *testing.T) {
 		t.Fatalf("end after a lost answer: %v", err)
 	}
 	recs, h, err := jobs.Read(ctx, ref, 0)
-	if err != nil || h.Active || h.Status != chat.StatusFailed || fmt.Sprint(seqs(recs)) != "[1 2 3 4 5 6 7]" || recs[5].Prev != 5 {
+	if err != nil || h.Active || fmt.Sprint(seqs(recs)) != "[1 2 3 4 5 6 7]" || recs[5].Prev != 5 {
 		t.Fatalf("log after the end: %v %+v (%v)", seqs(recs), h, err)
 	}
 	if m, active, err := s.GeneratedMessage(ctx, c.ID, ref.ID); err != nil || active || m.Status != chat.StatusFailed || m.Content != "partial" {

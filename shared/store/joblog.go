@@ -10,6 +10,7 @@ import (
 
 	"github.com/guregu/dynamo/v2"
 
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 )
@@ -33,7 +34,8 @@ import (
 //     leaseUntil (Unix ms), stopRequested, target (the SK of the item the
 //     job produces) and, while the job is active, `active` and the sparse
 //     GSI1 keys ACTIVE#<shard> / <leaseUntil>, through which the sweeper
-//     finds expired leases with one Query per shard.
+//     finds expired leases with one Query per shard. A streamed reply has
+//     no such item: its head is its chat's generation mark (replylog.go).
 //
 // So a write of events costs one write unit per KB of its own events,
 // whatever the log already holds; the head (and its index entry) is
@@ -191,10 +193,14 @@ func (l eventLogs) start(tx *dynamo.WriteTx, s logStart) error {
 const activeCond = "active = ? AND attribute_not_exists(stopRequested)"
 
 // renew returns the update of log id's head that renews its lease to l
-// and, with recs, moves lastSeq to their last (else to ls.Last, when set).
+// (a zero ls.Until leaves the lease, and the head's index entry, as they
+// are) and, with recs, moves lastSeq to their last (else to ls.Last, when
+// set).
 func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now time.Time) *dynamo.Update {
-	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).
-		Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until)).Set("expiresAt", now.Add(LogRetention).Unix())
+	u := l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("expiresAt", now.Add(LogRetention).Unix())
+	if !ls.Until.IsZero() {
+		u.Set("leaseUntil", ls.Until.UnixMilli()).Set("GSI1SK", leaseGSISK(ls.Until))
+	}
 	if ls.Reserved > 0 {
 		u.Set("reserved", ls.Reserved)
 	}
@@ -216,10 +222,21 @@ func (l eventLogs) renew(pk, id string, recs []job.Record, ls job.Lease, now tim
 // requested (the stop took the slot) or the job ended (its end took it):
 // Conflict STOP_REQUESTED or NOT_ACTIVE (job codes).
 func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record, ls job.Lease, now time.Time) error {
-	const op = "store.appendLog"
-	var err error
+	var renew *dynamo.Update
 	if !ls.Until.IsZero() {
-		err = l.renew(pk, id, nil, ls, now).If(activeCond, true).Run(ctx)
+		renew = l.renew(pk, id, nil, ls, now).If(activeCond, true)
+	}
+	return l.appendAfter(ctx, "store.appendLog", pk, id, recs, ls, renew, now, l.why)
+}
+
+// appendAfter runs renew, when not nil, then writes recs (or, with none
+// and no renewal, a heartbeat) as append does; a failed condition is
+// explained by why, unless the slot holds this very write.
+func (l eventLogs) appendAfter(ctx context.Context, op, pk, id string, recs []job.Record, ls job.Lease, renew *dynamo.Update, now time.Time,
+	why func(ctx context.Context, op, pk, id string) error) error {
+	var err error
+	if renew != nil {
+		err = renew.Run(ctx)
 	}
 	switch {
 	case err != nil:
@@ -229,7 +246,7 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 			return errs.Wrap(op, berr)
 		}
 		err = l.table.Put(b).If(slotFree, "type", typeBeat).Run(ctx)
-	case ls.Until.IsZero():
+	case renew == nil:
 		err = l.table.Put(newLogMark(pk, id, typeBeat, ls.Last, ls.Reserved, now)).If(slotFree, "type", typeBeat).Run(ctx)
 	}
 	if isConditionFailure(err) {
@@ -238,7 +255,7 @@ func (l eventLogs) append(ctx context.Context, pk, id string, recs []job.Record,
 			// SDK's retry of it found its slot taken by itself.
 			return nil
 		}
-		return l.why(ctx, op, pk, id)
+		return why(ctx, op, pk, id)
 	}
 	return storeError(op, err)
 }
@@ -483,10 +500,20 @@ func (l eventLogs) read(ctx context.Context, pk, id string, after int64, now tim
 // NotFound when there is no log, Conflict NOT_ACTIVE when the work has
 // ended.
 func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
-	const op = "store.requestStop"
+	return l.claimStop(ctx, "store.requestStop", pk, id, func(ctx context.Context) (job.Head, error) {
+		h, err := l.latest(ctx, pk, id)
+		return h.job(), err
+	}, func() *dynamo.Update {
+		return l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).If("attribute_exists(PK) AND active = ?", true)
+	})
+}
+
+// claimStop is requestStop with the job's head read by head and the stop
+// flagged by the update flag returns.
+func (l eventLogs) claimStop(ctx context.Context, op, pk, id string, head func(context.Context) (job.Head, error), flag func() *dynamo.Update) error {
 	notActive := errs.E(op, errs.Conflict, job.CodeNotActive, "the work has already ended")
 	for range maxStopClaims {
-		h, err := l.latest(ctx, pk, id)
+		h, err := head(ctx)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
@@ -496,10 +523,8 @@ func (l eventLogs) requestStop(ctx context.Context, pk, id string) error {
 		case h.StopRequested:
 			return nil // the mark went with the flag, in one transaction
 		}
-		now := time.Now()
-		err = l.db.WriteTx().
-			Update(l.table.Update("PK", pk).Range("SK", logHeadSK(id)).Set("stopRequested", true).If("attribute_exists(PK) AND active = ?", true)).
-			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, now)).If(slotFree, "type", typeBeat)).
+		err = l.db.WriteTx().Update(flag()).
+			Put(l.table.Put(newLogMark(pk, id, typeStop, h.LastSeq, h.Reserved, time.Now())).If(slotFree, "type", typeBeat)).
 			Run(ctx)
 		if !isConditionFailure(err) {
 			return storeError(op, err)
@@ -546,6 +571,9 @@ func collectionOf(pk string) string {
 // eventLogs.append): Conflict STOP_REQUESTED or NOT_ACTIVE when the job
 // must end, NotFound when its log is gone.
 func (s *Jobs) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job.Lease) error {
+	if isReply(ref) {
+		return s.replies().append(ctx, jobPK(ref), ref.ID, recs, l, time.Now())
+	}
 	return s.logs().append(ctx, jobPK(ref), ref.ID, recs, l, time.Now())
 }
 
@@ -553,6 +581,10 @@ func (s *Jobs) Append(ctx context.Context, ref job.Ref, recs []job.Record, l job
 // consistent Query. NotFound LOG_NOT_FOUND when there is no log or it
 // expired.
 func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record, job.Head, error) {
+	if isReply(ref) {
+		recs, h, err := s.replies().read(ctx, jobPK(ref), ref.ID, after, time.Now())
+		return recs, h, errs.Wrap("store.Jobs.Read", err)
+	}
 	recs, h, err := s.logs().read(ctx, jobPK(ref), ref.ID, after, time.Now())
 	if err != nil {
 		return nil, job.Head{}, err
@@ -567,6 +599,10 @@ func (s *Jobs) Read(ctx context.Context, ref job.Ref, after int64) ([]job.Record
 // runner reads no more than its run's items). NotFound LOG_NOT_FOUND when
 // there is no log or it expired.
 func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
+	if isReply(ref) {
+		h, err := s.replies().head(ctx, jobPK(ref), ref.ID)
+		return h, errs.Wrap("store.Jobs.Head", err)
+	}
 	get := s.logs().latest
 	if ref.Kind == runKind {
 		get = s.logs().head
@@ -583,6 +619,9 @@ func (s *Jobs) Head(ctx context.Context, ref job.Ref) (job.Head, error) {
 
 // RequestStop marks ref's job to stop (see eventLogs.requestStop).
 func (s *Jobs) RequestStop(ctx context.Context, ref job.Ref) error {
+	if isReply(ref) {
+		return s.replies().requestStop(ctx, jobPK(ref), ref.ID)
+	}
 	return s.logs().requestStop(ctx, jobPK(ref), ref.ID)
 }
 
@@ -610,5 +649,18 @@ func (s *Jobs) Expired(ctx context.Context, now time.Time, limit int) ([]job.Exp
 				LeaseUntil: time.UnixMilli(h.LeaseUntil).UTC()})
 		}
 	}
+	if len(out) < limit {
+		replies, err := s.replies().expired(ctx, now, limit-len(out))
+		if err != nil {
+			return nil, errs.Wrap(op, err)
+		}
+		out = append(out, replies...)
+	}
 	return out, nil
 }
+
+// isReply reports whether ref is a streamed reply, whose log's head is its
+// chat's mark (replylog.go).
+func isReply(ref job.Ref) bool { return ref.Kind == chat.GenerationKind }
+
+func (s *Jobs) replies() replyLogs { return replyLogs{s.logs()} }

@@ -18,7 +18,8 @@ type Checkpoint struct {
 	// Events are appended to the run's log, following its last event.
 	Events []job.Record
 	// End ends the log (the run has finished): it leaves the sweeper's
-	// index. Otherwise the lease is renewed to LeaseUntil.
+	// index. Otherwise the lease is renewed to LeaseUntil, when set (zero
+	// leaves the lease as it is: a checkpoint need not rewrite it).
 	End        bool
 	LeaseUntil time.Time
 	// ExpiredBefore, when set, also requires the lease to have ended

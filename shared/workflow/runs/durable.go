@@ -433,6 +433,8 @@ type runLog struct {
 	lease         time.Duration
 	now           func() time.Time
 	expiredBefore time.Time
+	// renewed is when a checkpoint of this log last renewed its lease.
+	renewed time.Time
 	// ended, when set, is told of the run once a checkpoint ended its log.
 	ended func(ctx context.Context, run workflow.Run) error
 }
@@ -454,10 +456,23 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 	}
 	recs := job.Chain(l.seq, l.seq+1, data...)
 	end := !workflow.Active(run.Status)
+	// The lease is renewed when a third of it has passed since this log
+	// last renewed it (the heartbeat renews it too while steps run), and
+	// by a checkpoint that waits for a person (its lease is the step's
+	// deadline); else the checkpoint leaves the head's lease and index
+	// entry as they are, which it would only rewrite.
+	now := l.now()
+	var until time.Time
+	if end || run.Status == workflow.RunWaiting || l.renewed.IsZero() || now.Sub(l.renewed) >= l.lease/3 {
+		until = leaseUntil(run, now, l.lease)
+	}
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
-		End: end, LeaseUntil: leaseUntil(run, l.now(), l.lease), ExpiredBefore: l.expiredBefore})
+		End: end, LeaseUntil: until, ExpiredBefore: l.expiredBefore})
 	if err != nil {
 		return err
+	}
+	if !until.IsZero() {
+		l.renewed = now
 	}
 	l.seq += int64(len(recs))
 	l.prev = snapshot(run)

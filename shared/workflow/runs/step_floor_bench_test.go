@@ -1,0 +1,108 @@
+package runs_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/workflowchat/service/infra/dynamolocal"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+// BenchmarkDurableStepAgainstJournaledWrite sets a durable step's
+// overhead against its floor, in the same run, on an embedded engine that
+// journals every write to disk (DATA_FILE's engine: each answered write
+// synced first). Each iteration runs the ten json_query steps of
+// BenchmarkDurableRunStep as a durable run (its creation, one Runner
+// attempt), the same ten tool calls bare, and ten PutItems of a 1 KB item
+// (one journaled write each, the floor of a durable step). Reported:
+// ns/step (the durable run's time per step), ns-tool (a bare call),
+// ns-floor-write (one journaled PutItem), overhead-x-floor ((ns/step -
+// ns-tool) / ns-floor-write: what a step costs beyond its tool, in
+// journaled writes) and ddbcalls/step.
+func BenchmarkDurableStepAgainstJournaledWrite(b *testing.B) {
+	eng, err := dynamolocal.StartWith(dynamolocal.Options{DataFile: filepath.Join(b.TempDir(), "data.json")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = eng.Close() })
+	ctx := context.Background()
+	counter := &store.CallCounter{}
+	db, err := store.Open(ctx, store.Options{Region: "us-east-1", Endpoint: eng.URL, Counter: counter})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, tb := range store.Tables() {
+		names[tb.EnvVar] = tb.LocalName
+	}
+	if err := store.CreateTables(ctx, db.Client(), names); err != nil {
+		b.Fatal(err)
+	}
+	data := names[store.DataTable.EnvVar]
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{})...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chatID, userID := uuid.NewString(), uuid.NewString()
+	now := time.Now().UTC()
+	if err := store.NewChats(db, data).CreateChat(ctx, chat.Chat{ID: chatID, UserID: userID, Title: "b", CreatedAt: now, UpdatedAt: now}); err != nil {
+		b.Fatal(err)
+	}
+	runStore, jobs := store.NewRuns(db, data), store.NewJobs(db, data)
+	w := benchWorkflow(userID)
+	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})
+	in := benchQueryInput()
+	type floorItem struct {
+		PK, SK string
+		Pad    string `dynamo:"pad"`
+	}
+	pad := string(make([]byte, 900))
+	var runNS, toolNS, writeNS time.Duration
+	var calls int64
+	b.ReportAllocs()
+	for b.Loop() {
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		counter.Reset()
+		t0 := time.Now()
+		if err := runStore.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+			b.Fatal(err)
+		}
+		runNS += time.Since(t0)
+		calls += counter.Count()
+		t0 = time.Now()
+		for range benchSteps {
+			if _, err := reg.Run(ctx, "json_query", in); err != nil {
+				b.Fatal(err)
+			}
+		}
+		toolNS += time.Since(t0)
+		t0 = time.Now()
+		for i := range benchSteps {
+			it := floorItem{PK: "FLOOR#" + run.ID, SK: fmt.Sprintf("W#%d", i), Pad: pad}
+			if err := db.Table(data).Put(it).Run(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		writeNS += time.Since(t0)
+	}
+	steps := float64(b.N * benchSteps)
+	perStep, tool, floor := float64(runNS)/steps, float64(toolNS)/steps, float64(writeNS)/steps
+	b.ReportMetric(perStep, "ns/step")
+	b.ReportMetric(tool, "ns-tool")
+	b.ReportMetric(floor, "ns-floor-write")
+	b.ReportMetric((perStep-tool)/floor, "overhead-x-floor")
+	b.ReportMetric(float64(calls)/steps, "ddbcalls/step")
+}
