@@ -9,8 +9,10 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
 
@@ -124,6 +126,7 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 	if n := len([]rune(source)); n > CodeMaxSource {
 		return nil, invalidField("source", "the source has %d characters, more than the %d allowed", n, CodeMaxSource)
 	}
+	boundRegexps()
 	ast, err := parser.ParseFile(nil, "code", codePrefix+source+codeSuffix, 0, parser.WithDisableSourceMaps)
 	if err != nil {
 		return nil, syntaxError(err)
@@ -135,6 +138,7 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 
 	vm := goja.New()
 	vm.SetMaxCallStackSize(codeMaxCallStack)
+	started := time.Now()
 	stop := watch(ctx, vm)
 	defer stop()
 
@@ -151,6 +155,12 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 		return nil, err
 	}
 	ret, err := call(goja.Undefined(), arg)
+	if time.Since(started) >= CodeCPULimit {
+		// A regular expression match may have run out of its time, which
+		// the engine reports as no match: what the code did next is not
+		// to be trusted.
+		return nil, cpuLimit()
+	}
 	if err != nil {
 		return nil, runError(ctx, err)
 	}
@@ -160,6 +170,17 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 	}
 	return map[string]any{"result": res}, nil
 }
+
+// boundRegexps bounds every regular expression match of the engine to
+// CodeCPULimit of wall time. A match runs in Go, where an interrupt is not
+// seen until it returns, and goja's engine for the patterns RE2 cannot
+// run (regexp2, with lookaround or backreferences) backtracks: without the
+// bound a catastrophic pattern held its worker until the tool's deadline.
+// The engine reports a match that timed out as no match, so runCode fails
+// a run that lasted CodeCPULimit (CODE_CPU_LIMIT) whatever it returned.
+// Set once, before the first runtime, as the engine reads it when it
+// compiles a pattern.
+var boundRegexps = sync.OnceFunc(func() { regexp2.DefaultMatchTimeout = CodeCPULimit })
 
 // codeInterrupt is the value a watchdog interrupts a runtime with.
 type codeInterrupt struct{ reason string }
@@ -190,6 +211,12 @@ func watch(ctx context.Context, vm *goja.Runtime) (stop func()) {
 	return func() { close(done) }
 }
 
+// cpuLimit is the failure of a run stopped at CodeCPULimit.
+func cpuLimit() error {
+	return &errs.Error{Kind: errs.Internal, Code: CodeToolResourceLimit,
+		Message: fmt.Sprintf("%s: the code was stopped after %s of CPU time (or a regular expression match that long)", CodeCPU, CodeCPULimit)}
+}
+
 // codeFailure is a failure of the code, its message starting with code.
 func codeFailure(code, format string, args ...any) error {
 	return &errs.Error{Kind: errs.Internal, Code: CodeToolExecutionFailed, Message: code + ": " + fmt.Sprintf(format, args...)}
@@ -212,8 +239,7 @@ func runError(ctx context.Context, err error) error {
 	var intr *goja.InterruptedError
 	if errors.As(err, &intr) {
 		if r, ok := intr.Value().(codeInterrupt); ok && r.reason == "cpu" {
-			return &errs.Error{Kind: errs.Internal, Code: CodeToolResourceLimit,
-				Message: fmt.Sprintf("%s: the code was stopped after %s of CPU time", CodeCPU, CodeCPULimit)}
+			return cpuLimit()
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

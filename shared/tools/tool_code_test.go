@@ -71,6 +71,7 @@ func TestCodeLimits(t *testing.T) {
 	}{
 		{"endless loop", "while (true) {}", tools.CodeToolResourceLimit, "CODE_CPU_LIMIT: the code was stopped after 5s of CPU time"},
 		{"endless loop in a catch", "for (;;) { try { throw 1 } catch (e) {} }", tools.CodeToolResourceLimit, "CODE_CPU_LIMIT"},
+		{"catastrophic regular expression", "return /^(a+)+(?=b)/.test('a'.repeat(30));", tools.CodeToolResourceLimit, "CODE_CPU_LIMIT"},
 		{"1 GiB string", "return 'x'.repeat(1 << 30).length;", tools.CodeToolResourceLimit, "exceeded its memory limit (128 MiB)"},
 		{"growing list of strings", "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 << 24) + i);", tools.CodeToolResourceLimit, "exceeded its memory limit (128 MiB)"},
 	}
