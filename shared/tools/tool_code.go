@@ -155,14 +155,15 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 		return nil, err
 	}
 	ret, err := call(goja.Undefined(), arg)
-	if time.Since(started) >= CodeCPULimit {
+	if err != nil {
+		return nil, runError(ctx, err)
+	}
+	if ctx.Err() != nil || time.Since(started) >= codeTimeout {
 		// A regular expression match may have run out of its time, which
 		// the engine reports as no match: what the code did next is not
 		// to be trusted.
-		return nil, cpuLimit()
-	}
-	if err != nil {
-		return nil, runError(ctx, err)
+		return nil, &errs.Error{Kind: errs.Timeout, Code: CodeToolTimeout,
+			Message: fmt.Sprintf("the code did not finish within %s", codeTimeout), Err: ctx.Err()}
 	}
 	res, err := exportResult(ctx, vm, ret)
 	if err != nil {
@@ -172,15 +173,16 @@ func runCode(ctx context.Context, in map[string]any) (map[string]any, error) {
 }
 
 // boundRegexps bounds every regular expression match of the engine to
-// CodeCPULimit of wall time. A match runs in Go, where an interrupt is not
-// seen until it returns, and goja's engine for the patterns RE2 cannot
-// run (regexp2, with lookaround or backreferences) backtracks: without the
-// bound a catastrophic pattern held its worker until the tool's deadline.
-// The engine reports a match that timed out as no match, so runCode fails
-// a run that lasted CodeCPULimit (CODE_CPU_LIMIT) whatever it returned.
-// Set once, before the first runtime, as the engine reads it when it
-// compiles a pattern.
-var boundRegexps = sync.OnceFunc(func() { regexp2.DefaultMatchTimeout = CodeCPULimit })
+// the tool's timeout. A match runs in Go, where an interrupt is not seen
+// until it returns, and goja's engine for the patterns RE2 cannot run
+// (regexp2, with lookaround or backreferences) backtracks: a catastrophic
+// pattern never returned. In a worker the pool kills it at the deadline;
+// in process (tests) the bound ends it. The engine reports a match that
+// timed out as no match, so runCode fails a run that lasted the tool's
+// timeout (TOOL_TIMEOUT) whatever it returned. The bound is wall time:
+// the CPU limit cannot reach inside a match. Set once, before the first
+// runtime, as the engine reads it when it compiles a pattern.
+var boundRegexps = sync.OnceFunc(func() { regexp2.DefaultMatchTimeout = codeTimeout })
 
 // codeInterrupt is the value a watchdog interrupts a runtime with.
 type codeInterrupt struct{ reason string }
@@ -214,7 +216,7 @@ func watch(ctx context.Context, vm *goja.Runtime) (stop func()) {
 // cpuLimit is the failure of a run stopped at CodeCPULimit.
 func cpuLimit() error {
 	return &errs.Error{Kind: errs.Internal, Code: CodeToolResourceLimit,
-		Message: fmt.Sprintf("%s: the code was stopped after %s of CPU time (or a regular expression match that long)", CodeCPU, CodeCPULimit)}
+		Message: fmt.Sprintf("%s: the code was stopped after %s of CPU time", CodeCPU, CodeCPULimit)}
 }
 
 // codeFailure is a failure of the code, its message starting with code.
