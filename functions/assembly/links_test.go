@@ -88,10 +88,10 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		{"stream", [][]string{toolDeps}},
 		{"workflows", [][]string{stepDeps}},
 		{"mcp", [][]string{{dynamodbSDK}}},
-		// The runner calls tools through the tool server and no model; it
-		// evaluates steps' `if` (expr).
+		// The runner calls tools through the tool server, and models for
+		// agent steps; it evaluates steps' `if` (expr).
 		// Both may start a schedule's buffered fire (input checked).
-		{"runner", [][]string{providerSDKs, stepDeps}},
+		{"runner", [][]string{stepDeps}},
 		// The sweeper resumes runs without reading their values (the
 		// runner does), but the end of an interrupted schedule run may
 		// start its trigger's buffered fire through the one run service,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/lambdahttp"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
+	"github.com/workflowchat/service/shared/tools"
 )
 
 const testKey = "fn-url-test-service-key-7f3a9c" // the key the recorded events carry
@@ -79,8 +80,8 @@ func TestMcpFunctionEvents(t *testing.T) {
 				}
 			}
 			mustDecode(t, body, &r)
-			if len(r.Data.Tools) != 11 {
-				t.Fatalf("listTools returned %d tools, want 11", len(r.Data.Tools))
+			if want := len(tools.Builtin(tools.Config{})); len(r.Data.Tools) != want {
+				t.Fatalf("listTools returned %d tools, want %d", len(r.Data.Tools), want)
 			}
 			for _, tool := range r.Data.Tools {
 				if tool.ID == "" || tool.Name == "" || tool.Description == "" || tool.Category == "" {
@@ -115,7 +116,7 @@ func TestMcpFunctionEvents(t *testing.T) {
 				}
 			}
 			mustDecode(t, body, &r)
-			if r.JSONRPC != "2.0" || r.ID != 1 || len(r.Result.Tools) != 11 || r.Result.Tools[0].InputSchema["type"] != "object" {
+			if r.JSONRPC != "2.0" || r.ID != 1 || len(r.Result.Tools) != len(tools.Builtin(tools.Config{})) || r.Result.Tools[0].InputSchema["type"] != "object" {
 				t.Errorf("tools/list response = %s", body)
 			}
 		}},

@@ -217,6 +217,19 @@ func expectError(t *testing.T, name string, r response, status int, code string)
 	return e
 }
 
+// expectFieldError checks a 400 VALIDATION_FAILED whose details name
+// field.
+func expectFieldError(t *testing.T, name string, r response, field string) {
+	t.Helper()
+	e := expectError(t, name, r, 400, "VALIDATION_FAILED")
+	for _, d := range e.Details {
+		if d.Field == field {
+			return
+		}
+	}
+	t.Errorf("%s: details %+v do not name %s", name, e.Details, field)
+}
+
 // lockedBuffer is a bytes.Buffer safe for the process's writer and the test.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -11,6 +11,7 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
 )
 
@@ -54,8 +55,8 @@ func TestToolsJourney(t *testing.T) {
 		}
 		var list toolListBody
 		r.decode(t, &list)
-		if len(list.Data.Tools) != 11 {
-			t.Errorf("%s: %d tools, want the 11 built-in ones", path, len(list.Data.Tools))
+		if want := len(tools.Builtin(tools.Config{})); len(list.Data.Tools) != want {
+			t.Errorf("%s: %d tools, want the %d built-in ones", path, len(list.Data.Tools), want)
 		}
 		found := false
 		for _, tl := range list.Data.Tools {

@@ -74,12 +74,13 @@ var optionalParams = []string{bedrockParam, "OpenAIApiKey", "OpenAIModels", "Ope
 // wantBedrock is the reviewed set of functions that invoke models (and so
 // Bedrock when BedrockModels is set): their mains build the model registry
 // and generate with it (chat replies; the workflow assistant's replies and
-// proposals; llm_generate in the tool server).
+// proposals; llm_generate in the tool server; agent steps in the runner).
 var wantBedrock = map[string]bool{
 	"ChatsFunction":     true,
 	"StreamFunction":    true,
 	"WorkflowsFunction": true,
 	"McpFunction":       true,
+	"RunnerFunction":    true,
 }
 
 // modelListers build the model registry only to list and validate model

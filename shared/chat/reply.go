@@ -3,13 +3,12 @@ package chat
 import (
 	"context"
 	"encoding/json"
-	"strings"
-	"unicode"
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/toolgate"
+	"github.com/workflowchat/service/shared/toolloop"
 	"github.com/workflowchat/service/shared/usage"
 )
 
@@ -119,89 +118,54 @@ var errAwaitingApproval = errs.E("chat.reply", errs.Conflict, "AWAITING_APPROVAL
 // RateLimited BUDGET_EXCEEDED. On an error it returns the message
 // generated so far with the error.
 func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision string, held *usage.Reservation, emit func(Event) error) (Message, error) {
-	specs := s.specs(ctx)
 	userID := auth.UserID(ctx)
-	req := model.Request{ModelID: msg.ModelID, System: SystemPrompt, Messages: p.Messages}
-	var content strings.Builder
-	content.WriteString(msg.Content)
-	var used model.Usage
 	msg.Pending, msg.Decision, msg.PendingKey = nil, "", ""
-	finish := func(err error) (Message, error) {
-		s.usage.Release(ctx, held) // a reservation whose call was not made
-		msg.Content, msg.CreatedAt = content.String(), s.clock()
-		msg.InputTokens += used.InputTokens
-		msg.OutputTokens += used.OutputTokens
-		bound(&msg)
-		return msg, err
-	}
-	round, calls := p.Round, p.Calls
-	for {
-		for i, call := range calls {
+	first := true // the first call run is the one decision answers
+	o := toolloop.Options{
+		Meter: s.usage, Models: s.models, UserID: userID,
+		ModelID: msg.ModelID, System: SystemPrompt, Tools: s.specs(ctx), MaxRounds: MaxToolRounds, Held: held,
+		Delta: func(delta string) error { return emit(Event{Type: EventContent, Delta: delta}) },
+		Call: func(ctx context.Context, call model.ToolCall) (toolloop.CallOutcome, error) {
 			d := toolgate.Undecided
-			if i == 0 {
+			if first {
 				switch decision {
 				case DecisionApproved:
 					d = toolgate.Approved
 				case DecisionDenied:
 					d = toolgate.Denied
 				}
+				first = false
 			}
 			out, err := s.runTool(ctx, userID, call, d, emit)
 			if err != nil {
-				return finish(err)
+				return toolloop.CallOutcome{}, err
 			}
 			if out.Kind == toolgate.Ask {
-				msg.Pending = &Pending{Messages: req.Messages, Calls: calls[i:], Round: round}
-				if err := emit(Event{Type: EventToolApproval, ToolCallID: call.ID, ToolName: call.Name, ToolArgs: call.Args}); err != nil {
-					return finish(err)
-				}
-				return finish(errAwaitingApproval)
+				return toolloop.CallOutcome{Pause: true}, nil
 			}
 			// A result longer than ValueBound is kept whole in the blob
 			// store; the event, the message and the model get it cut.
 			tc, read := s.keepResult(ctx, msg, len(msg.ToolCalls), ToolCall{ToolName: call.Name, ToolArgs: call.Args, Result: toolResult(out)})
 			if err := emit(Event{Type: EventToolResult, ToolName: call.Name, Result: tc.Result, Truncated: tc.Truncated, ResultSize: tc.ResultSize}); err != nil {
-				return finish(err)
+				return toolloop.CallOutcome{}, err
 			}
 			msg.ToolCalls = append(msg.ToolCalls, tc)
-			req.Messages = append(req.Messages, model.Message{Role: model.RoleTool, ToolCallID: call.ID, Content: string(read)})
-		}
-		if len(calls) > 0 {
-			calls, round = nil, round+1
-			if err := ctx.Err(); err != nil {
-				return finish(err)
-			}
-		}
-		req.Tools = specs
-		if round == MaxToolRounds {
-			req.Tools = nil // the last round must answer in text
-		}
-		sep := content.Len() > 0
-		res, err := s.usage.Generate(ctx, s.models, userID, req, held, func(c model.Chunk) error {
-			if c.Delta == "" {
-				return nil
-			}
-			delta := c.Delta
-			if sep {
-				if last := []rune(content.String()); !unicode.IsSpace(last[len(last)-1]) {
-					delta = "\n\n" + delta
-				}
-				sep = false
-			}
-			content.WriteString(delta)
-			return emit(Event{Type: EventContent, Delta: delta})
-		})
-		held = nil // settled by Generate
-		used = used.Add(res.Usage)
-		if err != nil {
-			return finish(err)
-		}
-		if len(res.ToolCalls) == 0 || round == MaxToolRounds {
-			return finish(nil)
-		}
-		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: content.String(), ToolCalls: res.ToolCalls})
-		calls = res.ToolCalls
+			return toolloop.CallOutcome{Result: string(read)}, nil
+		},
 	}
+	res, err := toolloop.Run(ctx, o, toolloop.State{Content: msg.Content, Messages: p.Messages, Calls: p.Calls, Round: p.Round})
+	msg.Content, msg.CreatedAt = res.Content, s.clock()
+	msg.InputTokens += res.Usage.InputTokens
+	msg.OutputTokens += res.Usage.OutputTokens
+	if err == nil && res.Paused != nil {
+		msg.Pending = &Pending{Messages: res.Paused.Messages, Calls: res.Paused.Calls, Round: res.Paused.Round}
+		call := res.Paused.Calls[0]
+		if err = emit(Event{Type: EventToolApproval, ToolCallID: call.ID, ToolName: call.Name, ToolArgs: call.Args}); err == nil {
+			err = errAwaitingApproval
+		}
+	}
+	bound(&msg)
+	return msg, err
 }
 
 // runTool passes one call of the model through the tool gate: its

@@ -25,7 +25,9 @@ const BuiltinID = "builtin"
 // In chat it replies in several chunks. When the last user message names an
 // offered tool and gives a JSON object, e.g. `run json_query with {"query":
 // ".a", "input": {"a": 1}}`, it calls that tool; given the tool's result it
-// reports it.
+// calls the next offered tool the message names with a JSON object after
+// the first one's, if any (`run json_query with {...} then hash with
+// {...}`), one call per turn, and otherwise reports the results.
 type Builtin struct {
 	// ChunkDelay paces the chunks of a reply (BUILTIN_CHUNK_DELAY), to
 	// demonstrate and test streaming, keep-alives and disconnects.
@@ -73,7 +75,12 @@ func (b Builtin) Generate(ctx context.Context, req Request, emit func(Chunk) err
 	var reply string
 	switch {
 	case last.Role == RoleTool:
-		reply = toolReport(req.Messages)
+		if call, ok := nextToolCall(req.Messages, req.Tools); ok {
+			res.ToolCalls = []ToolCall{call}
+			reply = fmt.Sprintf("Running %s.", call.Name)
+		} else {
+			reply = toolReport(req.Messages)
+		}
 	default:
 		if call, ok := findToolCall(last.Content, req.Tools, len(req.Messages)); ok {
 			res.ToolCalls = []ToolCall{call}
@@ -167,10 +174,30 @@ var wordRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[
 // findToolCall looks for the first offered tool id named in text and a JSON
 // object after it.
 func findToolCall(text string, tools []ToolSpec, n int) (ToolCall, bool) {
+	return findToolCallAt(text, tools, 0, n)
+}
+
+// findToolCallAt looks for the k-th (from 0) call text asks for: an
+// offered tool id named and a JSON object after it, each after the end
+// of the one before. The search stops at an offered tool id with no JSON
+// object after it.
+func findToolCallAt(text string, tools []ToolSpec, k, n int) (ToolCall, bool) {
 	offered := map[string]bool{}
 	for _, t := range tools {
 		offered[t.Name] = true
 	}
+	for {
+		call, end, ok := firstToolCall(text, offered, n)
+		if !ok || k == 0 {
+			return call, ok
+		}
+		text, k = text[end:], k-1
+	}
+}
+
+// firstToolCall finds the first call text asks for, and where its JSON
+// object ends.
+func firstToolCall(text string, offered map[string]bool, n int) (ToolCall, int, bool) {
 	for _, loc := range wordRE().FindAllStringIndex(text, -1) {
 		name := text[loc[0]:loc[1]]
 		if !offered[name] {
@@ -179,18 +206,37 @@ func findToolCall(text string, tools []ToolSpec, n int) (ToolCall, bool) {
 		rest := text[loc[1]:]
 		i := strings.IndexByte(rest, '{')
 		if i < 0 {
-			return ToolCall{}, false
+			return ToolCall{}, 0, false
 		}
 		var args json.RawMessage
 		dec := json.NewDecoder(strings.NewReader(rest[i:]))
 		if err := dec.Decode(&args); err != nil {
-			return ToolCall{}, false
+			return ToolCall{}, 0, false
 		}
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, args); err != nil {
-			return ToolCall{}, false
+			return ToolCall{}, 0, false
 		}
-		return ToolCall{ID: fmt.Sprintf("call_%d", n), Name: name, Args: compact.Bytes()}, true
+		end := loc[1] + i + int(dec.InputOffset())
+		return ToolCall{ID: fmt.Sprintf("call_%d", n), Name: name, Args: compact.Bytes()}, end, true
+	}
+	return ToolCall{}, 0, false
+}
+
+// nextToolCall is the call after those made since the last user message
+// (the next one that message asks for), if any.
+func nextToolCall(ms []Message, tools []ToolSpec) (ToolCall, bool) {
+	made := 0
+	for i := len(ms) - 1; i >= 0; i-- {
+		switch ms[i].Role {
+		case RoleAssistant:
+			made += len(ms[i].ToolCalls)
+		case RoleUser:
+			if made == 0 {
+				return ToolCall{}, false
+			}
+			return findToolCallAt(ms[i].Content, tools, made, len(ms))
+		}
 	}
 	return ToolCall{}, false
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/workflowchat/service/shared/model"
 )
 
-var jsonQuery = model.ToolSpec{Name: "json_query", Description: "jq", InputSchema: json.RawMessage(`{"type":"object"}`)}
+var (
+	jsonQuery = model.ToolSpec{Name: "json_query", Description: "jq", InputSchema: json.RawMessage(`{"type":"object"}`)}
+	hashSpec  = model.ToolSpec{Name: "hash", Description: "digest", InputSchema: json.RawMessage(`{"type":"object"}`)}
+)
 
 func generate(t *testing.T, req model.Request) (string, []string, model.Result) {
 	t.Helper()
@@ -50,6 +53,30 @@ func TestBuiltin(t *testing.T) {
 			Messages: []model.Message{{Role: "user", Content: `what does json_query do?`}}}, "for example: run json_query", ""},
 		{"reports tool result", model.Request{ModelID: "builtin", Tools: []model.ToolSpec{jsonQuery}, Messages: []model.Message{
 			{Role: "user", Content: `run json_query with {"query": ".a", "input": {"a": 1}}`},
+			{Role: "assistant", Content: "Running json_query.", ToolCalls: []model.ToolCall{{ID: "c1", Name: "json_query", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c1", Content: `{"result":1}`},
+		}}, `The json_query tool returned: {"result":1}`, ""},
+		{"second call after the first's result", model.Request{ModelID: "builtin", Tools: []model.ToolSpec{jsonQuery, hashSpec}, Messages: []model.Message{
+			{Role: "user", Content: `run json_query with {"query": ".a"} then hash with {"text": "x"} and json_query with {"query": ".b"}`},
+			{Role: "assistant", Content: "Running json_query.", ToolCalls: []model.ToolCall{{ID: "c1", Name: "json_query", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c1", Content: `{"result":1}`},
+		}}, "Running hash.", `hash {"text":"x"}`},
+		{"third call", model.Request{ModelID: "builtin", Tools: []model.ToolSpec{jsonQuery, hashSpec}, Messages: []model.Message{
+			{Role: "user", Content: `run json_query with {"query": ".a"} then hash with {"text": "x"} and json_query with {"query": ".b"}`},
+			{Role: "assistant", Content: "Running json_query.", ToolCalls: []model.ToolCall{{ID: "c1", Name: "json_query", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c1", Content: `{"result":1}`},
+			{Role: "assistant", Content: "Running hash.", ToolCalls: []model.ToolCall{{ID: "c2", Name: "hash", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c2", Content: `{"digest":"d"}`},
+		}}, "Running json_query.", `json_query {"query":".b"}`},
+		{"report once the calls asked for are made", model.Request{ModelID: "builtin", Tools: []model.ToolSpec{jsonQuery, hashSpec}, Messages: []model.Message{
+			{Role: "user", Content: `run json_query with {"query": ".a"} then hash with {"text": "x"}`},
+			{Role: "assistant", Content: "Running json_query.", ToolCalls: []model.ToolCall{{ID: "c1", Name: "json_query", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c1", Content: `{"result":1}`},
+			{Role: "assistant", Content: "Running hash.", ToolCalls: []model.ToolCall{{ID: "c2", Name: "hash", Args: json.RawMessage(`{}`)}}},
+			{Role: "tool", ToolCallID: "c2", Content: `{"digest":"d"}`},
+		}}, `The hash tool returned: {"digest":"d"}`, ""},
+		{"a second call of a tool not offered is not made", model.Request{ModelID: "builtin", Tools: []model.ToolSpec{jsonQuery}, Messages: []model.Message{
+			{Role: "user", Content: `run json_query with {"query": ".a"} then hash with {"text": "x"}`},
 			{Role: "assistant", Content: "Running json_query.", ToolCalls: []model.ToolCall{{ID: "c1", Name: "json_query", Args: json.RawMessage(`{}`)}}},
 			{Role: "tool", ToolCallID: "c1", Content: `{"result":1}`},
 		}}, `The json_query tool returned: {"result":1}`, ""},

@@ -79,8 +79,8 @@ func TestClientMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 12 {
-		t.Errorf("ListTools: %d tools, want 12 (11 built-in + the test tool)", len(list))
+	if want := len(tools.Builtin(tools.Config{})) + 1; len(list) != want {
+		t.Errorf("ListTools: %d tools, want %d (the built-in ones and the test tool)", len(list), want)
 	}
 	var jq *toolserver.ToolSummary
 	for i := range list {
@@ -130,7 +130,7 @@ func TestClientCatalog(t *testing.T) {
 	var cat toolclient.Source = toolclient.NewClient(srv.URL, clientTestKey, nil)
 	ctx := context.Background()
 	list, err := cat.ListTools(ctx)
-	if err != nil || len(list) != 12 || list[0].ID == "" || len(list[0].InputSchema) == 0 {
+	if err != nil || len(list) != len(tools.Builtin(tools.Config{}))+1 || list[0].ID == "" || len(list[0].InputSchema) == 0 {
 		t.Fatalf("ListTools = %+v, %v", list, err)
 	}
 	found, err := cat.SearchTools(ctx, "regex")
@@ -285,8 +285,8 @@ func TestClientUnavailable(t *testing.T) {
 }
 
 // TestSpecsLeaveOutStepOnlyTools: a chat offers models every tool but
-// ask_human, which only a workflow run carries out; the catalog still
-// lists it (proposals and the REST list need it).
+// ask_human and agent, which only a workflow run carries out; the catalog
+// still lists them (proposals and the REST list need them).
 func TestSpecsLeaveOutStepOnlyTools(t *testing.T) {
 	t.Parallel()
 	srv := startClientTestServer(t)
@@ -299,11 +299,11 @@ func TestSpecsLeaveOutStepOnlyTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != len(list)-1 {
-		t.Errorf("%d specs for %d tools, want one fewer", len(specs), len(list))
+	if len(specs) != len(list)-2 {
+		t.Errorf("%d specs for %d tools, want two fewer", len(specs), len(list))
 	}
 	for _, s := range specs {
-		if s.Name == tools.AskHumanID {
+		if s.Name == tools.AskHumanID || s.Name == tools.AgentID {
 			t.Errorf("Specs offers %s to models", s.Name)
 		}
 	}

@@ -5,7 +5,10 @@
 //   - decides by the user's policy (package toolpolicy): in a chat, allow
 //     runs the call, ask asks the user (unless the user already approved
 //     or denied this very call), deny refuses; a workflow step runs
-//     without asking, and only a tool the user denies is refused;
+//     without asking, and only a tool the user denies is refused; a
+//     model's call in an agent step is decided as in a chat, but no one
+//     is there to ask: a tool that would ask is refused
+//     (TOOL_APPROVAL_REQUIRED);
 //   - for a metered tool (one whose catalog entry says it calls a model,
 //     toolclient.ToolDetail.Metered) reserves the user's token budget
 //     before the call (package usage) and settles it to the usage the
@@ -38,6 +41,10 @@ import (
 // the user's decision) refuses.
 const CodeToolDenied = "TOOL_DENIED"
 
+// CodeApprovalRequired is the code of an agent step's call of a tool
+// whose policy asks: a workflow run has no one to ask.
+const CodeApprovalRequired = "TOOL_APPROVAL_REQUIRED"
+
 // Origin is where a call comes from.
 type Origin uint8
 
@@ -47,6 +54,9 @@ const (
 	Chat Origin = iota + 1
 	// Workflow is a step of a workflow run (the user built the workflow).
 	Workflow
+	// Agent is a model's tool call in an agent step of a workflow run:
+	// the model chose it, and no person is there to ask.
+	Agent
 )
 
 // Decision is the user's answer to a chat call that asked.
@@ -105,7 +115,7 @@ type Outcome struct {
 	// Usage is what a metered tool's model call spent (Run), else nil.
 	Usage *toolclient.Usage
 	// Code and Message say why a call was refused (Refuse): CodeToolDenied,
-	// usage.CodeBudgetExceeded or usage.CodeBudgetBusy. RetryAfter is the
+	// CodeApprovalRequired, usage.CodeBudgetExceeded or usage.CodeBudgetBusy. RetryAfter is the
 	// seconds until the budget renews (BUDGET_EXCEEDED) or until a retry
 	// may find room (BUDGET_BUSY).
 	Code, Message string
@@ -183,7 +193,8 @@ const (
 // package documentation). Policy comes first: in a chat a call the user
 // denied, or a deny tool, is refused (TOOL_DENIED) and an ask tool asks
 // (Ask, nothing announced); a workflow step is refused only when the
-// user's own policy is deny. Then a metered tool reserves its input's
+// user's own policy is deny; an agent step's call is refused for a deny
+// tool (TOOL_DENIED) and an ask tool (TOOL_APPROVAL_REQUIRED). Then a metered tool reserves its input's
 // estimate plus its output cap (waiting, bounded, while other calls under
 // way hold the room; refused BUDGET_BUSY when they still do, BUDGET_EXCEEDED
 // when the input does not fit in what settled calls left; with a budget,
@@ -279,6 +290,20 @@ func (g *Gate) decide(ctx context.Context, c Call) (out Outcome, decided bool, e
 			return denied(msgChatDenied)
 		case p == toolpolicy.Ask:
 			return Outcome{Kind: Ask}, true, nil
+		}
+		return Outcome{}, false, nil
+	case Agent:
+		if g.policies == nil {
+			return Outcome{}, false, nil
+		}
+		p, err := g.policies.Policy(ctx, c.UserID, c.ToolID)
+		switch {
+		case err != nil:
+			return Outcome{}, false, err
+		case p == toolpolicy.Deny:
+			return denied("the user's policy denies the tool " + c.ToolID)
+		case p == toolpolicy.Ask:
+			return Outcome{Kind: Refuse, Code: CodeApprovalRequired, Message: "the user's policy asks before the tool " + c.ToolID + " runs, and no one is there to approve it in a workflow run: set its policy to allow to let agents call it"}, true, nil
 		}
 		return Outcome{}, false, nil
 	case Workflow:

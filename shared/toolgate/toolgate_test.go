@@ -101,7 +101,8 @@ type expect struct {
 
 // want is the contract of Gate.Run, written out: the policy first (a
 // chat's decision, then deny and ask; a workflow step only refused by
-// deny), then the budget of a metered tool.
+// deny; an agent's call refused by deny and ask, no one being there to
+// answer), then the budget of a metered tool.
 func want(origin toolgate.Origin, policy string, d toolgate.Decision, metered bool, budget string) expect {
 	switch {
 	case origin == toolgate.Chat && d == toolgate.Denied:
@@ -111,6 +112,8 @@ func want(origin toolgate.Origin, policy string, d toolgate.Decision, metered bo
 		return expect{toolgate.Refuse, toolgate.CodeToolDenied}
 	case origin == toolgate.Chat && policy == toolpolicy.Ask:
 		return expect{kind: toolgate.Ask}
+	case origin == toolgate.Agent && policy == toolpolicy.Ask:
+		return expect{toolgate.Refuse, toolgate.CodeApprovalRequired}
 	}
 	if metered && budget == spent {
 		return expect{toolgate.Refuse, usage.CodeBudgetExceeded}
@@ -134,7 +137,7 @@ func TestGate(t *testing.T) {
 		{"json_query", false, map[string]any{"query": ".a", "input": map[string]any{"a": 1}}},
 		{"llm_generate", true, map[string]any{"prompt": "say something short"}},
 	}
-	for _, origin := range []toolgate.Origin{toolgate.Chat, toolgate.Workflow} {
+	for _, origin := range []toolgate.Origin{toolgate.Chat, toolgate.Workflow, toolgate.Agent} {
 		for _, policy := range []string{"", toolpolicy.Allow, toolpolicy.Ask, toolpolicy.Deny} {
 			decisions := []toolgate.Decision{toolgate.Undecided}
 			if origin == toolgate.Chat {

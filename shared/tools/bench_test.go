@@ -74,3 +74,35 @@ func BenchmarkRegistryRunJSONQuerySandboxed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRegistryRunCodeSandboxed is the json_query benchmarks' query
+// written as a code step's JavaScript, through Registry.Run with sandbox
+// workers: against BenchmarkRegistryRunJSONQuerySandboxed it is a code
+// step's overhead over a json_query step (a fresh JavaScript runtime per
+// call, the watchdog, the result's checks). The InProcess variant leaves
+// the worker round trip out.
+func BenchmarkRegistryRunCodeSandboxed(b *testing.B) {
+	benchmarkCode(b, newRegistry(b, tools.Config{}).WithSandbox(testSandbox(b)))
+}
+
+func BenchmarkRegistryRunCodeInProcess(b *testing.B) {
+	benchmarkCode(b, newRegistry(b, tools.Config{}))
+}
+
+func benchmarkCode(b *testing.B, r *tools.Registry) {
+	input := map[string]any{
+		"language": "javascript",
+		"input": map[string]any{"items": []any{
+			map[string]any{"name": "a", "price": 3.0},
+			map[string]any{"name": "b", "price": 1.0},
+		}},
+		"source": "return input.items.filter(i => i.price > 2).map(i => i.name);",
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Run(ctx, "code", input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

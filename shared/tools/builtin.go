@@ -66,8 +66,9 @@ type Config struct {
 
 // Builtin returns the built-in tools, configured by cfg: http_request,
 // html_extract, json_query, csv_parse, text_template, regex_extract,
-// math_evaluate, datetime_now, llm_generate, hash and ask_human (which only
-// the workflow engine carries out). Each call returns new Tool values.
+// math_evaluate, datetime_now, llm_generate, hash, ask_human (which only
+// the workflow engine carries out), code and agent (which only
+// the workflow runner carries out). Each call returns new Tool values.
 func Builtin(cfg Config) []*Tool {
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = DefaultHTTPTimeout
@@ -90,6 +91,8 @@ func Builtin(cfg Config) []*Tool {
 		llmGenerateTool(cfg.Generator, cfg.DefaultModelID),
 		hashTool(),
 		askHumanTool(),
+		codeTool(),
+		agentTool(),
 	}
 }
 

@@ -77,7 +77,7 @@ func TestIsolatedTools(t *testing.T) {
 			got = append(got, tool.ID)
 		}
 	}
-	want := []string{"csv_parse", "html_extract", "json_query", "math_evaluate", "regex_extract", "text_template"}
+	want := []string{"code", "csv_parse", "html_extract", "json_query", "math_evaluate", "regex_extract", "text_template"}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("isolated tools %v, want %v", got, want)

@@ -22,7 +22,9 @@ func TestBuiltinCatalog(t *testing.T) {
 		outputs      []string
 		annotations  tools.Annotations
 	}{
+		{"agent", "ai", []string{"text", "toolCalls", "turns"}, tools.Annotations{OpenWorld: true}},
 		{"ask_human", "util", []string{"approved", "respondedAt", "timedOut", "values"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
+		{"code", "data", []string{"result"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"csv_parse", "data", []string{"rows"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"datetime_now", "time", []string{"iso", "unix"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"hash", "util", []string{"digest"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
@@ -286,7 +288,7 @@ func TestSearch(t *testing.T) {
 		{"no match", custom, "spaceship", nil},
 		{"empty query", custom, "", nil},
 		{"blank query", custom, "   ", nil},
-		{"builtin by id", builtin, "json", []string{"json_query", "ask_human", "http_request", "text_template"}},
+		{"builtin by id", builtin, "json", []string{"json_query", "agent", "ask_human", "code", "http_request", "text_template"}},
 		{"builtin by name", builtin, "csv", []string{"csv_parse"}},
 		{"builtin multi-word", builtin, "regular expression", []string{"regex_extract"}},
 		{"builtin description", builtin, "digest", []string{"hash"}},

@@ -185,14 +185,14 @@ func TestBuiltinReturnsFreshTools(t *testing.T) {
 	if b[0].Name == "changed" {
 		t.Fatal("Builtin shares Tool values between calls")
 	}
-	if len(a) != 11 {
-		t.Fatalf("Builtin returned %d tools, want 11", len(a))
+	if len(a) != 13 {
+		t.Fatalf("Builtin returned %d tools, want 13", len(a))
 	}
 	ids := map[string]bool{}
 	for _, tool := range a {
 		ids[tool.ID] = true
 	}
-	if len(ids) != 11 {
+	if len(ids) != len(a) {
 		t.Fatalf("duplicate ids in %v", ids)
 	}
 }

@@ -307,7 +307,7 @@ func TestMCPClientSurvivesErrors(t *testing.T) {
 				}
 			}
 			res, err := cs.ListTools(t.Context(), nil)
-			if err != nil || len(res.Tools) != 11 {
+			if err != nil || len(res.Tools) != builtinCount {
 				t.Fatalf("after the error: ListTools = %v, %v; the session should still work", res, err)
 			}
 		})

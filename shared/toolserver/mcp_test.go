@@ -72,8 +72,8 @@ func TestMCPClient(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(res.Tools) != 11 {
-					t.Fatalf("%d tools, want 11", len(res.Tools))
+				if len(res.Tools) != builtinCount {
+					t.Fatalf("%d tools, want %d", len(res.Tools), builtinCount)
 				}
 				var names []string
 				for _, got := range res.Tools {
@@ -228,7 +228,7 @@ func TestJSONRPCOverHTTP(t *testing.T) {
 		{"tools/list without initialize", `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, 200,
 			func(t *testing.T, resp map[string]json.RawMessage) {
 				var r struct{ Tools []mcp.Tool }
-				if err := json.Unmarshal(resp["result"], &r); err != nil || len(r.Tools) != 11 {
+				if err := json.Unmarshal(resp["result"], &r); err != nil || len(r.Tools) != builtinCount {
 					t.Errorf("tools/list result = %s (%v)", resp["result"], err)
 				}
 				if string(resp["id"]) != `"a"` {

@@ -22,6 +22,9 @@ import (
 const testKey = "test-service-key-0123456789abcdef"
 
 // fixedNow pins datetime_now so tool output is deterministic.
+// builtinCount is the number of built-in tools a server lists.
+var builtinCount = len(tools.Builtin(tools.Config{}))
+
 func fixedNow() time.Time { return time.Date(2026, 3, 12, 19, 3, 58, 0, time.UTC) }
 
 // builtinRegistry is the ten built-in tools.
@@ -294,8 +297,8 @@ func TestMethods(t *testing.T) {
 			check: func(t *testing.T, data []byte) {
 				var r struct{ Tools []map[string]json.RawMessage }
 				decodeStrict(t, data, &r)
-				if len(r.Tools) != 11 {
-					t.Fatalf("%d tools, want 11", len(r.Tools))
+				if len(r.Tools) != builtinCount {
+					t.Fatalf("%d tools, want %d", len(r.Tools), builtinCount)
 				}
 				for _, item := range r.Tools {
 					if keys := sortedKeys(item); !slices.Equal(keys, summaryKeys) {

@@ -53,8 +53,12 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	// Steps' large inputs and results travel to and from the tool server
 	// by reference, through the blob store.
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	steps, err := AgentSteps(ctx, cfg, d, catalog)
+	if err != nil {
+		return nil, err
+	}
 	return runs.NewRunner(runs.RunnerOptions{
-		Store: rs.Store, Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: d.Gate(cfg, catalog).Steps(),
+		Store: rs.Store, Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: steps,
 		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended, Condition: condition.Eval,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)

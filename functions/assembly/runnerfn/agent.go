@@ -1,0 +1,27 @@
+package runnerfn
+
+import (
+	"context"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/shared/agentstep"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/toolclient"
+)
+
+// AgentSteps builds the runner's tool runner: the tool gate over catalog
+// (Deps.Gate) for every step, and agent steps run with the configured
+// models (DEFAULT_MODEL_ID when a step names none) under the usage meter,
+// their calls through the same gate and catalog a chat uses. It fails
+// when the models cannot be configured.
+func AgentSteps(ctx context.Context, cfg config.Config, d assembly.Deps, catalog *toolclient.Catalog) (*agentstep.Steps, error) {
+	models, err := providers.Registry(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	gate := d.Gate(cfg, catalog)
+	return agentstep.New(agentstep.Options{
+		Next: gate.Steps(), Gate: gate, Tools: catalog, Models: models, Meter: d.Meter(cfg), DefaultModelID: cfg.DefaultModelID,
+	}), nil
+}
