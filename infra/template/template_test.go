@@ -173,9 +173,8 @@ var wantGrants = map[string]map[string][]string{
 		// attachment, ConditionCheck on the chat, Update counter),
 		// BeginDelete (UpdateItem), DeleteAttachments (tx: Delete, Update
 		// counter), ChatAttachments (Query).
-		// store.SearchIndex: the index written after each stored message
-		// and caught up before a search (GetItem, Query, BatchWriteItem,
-		// tx: Put, Update, ConditionCheck), a search's reads (GetItem,
+		// store.SearchIndex: the index caught up before a search (GetItem,
+		// Query, BatchWriteItem, tx: Put, Update, ConditionCheck), a search's reads (GetItem,
 		// Query, BatchGetItem of the page's chats and messages), a chat's
 		// removal (Query, BatchWriteItem, tx: Delete, Update; DeleteItem).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
@@ -207,10 +206,7 @@ var wantGrants = map[string]map[string][]string{
 		// run's log, followed (Query); the run at its end (GetItem) and,
 		// when the reply is stopped, its cancel (UpdateItem). No index,
 		// no deletes.
-		// store.SearchIndex after each stored message: the chat's progress
-		// (GetItem), its new messages (Query), postings (BatchWriteItem),
-		// the commit (tx: Put, Update, ConditionCheck).
-		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem"},
+		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
@@ -1910,8 +1906,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 			"          SESSIONS_TABLE: !Ref SessionsTable\n          DATA_TABLE: !Ref DataTable\n          # The blob store (shared/blob over S3; docs/deploy.md, Blobs).\n          BLOB_BUCKET: !Ref BlobBucket\n          # Per-user rate limits of POST /api/workflows",
 			"WorkflowsFunction: may access UsersTable but does not receive its name"},
 		{"stream cannot record a workflow run", "d_iam_reviewed_contract",
-			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem, dynamodb:BatchWriteItem]",
-			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:BatchWriteItem]", "StreamFunction on DataTable"},
+			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]",
+			"Action: [dynamodb:Query, dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem]", "StreamFunction on DataTable"},
 		{"stream granted the index it never queries", "d_iam_reviewed_contract",
 			"            # The rate limiter: one atomic counter UpdateItem (ADD) per\n            # stream",
 			"            - Effect: Allow\n              Action: [dynamodb:Query]\n              Resource: [!Sub \"${DataTable.Arn}/index/GSI1\"]\n            # The rate limiter: one atomic counter UpdateItem (ADD) per\n            # stream",

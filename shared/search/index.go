@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/logging"
 )
 
 // Doc is one message as the index keeps it.
@@ -46,10 +45,11 @@ type Progress struct {
 }
 
 // ChatChange is a chat whose place in its owner's list moved: it took a
-// message or was renamed.
+// message or was renamed, at UpdatedAt.
 type ChatChange struct {
-	ChatID   string
-	Position string
+	ChatID    string
+	Position  string
+	UpdatedAt time.Time
 }
 
 // ChatProgress is how far a chat is indexed: every message up to the one
@@ -148,13 +148,27 @@ const (
 	MaxPending      = 20
 )
 
+// Settle is how long after a chat's change CatchUp keeps looking at it
+// (Progress.Seen stays before it): longer than the user's chat list (an
+// eventually consistent index) takes to show a change, and than a write
+// takes to store a message after taking its time (a reply's createdAt is
+// taken when it is complete, just before it is stored).
+const Settle = 30 * time.Second
+
 // Indexer keeps users' indexes current with their chats.
 type Indexer struct {
 	index Index
+	now   func() time.Time
 }
 
-// NewIndexer returns an Indexer over index.
-func NewIndexer(index Index) *Indexer { return &Indexer{index: index} }
+// NewIndexer returns an Indexer over index on the clock now (nil:
+// time.Now).
+func NewIndexer(index Index, now func() time.Time) *Indexer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Indexer{index: index, now: now}
+}
 
 // chatState is how far indexChat got with a chat.
 type chatState int
@@ -215,10 +229,12 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 }
 
 // CatchUp indexes what userID's chats hold and the index does not: the
-// chats changed since the user's progress and the pending ones, within the
-// CatchUp bounds. A search calls it first, so a stored message is found
-// by the next search whatever happened to the eager indexing after its
-// write (Watch). Storage errors.
+// pending chats and the chats changed since the user's progress, oldest
+// change first, at most CatchUpMessages messages. A search calls it
+// first, so a stored message is found by the next search. Progress.Seen
+// moves over the chats done, and stops before the first one changed less
+// than Settle ago, left incomplete, or pending when MaxPending are
+// already: the next call looks at those again. Storage errors.
 func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 	const op = "search.CatchUp"
 	prog, err := x.index.Progress(ctx, userID)
@@ -231,46 +247,48 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 	}
 	next := Progress{Seen: prog.Seen, Version: prog.Version + 1}
 	budget := CatchUpMessages
-	done := map[string]bool{}
-	for _, id := range prog.Pending {
+	states := map[string]chatState{}
+	index := func(id string) (chatState, error) {
+		if st, ok := states[id]; ok {
+			return st, nil
+		}
 		st, n, err := x.indexChat(ctx, userID, id, budget)
+		budget -= n
+		states[id] = st
+		return st, err
+	}
+	for _, id := range prog.Pending {
+		st, err := index(id)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
-		budget -= n
-		done[id] = true
 		if st != chatDone {
 			next.Pending = append(next.Pending, id)
 		}
 	}
-	stopped := false
+	settled := x.now().Add(-Settle)
+	frozen := false
 	for _, c := range changed {
-		st := chatDone
-		if !done[c.ChatID] {
-			var n int
-			st, n, err = x.indexChat(ctx, userID, c.ChatID, budget)
-			if err != nil {
-				return errs.Wrap(op, err)
-			}
-			budget -= n
-			done[c.ChatID] = true
-		} else if slices.Contains(next.Pending, c.ChatID) {
-			st = chatPending
+		if budget <= 0 {
+			break
+		}
+		st, err := index(c.ChatID)
+		if err != nil {
+			return errs.Wrap(op, err)
 		}
 		switch {
-		case st == chatIncomplete:
-			stopped = true
+		case st == chatIncomplete || c.UpdatedAt.After(settled):
+			frozen = true
 		case st == chatPending && !slices.Contains(next.Pending, c.ChatID):
 			if len(next.Pending) < MaxPending {
 				next.Pending = append(next.Pending, c.ChatID)
 			} else {
-				stopped = true
+				frozen = true
 			}
 		}
-		if stopped {
-			break
+		if !frozen {
+			next.Seen = c.Position
 		}
-		next.Seen = c.Position
 	}
 	if next.Seen == prog.Seen && slices.Equal(next.Pending, prog.Pending) {
 		return nil
@@ -281,19 +299,3 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 	}
 	return errs.Wrap(op, err)
 }
-
-// eagerTimeout bounds the indexing Watch does after a write.
-const eagerTimeout = 10 * time.Second
-
-// indexAfterWrite indexes chat chatID of userID after a write stored a
-// message in it, detached from the request (the client may have left) and
-// bounded in time. A failure is logged, not returned: the message is
-// stored, and the next search catches the index up (CatchUp).
-func (x *Indexer) indexAfterWrite(ctx context.Context, userID, chatID string) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eagerTimeout)
-	defer cancel()
-	if _, _, err := x.indexChat(dctx, userID, chatID, CatchUpMessages); err != nil {
-		logging.FromContext(ctx).WarnContext(ctx, "index the chat after a write", "chatId", chatID, "err", err.Error())
-	}
-}
-

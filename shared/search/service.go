@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
@@ -53,10 +54,10 @@ type Service struct {
 	indexer *Indexer
 }
 
-// NewService returns a Service over index, catching the index up before
-// each search.
-func NewService(index Index) *Service {
-	return &Service{index: index, indexer: NewIndexer(index)}
+// NewService returns a Service over index on the clock now (nil:
+// time.Now), catching the index up before each search.
+func NewService(index Index, now func() time.Time) *Service {
+	return &Service{index: index, indexer: NewIndexer(index, now)}
 }
 
 // Indexer returns the indexer of the service's index (for Watch).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/guregu/dynamo/v2"
 
@@ -138,7 +139,11 @@ func (s *SearchIndex) ChatsChangedAfter(ctx context.Context, userID, after strin
 		if it.Type != "chat" || it.GSI1SK == after || len(out) == limit {
 			continue
 		}
-		out = append(out, search.ChatChange{ChatID: it.ID, Position: it.GSI1SK})
+		at, err := time.Parse(timeKey, strings.SplitN(it.GSI1SK, "#", 2)[0])
+		if err != nil {
+			return nil, errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("chat %s: GSI1SK %q: %w", it.ID, it.GSI1SK, err))
+		}
+		out = append(out, search.ChatChange{ChatID: it.ID, Position: it.GSI1SK, UpdatedAt: at})
 	}
 	return out, nil
 }

@@ -39,7 +39,7 @@ func newSearchFixture(t *testing.T) *searchFixture {
 	db := storetest.New(t)
 	raw := store.NewChats(db.DB, db.Data())
 	index := store.NewSearchIndex(db.DB, db.Data())
-	svc := search.NewService(index)
+	svc := search.NewService(index, nil)
 	return &searchFixture{db: db, raw: raw, chats: search.Watch(raw, svc.Indexer()), index: index, svc: svc,
 		at: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 }

@@ -72,7 +72,7 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 // meter (each model call reserves the user's budget and settles its usage
 // in the Users table), the tool server's tools (one catalog) behind the
 // tool gate (policies, budget, identity), the users' model preferences,
-// the search index kept current by the chats' writes (search.Watch),
+// a chat's delete removing it from the search index (search.Watch),
 // and the run service (runstart.Build), whose durable runs a stream with
 // a workflowId starts and renders.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService *runs.Service, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {

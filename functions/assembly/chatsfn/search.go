@@ -11,7 +11,7 @@ import (
 // SearchService is the search over users' chats, its index in the Data
 // table (store.SearchIndex).
 func SearchService(cfg config.Config, d assembly.Deps) *search.Service {
-	return search.NewService(store.NewSearchIndex(d.DB, cfg.DataTable))
+	return search.NewService(store.NewSearchIndex(d.DB, cfg.DataTable), d.Now)
 }
 
 // searchRoutes is the search route, limited per user by
