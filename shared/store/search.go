@@ -377,26 +377,10 @@ func (s *SearchIndex) Find(ctx context.Context, hits []search.Hit) (search.Found
 	return found, nil
 }
 
-// batchPut puts items of table in batches of 25, as batchDelete deletes:
-// a batch whose items stay unprocessed past unprocessedBudget fails with
-// Unavailable (503, retry after a second).
+// batchPut puts items of table in batches of 25, as batchDelete deletes.
 func batchPut(ctx context.Context, op string, table dynamo.Table, items []any) error {
-	for len(items) > 0 {
-		n := min(len(items), 25)
-		bctx, cancel := context.WithTimeout(ctx, unprocessedBudget)
-		_, err := table.Batch("PK", "SK").Write().Put(items[:n]...).Run(bctx)
-		budgetSpent := bctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if err != nil {
-			if budgetSpent {
-				e := errs.E(op, errs.Unavailable, "STORAGE_UNAVAILABLE", "storage is temporarily unavailable; retry shortly").
-					WithCause(fmt.Errorf("items still unprocessed after %s: %w", unprocessedBudget, err))
-				e.RetryAfter = 1
-				return e
-			}
-			return storeError(op, err)
-		}
-		items = items[n:]
-	}
-	return nil
+	return inBatches(ctx, op, len(items), func(ctx context.Context, from, to int) error {
+		_, err := table.Batch("PK", "SK").Write().Put(items[from:to]...).Run(ctx)
+		return err
+	})
 }
