@@ -137,13 +137,15 @@ const codeIndexChanged = "INDEX_CHANGED"
 // moved a progress first.
 var ErrIndexChanged = errs.E("search.Index", errs.Conflict, codeIndexChanged, "the index was changed by another writer")
 
-// Bounds of catching up, per call: the messages indexed and the chats
-// looked at, so that a search after a long silence (or the first one over
-// chats that predate the index) answers in bounded time; what is left is
-// indexed by the next call. The pending chats are bounded too: beyond
-// MaxPending, Seen stops before the next pending chat.
+// Bounds of catching up, per call: the postings written (a message writes
+// one per word it keeps, at most MaxTermsPerMessage) and the chats looked
+// at, so that a search after a long silence (or the first one over chats
+// that predate the index) answers in bounded time: 5,000 postings are 200
+// BatchWriteItem calls. What is left is indexed by the next call. The
+// pending chats are bounded too: beyond MaxPending, Seen stops before the
+// next pending chat.
 const (
-	CatchUpMessages = 500
+	CatchUpPostings = 5000
 	CatchUpChats    = 100
 	MaxPending      = 20
 )
@@ -180,36 +182,42 @@ const (
 )
 
 // indexChat indexes the messages of userID's chat chatID not yet indexed,
-// at most budget of them, in conversation order up to the first reply
-// still being written. It returns the state reached and the messages
-// indexed. Storage errors.
+// in conversation order up to the first reply still being written, within
+// budget postings (one message at least). It returns the state reached
+// and the postings written. Storage errors.
 func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget int) (chatState, int, error) {
 	const op = "search.indexChat"
 	used := 0
 	for {
+		if used >= budget {
+			return chatIncomplete, used, nil
+		}
 		p, err := x.index.ChatProgress(ctx, userID, chatID)
 		if err != nil {
 			return 0, used, errs.Wrap(op, err)
 		}
-		n := min(MaxDocsPerAdd, budget-used)
-		if n <= 0 {
-			return chatIncomplete, used, nil
-		}
-		msgs, err := x.index.MessagesAfter(ctx, chatID, p.Through, n)
+		msgs, err := x.index.MessagesAfter(ctx, chatID, p.Through, MaxDocsPerAdd)
 		if err != nil {
 			return 0, used, errs.Wrap(op, err)
 		}
 		next, state := p, chatDone
 		next.Exists = true
 		var docs []Doc
-		for _, m := range msgs {
+		cost := 0
+		for i, m := range msgs {
 			if !m.Final {
 				state = chatPending
 				break
 			}
+			a := Analyze(m.Content)
+			if used+cost+len(a.Terms) > budget && (i > 0 || used > 0) {
+				state = chatIncomplete
+				break
+			}
 			next.Through = m.Key
-			if a := Analyze(m.Content); len(a.Terms) > 0 {
+			if len(a.Terms) > 0 {
 				docs = append(docs, Doc{ChatID: chatID, MessageID: m.ID, Key: m.Key, Analysis: a})
+				cost += len(a.Terms)
 			}
 		}
 		if next.Through != p.Through {
@@ -220,9 +228,9 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 			if err != nil {
 				return 0, used, errs.Wrap(op, err)
 			}
-			used += len(docs)
+			used += cost
 		}
-		if state == chatPending || len(msgs) < n {
+		if state != chatDone || len(msgs) < MaxDocsPerAdd {
 			return state, used, nil
 		}
 	}
@@ -230,7 +238,7 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 
 // CatchUp indexes what userID's chats hold and the index does not: the
 // pending chats and the chats changed since the user's progress, oldest
-// change first, at most CatchUpMessages messages. A search calls it
+// change first, at most CatchUpPostings postings. A search calls it
 // first, so a stored message is found by the next search. Progress.Seen
 // moves over the chats done, and stops before the first one changed less
 // than Settle ago, left incomplete, or pending when MaxPending are
@@ -246,7 +254,7 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 		return errs.Wrap(op, err)
 	}
 	next := Progress{Seen: prog.Seen, Version: prog.Version + 1}
-	budget := CatchUpMessages
+	budget := CatchUpPostings
 	states := map[string]chatState{}
 	index := func(id string) (chatState, error) {
 		if st, ok := states[id]; ok {

@@ -397,3 +397,37 @@ func TestSearchConcurrentIndexers(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchCatchUpIsBounded: a backlog larger than one search's budget
+// of postings is indexed over the following searches, nothing skipped.
+func TestSearchCatchUpIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	u := uuid.NewString()
+	const msgs, words = 30, 300 // 9,000 postings
+	contents := make([]string, msgs)
+	for i := range contents {
+		var b strings.Builder
+		for j := range words {
+			fmt.Fprintf(&b, "m%dw%d ", i, j)
+		}
+		contents[i] = b.String()
+	}
+	c, stored := f.chat(t, f.raw, u, "backlog", contents...)
+	last := fmt.Sprintf("m%dw0", msgs-1)
+	p, err := f.search(t, u, last, paging.Cursor{})
+	if err != nil || len(p.Results) != 0 {
+		t.Fatalf("first search: %v %v, want nothing yet", ids(p), err)
+	}
+	st, _ := f.index.Stats(context.Background(), u)
+	if st.Docs == 0 || st.Docs*words > search.CatchUpPostings {
+		t.Errorf("after one search: %d messages indexed, want some within %d postings", st.Docs, search.CatchUpPostings)
+	}
+	p, err = f.search(t, u, last, paging.Cursor{})
+	if err != nil || fmt.Sprint(ids(p)) != fmt.Sprint([]string{c.ID}) || p.Results[0].MessageID != stored[msgs-1].ID {
+		t.Fatalf("second search: %v %v", ids(p), err)
+	}
+	if st, _ := f.index.Stats(context.Background(), u); st.Docs != msgs {
+		t.Errorf("after two searches: %d messages indexed, want %d", st.Docs, msgs)
+	}
+}
