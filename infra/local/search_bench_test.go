@@ -26,7 +26,7 @@ import (
 const (
 	searchChats        = 500
 	searchChatMessages = 20 // 10,000 messages in all
-	searchMessageWords = 20
+	searchMessageWords = 12
 	searchVocabulary   = 5000
 )
 
@@ -46,7 +46,7 @@ func searchWords(rng *rand.Rand, zipf *rand.Zipf, n int, extra ...string) string
 // timing: a rare word (in one message), a word in 1% of the messages, the
 // most common word (in about a third) and three words. Floor:
 // GET /api/users/{id}/chats?limit=20 on the same store, the cheapest
-// authenticated list. index_a_message stores one more 20-word message and
+// authenticated list. index_a_message stores one more 12-word message and
 // has the next search index it (`ddbwriteunits/op` is the index's write
 // cost per message beside store_a_message's, the message alone).
 func BenchmarkSearch10000(b *testing.B) {
