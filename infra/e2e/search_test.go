@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -70,6 +71,16 @@ func TestSearch(t *testing.T) {
 		t.Fatalf("stream: %d %s", res.Status, res.Body)
 	}
 	awaitSearch(t, c, userID, "Papaya", func(p searchPageJSON) bool { return len(p.Results) == 1 && p.Results[0].ChatID == streamed.ID })
+
+	// A message at the content limit, of thousands of distinct words: the
+	// index keeps its 500 most frequent, nothing fails.
+	var huge strings.Builder
+	for i := 0; huge.Len() < 31990; i++ {
+		fmt.Fprintf(&huge, "z%d ", i)
+	}
+	wide := newChat(t, c, map[string]any{"title": "Wide"})
+	sendMessage(t, c, wide.ID, map[string]any{"content": strings.TrimSpace(huge.String()), "modelId": "builtin"})
+	awaitSearch(t, c, userID, "z7", func(p searchPageJSON) bool { return len(p.Results) == 1 && p.Results[0].ChatID == wide.ID })
 
 	// Bob finds nothing of Alice's, and may not search her chats.
 	r := searchChats(other, otherID, "papaya", "")
