@@ -74,6 +74,25 @@ func TestChatsFunctionEvents(t *testing.T) {
 		}
 	}
 
+	// The search finds the message, its word folded and marked.
+	ev = lambdatest.LoadV2(t, "testdata/search-chats.json")
+	ev.RawPath = strings.Replace(ev.RawPath, "USER_ID", me.User.ID, 1)
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ev.Cookies = cookie
+	resp, err = invoke(ctx, ev)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("search: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	var found struct {
+		Data struct {
+			Results []struct{ ChatID, Snippet string }
+		}
+	}
+	lambdatest.DecodeBody(t, resp, &found)
+	if r := found.Data.Results; len(r) != 1 || r[0].ChatID != created.Data.ID || r[0].Snippet != "hello from <mark>lambda</mark>" {
+		t.Errorf("search: %s", resp.Body)
+	}
+
 	// Stopping a reply that was never streamed: 404 GENERATION_NOT_FOUND.
 	ev = lambdatest.LoadV2(t, "testdata/stop-reply.json")
 	ev.RawPath = strings.Replace(ev.RawPath, "CHAT_ID", created.Data.ID, 1)

@@ -193,8 +193,12 @@ var wantGrants = map[string]map[string][]string{
 		// attachment, ConditionCheck on the chat, Update counter),
 		// BeginDelete (UpdateItem), DeleteAttachments (tx: Delete, Update
 		// counter), ChatAttachments (Query).
+		// store.SearchIndex: the index caught up before a search (GetItem,
+		// Query, BatchWriteItem, tx: Put, Update, ConditionCheck), a search's reads (GetItem,
+		// Query, BatchGetItem of the page's chats and messages), a chat's
+		// removal (Query, BatchWriteItem, tx: Delete, Update; DeleteItem).
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
-			"dynamodb:Query", "dynamodb:BatchWriteItem"},
+			"dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"},
 		// ListChats: one Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// DeleteChat finds the chat's runs: store.Runs.DeleteChatRuns, a

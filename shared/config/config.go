@@ -151,6 +151,8 @@ const (
 	DefaultRateLimitMCP      = "120/m"
 
 	DefaultRateLimitAttachments = "20/m,200/h"
+	// DefaultRateLimitSearch is RATE_LIMIT_SEARCH's default.
+	DefaultRateLimitSearch = "60/m,600/h"
 
 	DefaultRateLimitSignInEmail   = "5/m,30/h"
 	DefaultRateLimitSignInAddress = "30/m,300/h"
@@ -530,6 +532,9 @@ type RateLimits struct {
 	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
 	// one an upload URL).
 	RateLimitAttachments ratelimit.Rule `env:"RATE_LIMIT_ATTACHMENTS" envDefault:"20/m,200/h" rule:"attachments"`
+	// RATE_LIMIT_SEARCH; default 60/m,600/h: searches of a user's chats
+	// (each reads the user's index, and may first index new messages).
+	RateLimitSearch ratelimit.Rule `env:"RATE_LIMIT_SEARCH" envDefault:"60/m,600/h" rule:"searches"`
 
 	// Credential limits, counted before any password is hashed.
 	RateLimitSignInEmail   ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_EMAIL" envDefault:"5/m,30/h" rule:"sign-ins"`     // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email

@@ -71,6 +71,7 @@ func TestDefaultConstants(t *testing.T) {
 		"RATE_LIMIT_RESUMES":         config.DefaultRateLimitResumes,
 		"RATE_LIMIT_MCP":             config.DefaultRateLimitMCP,
 		"RATE_LIMIT_ATTACHMENTS":     config.DefaultRateLimitAttachments,
+		"RATE_LIMIT_SEARCH":          config.DefaultRateLimitSearch,
 		"RATE_LIMIT_SIGN_IN_EMAIL":   config.DefaultRateLimitSignInEmail,
 		"RATE_LIMIT_SIGN_IN_ADDRESS": config.DefaultRateLimitSignInAddress,
 		"RATE_LIMIT_SIGN_UP_ADDRESS": config.DefaultRateLimitSignUpAddress,

@@ -159,6 +159,11 @@ func (a *Accounts) EraseUserItems(ctx context.Context, d account.Deletion) error
 	if err := deleteCollection(ctx, a.data, userKey(uid), ""); err != nil {
 		return errs.Wrap(op, err)
 	}
+	// The search index's own items (its totals and progress; each chat's
+	// postings went with the chat).
+	if err := deleteCollection(ctx, a.data, searchPK(uid), ""); err != nil {
+		return errs.Wrap(op, err)
+	}
 	return errs.Wrap(op, deleteCollection(ctx, a.data, auditPK(uid), ""))
 }
 

@@ -320,10 +320,19 @@ const unprocessedBudget = 5 * time.Second
 // Unavailable (503, retry after a second): the callers delete the
 // collection's own item last, so a retry finishes the job.
 func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dynamo.Keyed) error {
-	for len(keys) > 0 {
-		n := min(len(keys), 25)
+	return inBatches(ctx, op, len(keys), func(ctx context.Context, from, to int) error {
+		_, err := table.Batch("PK", "SK").Write().Delete(keys[from:to]...).Run(ctx)
+		return err
+	})
+}
+
+// inBatches calls write with each batch of 25 of n items, [from, to), each
+// under unprocessedBudget: a batch whose items stay unprocessed past it
+// fails with Unavailable (503, retry after a second).
+func inBatches(ctx context.Context, op string, n int, write func(ctx context.Context, from, to int) error) error {
+	for from := 0; from < n; from += 25 {
 		bctx, cancel := context.WithTimeout(ctx, unprocessedBudget)
-		_, err := table.Batch("PK", "SK").Write().Delete(keys[:n]...).Run(bctx)
+		err := write(bctx, from, min(from+25, n))
 		budgetSpent := bctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {
@@ -335,7 +344,6 @@ func batchDelete(ctx context.Context, op string, table dynamo.Table, keys []dyna
 			}
 			return storeError(op, err)
 		}
-		keys = keys[n:]
 	}
 	return nil
 }

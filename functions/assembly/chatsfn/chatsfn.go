@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model/providers"
+	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -25,8 +26,9 @@ import (
 // store (BLOB_BUCKET).
 var Required = []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "BLOB_BUCKET"}
 
-// Chats is ChatsFunction: the chat routes and the attachment routes
-// (shared/attachment), whose blobs live in BLOB_BUCKET. Deleting a chat
+// Chats is ChatsFunction: the chat routes, the attachment routes
+// (shared/attachment), whose blobs live in BLOB_BUCKET, and the search
+// over the user's chats (shared/search). Deleting a chat
 // deletes its attachments and its replies' values first
 // (chat.Service.Delete).
 var Chats = assembly.Function{
@@ -52,6 +54,8 @@ var Chats = assembly.Function{
 		r := chat.Routes(svc, d.Auth(cfg), Limits(cfg, d))
 		ar := attachment.Routes(atts, d.Auth(cfg), attachment.Limits{Limiter: d.Limiter(cfg), Create: cfg.RateLimitAttachments})
 		r.Mount(ar, ar.Patterns()...)
+		sr := searchRoutes(SearchService(cfg, d), cfg, d)
+		r.Mount(sr, sr.Patterns()...)
 		return r, nil
 	},
 }
@@ -68,6 +72,7 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 // meter (each model call reserves the user's budget and settles its usage
 // in the Users table), the tool server's tools (one catalog) behind the
 // tool gate (policies, budget, identity), the users' model preferences,
+// a chat's delete removing it from the search index (search.Watch),
 // and the run service (runstart.Build), whose durable runs a stream with
 // a workflowId starts and renders.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService *runs.Service, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
@@ -79,7 +84,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{
-		Store: chats, Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
+		Store: search.Watch(chats, SearchService(cfg, d).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
 		Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
 	}), nil

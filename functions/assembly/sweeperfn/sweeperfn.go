@@ -14,10 +14,12 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -51,8 +53,10 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 		return nil, err
 	}
 	// The chats of an erased account are deleted as their owner's delete
-	// does: with their attachments and their replies' values.
-	chats := chat.NewService(chat.Options{Store: store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), Jobs: jobs,
+	// does:
+	// with their attachments, their replies' values and their search
+	// index entries.
+	chats := chat.NewService(chat.Options{Store: search.Watch(store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), chatsfn.SearchService(cfg, d).Indexer()), Jobs: jobs,
 		Attachments: blobstore.Attachments(cfg, d, blobs), Blobs: blobs, Now: d.Now})
 	rs, err := runstart.Build(ctx, cfg, d, blobs)
 	if err != nil {
