@@ -30,6 +30,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/healthfn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/mcpgatewayfn"
 	"github.com/workflowchat/service/functions/assembly/modelsfn"
 	"github.com/workflowchat/service/functions/assembly/oauthfn"
@@ -86,6 +87,7 @@ var functions = []struct {
 	{triggersfn.Triggers, builderPkg + "triggersfn.Triggers"},
 	{oauthfn.OAuth, builderPkg + "oauthfn.OAuth"},
 	{mcpgatewayfn.McpGateway, builderPkg + "mcpgatewayfn.McpGateway"},
+	{knowledgefn.Knowledge, builderPkg + "knowledgefn.Knowledge"},
 }
 
 // builderPkg is the import path under which the builders live.

@@ -61,6 +61,7 @@ type Config struct {
 	Triggers
 	RateLimits
 	Budgets
+	Knowledge
 
 	raw map[string]string
 }
@@ -92,6 +93,7 @@ func (c Config) Validate() error {
 		c.Triggers.Validate(),
 		c.RateLimits.Validate(),
 		c.Budgets.Validate(),
+		c.Knowledge.Validate(),
 	)
 }
 

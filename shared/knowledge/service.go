@@ -89,7 +89,7 @@ const CodeChunkLimit = "CHUNK_LIMIT"
 
 // PrefixSegments is the blob prefix of documents' segments (their
 // chunks as JSON): knowledge/<kbId>/<docId>.json.
-const PrefixSegments = "knowledge/"
+const PrefixSegments = blob.PrefixKnowledge
 
 func segmentKey(kbID, docID string) string { return PrefixSegments + kbID + "/" + docID + ".json" }
 

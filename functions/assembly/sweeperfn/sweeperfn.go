@@ -14,10 +14,12 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -55,7 +57,14 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume}, d.Now, d.Logger), nil
+	// An indexing of a knowledge base document whose process died is
+	// started again (knowledgefn.Service: the process's one service).
+	kn, err := knowledgefn.Service(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
+		knowledge.JobKind: kn.Resume}, d.Now, d.Logger), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep
