@@ -74,39 +74,18 @@ func (s *Service) Query(ctx context.Context, userID, kbID string, in QueryReques
 	if len(ready) == 0 {
 		return []Result{}, nil
 	}
-	var (
-		segs    []*Segment
-		vectors []Match
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		vs, err := s.o.Embedder.Embed(gctx, []string{in.Query})
-		if err != nil {
-			return err
-		}
-		vectors, err = s.o.Vectors.Query(gctx, kbID, vs[0], candidates(topK))
-		return err
-	})
-	g.Go(func() error {
-		var err error
-		segs, err = s.loadSegments(gctx, kbID, ready)
-		return err
-	})
-	if err := g.Wait(); err != nil {
+	segs, err := s.loadSegments(ctx, kbID, ready)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	fused, err := Hybrid(ctx, s.o.Embedder, s.o.Vectors, kbID, segs, in.Query, topK)
+	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
 	bySeg := make(map[string]*Segment, len(segs))
 	for _, sg := range segs {
 		bySeg[sg.DocumentID] = sg
 	}
-	// Vectors of a document deleted or not yet ready are left out.
-	kept := vectors[:0]
-	for _, m := range vectors {
-		if sg := bySeg[m.DocumentID]; sg != nil && m.Chunk < len(sg.Chunks) {
-			kept = append(kept, m)
-		}
-	}
-	fused := FuseRanks(topK, kept, SearchBM25(segs, in.Query, candidates(topK)))
 	out := make([]Result, len(fused))
 	for i, f := range fused {
 		c := bySeg[f.DocumentID].Chunks[f.Chunk]
@@ -114,6 +93,33 @@ func (s *Service) Query(ctx context.Context, userID, kbID string, in QueryReques
 			Text: c.Text, Score: f.Score, Start: c.Start, End: c.End}
 	}
 	return out, nil
+}
+
+// Hybrid ranks the chunks of segs (the knowledge base kbID's ready
+// documents) for query: the vector index's nearest (query embedded by
+// emb) and BM25's best, candidates(topK) of each, fused by rank. Vectors
+// of documents not in segs (deleted, not ready) are left out. It fails
+// with the embedder's and the index's errors.
+func Hybrid(ctx context.Context, emb Embedder, vectors VectorIndex, kbID string, segs []*Segment, query string, topK int) ([]Fused, error) {
+	vs, err := emb.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, err
+	}
+	near, err := vectors.Query(ctx, kbID, vs[0], candidates(topK))
+	if err != nil {
+		return nil, err
+	}
+	chunks := make(map[string]int, len(segs))
+	for _, sg := range segs {
+		chunks[sg.DocumentID] = len(sg.Chunks)
+	}
+	kept := near[:0]
+	for _, m := range near {
+		if n, ok := chunks[m.DocumentID]; ok && m.Chunk < n {
+			kept = append(kept, m)
+		}
+	}
+	return FuseRanks(topK, kept, SearchBM25(segs, query, candidates(topK))), nil
 }
 
 // loadSegments returns the segments of docs, from the cache or the blob
