@@ -38,57 +38,16 @@ func ParseChunkID(id string) (documentID string, i int, ok bool) {
 // span is a word's byte offsets.
 type span struct{ start, end int }
 
-// words returns the offsets of text's whitespace-separated words.
-func words(text string) []span {
-	var out []span
-	start := -1
-	for i, r := range text {
-		if unicode.IsSpace(r) {
-			if start >= 0 {
-				out = append(out, span{start, i})
-				start = -1
-			}
-		} else if start < 0 {
-			start = i
-		}
-	}
-	if start >= 0 {
-		out = append(out, span{start, len(text)})
-	}
-	return out
-}
-
-// SplitChunks cuts text into chunks of size words, each starting
-// size-overlap words after the previous one (the last may be shorter);
-// no chunk is empty and each spans from its first word's start to its
-// last word's end. A word longer than maxWordBytes is cut so that one
-// chunk stays bounded whatever the input.
-func SplitChunks(text string, size, overlap int) []Chunk {
-	if size < 1 {
-		size = 1
-	}
-	step := max(size-overlap, 1)
-	ws := splitLong(words(text), text)
-	var out []Chunk
-	for first := 0; first < len(ws); first += step {
-		last := min(first+size, len(ws)) - 1
-		c := Chunk{Index: len(out), Start: ws[first].start, End: ws[last].end}
-		c.Text = text[c.Start:c.End]
-		out = append(out, c)
-		if last == len(ws)-1 {
-			break
-		}
-	}
-	return out
-}
-
 // maxWordBytes bounds one word: a base64 blob or a line of digits counts
-// as many words of this size.
+// as many words of this size, so one chunk stays bounded whatever the
+// input.
 const maxWordBytes = 64
 
-func splitLong(ws []span, text string) []span {
-	out := ws[:0:0]
-	for _, w := range ws {
+// eachWord calls fn with the offsets of text's whitespace-separated
+// words in order, a word longer than maxWordBytes cut (at a character
+// boundary) into pieces of at most that.
+func eachWord(text string, fn func(span)) {
+	emit := func(w span) {
 		for w.end-w.start > maxWordBytes {
 			cut := w.start + maxWordBytes
 			for cut > w.start && !utf8.RuneStart(text[cut]) {
@@ -97,10 +56,52 @@ func splitLong(ws []span, text string) []span {
 			if cut == w.start {
 				cut = w.start + maxWordBytes
 			}
-			out = append(out, span{w.start, cut})
+			fn(span{w.start, cut})
 			w.start = cut
 		}
-		out = append(out, w)
+		fn(w)
+	}
+	start := -1
+	for i, r := range text {
+		if unicode.IsSpace(r) {
+			if start >= 0 {
+				emit(span{start, i})
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		emit(span{start, len(text)})
+	}
+}
+
+// SplitChunks cuts text into chunks of size words, each starting
+// size-overlap words after the previous one (the last may be shorter,
+// and is left out when the one before already reached the end); no
+// chunk is empty and each spans from its first word's start to its last
+// word's end. Words stream through a window of size offsets: a 25 MiB
+// text's millions of words are never held at once.
+func SplitChunks(text string, size, overlap int) []Chunk {
+	size = max(size, 1)
+	step := max(size-min(overlap, size-1), 1)
+	var out []Chunk
+	win := make([]span, 0, size)
+	emit := func() {
+		c := Chunk{Index: len(out), Start: win[0].start, End: win[len(win)-1].end}
+		c.Text = text[c.Start:c.End]
+		out = append(out, c)
+	}
+	eachWord(text, func(w span) {
+		win = append(win, w)
+		if len(win) == size {
+			emit()
+			win = win[:copy(win, win[step:])]
+		}
+	})
+	if len(win) > 0 && (len(out) == 0 || len(win) > size-step) {
+		emit()
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package knowledge
 
 import (
 	"context"
-	"hash/fnv"
 	"math"
 )
 
@@ -24,8 +23,9 @@ type Embedder interface {
 const Dimensions = 512
 
 // Lexical is the built-in offline embedder: each text's terms (Terms) and
-// pairs of adjacent terms are hashed into Dimensions buckets with a sign
-// (feature hashing), weighted 1+log(count), and the vector normalized. It
+// pairs of adjacent terms (at half weight) are hashed (FNV-1a) into
+// Dimensions buckets with a sign (feature hashing), each bucket's weight
+// damped to 1+log(weight) past 1, and the vector normalized. It
 // is deterministic and needs no network, so the product works offline as
 // the built-in model does, but it is lexical: two texts are near only
 // when they share words, never because they mean the same thing.
@@ -47,32 +47,47 @@ func (l Lexical) Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
 
 func (Lexical) vector(text string) []float32 {
-	counts := map[uint32]float32{}
-	terms := Terms(text)
-	add := func(s string, w float32) {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(s))
-		counts[h.Sum32()] += w
-	}
-	for i, t := range terms {
-		add(t, 1)
-		if i > 0 {
-			add(terms[i-1]+" "+t, 0.5)
-		}
-	}
 	v := make([]float32, Dimensions)
-	for h, c := range counts {
-		w := float32(1 + math.Log(float64(c)+1e-9))
-		if c < 1 {
-			w = c
+	prev := ""
+	for _, t := range Terms(text) {
+		addFeature(v, fnv32a(fnvOffset, t), 1)
+		if prev != "" {
+			addFeature(v, fnv32a(fnv32a(fnv32a(fnvOffset, prev), " "), t), 0.5)
 		}
-		if h&0x80000000 != 0 {
-			w = -w
+		prev = t
+	}
+	// Repeated words count sublinearly: each bucket's weight w becomes
+	// 1+log(w) past 1 (keeping its sign).
+	for i, x := range v {
+		if a := float32(math.Abs(float64(x))); a > 1 {
+			v[i] = float32(math.Copysign(1+math.Log(float64(a)), float64(x)))
 		}
-		v[h%Dimensions] += w
 	}
 	Normalize(v)
 	return v
+}
+
+// addFeature adds w to feature h's bucket, with the sign h's top bit
+// gives (so that collisions cancel out on average).
+func addFeature(v []float32, h uint32, w float32) {
+	if h&0x80000000 != 0 {
+		w = -w
+	}
+	v[h%Dimensions] += w
+}
+
+// FNV-1a, 32 bits, over strings without allocating.
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+func fnv32a(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // Normalize scales v to unit length in place (a zero vector stays zero).

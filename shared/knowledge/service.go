@@ -494,6 +494,7 @@ func (s *Service) index(ctx context.Context, d Document) (int, error) {
 	if _, err := s.o.Blobs.Put(ctx, segmentKey(d.KnowledgeBaseID, d.ID), bytes.NewReader(seg), blob.PutOptions{ContentType: "application/json", Size: int64(len(seg))}); err != nil {
 		return 0, errs.Wrap(op, err)
 	}
+	seg = nil
 	if err := s.o.Vectors.PutDocument(ctx, d.KnowledgeBaseID, d.ID, vectors); err != nil {
 		return 0, errs.Wrap(op, err)
 	}
@@ -506,8 +507,15 @@ const attachmentMax = 25 << 20
 // embedBatch is how many texts one Embed call takes.
 const embedBatch = 64
 
+// embed returns the chunks' vectors as consecutive slices of one array
+// (the embedded index keeps it without a copy).
 func (s *Service) embed(ctx context.Context, chunks []Chunk) ([][]float32, error) {
+	dims := s.o.Embedder.Dimensions()
+	flat := make([]float32, len(chunks)*dims)
 	out := make([][]float32, len(chunks))
+	for i := range out {
+		out[i] = flat[i*dims : (i+1)*dims : (i+1)*dims]
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for first := 0; first < len(chunks); first += embedBatch {
@@ -524,7 +532,12 @@ func (s *Service) embed(ctx context.Context, chunks []Chunk) ([][]float32, error
 			if len(vs) != len(texts) {
 				return errs.E("knowledge.embed", errs.Internal, "", "the embedder answered a wrong number of vectors")
 			}
-			copy(out[first:], vs)
+			for i, v := range vs {
+				if len(v) != dims {
+					return errs.E("knowledge.embed", errs.Internal, "", fmt.Sprintf("the embedder answered %d dimensions, not %d", len(v), dims))
+				}
+				copy(out[first+i], v)
+			}
 			return nil
 		})
 	}
