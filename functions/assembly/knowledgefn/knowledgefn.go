@@ -14,6 +14,9 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/knowledge/bedrockembed"
+	"github.com/workflowchat/service/shared/knowledge/openaiembed"
+	"github.com/workflowchat/service/shared/knowledge/s3vectorindex"
 	"github.com/workflowchat/service/shared/store"
 )
 
@@ -65,20 +68,31 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*knowledg
 	return actual.(*knowledge.Service), nil
 }
 
-// Embedder returns the embedder KNOWLEDGE_EMBEDDER names.
+// Embedder returns the embedder KNOWLEDGE_EMBEDDER names: the built-in
+// lexical one, Bedrock's Titan Text Embeddings V2 (in AWS_REGION;
+// KNOWLEDGE_EMBEDDING_MODEL overrides the model), or the OpenAI-compatible
+// endpoint KNOWLEDGE_EMBEDDING_URL. It fails when Bedrock's configuration
+// cannot be loaded or the endpoint lacks its model.
 func Embedder(ctx context.Context, cfg config.Config) (knowledge.Embedder, error) {
 	switch cfg.KnowledgeEmbedder {
-	case "", "builtin":
-		return knowledge.Lexical{}, nil
+	case "bedrock":
+		return bedrockembed.New(ctx, bedrockembed.Options{Region: cfg.Region, Model: cfg.KnowledgeEmbeddingModel, Endpoint: cfg.BedrockEndpoint})
+	case "openai":
+		e, err := openaiembed.New(openaiembed.Options{BaseURL: cfg.KnowledgeEmbeddingURL, Model: cfg.KnowledgeEmbeddingModel, Key: cfg.KnowledgeEmbeddingKey})
+		if err != nil {
+			return nil, fmt.Errorf("KNOWLEDGE_EMBEDDING_MODEL: required with KNOWLEDGE_EMBEDDER=openai: %w", err)
+		}
+		return e, nil
 	}
-	return nil, fmt.Errorf("KNOWLEDGE_EMBEDDER: %s is not built into this version", cfg.KnowledgeEmbedder)
+	return knowledge.Lexical{}, nil
 }
 
-// Vectors returns the vector index: the embedded one beside DATA_FILE
-// (DATA_FILE.vectors; memory without DATA_FILE).
+// Vectors returns the vector index: S3 Vectors when
+// KNOWLEDGE_VECTOR_BUCKET is set (AWS), else the embedded one beside
+// DATA_FILE (DATA_FILE.vectors; memory without DATA_FILE).
 func Vectors(ctx context.Context, cfg config.Config) (knowledge.VectorIndex, error) {
 	if cfg.KnowledgeVectorBucket != "" {
-		return nil, fmt.Errorf("KNOWLEDGE_VECTOR_BUCKET: the S3 Vectors index is not built into this version")
+		return s3vectorindex.New(ctx, s3vectorindex.Options{Bucket: cfg.KnowledgeVectorBucket, Index: cfg.KnowledgeVectorIndex, Region: cfg.Region})
 	}
 	dir := ""
 	if cfg.DataFile != "" {
