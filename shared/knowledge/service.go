@@ -570,8 +570,9 @@ func (s *Service) Resume(ctx context.Context, e job.Expired) error {
 }
 
 // InProcess runs indexing jobs in this process, at most n at once; a job
-// waiting for its turn keeps its lease (the sweeper starts it again when
-// it ends, as after a crash).
+// waiting for its turn renews its lease meanwhile, so that a queue of
+// documents is not taken for interrupted jobs (after a crash the leases
+// end and the sweeper starts them again).
 type InProcess struct {
 	s   *Service
 	sem chan struct{}
@@ -588,14 +589,35 @@ func (p *InProcess) Dispatch(ctx context.Context, ref Ref) error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.sem <- struct{}{}
-		defer func() { <-p.sem }()
 		ctx := context.WithoutCancel(ctx)
+		if !p.wait(ctx, ref) {
+			return
+		}
+		defer func() { <-p.sem }()
 		if err := p.s.Index(ctx, ref); err != nil {
 			p.s.o.Logger.ErrorContext(ctx, "knowledge: index", "documentId", ref.DocumentID, "err", err.Error())
 		}
 	}()
 	return nil
+}
+
+// wait takes a slot, renewing ref's lease every third of it until then;
+// false when a renewal is refused (the document was deleted, or another
+// attempt took it over).
+func (p *InProcess) wait(ctx context.Context, ref Ref) bool {
+	t := time.NewTicker(p.s.o.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case p.sem <- struct{}{}:
+			return true
+		case <-t.C:
+			err := p.s.o.Store.RenewIndexing(ctx, ref, p.s.now().Add(p.s.o.Lease))
+			if errs.Is(err, errs.Conflict) || errs.Is(err, errs.NotFound) {
+				return false
+			}
+		}
+	}
 }
 
 // Wait waits for the jobs started so far (tests).

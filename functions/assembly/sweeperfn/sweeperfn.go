@@ -14,7 +14,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
-	"github.com/workflowchat/service/functions/assembly/knowledgefn"
+	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
@@ -58,8 +58,10 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 		return nil, err
 	}
 	// An indexing of a knowledge base document whose process died is
-	// started again (knowledgefn.Service: the process's one service).
-	kn, err := knowledgefn.Service(ctx, cfg, d)
+	// started again (knowledgecore.Service: the process's one service;
+	// built here, it embeds with the built-in embedder only, the one
+	// this function links: knowledgecore.SweeperEmbedder).
+	kn, err := knowledgecore.Service(ctx, cfg, d, knowledgecore.SweeperEmbedder(cfg))
 	if err != nil {
 		return nil, err
 	}
