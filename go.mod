@@ -14,6 +14,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.1
 	github.com/aws/aws-sdk-go-v2/service/kms v1.63.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
+	github.com/aws/aws-sdk-go-v2/service/s3vectors v1.7.2
 	github.com/aws/aws-sdk-go-v2/service/scheduler v1.18.2
 	github.com/aws/smithy-go v1.28.9
 	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
@@ -30,6 +31,7 @@ require (
 	github.com/guregu/dynamo/v2 v2.1.1
 	github.com/itchyny/gojq v0.12.20
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0
 	github.com/liushuangls/go-anthropic/v2 v2.25.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3

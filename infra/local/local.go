@@ -29,6 +29,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/authfn"
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/healthfn"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
 	"github.com/workflowchat/service/functions/assembly/mcpgatewayfn"
 	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
@@ -89,6 +90,7 @@ var functions = []struct {
 	{oauthfn.OAuth, builderPkg + "oauthfn.OAuth"},
 	{mcpgatewayfn.McpGateway, builderPkg + "mcpgatewayfn.McpGateway"},
 	{mcpserversfn.McpServers, builderPkg + "mcpserversfn.McpServers"},
+	{knowledgefn.Knowledge, builderPkg + "knowledgefn.Knowledge"},
 }
 
 // builderPkg is the import path under which the builders live.

@@ -101,6 +101,13 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 	},
+	// The attachments documents are made from (checked first when
+	// pending, as above); documents' segments.
+	"KnowledgeFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"knowledge/":   {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+	},
 	// Tool inputs passed by reference, results too large for a
 	// response.
 	"McpFunction": {

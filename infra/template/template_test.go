@@ -316,6 +316,22 @@ var wantGrants = map[string]map[string][]string{
 		// store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
+	"KnowledgeFunction": {
+		// the auth middleware.
+		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+		// store.Knowledge: KnowledgeBase and Document (GetItem); the
+		// lists and a knowledge base's items (Query); CreateKnowledgeBase,
+		// DeleteKnowledgeBase, CreateDocument, FinishDocument,
+		// RenewIndexing, ClaimIndexing, DeleteDocument (transactions of
+		// Put, Update, Delete and ConditionCheck); UpdateKnowledgeBase
+		// (UpdateItem); a deleted knowledge base's items (BatchWriteItem).
+		// The attachment a document is made from: its read and settle,
+		// as TriggersFunction's.
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
+		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
+	},
 	"TriggersFunction": {
 		// the auth middleware.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
@@ -1270,6 +1286,9 @@ func grants(s *stack, id string) (map[grant]map[string]bool, []string) {
 			}
 			if isSchedulerStatement(stmt) {
 				continue // check (n)'s
+			}
+			if isVectorsStatement(stmt) {
+				continue // TestKnowledgeVectorGrants'
 			}
 			if n := countS3(strs(stmt["Action"])); n > 0 {
 				// S3 statements are check (o)'s.

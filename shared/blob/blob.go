@@ -166,6 +166,9 @@ const (
 	PrefixChats       = "chats/"
 	PrefixAttachments = "attachments/"
 	PrefixCalls       = "calls/"
+	// PrefixKnowledge holds knowledge base documents' segments (their
+	// chunks), deleted with the document or its knowledge base.
+	PrefixKnowledge = "knowledge/"
 )
 
 // Kind is one kind of data in the store: its key prefix and how many days
@@ -185,6 +188,7 @@ var Kinds = []Kind{
 	{PrefixChats, 0, "chat replies' values (tool results, a paused reply's state); deleted with the chat"},
 	{PrefixAttachments, 0, "checked attachments; deleted with the attachment or its chat"},
 	{PrefixCalls, 1, "tool inputs and results passed by reference between the service and the tool server; deleted after the call"},
+	{PrefixKnowledge, 0, "knowledge base documents' chunks (segments); deleted with the document or its knowledge base"},
 }
 
 // Error codes.

@@ -62,6 +62,7 @@ type Config struct {
 	RateLimits
 	Budgets
 	MCPServers
+	Knowledge
 
 	raw map[string]string
 }
@@ -94,6 +95,7 @@ func (c Config) Validate() error {
 		c.RateLimits.Validate(),
 		c.Budgets.Validate(),
 		c.MCPServers.Validate(),
+		c.Knowledge.Validate(),
 	)
 }
 

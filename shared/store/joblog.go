@@ -552,8 +552,11 @@ func (s *Jobs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
 // jobPK returns the partition key of the collection ref lives in: a reply
 // (job kind "generation") in its chat's, a run (kind "run") in its own.
 func jobPK(ref job.Ref) string {
-	if ref.Kind == runKind {
+	switch ref.Kind {
+	case runKind:
 		return runPK(ref.ID)
+	case knowledgeJobKind:
+		return kbPK(ref.Collection)
 	}
 	return chatPK(ref.Collection)
 }
@@ -562,6 +565,9 @@ func jobPK(ref job.Ref) string {
 // job.Ref.
 func collectionOf(pk string) string {
 	if c, ok := strings.CutPrefix(pk, "CHAT#"); ok {
+		return c
+	}
+	if c, ok := strings.CutPrefix(pk, "KB#"); ok {
 		return c
 	}
 	return strings.TrimPrefix(pk, "RUN#")

@@ -11,6 +11,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
@@ -20,12 +21,13 @@ import (
 // this order: every chat of the user, as the user's own delete does (its
 // messages, runs, attachments with their blobs and the replies' values,
 // through chats); every workflow (its triggers with their schedules, its
-// runs with their values); what remains in the user's blob folders (an
+// runs with their values); every knowledge base (its documents, vectors
+// and segments); what remains in the user's blob folders (an
 // upload never settled); the user's rate limit counters; then the user's own items (store.Accounts:
 // profile, policies, usage, counters, audit log, sessions, OAuth
 // grants and tokens). It fails when the trigger scheduler cannot be
 // built.
-func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store) (*account.Eraser, error) {
+func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store, kbs *knowledge.Service) (*account.Eraser, error) {
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
 		return nil, err
@@ -57,6 +59,19 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 				}
 				for _, w := range ws {
 					if err := wfs.Delete(ctx, w.ID); err != nil {
+						return err
+					}
+				}
+			}
+		}},
+		account.Part{Name: "knowledge bases", Erase: func(ctx context.Context, del account.Deletion) error {
+			for {
+				page, _, err := kbs.List(ctx, del.UserID, paging.Cursor{Limit: paging.MaxLimit})
+				if err != nil || len(page) == 0 {
+					return err
+				}
+				for _, kb := range page {
+					if err := kbs.Delete(ctx, del.UserID, kb.ID); err != nil {
 						return err
 					}
 				}

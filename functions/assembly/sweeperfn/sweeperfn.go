@@ -15,10 +15,12 @@ import (
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/chatsfn"
+	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
@@ -62,11 +64,20 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	eraser, err := Eraser(ctx, cfg, d, chats, rs.Store, blobs)
+	// An indexing of a knowledge base document whose process died is
+	// started again (knowledgecore.Service: the process's one service;
+	// built here, it embeds with the built-in embedder only, the one
+	// this function links: knowledgecore.SweeperEmbedder).
+	kn, err := knowledgecore.Service(ctx, cfg, d, knowledgecore.SweeperEmbedder(cfg))
 	if err != nil {
 		return nil, err
 	}
-	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume}, d.Now, d.Logger).
+	eraser, err := Eraser(ctx, cfg, d, chats, rs.Store, blobs, kn)
+	if err != nil {
+		return nil, err
+	}
+	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
+		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).
 		Also("account erasure", eraser.Sweep), nil
 }
 

@@ -67,6 +67,7 @@ var Memory = []FunctionMemory{
 	{Function: "OAuthFunction", MB: 1024, Why: "its sign-in page verifies passwords with argon2id, CPU-bound as AuthFunction's"},
 	{Function: "McpGatewayFunction", MB: 128},
 	{Function: "McpServersFunction", MB: 128},
+	{Function: "KnowledgeFunction", MB: 1024, Why: "a 25 MiB document is held as bytes, text and chunks at once while it is indexed, and a query holds a knowledge base's vectors and segments (docs/benchmarks.md, Knowledge)"},
 }
 
 // MemoryOf is the MemorySize of function (a logical id); false when

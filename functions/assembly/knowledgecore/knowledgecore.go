@@ -1,0 +1,83 @@
+// Package knowledgecore builds the knowledge service of a process, which
+// KnowledgeFunction serves (knowledgefn, with the configured embedder) and
+// the sweeper resumes interrupted indexings with. It links no embedding
+// client, so the sweeper does not either.
+package knowledgecore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/knowledge/s3vectorindex"
+	"github.com/workflowchat/service/shared/store"
+)
+
+// services holds one Service per DynamoDB client: a process (the dev
+// server mounts every function over one client) has one embedded vector
+// index and one worker of indexing jobs, shared by the routes and the
+// sweeper's handler.
+var services sync.Map // *dynamo.DB -> *knowledge.Service
+
+// Service returns the process's knowledge service: the Data table's
+// knowledge bases, the attachments, the blob store's segments, emb and
+// the vector index (Vectors); the first call of a process builds it, the
+// others return it. It fails when the blob store or the vector index
+// cannot be built.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, emb knowledge.Embedder) (*knowledge.Service, error) {
+	if s, ok := services.Load(d.DB); ok {
+		return s.(*knowledge.Service), nil
+	}
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	vectors, err := Vectors(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
+		Blobs: blobs, Embedder: emb, Vectors: vectors, Lease: cfg.GenerationLease, MaxKnowledgeBases: cfg.KnowledgeBasesPerUser,
+		Now: d.Now, Logger: d.Logger})
+	actual, _ := services.LoadOrStore(d.DB, s)
+	return actual.(*knowledge.Service), nil
+}
+
+// Vectors returns the vector index: S3 Vectors when
+// KNOWLEDGE_VECTOR_BUCKET is set (AWS), else the embedded one beside
+// DATA_FILE (DATA_FILE.vectors; memory without DATA_FILE).
+func Vectors(ctx context.Context, cfg config.Config) (knowledge.VectorIndex, error) {
+	if cfg.KnowledgeVectorBucket != "" {
+		return s3vectorindex.New(ctx, s3vectorindex.Options{Bucket: cfg.KnowledgeVectorBucket, Index: cfg.KnowledgeVectorIndex, Region: cfg.Region})
+	}
+	dir := ""
+	if cfg.DataFile != "" {
+		dir = cfg.DataFile + ".vectors"
+	}
+	return knowledge.NewEmbedded(dir, knowledge.Dimensions)
+}
+
+// SweeperEmbedder is the embedder of a service the sweeper builds: the
+// built-in one when it is the configured one; else one that refuses
+// (Unavailable), so that an indexing the sweeper resumes fails with a
+// reason instead of mixing another embedder's vectors into a knowledge
+// base (the sweeper links no embedding client).
+func SweeperEmbedder(cfg config.Config) knowledge.Embedder {
+	if cfg.KnowledgeEmbedder == "" || cfg.KnowledgeEmbedder == "builtin" {
+		return knowledge.Lexical{}
+	}
+	return refusing{}
+}
+
+type refusing struct{}
+
+func (refusing) Name() string    { return "sweeper" }
+func (refusing) Dimensions() int { return knowledge.Dimensions }
+func (refusing) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errs.E("knowledgecore.Embed", errs.Unavailable, "EMBEDDING_UNAVAILABLE",
+		"indexing was interrupted and could not be resumed with the configured embedder; add the document again")
+}

@@ -1,0 +1,20 @@
+// Command knowledge is KnowledgeFunction: knowledge bases, their
+// documents (indexed from attachments) and their hybrid queries.
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
+	"github.com/workflowchat/service/shared/lambdahttp"
+)
+
+func main() { assembly.Main(newHandler, lambdahttp.Start) }
+
+// newHandler builds the function from its builder, knowledgefn.Knowledge,
+// the one infra/local mounts for the dev server.
+func newHandler(ctx context.Context, getenv func(string) string) (http.Handler, error) {
+	return assembly.Lambda(ctx, getenv, knowledgefn.Knowledge)
+}
