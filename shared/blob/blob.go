@@ -166,6 +166,7 @@ const (
 	PrefixChats       = "chats/"
 	PrefixAttachments = "attachments/"
 	PrefixCalls       = "calls/"
+	PrefixExports     = "exports/"
 )
 
 // Kind is one kind of data in the store: its key prefix and how many days
@@ -185,6 +186,7 @@ var Kinds = []Kind{
 	{PrefixChats, 0, "chat replies' values (tool results, a paused reply's state); deleted with the chat"},
 	{PrefixAttachments, 0, "checked attachments; deleted with the attachment or its chat"},
 	{PrefixCalls, 1, "tool inputs and results passed by reference between the service and the tool server; deleted after the call"},
+	{PrefixExports, 7, "users' data exports (zips downloaded through a presigned URL); deleted with the account"},
 }
 
 // Error codes.
