@@ -528,6 +528,9 @@ type RateLimits struct {
 	// RATE_LIMIT_ATTACHMENTS; default 20/m,200/h: attachments created (each
 	// one an upload URL).
 	RateLimitAttachments ratelimit.Rule `env:"RATE_LIMIT_ATTACHMENTS" envDefault:"20/m,200/h" rule:"attachments"`
+	// RATE_LIMIT_EXPORTS; default 3/h: data exports requested (each one
+	// a zip of the whole account written by the sweeper).
+	RateLimitExports ratelimit.Rule `env:"RATE_LIMIT_EXPORTS" envDefault:"3/h" rule:"exports"`
 
 	// Credential limits, counted before any password is hashed.
 	RateLimitSignInEmail   ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_EMAIL" envDefault:"5/m,30/h" rule:"sign-ins"`     // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email

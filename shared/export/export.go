@@ -17,14 +17,14 @@ package export
 import (
 	"archive/zip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/audit"
 	"github.com/workflowchat/service/shared/auth"
@@ -146,7 +146,7 @@ func (s *Service) Request(ctx context.Context) (Export, error) {
 	if uid == "" {
 		return Export{}, errs.E(op, errs.Unauthenticated, "UNAUTHENTICATED", "sign in first")
 	}
-	e := Export{ID: newID(), UserID: uid, Status: Pending, CreatedAt: s.now().UTC()}
+	e := Export{ID: uuid.NewString(), UserID: uid, Status: Pending, CreatedAt: s.now().UTC()}
 	if err := s.store.CreateExport(ctx, e); err != nil {
 		return Export{}, errs.Wrap(op, err)
 	}
@@ -171,12 +171,6 @@ func (s *Service) Get(ctx context.Context, id string) (Export, error) {
 		e.DownloadURL, e.DownloadExpiresAt = p.URL, &p.ExpiresAt
 	}
 	return e, nil
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "exp_" + hex.EncodeToString(b[:])
 }
 
 // Archive is the zip an export writes. Its methods fail once the archive

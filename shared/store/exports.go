@@ -5,10 +5,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/export"
+	"github.com/workflowchat/service/shared/workflow"
 )
 
 // Exports keeps the users' data exports in the Data table: each export is
@@ -145,4 +149,56 @@ func (s *Exports) FinishExport(ctx context.Context, e export.Export) error {
 // erasure; the user's marker goes with the user's collection).
 func (s *Exports) DeleteExports(ctx context.Context, userID string) error {
 	return errs.Wrap("store.DeleteExports", deleteCollection(ctx, s.data, exportPK(userID), ""))
+}
+
+// EachChat calls fn with each of userID's chats, a DynamoDB page at a
+// time (none held beyond its page), until fn fails.
+func (s *Chats) EachChat(ctx context.Context, userID string, fn func(chat.Chat) error) error {
+	return eachInGSI1(ctx, "store.EachChat", s.table, userChatsGSI(userID), func(it chatItem) error { return fn(it.chat()) })
+}
+
+// EachWorkflow calls fn with each of userID's workflows, a DynamoDB page
+// at a time, until fn fails.
+func (s *Workflows) EachWorkflow(ctx context.Context, userID string, fn func(workflow.Workflow) error) error {
+	return eachInGSI1(ctx, "store.EachWorkflow", s.table, userWorkflowsGSI(userID), func(it workflowItem) error {
+		w, err := it.workflow()
+		if err != nil {
+			return err
+		}
+		return fn(w)
+	})
+}
+
+// eachInGSI1 calls fn with each item of a GSI1 partition but its counter.
+func eachInGSI1[T any](ctx context.Context, op string, table dynamo.Table, pk string, fn func(T) error) error {
+	it := table.Get("GSI1PK", pk).Index("GSI1").Iter()
+	var raw dynamo.Item
+	for it.Next(ctx, &raw) {
+		if sk, ok := raw["GSI1SK"].(*types.AttributeValueMemberS); ok && sk.Value == counterGSISK {
+			continue
+		}
+		var v T
+		if err := dynamo.UnmarshalItem(raw, &v); err != nil {
+			return errs.Wrap(op, err)
+		}
+		if err := fn(v); err != nil {
+			return errs.Wrap(op, err)
+		}
+		raw = nil
+	}
+	return storeError(op, it.Err())
+}
+
+// Profile returns userID's profile and model preference (empty when
+// none). NotFound USER_NOT_FOUND.
+func (u *Users) Profile(ctx context.Context, userID string) (auth.User, string, error) {
+	const op = "store.Profile"
+	var it profileItem
+	if err := u.users.Get("PK", userKey(userID)).Consistent(true).One(ctx, &it); err != nil {
+		if errors.Is(err, dynamo.ErrNotFound) {
+			return auth.User{}, "", errs.E(op, errs.NotFound, "USER_NOT_FOUND", "no such user")
+		}
+		return auth.User{}, "", storeError(op, err)
+	}
+	return auth.User{ID: it.ID, Email: it.Email, Name: it.Name, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}, it.ModelID, nil
 }
