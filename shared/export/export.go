@@ -326,11 +326,19 @@ func (r *Runner) run(ctx context.Context, e Export, now time.Time) (bool, error)
 	return true, r.finish(ctx, e)
 }
 
+// finish records e's end. When e is no longer there to finish (its
+// account was erased meanwhile), a zip it wrote is deleted: an attempt's
+// write ends within MaxDuration, before its lease, so no later attempt
+// writes that key yet.
 func (r *Runner) finish(ctx context.Context, e Export) error {
-	if err := r.store.FinishExport(ctx, e); err != nil && !errs.Is(err, errs.Conflict) {
-		return err
+	err := r.store.FinishExport(ctx, e)
+	if errs.Is(err, errs.Conflict) {
+		if e.Status == Completed {
+			return r.blobs.Delete(ctx, Key(e.UserID, e.ID))
+		}
+		return nil
 	}
-	return nil
+	return err
 }
 
 // write writes e's archive to a temporary file, then the file to the
