@@ -289,6 +289,15 @@ func (r *Runner) run(ctx context.Context, e Export, now time.Time) (bool, error)
 		e.Status, e.Error = Failed, fmt.Sprintf("the export did not finish in %d attempts", MaxAttempts)
 		return true, r.finish(ctx, e)
 	}
+	// An attempt ends within MaxDuration and before the sweep's own
+	// deadline (a Lambda's timeout), whichever is first.
+	limit := MaxDuration
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl)-30*time.Second)
+	}
+	if limit < time.Minute {
+		return false, nil // too little time left in this sweep: the next one
+	}
 	if err := r.store.ClaimExport(ctx, e, now, now.Add(Lease)); err != nil {
 		if errs.Is(err, errs.Conflict) {
 			return false, nil // another sweep has it
@@ -296,7 +305,7 @@ func (r *Runner) run(ctx context.Context, e Export, now time.Time) (bool, error)
 		return false, err
 	}
 	e.Attempts++
-	wctx, cancel := context.WithTimeout(auth.ActingFor(ctx, e.UserID), MaxDuration)
+	wctx, cancel := context.WithTimeout(auth.ActingFor(ctx, e.UserID), limit)
 	defer cancel()
 	size, err := r.write(wctx, e)
 	if err != nil {
@@ -314,7 +323,7 @@ func (r *Runner) run(ctx context.Context, e Export, now time.Time) (bool, error)
 		case errs.CodeOf(err) == "EXPORT_TOO_LARGE":
 			e.Error = fmt.Sprintf("the account's data is larger than an export can hold (%d bytes)", int64(MaxSize))
 		case wctx.Err() != nil:
-			e.Error = fmt.Sprintf("the export did not finish within %s", MaxDuration)
+			e.Error = fmt.Sprintf("the export did not finish within %s", limit.Round(time.Second))
 		default:
 			e.Error = "the export could not be written; request a new one"
 		}
