@@ -24,7 +24,7 @@ type exportJSON struct {
 // attachment's bytes, the workflow with its trigger and the audit log
 // with the request, and nowhere the trigger's secret. Another user cannot
 // read the export (403 by user id, 404 by export id) nor request one for
-// this user (403).
+// this user (403). A request over RATE_LIMIT_EXPORTS is 429.
 func TestExportHoldsTheAccount(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "devserver.json")
@@ -143,6 +143,12 @@ func TestExportHoldsTheAccount(t *testing.T) {
 			t.Errorf("another user's data in the zip: %s", n)
 		}
 	}
+	// RATE_LIMIT_EXPORTS (3/h): the two requests above count, the 409 one
+	// too; once the export ended a third is queued, a fourth is 429.
+	if r := c.do("POST", "/api/users/"+userID+"/exports", nil); r.Status != 202 {
+		t.Fatalf("an export after the first completed: %d %s", r.Status, r.Body)
+	}
+	expectError(t, "an export over the rate limit", c.do("POST", "/api/users/"+userID+"/exports", nil), 429, "RATE_LIMITED")
 }
 
 func getExport(t *testing.T, c *client, userID, id string) exportJSON {
