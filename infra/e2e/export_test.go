@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 type exportJSON struct {
@@ -30,7 +31,11 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "devserver.json")
 	// The sweeper sweeps at start, then not for 10 minutes: the export
 	// stays queued until the restart below.
-	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m")
+	// RATE_LIMIT_EXPORTS counts per hour of the server's clock: every
+	// request of this test falls in one hour of it.
+	clock := newClockFile(t)
+	clock.toStartOf(t, time.Hour)
+	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m", "DEV_CLOCK_FILE="+string(clock))
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "export-me@example.com")
 	other := newClient(t, srv.API)
@@ -73,7 +78,7 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	// sweeper writes it.
 	_ = srv.cmd.Process.Kill()
 	<-srv.done
-	srv = durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=300ms")
+	srv = durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=300ms", "DEV_CLOCK_FILE="+string(clock))
 	c = newClient(t, srv.API)
 	if r := c.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "export-me@example.com", "password": "chat-password-1"}); r.Status != 200 {
 		t.Fatalf("sign-in after the restart: %d %s", r.Status, r.Body)
