@@ -13,7 +13,8 @@ import (
 
 // TestAccountDeletionErasesEverything: a user who used every feature
 // (a chat with a reply and an attachment, a workflow with a webhook
-// trigger and runs, a tool policy, a personal access token, an audit log)
+// trigger and runs, a tool policy, a personal access token, a queued
+// data export, an audit log)
 // deletes the account: a wrong password is 403 INVALID_CREDENTIALS and
 // changes nothing; the right one is 202, and at once the session, the
 // token and sign-in stop working. The server is then killed (kill -9)
@@ -48,6 +49,12 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 	if r := c.do("PUT", "/api/users/"+userID+"/tool-permissions/http_request", map[string]string{"policy": "deny"}); r.Status != 200 {
 		t.Fatalf("policy: %d %s", r.Status, r.Body)
 	}
+	var exp struct{ Data struct{ ID string } }
+	if r := c.do("POST", "/api/users/"+userID+"/exports", nil); r.Status != 202 {
+		t.Fatalf("export: %d %s", r.Status, r.Body)
+	} else {
+		r.decode(t, &exp)
+	}
 	var pat struct{ Data struct{ ID, Token string } }
 	c.do("POST", "/api/users/"+userID+"/tokens", `{"name":"doomed","expiresInDays":1}`).decode(t, &pat)
 	if pat.Data.Token == "" {
@@ -65,7 +72,7 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 		}
 	}
 	c.do("GET", "/api/users/"+userID+"/audit", nil).decode(t, &log)
-	if len(log.Data.Events) != 4 || log.Data.Events[0].Type != "sign_in_failed" || log.Data.Events[1].Type != "sign_in" || log.Data.Events[0].IP == "" {
+	if len(log.Data.Events) != 5 || log.Data.Events[0].Type != "sign_in_failed" || log.Data.Events[1].Type != "sign_in" || log.Data.Events[0].IP == "" {
 		t.Fatalf("audit log %+v; want the failed sign-in newest, then the sign-in, with addresses", log.Data.Events)
 	}
 	expectError(t, "another user's audit log", other.do("GET", "/api/users/"+userID+"/audit", nil), 403, "FORBIDDEN")
@@ -114,7 +121,7 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatal("the dev server did not stop")
 	}
-	traces := map[string]string{"user id": userID, "chat": chatID, "workflow": wfID, "trigger": tr.ID, "run": run.ID, "attachment": doc, "token id": pat.Data.ID}
+	traces := map[string]string{"user id": userID, "chat": chatID, "workflow": wfID, "trigger": tr.ID, "run": run.ID, "attachment": doc, "token id": pat.Data.ID, "export": exp.Data.ID}
 	var found []string
 	err := filepath.WalkDir(filepath.Dir(file), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -91,7 +91,15 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:DeleteObject"},
-		"list":         {"attachments/", "chats/", "runs/", "uploads/"},
+		"list":         {"attachments/", "chats/", "exports/", "runs/", "uploads/"},
+		// ... and it writes the data exports (their zips read from the
+		// stores and the attachments above) and erases them with the
+		// account.
+		"exports/": {"s3:PutObject", "s3:DeleteObject"},
+	},
+	// A completed export's presigned download.
+	"AuthFunction": {
+		"exports/": {"s3:GetObject"},
 	},
 	// A call's large input (spilled into the run), a run's large output
 	// read back for the client; the attachments its arguments name, as

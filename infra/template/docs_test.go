@@ -16,7 +16,7 @@ var deployDoc = filepath.Join("..", "..", "docs", "deploy.md")
 // Headers of the two tables of docs/deploy.md, "IAM, per function".
 var (
 	dynamoTableHeader = []string{"function", "UsersTable", "SessionsTable", "DataTable", "RateLimitsTable", "OAuthTable"}
-	blobTableHeader   = []string{"function", "uploads/", "attachments/", "chats/", "runs/", "calls/", "ListBucket under"}
+	blobTableHeader   = []string{"function", "uploads/", "attachments/", "chats/", "runs/", "calls/", "exports/", "ListBucket under"}
 )
 
 // TestDeployDocIAMTables holds the IAM tables of docs/deploy.md to the

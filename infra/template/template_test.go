@@ -106,8 +106,10 @@ var wantGrants = map[string]map[string][]string{
 		// GetItem; account deletion's transaction (store.BeginDeletion):
 		// Delete credential, Update profile, Put the erasure request.
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"},
-		// the audit log (store.Audit: PutItem, Query of AUDIT#) and the
-		// erasure request (PutItem of DELETION#).
+		// the audit log (store.Audit: PutItem, Query of AUDIT#), the
+		// erasure request (PutItem of DELETION#) and the data exports
+		// (store.Exports: the request's transaction of Puts, its state a
+		// Query of EXPORT#).
 		"DataTable": {"dynamodb:PutItem", "dynamodb:Query"},
 		// create (also in the sign-up transaction), read, renew, sign out.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
@@ -251,10 +253,12 @@ var wantGrants = map[string]map[string][]string{
 	// (store.Accounts.EraseUserItems, RateLimits.DeleteWindows:
 	// BatchWriteItem of keys known or listed by the tables' user indexes).
 	"SweeperFunction": {
-		"DataTable":                        {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
-		"DataTable/index/GSI1":             {"dynamodb:Query"},
-		"DataTable/index/GSI2":             {"dynamodb:Query"},
-		"UsersTable":                       {"dynamodb:BatchWriteItem"},
+		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
+		"DataTable/index/GSI1": {"dynamodb:Query"},
+		"DataTable/index/GSI2": {"dynamodb:Query"},
+		// the erasure's deletes; the export's profile, policies and
+		// usage months (GetItem).
+		"UsersTable":                       {"dynamodb:BatchWriteItem", "dynamodb:GetItem"},
 		"SessionsTable":                    {"dynamodb:BatchWriteItem"},
 		"SessionsTable/index/UserSessions": {"dynamodb:Query"},
 		"OAuthTable":                       {"dynamodb:BatchWriteItem"},

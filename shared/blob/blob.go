@@ -169,6 +169,7 @@ const (
 	// PrefixKnowledge holds knowledge base documents' segments (their
 	// chunks), deleted with the document or its knowledge base.
 	PrefixKnowledge = "knowledge/"
+	PrefixExports   = "exports/"
 )
 
 // Kind is one kind of data in the store: its key prefix and how many days
@@ -189,6 +190,7 @@ var Kinds = []Kind{
 	{PrefixAttachments, 0, "checked attachments; deleted with the attachment or its chat"},
 	{PrefixCalls, 1, "tool inputs and results passed by reference between the service and the tool server; deleted after the call"},
 	{PrefixKnowledge, 0, "knowledge base documents' chunks (segments); deleted with the document or its knowledge base"},
+	{PrefixExports, 7, "users' data exports (zips downloaded through a presigned URL); deleted with the account"},
 }
 
 // Error codes.

@@ -537,6 +537,9 @@ type RateLimits struct {
 	// RATE_LIMIT_SEARCH; default 60/m,600/h: searches of a user's chats
 	// (each reads the user's index, and may first index new messages).
 	RateLimitSearch ratelimit.Rule `env:"RATE_LIMIT_SEARCH" envDefault:"60/m,600/h" rule:"searches"`
+	// RATE_LIMIT_EXPORTS; default 3/h: data exports requested (each one
+	// a zip of the whole account written by the sweeper).
+	RateLimitExports ratelimit.Rule `env:"RATE_LIMIT_EXPORTS" envDefault:"3/h" rule:"exports"`
 
 	// Credential limits, counted before any password is hashed.
 	RateLimitSignInEmail   ratelimit.Rule `env:"RATE_LIMIT_SIGN_IN_EMAIL" envDefault:"5/m,30/h" rule:"sign-ins"`     // RATE_LIMIT_SIGN_IN_EMAIL; default 5/m,30/h: sign-ins per email

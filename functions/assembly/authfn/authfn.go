@@ -1,7 +1,9 @@
 // Package authfn builds AuthFunction: sign-up, sign-in, session and
 // sign-out, with the credential endpoints' rate limits. Signing out
 // everywhere also revokes the user's OAuth grants and personal access
-// tokens (the OAuth table).
+// tokens (the OAuth table). With a blob store (BLOB_BUCKET) it also takes
+// the requests of data exports (package export) and presigns their
+// downloads.
 package authfn
 
 import (
@@ -9,11 +11,14 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/export"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/ratelimit"
+	"github.com/workflowchat/service/shared/store"
 )
 
 // Auth is AuthFunction.
@@ -23,7 +28,7 @@ var Auth = assembly.Function{
 	Build:     build,
 }
 
-func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
+func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Router, error) {
 	attempts := ratelimit.Attempts{Limiter: d.Limiter(cfg), SignInPerEmail: cfg.RateLimitSignInEmail,
 		SignInPerAddress: cfg.RateLimitSignInAddress, SignUpPerAddress: cfg.RateLimitSignUpAddress}
 	svc, tokens, now := d.Auth(cfg), d.OAuthStore(cfg), d.Now
@@ -34,5 +39,14 @@ func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Rout
 		_, err := oauth.RevokeUser(ctx, tokens, userID, now().UTC())
 		return err
 	})
-	return auth.Routes(svc, attempts), nil
+	r := auth.Routes(svc, attempts)
+	if cfg.BlobBucket != "" || d.Blobs != nil {
+		blobs, err := blobstore.Open(ctx, cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		exports := export.NewService(store.NewExports(d.DB, cfg.DataTable), blobs, d.Now).WithAudit(d.Audit(cfg))
+		export.Routes(r, exports, svc.Require, d.Limiter(cfg).Limit(cfg.RateLimitExports))
+	}
+	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/export"
 	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
@@ -22,8 +23,9 @@ import (
 // messages, runs, attachments with their blobs and the replies' values,
 // through chats); every workflow (its triggers with their schedules, its
 // runs with their values); every knowledge base (its documents, vectors
-// and segments); what remains in the user's blob folders (an
-// upload never settled); the user's rate limit counters; then the user's own items (store.Accounts:
+// and segments); what remains in the user's blob folders (an upload never
+// settled) and the user's exports; the export items; the user's rate
+// limit counters; then the user's own items (store.Accounts:
 // profile, policies, usage, counters, audit log, sessions, OAuth
 // grants and tokens). It fails when the trigger scheduler cannot be
 // built.
@@ -36,6 +38,7 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
 	wfs := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Now: d.Now})
 	accounts := d.Accounts(cfg)
+	exports := store.NewExports(d.DB, cfg.DataTable)
 	limits, rules := store.NewRateLimits(d.DB, cfg.RateLimitsTable), cfg.RateLimitRules()
 	return account.NewEraser(accounts, d.Logger,
 		account.Part{Name: "chats", Erase: func(ctx context.Context, del account.Deletion) error {
@@ -78,7 +81,7 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 			}
 		}},
 		account.Part{Name: "blobs", Erase: func(ctx context.Context, del account.Deletion) error {
-			for _, p := range []string{attachment.UploadKey(del.UserID, ""), attachment.Key(del.UserID, "")} {
+			for _, p := range []string{attachment.UploadKey(del.UserID, ""), attachment.Key(del.UserID, ""), export.Prefix(del.UserID)} {
 				if _, err := blobs.DeletePrefix(ctx, p); err != nil {
 					return err
 				}
@@ -98,6 +101,9 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 				}
 			}
 			return nil
+		}},
+		account.Part{Name: "exports", Erase: func(ctx context.Context, del account.Deletion) error {
+			return exports.DeleteExports(ctx, del.UserID)
 		}},
 		account.Part{Name: "items", Erase: accounts.EraseUserItems},
 	), nil

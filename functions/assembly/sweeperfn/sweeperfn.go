@@ -78,7 +78,8 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	}
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).
-		Also("account erasure", eraser.Sweep), nil
+		Also("account erasure", eraser.Sweep).
+		Also("account export", Exporter(cfg, d, blobs).Sweep), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep
