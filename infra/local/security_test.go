@@ -47,6 +47,14 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // one, so that body validation (400) cannot preempt the 401/403 checks. A
 // new route without an entry fails TestSecurityMatrix.
 var validBodies = map[string]string{
+	"POST /api/users/{userId}/exports":                                      `{}`,
+	"POST /api/chats/{chatId}/shares":                                       `{}`,
+	"POST /api/chats/{chatId}/messages/{messageId}/regenerate":              `{}`,
+	"POST /api/workflows/{workflowId}/versions/{version}/restore":           `{}`,
+	"POST /api/knowledge-bases":                                             `{"name":"kb"}`,
+	"PATCH /api/knowledge-bases/{knowledgeBaseId}":                          `{"name":"kb2"}`,
+	"POST /api/knowledge-bases/{knowledgeBaseId}/documents":                 `{"attachmentId":"{attachmentId}"}`,
+	"POST /api/knowledge-bases/{knowledgeBaseId}/query":                     `{"query":"hello"}`,
 	"POST /api/auth/sign-out":                                               "",
 	"POST /api/auth/sign-out-all":                                           "",
 	"POST /api/users/{userId}/model-preference":                             `{"modelId":"builtin"}`,
@@ -95,6 +103,8 @@ var securityHeaders = map[string]string{
 // publicRoutes need no session. A webhook call is authorized by its
 // signature instead (shared/trigger's tests).
 var publicRoutes = map[string]bool{
+	// A share is read by its unguessable id, without a session.
+	"GET /api/shares/{shareId}":    true,
 	"GET /api/liveness":            true,
 	"POST /api/auth/sign-up/email": true,
 	"POST /api/auth/sign-in/email": true,
@@ -183,7 +193,9 @@ func TestSecurityMatrix(t *testing.T) {
 
 	// A's resources.
 	params := map[string]string{"{userId}": a.id, "{toolId}": "json_query", "{me}": a.id, "{messageId}": "00000000-0000-4000-8000-000000000002", "{toolCallId}": "call_1",
-		"{tokenId}": "00000000-0000-4000-8000-000000000003", "{clientId}": "some-client", "{stepId}": "step_1"}
+		"{tokenId}": "00000000-0000-4000-8000-000000000003", "{clientId}": "some-client", "{stepId}": "step_1",
+		"{exportId}": "00000000-0000-4000-8000-000000000004", "{shareId}": "0000000000000000000000", "{version}": "1",
+		"{documentId}": "00000000-0000-4000-8000-000000000005", "{knowledgeBaseId}": "00000000-0000-4000-8000-000000000006"}
 	_, body := do("POST", "/api/chats", `{"title":"a's chat"}`, a.cookie)
 	params["{chatId}"] = jsonField(t, body, "id")
 	if hasRoute(s, "POST /api/chats/{chatId}/attachments") {

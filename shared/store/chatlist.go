@@ -75,6 +75,17 @@ const updateAttempts = 5
 // updateAttempts). NotFound, Forbidden, or Unavailable after the attempts.
 func (s *Chats) UpdateChat(ctx context.Context, id, userID string, u chat.ChatUpdate, now time.Time) (chat.Chat, error) {
 	const op = "store.UpdateChat"
+	if u.Title != nil && u.Pinned == nil && u.Archived == nil {
+		// A rename moves no chat between lists: one conditional
+		// UpdateItem, its sort key in the list it is in.
+		var it chatItem
+		upd := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
+			Set("title", *u.Title).Set("updatedAt", now).Set("GSI1SK", now.UTC().Format(timeKey)+"#"+id)
+		if err := s.owned.update(ctx, op, id, userID, upd, &it); err != nil {
+			return chat.Chat{}, err
+		}
+		return it.chat(), nil
+	}
 	for range updateAttempts {
 		var it struct {
 			chatItem
@@ -110,8 +121,19 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID string, u chat.ChatUp
 				upd.Remove(attr)
 			}
 		}
+		if list == it.GSI1PK {
+			// Nothing moves between lists: no counter, no transaction.
+			err = upd.Run(ctx)
+			if isConditionFailure(err) {
+				continue
+			}
+			if err != nil {
+				return chat.Chat{}, storeError(op, err)
+			}
+			return c, nil
+		}
 		tx := s.db.WriteTx().Update(upd)
-		if list != it.GSI1PK {
+		{
 			pk, sk := chatCounterKey(userID)
 			counter := s.table.Update("PK", pk).Range("SK", sk)
 			changed := false
