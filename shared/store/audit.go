@@ -56,11 +56,7 @@ func (s *Audit) AppendAudit(ctx context.Context, userID string, e audit.Event, e
 	return storeError(op, s.table.Put(it).If("attribute_not_exists(PK)").Run(ctx))
 }
 
-var errBadAuditCursor = func() *errs.Error {
-	e := errs.E("store.AuditPage", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
-	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
-	return e
-}()
+var errBadAuditCursor = badCursor("store.AuditPage")
 
 // AuditPage returns up to limit of userID's events, newest first, after
 // the event cursor names: one Query of at most limit+1 items. Events past
@@ -80,14 +76,7 @@ func (s *Audit) AuditPage(ctx context.Context, userID string, limit int, cursor 
 	if err != nil {
 		return nil, "", storeError(op, err)
 	}
-	var next string
-	switch {
-	case len(items) > limit:
-		items = items[:limit]
-		next = items[limit-1].ID
-	case lek != nil && len(items) > 0:
-		next = items[len(items)-1].ID
-	}
+	items, next := pageOf(items, limit, lek != nil, func(it auditItem) string { return it.ID })
 	now := time.Now().Unix()
 	out := make([]audit.Event, 0, len(items))
 	for _, it := range items {

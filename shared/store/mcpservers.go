@@ -213,14 +213,7 @@ func (s *MCPServers) ListServers(ctx context.Context, userID string, page paging
 	if err != nil {
 		return nil, "", storeError(op, err)
 	}
-	var next string
-	switch {
-	case len(items) > limit:
-		items = items[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(items[limit-1].ID))
-	case lek != nil && len(items) > 0:
-		next = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1].ID))
-	}
+	items, next := pageOf(items, limit, lek != nil, func(it mcpServerItem) string { return base64.RawURLEncoding.EncodeToString([]byte(it.ID)) })
 	out := make([]mcpserver.Server, 0, len(items))
 	for _, it := range items {
 		srv, err := it.server()

@@ -370,11 +370,7 @@ func (s *Runs) ChatOwner(ctx context.Context, chatID string) (string, error) {
 // shorter.
 const maxCursorLen = 128
 
-var errBadRunsCursor = func() *errs.Error {
-	e := errs.E("store.RunsPage", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
-	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
-	return e
-}()
+var errBadRunsCursor = badCursor("store.RunsPage")
 
 // ChatRunsPage returns up to limit runs of chat chatID, oldest first,
 // after the run the cursor names (empty: from the first), and the cursor

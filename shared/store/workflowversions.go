@@ -109,11 +109,7 @@ func (it versionMetaItem) summary() workflow.VersionSummary {
 	return workflow.VersionSummary{Version: it.Version, CreatedAt: it.CreatedAt, Source: it.Source, StepCount: it.StepCount}
 }
 
-var errBadVersionsCursor = func() *errs.Error {
-	e := errs.E("store.WorkflowVersions", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this list")
-	e.Details = []errs.FieldError{{Field: "cursor", Message: "must be the nextCursor of an earlier page"}}
-	return e
-}()
+var errBadVersionsCursor = badCursor("store.WorkflowVersions")
 
 // WorkflowVersions returns up to limit versions of w (as read) newest
 // first, after the one the cursor names, with one Query of the summaries.
