@@ -56,6 +56,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
+	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolgate"
@@ -260,6 +261,12 @@ func (d Deps) Auth(cfg config.Config) *auth.Service {
 		svc.WithDeletions(d.Accounts(cfg))
 	}
 	return svc
+}
+
+// Search returns the search over the users' chats, its index in the
+// Data table: the search routes and every delete of a chat use it.
+func (d Deps) Search(cfg config.Config) *search.Service {
+	return search.NewService(store.NewSearchIndex(d.DB, cfg.DataTable), d.Now)
 }
 
 // Audit returns the users' audit log in the Data table; nil (records

@@ -54,7 +54,7 @@ var Chats = assembly.Function{
 		r := chat.Routes(svc, d.Auth(cfg), Limits(cfg, d))
 		ar := attachment.Routes(atts, d.Auth(cfg), attachment.Limits{Limiter: d.Limiter(cfg), Create: cfg.RateLimitAttachments})
 		r.Mount(ar, ar.Patterns()...)
-		sr := searchRoutes(SearchService(cfg, d), cfg, d)
+		sr := searchRoutes(d.Search(cfg), cfg, d)
 		r.Mount(sr, sr.Patterns()...)
 		return r, nil
 	},
@@ -84,7 +84,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{
-		Store: search.Watch(chats, SearchService(cfg, d).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
+		Store: search.Watch(chats, d.Search(cfg).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
 		Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
 	}), nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
-	"github.com/workflowchat/service/functions/assembly/chatsfn"
 	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/chat"
@@ -58,7 +57,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	// does:
 	// with their attachments, their replies' values and their search
 	// index entries.
-	chats := chat.NewService(chat.Options{Store: search.Watch(store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), chatsfn.SearchService(cfg, d).Indexer()), Jobs: jobs,
+	chats := chat.NewService(chat.Options{Store: search.Watch(store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), d.Search(cfg).Indexer()), Jobs: jobs,
 		Attachments: blobstore.Attachments(cfg, d, blobs), Blobs: blobs, Now: d.Now})
 	rs, err := runstart.Build(ctx, cfg, d, blobs)
 	if err != nil {
