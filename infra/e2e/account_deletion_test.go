@@ -172,6 +172,14 @@ func TestAuditLogRecordsSecurityEvents(t *testing.T) {
 	if r := c.do("PUT", "/api/users/"+userID+"/tool-permissions/hash", map[string]string{"policy": "ask"}); r.Status != 200 {
 		t.Fatalf("policy: %d %s", r.Status, r.Body)
 	}
+	var srvJSON struct{ Data struct{ ID string } }
+	c.do("POST", "/api/mcp-servers", `{"name":"audited","url":"https://mcp.example.com/mcp","auth":{"type":"oauth"}}`).decode(t, &srvJSON)
+	if srvJSON.Data.ID == "" {
+		t.Fatal("no MCP server created")
+	}
+	if r := c.do("DELETE", "/api/mcp-servers/"+srvJSON.Data.ID, nil); r.Status != 204 {
+		t.Fatalf("delete MCP server: %d %s", r.Status, r.Body)
+	}
 	var pat struct{ Data struct{ ID string } }
 	c.do("POST", "/api/users/"+userID+"/tokens", `{"name":"audited","expiresInDays":1}`).decode(t, &pat)
 	if r := c.do("DELETE", "/api/users/"+userID+"/tokens/"+pat.Data.ID, nil); r.Status != 204 {
@@ -193,7 +201,7 @@ func TestAuditLogRecordsSecurityEvents(t *testing.T) {
 	}
 	var all []event
 	cursor := ""
-	for range 10 {
+	for range 20 {
 		var page struct {
 			Data struct {
 				Events     []event
@@ -214,14 +222,14 @@ func TestAuditLogRecordsSecurityEvents(t *testing.T) {
 	for _, e := range all {
 		types = append(types, e.Type)
 	}
-	want := []string{"sign_in", "sign_out_all", "sign_in", "token_revoked", "token_created", "policy_changed", "trigger_secret_rotated"}
+	want := []string{"sign_in", "sign_out_all", "sign_in", "token_revoked", "token_created", "mcp_server_removed", "mcp_server_added", "policy_changed", "trigger_secret_rotated"}
 	if strings.Join(types, ",") != strings.Join(want, ",") {
 		t.Fatalf("audit log %v, want %v (newest first)", types, want)
 	}
 	if e := all[2]; e.UserAgent != "audit-test/2.0" || e.IP != "127.0.0.1" {
 		t.Errorf("the sign-in's origin: %q %q", e.IP, e.UserAgent)
 	}
-	if all[3].Details["tokenId"] != pat.Data.ID || all[5].Details["toolId"] != "hash" || all[6].Details["triggerId"] != tr.ID {
+	if all[3].Details["tokenId"] != pat.Data.ID || all[6].Details["serverId"] != srvJSON.Data.ID || all[7].Details["toolId"] != "hash" || all[8].Details["triggerId"] != tr.ID {
 		t.Errorf("details: %+v", all)
 	}
 	expectError(t, "bad cursor", c.do("GET", "/api/users/"+userID+"/audit?cursor=nope", nil), 400, "INVALID_PAGINATION")

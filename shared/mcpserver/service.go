@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"github.com/workflowchat/service/shared/audit"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,6 +51,8 @@ type Options struct {
 	// (TOOLS_ALLOW_PRIVATE_NETWORKS).
 	AllowPrivate bool
 	Now          func() time.Time
+	// Audit records servers added and removed; nil records none.
+	Audit *audit.Log
 }
 
 // Service is the users' remote MCP servers.
@@ -103,6 +106,7 @@ func (s *Service) Create(ctx context.Context, in CreateRequest) (Server, error) 
 	if err := s.o.Store.CreateServer(ctx, srv, MaxServers); err != nil {
 		return Server{}, errs.Wrap(op, err)
 	}
+	s.o.Audit.Record(ctx, auth.UserID(ctx), audit.MCPServerAdded, map[string]any{"serverId": srv.ID, "name": srv.Name, "url": srv.URL})
 	return srv, nil
 }
 
@@ -243,5 +247,9 @@ func (s *Service) Refresh(ctx context.Context, id string) (Server, error) {
 
 // Delete removes the server id of the signed-in user: NotFound, Forbidden.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	return errs.Wrap("mcpserver.Delete", s.o.Store.DeleteServer(ctx, auth.UserID(ctx), id))
+	if err := s.o.Store.DeleteServer(ctx, auth.UserID(ctx), id); err != nil {
+		return errs.Wrap("mcpserver.Delete", err)
+	}
+	s.o.Audit.Record(ctx, auth.UserID(ctx), audit.MCPServerRemoved, map[string]any{"serverId": id})
+	return nil
 }

@@ -42,7 +42,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserve
 	if err != nil {
 		return nil, err
 	}
-	return mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(d.DB, cfg.DataTable), Vault: v,
+	return mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(d.DB, cfg.DataTable), Vault: v, Audit: d.Audit(cfg),
 		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now}), nil
 }
 
