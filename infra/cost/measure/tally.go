@@ -17,7 +17,7 @@ var LogicalIDs = map[string]string{
 	"auth": "AuthFunction", "chats": "ChatsFunction", "health": "HealthFunction", "mcp": "McpFunction",
 	"mcpgateway": "McpGatewayFunction", "models": "ModelsFunction", "oauth": "OAuthFunction", "runner": "RunnerFunction",
 	"stream": "StreamFunction", "sweeper": "SweeperFunction", "tools": "ToolsFunction", "triggerfire": "TriggerFireFunction",
-	"triggers": "TriggersFunction", "workflows": "WorkflowsFunction",
+	"triggers": "TriggersFunction", "workflows": "WorkflowsFunction", "mcpservers": "McpServersFunction", "knowledge": "KnowledgeFunction",
 }
 
 // FunctionURLs are the functions a client reaches through their own

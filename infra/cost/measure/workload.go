@@ -376,6 +376,8 @@ func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) 
 	try(c.do(ctx, "auth", "POST", "/api/auth/sign-in/email", map[string]any{"email": "cost@example.com", "password": "cost-password-1"}, http.StatusOK))
 	try(c.do(ctx, "models", "GET", "/api/models", nil, http.StatusOK))
 	try(c.do(ctx, "tools", "GET", "/api/tools", nil, http.StatusOK))
+	try(c.do(ctx, "mcpservers", "GET", "/api/mcp-servers", nil, http.StatusOK))
+	try(c.do(ctx, "knowledge", "GET", "/api/knowledge-bases", nil, http.StatusOK))
 	try(c.do(ctx, "chats", "POST", "/api/chats/"+chat+"/messages", map[string]any{"content": "hello", "modelId": "openai/" + ShortModel}, http.StatusCreated))
 	try(c.do(ctx, "chats", "GET", "/api/chats/"+chat+"/messages", nil, http.StatusOK))
 	// The workflow chat: a proposal from the built-in model, applied
