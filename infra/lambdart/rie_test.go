@@ -187,6 +187,9 @@ func functionEnv(b backend, name string) []string {
 		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL)
 	case "mcpgateway":
 		return b.env("OAUTH_SIGNING_SECRET="+signingSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+b.secretsURL, "RUNNER_FUNCTION=RunnerFunction")
+	case "mcpservers":
+		// No KMS here: listing servers unwraps no key (a create would).
+		return b.env("VAULT_KMS_KEY=alias/rie-vault", "KMS_ENDPOINT=http://127.0.0.1:9")
 	}
 	return b.env()
 }
