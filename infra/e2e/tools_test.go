@@ -126,7 +126,7 @@ func TestToolsJourney(t *testing.T) {
 	var listed struct {
 		Data toolserver.ToolsResult `json:"data"`
 	}
-	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 11 {
+	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 13 { // the 11 of before, code and agent
 		t.Errorf("listTools: %d %s", status, body)
 	}
 	status, body = post(srv.Key, `{"method":"runTool","params":{"toolId":"json_query","input":{"input":{"a":[1,2,3]},"query":".a | add"}}}`)
