@@ -29,8 +29,10 @@ var overTwice = map[string]struct {
 	bound float64
 	why   string
 }{
-	"sweeper": {2.6, "unlike the others' first events (a request answered 404), its first event is the work itself: a sweep, " +
-		"16 Queries of the lease index (about 6 ms of the bootstrap's CPU on this machine): about 2.2 times health's"},
+	"sweeper": {4.0, "unlike the others' first events (a request answered 404), its first event is the work itself: a sweep, " +
+		"16 Queries of the lease index (about 6 ms of the bootstrap's CPU on this machine), then the queues of account erasures " +
+		"and of data exports (2 Queries) and the first run of their code: 3.6 times health's measured on 2026-12-02 " +
+		"(was 2.2 before those queues; bring it back down)"},
 }
 
 // firstInvokeRounds is how many fresh starts of each function the
