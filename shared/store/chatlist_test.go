@@ -26,14 +26,7 @@ func TestChatsPinnedAndArchived(t *testing.T) {
 	s := store.NewChats(db.DB, db.Data())
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	var ids []string
-	for i := range 9 {
-		c := newChat("u1", t0.Add(time.Duration(i)*time.Minute))
-		if err := s.CreateChat(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, c.ID)
-	}
+	ids := createChats(t, s, "u1", 9, t0)
 	// Only the others' order matters before the first pin.
 	db.Counter.Reset()
 	if _, total, err := s.ListChats(ctx, "u1", paging.Page{Limit: 3}, false); err != nil || total != 9 || db.Counter.Count() != 1 {

@@ -21,20 +21,28 @@ func newChat(user string, at time.Time) chat.Chat {
 	return chat.Chat{ID: uuid.NewString(), UserID: user, Title: "t", CreatedAt: at, UpdatedAt: at}
 }
 
+// createChats stores n chats of user, a minute apart from t0, and returns
+// their ids, oldest first.
+func createChats(t *testing.T, s *store.Chats, user string, n int, t0 time.Time) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		c := newChat(user, t0.Add(time.Duration(i)*time.Minute))
+		if err := s.CreateChat(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
 func TestChatsListAndCounter(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
 	s := store.NewChats(db.DB, db.Data())
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	var ids []string
-	for i := range 7 {
-		c := newChat("u1", t0.Add(time.Duration(i)*time.Minute))
-		if err := s.CreateChat(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, c.ID)
-	}
+	ids := createChats(t, s, "u1", 7, t0)
 	if err := s.CreateChat(ctx, newChat("u2", t0)); err != nil {
 		t.Fatal(err)
 	}
