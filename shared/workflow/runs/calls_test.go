@@ -137,15 +137,18 @@ func sizedSteps(userID string, n, size int) workflow.Workflow {
 // Durable run call budget: storing the run with its log is one
 // transaction (CreateRun), the runner's attempt reads the run and its
 // log's head in one TransactGetItems (LoggedRun), then every checkpoint is
-// one transaction (the run's record, its new events and the lease): one
-// marks the run running, two per step (the step running, its result), the
-// last also ending the run and its log. So a run of n steps costs 3 + 2n
-// calls, whatever the size of its values up to runs.SpillBytes, which stay
-// in the record and make no blob call. (BenchmarkDurableRunStep's
-// ddbcalls/step is 2.3 for its ten steps: these 23 calls over ten.)
+// one transaction (the run's record, its new events and the lease). A
+// step's transition is one checkpoint: the start of step i (running, with
+// its resolved input, before its tool runs) also records the result of
+// step i-1, and the first one marks the run running; the last step's
+// result is recorded with the run's end. So a run of n steps costs 3 + n
+// calls (5 + 2n before the transition was one write), whatever the size
+// of its values up to runs.SpillBytes, which stay in the record and make
+// no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 1.3 for its
+// ten steps: these 13 calls over ten.)
 const (
-	durableRunFixedCalls = 3 // CreateRun, LoggedRun, the checkpoint marking the run running
-	durableStepCalls     = 2 // the step's start and its result
+	durableRunFixedCalls = 3 // CreateRun, LoggedRun, the checkpoint of the last result and the run's end
+	durableStepCalls     = 1 // the step's start, with the result of the step before
 )
 
 // TestDurableRunDynamoDBCalls holds a durable run to its DynamoDB call

@@ -20,8 +20,10 @@ import (
 
 // Durable runs: a run is executed by a Runner, reached through an Invoker
 // (the runner Lambda function in AWS, a goroutine locally). Every step's
-// start and end is a checkpoint that stores the run, appends its events
-// to the run's log and renews its lease, in one conditional write; the
+// start, carrying the previous step's result, is a checkpoint that
+// stores the run, appends its events to the run's log and renews its
+// lease when due, in one conditional write (the last step's result rides
+// the run's end); the
 // sweeper (ResumeExpired) gives a run whose lease expired to a new
 // attempt, which continues from its first unfinished step.
 

@@ -2,8 +2,8 @@
 // (the run routes, a chat stream, later triggers and MCP clients): the
 // Service stores it with its event log and lease and hands it to a Runner
 // through a workflow.Invoker (the runner function in AWS, a goroutine
-// locally); the Runner's Engine executes the steps, each start and end a
-// checkpoint; the sweeper resumes a run whose runner died (ResumeExpired).
+// locally); the Runner's Engine executes the steps, each step's start
+// (with the result of the step before) one checkpoint; the sweeper resumes a run whose runner died (ResumeExpired).
 // Callers that want the outcome follow the run's log (Wait, Follow).
 package runs
 
@@ -140,12 +140,15 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 
 // Continue runs the steps of run (stored, pending or running) that have
 // not finished, recording each checkpoint through save:
-//   - a pending run is first marked running;
-//   - before each step, a write conditioned on the run still running
-//     records the step as running, and after it another records its
-//     result; a failed condition means the run was cancelled (or taken
-//     over): the remaining steps become cancelled and so does the run (a
-//     step that finished keeps its result);
+//   - before each step's tool runs, one write conditioned on the run's
+//     status (and attempt) records the step as running with its resolved
+//     input, and with it what happened since the last write: the result
+//     of the step before (or its skip or failure), and for a pending run
+//     its start; the last step's result is written with the run's end. A
+//     crash after a step's tool and before that write finds the step
+//     running, as a crash during it. A failed condition means the run
+//     was cancelled (or taken over): the remaining steps become cancelled
+//     and so does the run (a step that finished keeps its result);
 //   - a step's inputs are resolved from the run's input (an input file,
 //     a property of format attachment, read as the file's text) and
 //     earlier outputs (workflow.Scope); the outputs of finished steps (run before
@@ -166,15 +169,14 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 // outcome of the run is run.Status. steps are the run's plan.
 func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step, run *workflow.Run) error {
 	const op = "workflow.Continue"
-	x := &execution{e: e, save: save, run: run}
+	x := &execution{e: e, save: save, run: run, stored: run.Status}
 	switch run.Status {
 	case workflow.RunWaiting:
 		return nil // a person answers first
 	case workflow.RunPending:
+		// Recorded by the first checkpoint (the first step's start, or
+		// the run's end), conditioned on the run still pending.
 		run.Status = workflow.RunRunning
-		if err := x.store(ctx, workflow.RunPending); err != nil {
-			return x.stopped(ctx, op, err)
-		}
 	}
 	input, err := save.Whole(ctx, run.Input)
 	if err != nil {
@@ -221,7 +223,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		}
 		scope, msg, err := x.load(ctx, step, input, outputs)
 		if err != nil {
-			return errs.Wrap(op, err)
+			return x.unrecorded(ctx, op, err)
 		}
 		if msg != "" {
 			if done, err := x.stepFailed(ctx, op, i, step, msg, outputs); done {
@@ -240,9 +242,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			if !yes {
 				now := e.clock()
 				rs.Status, rs.StartedAt, rs.CompletedAt = workflow.StepSkipped, &now, &now
-				if err := x.store(ctx, workflow.RunRunning); err != nil {
-					return x.stopped(ctx, op, err)
-				}
+				x.unsaved = true // recorded with the next checkpoint
 				continue
 			}
 		}
@@ -279,13 +279,12 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		done := e.clock()
 		rs.Status, rs.Output, rs.CompletedAt, rs.Elements = workflow.StepCompleted, out, &done, nil
 		outputs[step.ID] = out
-		if i < len(steps)-1 {
-			// Record the step's result now, so that the run reads true
-			// while the next step runs; the last one is recorded by finish.
-			if err := x.store(ctx, workflow.RunRunning); err != nil {
-				return x.stopped(ctx, op, err)
-			}
-		}
+		// The step's result is recorded by the next checkpoint, in the
+		// same write: the next step's start (before its tool runs), a
+		// wait for a person, or the run's end (finish). Until then the
+		// store shows the step running, so a crash meanwhile is one
+		// during the step (its tool is not run again unless idempotent).
+		x.unsaved = true
 	}
 	return x.finish(ctx, op, workflow.RunCompleted, "")
 }
@@ -330,10 +329,12 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 	}
 	if rs.Input, err = x.save.Keep(ctx, "the step's input", input); err != nil {
 		rs.Status, rs.StartedAt = workflow.StepPending, nil
-		msg, err := limitFailure(op, err)
-		return nil, msg, err
+		if msg, ok := valueTooLarge(err); ok {
+			return nil, msg, nil
+		}
+		return nil, "", x.unrecorded(ctx, op, err)
 	}
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
+	if err := x.store(ctx); err != nil {
 		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 		return nil, "", x.stopped(ctx, op, err)
 	}
@@ -382,9 +383,7 @@ func (x *execution) stepFailed(ctx context.Context, op string, i int, step workf
 	out := map[string]any{"error": msg}
 	rs.Status, rs.Error, rs.CompletedAt, rs.Output, rs.Elements = workflow.StepFailed, msg, &now, out, nil
 	outputs[step.ID] = out
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
-		return true, x.stopped(ctx, op, err)
-	}
+	x.unsaved = true // recorded with the next checkpoint, as a result
 	return false, nil
 }
 
@@ -415,7 +414,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	started := x.e.clock()
 	rs.Status, rs.StartedAt = workflow.StepRunning, &started
 	rs.Input = map[string]any{"forEach": step.ForEach, "elements": len(items)}
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
+	if err := x.store(ctx); err != nil {
 		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
 		return nil, "", x.stopped(ctx, op, err)
 	}
@@ -600,7 +599,7 @@ func (x *execution) ask(ctx context.Context, op string, i int, step workflow.Ste
 		rs.ExpiresAt = &t
 	}
 	x.run.Status = workflow.RunWaiting
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
+	if err := x.store(ctx); err != nil {
 		rs.Status, rs.StartedAt, rs.Input, rs.ExpiresAt = workflow.StepPending, nil, nil, nil
 		x.run.Status = workflow.RunRunning
 		return "", x.stopped(ctx, op, err)
@@ -822,8 +821,15 @@ type execution struct {
 	e    *Engine
 	save Saver
 	run  *workflow.Run
-	// over is set once a step's call ended the run (recorded).
+	// over is set once a step's call ended the run (recorded), or a
+	// checkpoint found it cancelled or taken over.
 	over bool
+	// stored is the run's status as last recorded: the next checkpoint
+	// is conditioned on it.
+	stored string
+	// unsaved is set while the run holds what no checkpoint recorded
+	// yet (a step's result, a skip): the next one records it.
+	unsaved bool
 }
 
 // failStep fails step i with msg, skips the rest and fails the run.
@@ -848,7 +854,7 @@ func (x *execution) finish(ctx context.Context, op, status, msg string) error {
 	workflow.MarkRest(x.run, rest)
 	now := x.e.clock()
 	x.run.Status, x.run.Error, x.run.CompletedAt = status, msg, &now
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
+	if err := x.store(ctx); err != nil {
 		return x.stopped(ctx, op, err)
 	}
 	return nil
@@ -863,6 +869,7 @@ func (x *execution) stopped(ctx context.Context, op string, err error) error {
 	if errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		return errs.Wrap(op, err)
 	}
+	x.over = true // no later step starts: their checkpoints would fail too
 	workflow.MarkRest(x.run, workflow.StepCancelled)
 	x.run.Status = workflow.RunCancelled
 	x.run.Error = "the run was cancelled"
@@ -870,18 +877,46 @@ func (x *execution) stopped(ctx context.Context, op string, err error) error {
 		now := x.e.clock()
 		x.run.CompletedAt = &now
 	}
-	if err := x.store(ctx, workflow.RunCancelled); err != nil && errs.CodeOf(err) != workflow.CodeRunStateChanged {
+	if err := x.storeIf(ctx, workflow.RunCancelled); err != nil && errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		logging.FromContext(ctx).WarnContext(ctx, "record cancelled run", "runId", x.run.ID, "err", err.Error())
 	}
 	return nil
 }
 
-// store records the run if its stored status is ifStatus, with a
+// store records the run as a checkpoint conditioned on the status it
+// was last recorded with (storeIf).
+func (x *execution) store(ctx context.Context) error {
+	return x.storeIf(ctx, x.stored)
+}
+
+// storeIf records the run if its stored status is ifStatus, with a
 // context detached from ctx (bounded by saveTimeout): a cancel stops the
 // steps' tool calls, never a checkpoint midway, so that the outcome is
 // recorded.
-func (x *execution) store(ctx context.Context, ifStatus string) error {
+func (x *execution) storeIf(ctx context.Context, ifStatus string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	return x.save.SaveRun(dctx, *x.run, ifStatus)
+	if err := x.save.SaveRun(dctx, *x.run, ifStatus); err != nil {
+		return err
+	}
+	x.stored, x.unsaved = x.run.Status, false
+	return nil
+}
+
+// unrecorded returns err, a failure that stops the run unrecorded (a
+// value that cannot be read or kept now: the next attempt goes on), once
+// what the run holds unrecorded (the result of the step before) is
+// recorded, so that the next attempt does not find that step running.
+// A failed condition means the run was cancelled or taken over
+// (stopped).
+func (x *execution) unrecorded(ctx context.Context, op string, err error) error {
+	if x.unsaved {
+		if serr := x.store(ctx); serr != nil {
+			if errs.CodeOf(serr) == workflow.CodeRunStateChanged {
+				return x.stopped(ctx, op, serr)
+			}
+			logging.FromContext(ctx).WarnContext(ctx, "record a step's result", "runId", x.run.ID, "err", serr.Error())
+		}
+	}
+	return errs.Wrap(op, err)
 }

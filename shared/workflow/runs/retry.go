@@ -39,7 +39,7 @@ func (x *execution) attempted(ctx context.Context, op string, i int, step workfl
 	retryAt := now.Add(step.RetryDelay(len(rs.Attempts)))
 	rs.Status, rs.StartedAt, rs.Input, rs.RetryAt = workflow.StepPending, nil, nil, &retryAt
 	x.run.Status = workflow.RunWaiting
-	if err := x.store(ctx, workflow.RunRunning); err != nil {
+	if err := x.store(ctx); err != nil {
 		return true, x.stopped(ctx, op, err)
 	}
 	return true, nil
