@@ -14,14 +14,15 @@ import (
 
 // TestFaultDurableRunCheckpoints fails each transaction of an async run
 // in turn (every SDK attempt of it, so the write fails for good): the
-// creation (the client gets 503 and nothing is stored), the run's start,
-// its step's start and its end (each a checkpoint of the runner). A
+// creation (the client gets 503 and nothing is stored), the run's start
+// with its step's start (one checkpoint: a step's transition is one
+// write), and the step's result with the run's end (the other). A
 // failed checkpoint stops the attempt and leaves the run with its lease;
 // once the lease expires the sweeper resumes it, and it ends (completed,
 // or failed cleanly), never staying running, with its event log closed.
 func TestFaultDurableRunCheckpoints(t *testing.T) {
 	t.Parallel()
-	for skip, name := range []string{"create", "run start", "step start", "end"} {
+	for skip, name := range []string{"create", "run and step start", "result and end"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{lease: "1s"})
