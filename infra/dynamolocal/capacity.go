@@ -159,10 +159,14 @@ func indexWrites(def *indexDef, table keyPair, before, after map[string]*types.I
 			return writeUnits(itemSize(old)) + writeUnits(itemSize(cur))
 		}
 	}
-	if bytes.Equal(mustJSON(old), mustJSON(cur)) {
+	// Projections of different sizes differ: only equal sizes need the
+	// comparison of their encodings (a large item, a run's record with
+	// its steps, is then not encoded twice per index on every write).
+	so, sc := itemSize(old), itemSize(cur)
+	if so == sc && bytes.Equal(mustJSON(old), mustJSON(cur)) {
 		return 0
 	}
-	return writeUnits(max(itemSize(old), itemSize(cur)))
+	return writeUnits(max(so, sc))
 }
 
 // entries is u as DynamoDB's ConsumedCapacity entries, one per table.
