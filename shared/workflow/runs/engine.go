@@ -69,8 +69,9 @@ type Saver interface {
 }
 
 // Engine executes the steps of a run: in order, each with its inputs
-// resolved from the run's input and earlier outputs, every start and end
-// of a step recorded through a Saver. It is the Runner's executor.
+// resolved from the run's input and earlier outputs, every step's start
+// (with the result of the step before) recorded through a Saver. It is
+// the Runner's executor.
 type Engine struct {
 	tools       ToolRunner
 	stepTimeout time.Duration
