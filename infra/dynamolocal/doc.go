@@ -196,7 +196,10 @@
 // requests are not journaled. StartWith restores the snapshot and
 // replays, in order, the journal's records after the last one the
 // snapshot holds; each write is deterministic given the data before it,
-// so the replay rebuilds exactly the answered state. Every Interval
+// so the replay rebuilds exactly the answered state; the restore's
+// buffers (the files read whole and decoded) are then handed back to the
+// system at once (debug.FreeOSMemory), so that the process starts at
+// about what its items hold rather than several times it. Every Interval
 // (when data changed), when the journal passes 64 MiB and at Close, the
 // data is written to DataFile atomically (a synced temporary file
 // renamed over it), with the sequence number of the last write it holds,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,6 +244,16 @@ func StartWith(o Options) (e *Engine, err error) {
 			}
 			o.Logger.Info("dynamolocal: rewrote the data file in the current, checksummed format", "file", o.DataFile, "from_version", snap.Version)
 		}
+	}
+	if e.Restored != nil {
+		// The restore read the whole snapshot and journal and decoded
+		// them: garbage of several times the items' size, which the
+		// runtime would hand back to the system only slowly (the
+		// process started at about 7.6 times its snapshot's bytes, 2.8
+		// of them live). Given back now, once: the process starts at
+		// about what its items hold.
+		snap, recs = nil, nil
+		debug.FreeOSMemory()
 	}
 	go func() {
 		defer close(e.done)
