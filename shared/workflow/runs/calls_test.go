@@ -142,7 +142,7 @@ func sizedSteps(userID string, n, size int) workflow.Workflow {
 // its resolved input, before its tool runs) also records the result of
 // step i-1, and the first one marks the run running; the last step's
 // result is recorded with the run's end. So a run of n steps costs 3 + n
-// calls (5 + 2n before the transition was one write), whatever the size
+// calls (3 + 2n before the transition was one write), whatever the size
 // of its values up to runs.SpillBytes, which stay in the record and make
 // no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 1.3 for its
 // ten steps: these 13 calls over ten.)
