@@ -136,10 +136,20 @@ func handleRefresh(s *Service) http.Handler {
 	})
 }
 
+// handleAuthorize takes an optional body (returnTo).
 func handleAuthorize(s *Service, publicBase string) http.Handler {
-	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, in AuthorizeRequest) (AuthorizeResponse, error) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := httpapi.DecodeOptional[AuthorizeRequest](r)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
 		u, err := s.Authorize(r.Context(), r.PathValue("serverId"), oauth.BaseURL(publicBase, r), in.ReturnTo)
-		return AuthorizeResponse{AuthorizationURL: u}, err
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		httpapi.Respond(w, http.StatusOK, AuthorizeResponse{AuthorizationURL: u})
 	})
 }
 
@@ -186,7 +196,8 @@ func handleCallback(s *Service, authn *auth.Service, l Limits) http.Handler {
 			q.Set("mcpServer", cb.ServerID)
 			q.Set("status", status)
 			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.String(), http.StatusSeeOther)
+			w.Header().Set("Location", u.String())
+			w.WriteHeader(http.StatusSeeOther)
 			return
 		}
 		page := callbackPage{Title: "Connected", Message: "The connection is made: " + srv.Name + " is connected. You can close this window."}
