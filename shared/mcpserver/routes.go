@@ -160,7 +160,6 @@ func handleClientDocument(s *Service, publicBase string) http.Handler {
 			httpapi.WriteError(w, r, errs.E("mcpserver.ClientDocument", errs.NotFound, "NOT_FOUND", "no client metadata document here"))
 			return
 		}
-		w.Header().Set("Cache-Control", "public, max-age=3600")
 		httpapi.WriteJSON(w, http.StatusOK, s.o.Document(base))
 	})
 }
