@@ -161,9 +161,19 @@ func TestMCPServerOAuthWithMetadataDocument(t *testing.T) {
 		q.Get("resource") != endpoint || q.Get("redirect_uri") != p.a.API+"/oauth/callback" {
 		t.Fatalf("authorization URL = %s", authURL)
 	}
-	if got := getMCPServer(t, p.cA, s.ID); got.Status != "needs_authorization" {
+	if got := getMCPServer(t, p.cA, s.ID); got.Status != "needs_authorization" || got.AuthorizationURL != authURL {
 		t.Fatalf("while authorizing: %+v", got)
 	}
+	// returnTo at its bound, one over, and a body far over the limit.
+	atBound := appOrigin + "/" + strings.Repeat("r", 2048-len(appOrigin)-1)
+	if r := p.cA.do("POST", "/api/mcp-servers/"+s.ID+"/authorize", map[string]string{"returnTo": atBound}); r.Status != 200 {
+		t.Fatalf("returnTo of 2048 characters: %d %s", r.Status, r.Body)
+	}
+	expectError(t, "returnTo of 2049 characters", p.cA.do("POST", "/api/mcp-servers/"+s.ID+"/authorize",
+		map[string]string{"returnTo": atBound + "r"}), 400, "INVALID_RETURN_TO")
+	expectError(t, "a body far over the limit", p.cA.do("POST", "/api/mcp-servers/"+s.ID+"/authorize",
+		map[string]string{"returnTo": strings.Repeat("r", 2<<20)}), 413, "PAYLOAD_TOO_LARGE")
+	expectFieldError(t, "returnTo not a string", p.cA.do("POST", "/api/mcp-servers/"+s.ID+"/authorize", `{"returnTo":5}`), "returnTo")
 
 	cb := consent(t, p.cB, authURL, "approve")
 	if !strings.HasPrefix(cb.String(), p.a.API+"/oauth/callback?") || cb.Query().Get("code") == "" {
@@ -190,6 +200,9 @@ func TestMCPServerOAuthWithMetadataDocument(t *testing.T) {
 		t.Fatalf("audit: %s", b)
 	}
 
+	if strings.Contains(p.a.logs.String(), cb.Query().Get("code")) {
+		t.Fatal("the client side logged the authorization code")
+	}
 	// The same callback again: the state was used.
 	again := get(t, noRedirects(p.cA), cb.String())
 	if again.Status != 400 || !strings.Contains(string(again.Body), "already used") {
