@@ -389,3 +389,24 @@ func TestMCPServerOAuthRegistersOnceRefreshesAndLosesARevokedGrant(t *testing.T)
 		t.Fatalf("after authorizing again: %+v, %d registrations", got, proxy.registrations.Load())
 	}
 }
+
+// TestMCPServerAuthorizeIsRateLimited: authorize counts against
+// RATE_LIMIT_MCP_SERVERS per user, and callbacks against it per client
+// address, each refused with 429 past it.
+func TestMCPServerAuthorizeIsRateLimited(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "TOOLS_ALLOW_PRIVATE_NETWORKS=true", "RATE_LIMIT_MCP_SERVERS=3/m")
+	c := newClient(t, srv.API)
+	signUpChatUser(t, c, "oauth-limits@example.com")
+	s := createMCPServer(t, c, map[string]any{"name": "plain", "url": "http://127.0.0.1:1/mcp"}) // the first of 3
+	for i := 0; i < 2; i++ {
+		expectError(t, "authorize within the limit", c.do("POST", "/api/mcp-servers/"+s.ID+"/authorize", nil), 400, "NOT_OAUTH_SERVER")
+	}
+	expectError(t, "authorize over the limit", c.do("POST", "/api/mcp-servers/"+s.ID+"/authorize", nil), 429, "RATE_LIMITED")
+	for i := 0; i < 3; i++ {
+		if r := get(t, noRedirects(c), srv.API+"/oauth/callback?state=nope"); r.Status != 400 {
+			t.Fatalf("callback %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	expectError(t, "callback over the limit", get(t, noRedirects(c), srv.API+"/oauth/callback?state=nope"), 429, "RATE_LIMITED")
+}
