@@ -136,7 +136,7 @@ func TestMCPServerOAuthWithMetadataDocument(t *testing.T) {
 	p := newOAuthPair(t)
 	endpoint := p.b.API + "/api/mcp"
 	s := createMCPServer(t, p.cA, map[string]any{"name": "remote", "url": endpoint, "auth": map[string]string{"type": "oauth"}})
-	if s.Status != "needs_authorization" {
+	if s.Status != "needs_authorization" || !strings.HasPrefix(s.AuthorizationURL, p.b.API+"/oauth/authorize?") {
 		t.Fatalf("created = %+v", s)
 	}
 

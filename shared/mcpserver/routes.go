@@ -36,7 +36,7 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r := httpapi.NewRouter()
 	const base = "/api/mcp-servers"
 	limit := l.Limiter.Limit(l.Connect)
-	r.Handle("POST "+base, authn.Require(limit(handleCreate(s))))
+	r.Handle("POST "+base, authn.Require(limit(handleCreate(s, l.PublicBaseURL))))
 	r.Handle("GET "+base, authn.Require(handleList(s)))
 	r.Handle("GET "+base+"/{serverId}", authn.Require(httpapi.PathIDs(handleGet(s), "serverId")))
 	r.Handle("PATCH "+base+"/{serverId}", authn.Require(httpapi.PathIDs(limit(handleUpdate(s)), "serverId")))
@@ -78,9 +78,19 @@ type serverList struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-func handleCreate(s *Service) http.Handler {
+// handleCreate creates the server; an oauth server waiting for its
+// authorization comes back with an authorizationUrl when the flow could
+// be started at once (best effort: otherwise POST .../authorize says why).
+func handleCreate(s *Service, publicBase string) http.Handler {
 	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (View, error) {
 		srv, err := s.Create(r.Context(), in)
+		if err == nil && srv.Status == StatusNeedsAuthorization && s.o.OAuth != nil {
+			if _, aerr := s.Authorize(r.Context(), srv.ID, oauth.BaseURL(publicBase, r), ""); aerr == nil {
+				if got, gerr := s.Get(r.Context(), srv.ID); gerr == nil {
+					srv = got
+				}
+			}
+		}
 		return NewView(srv), err
 	})
 }
