@@ -110,6 +110,16 @@ func (s *Service) Callback(ctx context.Context, q url.Values, userID string) (Ca
 	return cb, srv, nil
 }
 
+// keptTools are the tools an oauth server that needs authorization keeps:
+// the ones it last listed, so that the workflows naming them stay valid
+// and their runs wait for the authorization.
+func keptTools(before Server) []Tool {
+	if before.Tools == nil {
+		return []Tool{}
+	}
+	return before.Tools
+}
+
 // oauthEndpoint returns how to reach an oauth server: its bearer token
 // from the TokenSource. ok is false when there is none for now; then srv
 // has been set to what it is (needs_authorization), or left as it was
@@ -117,13 +127,13 @@ func (s *Service) Callback(ctx context.Context, q url.Values, userID string) (Ca
 // service itself.
 func (s *Service) oauthEndpoint(ctx context.Context, srv *Server, before Server) (Endpoint, bool, error) {
 	if s.o.Tokens == nil {
-		srv.Status, srv.Tools = StatusNeedsAuthorization, []Tool{}
+		srv.Status, srv.Tools = StatusNeedsAuthorization, keptTools(before)
 		return Endpoint{}, false, nil
 	}
 	tok, err := s.o.Tokens.Token(ctx, *srv)
 	switch {
 	case errors.Is(err, ErrNeedsAuthorization):
-		srv.Status, srv.Tools = StatusNeedsAuthorization, []Tool{}
+		srv.Status, srv.Tools = StatusNeedsAuthorization, keptTools(before)
 		return Endpoint{}, false, nil
 	case errors.Is(err, ErrTokenUnavailable):
 		// Not the grant's fault: keep what the server was.

@@ -62,7 +62,8 @@ func bearerServer(t *testing.T) *httptest.Server {
 // TestOAuthServerConnectsWithItsToken: an oauth server is listed with the
 // TokenSource's bearer token; without a grant it needs authorization; an
 // authorization server out of reach leaves it as it was; a refused token
-// makes it need authorization again.
+// makes it need authorization again, keeping its last tools; a new auth
+// drops them.
 func TestOAuthServerConnectsWithItsToken(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -85,12 +86,17 @@ func TestOAuthServerConnectsWithItsToken(t *testing.T) {
 		t.Fatalf("authorization server unreachable = %+v, %v; want it kept", s, err)
 	}
 	tokens.set("revoked", nil)
-	if s, err = svc.Refresh(ctx, s.ID); err != nil || s.Status != mcpserver.StatusNeedsAuthorization || len(s.Tools) != 0 || s.Error != nil {
+	// It keeps the tools it listed last (for the workflows naming them).
+	if s, err = svc.Refresh(ctx, s.ID); err != nil || s.Status != mcpserver.StatusNeedsAuthorization || len(s.Tools) != 1 || s.Error != nil {
 		t.Fatalf("a refused token = %+v, %v", s, err)
 	}
 	tokens.set("", fmt.Errorf("revoked: %w", mcpserver.ErrNeedsAuthorization))
 	if s, err = svc.Refresh(ctx, s.ID); err != nil || s.Status != mcpserver.StatusNeedsAuthorization {
 		t.Fatalf("without a grant = %+v, %v", s, err)
+	}
+	if s, err = svc.Update(ctx, s.ID, mcpserver.UpdateRequest{Auth: &mcpserver.AuthInput{Type: "oauth"}}); err != nil ||
+		s.Status != mcpserver.StatusNeedsAuthorization || len(s.Tools) != 0 {
+		t.Fatalf("a new auth = %+v, %v", s, err)
 	}
 }
 

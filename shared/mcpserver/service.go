@@ -151,7 +151,7 @@ func (s *Service) connect(ctx context.Context, op string, srv *Server, secret st
 	switch {
 	case p != nil && srv.Auth.Type == AuthOAuth && p.Code == CodeUnauthorizedByRmt:
 		// The token was refused: the user authorizes again.
-		srv.Status, srv.Tools = StatusNeedsAuthorization, []Tool{}
+		srv.Status, srv.Tools = StatusNeedsAuthorization, keptTools(before)
 	case p != nil && p.Code == CodeInvalidURL:
 		ie := errs.E(op, errs.Invalid, CodeInvalidURL, p.Message)
 		ie.Details = []errs.FieldError{{Field: "url", Message: p.Message}}
@@ -225,7 +225,8 @@ func (s *Service) Update(ctx context.Context, id string, in UpdateRequest) (Serv
 		srv.AuthorizationURL = ""
 	}
 	if in.Auth != nil {
-		srv.Auth, srv.Secret, reconnect = a, "", true
+		// Another auth may reach other tools: none is kept from before.
+		srv.Auth, srv.Secret, srv.Tools, reconnect = a, "", nil, true
 		if secret != "" {
 			if srv.Secret, err = s.o.Vault.Seal(ctx, secretContext(srv.ID), []byte(secret)); err != nil {
 				return Server{}, errs.Wrap(op, err)
