@@ -418,3 +418,51 @@ func TestStartBoundsMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestStartFallsBack: a 401 without resource_metadata sends discovery to
+// the well-known URL with the server's path, and an issuer with a path
+// whose RFC 8414 document is missing to OpenID Connect's; a server that
+// takes no metadata documents is registered with, once.
+func TestStartFallsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var base string
+	var registrations atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/mcp", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) })
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource/v1/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q],"scopes_supported":["read","write"]}`, base+"/v1/mcp", base+"/tenant")
+	})
+	mux.HandleFunc("GET /.well-known/openid-configuration/tenant", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q,"registration_endpoint":%q,
+		  "code_challenge_methods_supported":["S256"],"response_types_supported":["code"]}`, base+"/tenant", base+"/tenant/authorize?x=1",
+			base+"/tenant/token", base+"/tenant/register")
+	})
+	mux.HandleFunc("POST /tenant/register", func(w http.ResponseWriter, r *http.Request) {
+		registrations.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		fmt.Fprint(w, `{"client_id":"registered-1"}`)
+	})
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	base = ts.URL
+	srv := mcpserver.Server{ID: "s1", UserID: "u1", URL: base + "/v1/mcp"}
+	for range 2 {
+		u, err := e.c.Start(context.Background(), srv, "http://svc.example", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pu, _ := url.Parse(u)
+		q := pu.Query()
+		if pu.Path != "/tenant/authorize" || q.Get("x") != "1" || q.Get("client_id") != "registered-1" || q.Get("scope") != "read write" ||
+			q.Get("resource") != base+"/v1/mcp" || q.Get("redirect_uri") != "http://svc.example/oauth/callback" {
+			t.Fatalf("authorization URL = %s", u)
+		}
+	}
+	if n := registrations.Load(); n != 1 {
+		t.Fatalf("%d registrations, want 1", n)
+	}
+}
