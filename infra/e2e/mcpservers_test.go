@@ -14,7 +14,10 @@ type mcpServerJSON struct {
 	URL     string `json:"url"`
 	Enabled bool   `json:"enabled"`
 	Status  string `json:"status"`
-	Auth    struct {
+	// AuthorizationURL is where the user authorizes an oauth server
+	// while it waits for it.
+	AuthorizationURL string `json:"authorizationUrl"`
+	Auth             struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"auth"`

@@ -89,6 +89,7 @@ var validBodies = map[string]string{
 	"POST /api/mcp-servers":                                                 `{"name":"matrix","url":"https://mcp.example.com/mcp","auth":{"type":"oauth"}}`,
 	"PATCH /api/mcp-servers/{serverId}":                                     `{"enabled":false}`,
 	"POST /api/mcp-servers/{serverId}/refresh":                              "",
+	"POST /api/mcp-servers/{serverId}/authorize":                            "",
 }
 
 // securityHeaders must be on every response.
@@ -121,6 +122,12 @@ var publicRoutes = map[string]bool{
 	"POST /oauth/register":  true,
 	"GET /oauth/authorize":  true,
 	"POST /oauth/authorize": true,
+	// The service as an OAuth client of users' MCP servers: its client
+	// metadata document is public, and the callback is authorized by its
+	// single-use state (and refused unless the browser's session is the
+	// state's user; e2e's TestMCPServerOAuthWithMetadataDocument).
+	"GET /oauth/client.json": true,
+	"GET /oauth/callback":    true,
 }
 
 type user struct {
@@ -430,6 +437,8 @@ func TestCrossSiteMatrix(t *testing.T) {
 			return status == 200
 		case r.pattern == "POST /hooks/{triggerId}": // no such trigger
 			return status == 404 && e.Code == "TRIGGER_NOT_FOUND"
+		case r.pattern == "GET /oauth/callback": // no state: an HTML page
+			return status == 400
 		default: // sign-up and sign-in with an empty object (or rate limited)
 			return status == 400 && e.Code == "VALIDATION_FAILED" || status == 429
 		}

@@ -51,8 +51,21 @@ type Options struct {
 	// (TOOLS_ALLOW_PRIVATE_NETWORKS).
 	AllowPrivate bool
 	Now          func() time.Time
-	// Audit records servers added and removed; nil records none.
+	// Audit records servers added, removed and authorized; nil records
+	// none.
 	Audit *audit.Log
+	// Tokens gives the bearer tokens of oauth servers, used to list their
+	// tools; nil leaves every oauth server needs_authorization.
+	Tokens TokenSource
+	// OAuth runs the authorization flow of oauth servers; nil refuses
+	// authorize (NOT_OAUTH_SERVER).
+	OAuth Authorizer
+	// Document returns the Client ID Metadata Document under a base
+	// URL (GET /oauth/client.json); nil serves none.
+	Document func(base string) any
+	// AllowedOrigins are the origins an authorization's returnTo may
+	// name (ALLOWED_ORIGINS).
+	AllowedOrigins []string
 }
 
 // Service is the users' remote MCP servers.
@@ -112,20 +125,33 @@ func (s *Service) Create(ctx context.Context, in CreateRequest) (Server, error) 
 
 // connect lists srv's tools into it and sets its status. A refused
 // address is INVALID_URL and stores nothing.
+//
+// An oauth server is listed with its bearer token (TokenSource): without
+// a grant, or when the token is refused, it is needs_authorization; when
+// the authorization server cannot be reached it stays as it was.
 func (s *Service) connect(ctx context.Context, op string, srv *Server, secret string) error {
+	before := *srv
 	srv.Error, srv.Tools = nil, nil
-	if srv.Auth.Type == AuthOAuth {
-		srv.Status = StatusNeedsAuthorization
-		srv.Tools = []Tool{}
-		return nil
-	}
 	e := Endpoint{URL: srv.URL}
-	if srv.Auth.Type == AuthHeader {
+	switch srv.Auth.Type {
+	case AuthHeader:
 		e.Header, e.Value = srv.Auth.Name, secret
+	case AuthOAuth:
+		oe, ok, err := s.oauthEndpoint(ctx, srv, before)
+		if err != nil {
+			return errs.Wrap(op, err)
+		}
+		if !ok {
+			return nil
+		}
+		e = oe
 	}
 	tools, p := s.o.Remote.ListTools(ctx, e)
 	srv.ToolsAt = s.o.Now().UTC()
 	switch {
+	case p != nil && srv.Auth.Type == AuthOAuth && p.Code == CodeUnauthorizedByRmt:
+		// The token was refused: the user authorizes again.
+		srv.Status, srv.Tools = StatusNeedsAuthorization, keptTools(before)
 	case p != nil && p.Code == CodeInvalidURL:
 		ie := errs.E(op, errs.Invalid, CodeInvalidURL, p.Message)
 		ie.Details = []errs.FieldError{{Field: "url", Message: p.Message}}
@@ -133,7 +159,7 @@ func (s *Service) connect(ctx context.Context, op string, srv *Server, secret st
 	case p != nil:
 		srv.Status, srv.Error, srv.Tools = StatusError, p, []Tool{}
 	default:
-		srv.Status, srv.Tools = StatusConnected, tools
+		srv.Status, srv.Tools, srv.AuthorizationURL = StatusConnected, tools, ""
 	}
 	return nil
 }
@@ -191,8 +217,16 @@ func (s *Service) Update(ctx context.Context, id string, in UpdateRequest) (Serv
 	if in.URL != nil && newURL != srv.URL {
 		srv.URL, reconnect = newURL, true
 	}
+	if (reconnect || in.Auth != nil) && srv.Auth.Type == AuthOAuth && s.o.OAuth != nil {
+		// A new URL or auth: the tokens of the old are not sent on.
+		if err := s.o.OAuth.Forget(ctx, srv); err != nil {
+			return Server{}, errs.Wrap(op, err)
+		}
+		srv.AuthorizationURL = ""
+	}
 	if in.Auth != nil {
-		srv.Auth, srv.Secret, reconnect = a, "", true
+		// Another auth may reach other tools: none is kept from before.
+		srv.Auth, srv.Secret, srv.Tools, reconnect = a, "", nil, true
 		if secret != "" {
 			if srv.Secret, err = s.o.Vault.Seal(ctx, secretContext(srv.ID), []byte(secret)); err != nil {
 				return Server{}, errs.Wrap(op, err)

@@ -269,7 +269,7 @@ func (s *MCPServers) changed(ctx context.Context, op string, srv mcpserver.Serve
 }
 
 // DeleteServer implements mcpserver.Store: the server, its owner and name
-// items and the count - 1 in one transaction, conditioned on the server
+// items, its OAuth grant (when any) and the count - 1 in one transaction, conditioned on the server
 // being userID's.
 func (s *MCPServers) DeleteServer(ctx context.Context, userID, id string) error {
 	const op = "store.DeleteServer"
@@ -283,6 +283,7 @@ func (s *MCPServers) DeleteServer(ctx context.Context, userID, id string) error 
 		Delete(s.table.Delete("PK", uk).Range("SK", mcpNamePrefix+srv.Name).If("serverId = ?", id)).
 		Delete(s.table.Delete("PK", mcpServerPrefix+id).Range("SK", mcpOwnerSK)).
 		Update(s.table.Update("PK", uk).Range("SK", mcpServerCounter).Add("n", -1).If("n > ?", 0)).
+		Delete(s.table.Delete("PK", uk).Range("SK", mcpOAuthPrefix+id)).
 		Run(ctx)
 	if failedCondition(err, 0) || failedCondition(err, 1) {
 		// Renamed or deleted meanwhile: say which.

@@ -12,6 +12,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/oauthclient"
 	"github.com/workflowchat/service/shared/mcpserver/remote"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/vault"
@@ -30,20 +31,25 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	return mcpserver.Routes(svc, d.Auth(cfg), mcpserver.Limits{Limiter: d.Limiter(cfg), Connect: cfg.RateLimitMCPServers}), nil
+	return mcpserver.Routes(svc, d.Auth(cfg), mcpserver.Limits{Limiter: d.Limiter(cfg), Connect: cfg.RateLimitMCPServers,
+		PublicBaseURL: cfg.PublicBaseURL}), nil
 }
 
 // Service returns the MCP server service of the configuration: the Data
 // table's servers, the vault (Vault), the SSRF-safe remote client
-// (TOOLS_ALLOW_PRIVATE_NETWORKS). It fails when the vault cannot be
-// built.
+// (TOOLS_ALLOW_PRIVATE_NETWORKS) and the OAuth client side
+// (oauthclient: authorization, tokens, the client metadata document;
+// returnTo on ALLOWED_ORIGINS). It fails when the vault cannot be built.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserver.Service, error) {
 	v, err := Vault(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	return mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(d.DB, cfg.DataTable), Vault: v, Audit: d.Audit(cfg),
-		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now}), nil
+	st := store.NewMCPServers(d.DB, cfg.DataTable)
+	oc := oauthclient.New(oauthclient.Options{Store: st, Vault: v, AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now})
+	return mcpserver.NewService(mcpserver.Options{Store: st, Vault: v, Audit: d.Audit(cfg),
+		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now,
+		Tokens: oc, OAuth: oc, Document: func(base string) any { return oc.Document(base) }, AllowedOrigins: cfg.AllowedOrigins}), nil
 }
 
 // Vault returns the vault over d.VaultKeys or, when nil, the KMS key
