@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -156,7 +157,13 @@ func BenchmarkSearch10000(b *testing.B) {
 		{"rare_word", "needle"}, {"word_in_1%", "onepercent"}, {"most_common_word", "v1"}, {"three_words", "v1 v40 onepercent"},
 	} {
 		b.Run("search_"+q.name, func(b *testing.B) {
-			get(b, "/api/users/"+f.userID+"/chats/search?q="+url.QueryEscape(q.q), func(body string) bool { return strings.Contains(body, "<mark>") })
+			get(b, "/api/users/"+f.userID+"/chats/search?q="+url.QueryEscape(q.q), func(body string) bool {
+				// The JSON encoder writes < and > as \u003c and \u003e.
+				var page struct {
+					Data search.Page `json:"data"`
+				}
+				return json.Unmarshal([]byte(body), &page) == nil && len(page.Data.Results) > 0 && strings.Contains(page.Data.Results[0].Snippet, "<mark>")
+			})
 		})
 	}
 
