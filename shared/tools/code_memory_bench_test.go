@@ -101,9 +101,10 @@ func vmHWM(path string) int64 {
 // size. heap_64MiB: code that builds and returns the length of 64 MiB of
 // strings, within the bound (the worker is retired after it, its peak
 // having passed half the bound). bound_1GiB_string and bound_growing_list:
-// code that allocates 1 GiB at once, or strings of 16 MiB until it
+// code that allocates 1 GiB at once, or strings of 32 MiB until it
 // cannot, each stopped at the bound (TOOL_RESOURCE_LIMIT, the call's
-// failure alone). `peak-MiB` is the largest VmHWM of the pool's workers
+// failure alone; `timeouts/op` counts the calls that a loaded machine
+// cut at their 15 s first, TOOL_TIMEOUT). `peak-MiB` is the largest VmHWM of the pool's workers
 // sampled during the case, `x-floor-peak` its ratio to the floor's; the
 // bound is what a pool's sizing (mcpfn.SandboxSize: 168 MiB a worker in
 // the worst case) counts on.
@@ -124,13 +125,18 @@ func BenchmarkCodeWorkerMemory(b *testing.B) {
 		{"floor", "return 6 * 7;", false},
 		{"heap_64MiB", "const a = []; for (let i = 0; i < 64; i++) a.push('x'.repeat(1 << 20) + i); return a.length;", false},
 		{"bound_1GiB_string", "return 'x'.repeat(1 << 30).length;", true},
-		{"bound_growing_list", "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 << 24) + i);", true},
+		{"bound_growing_list", "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 << 25) + i);", true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			stop := workerPeaks(b)
+			timeouts := 0
 			for b.Loop() {
 				_, err := r.Run(tools.WithCaller(ctx, "bench"), "code", js(tc.source, nil))
 				switch {
+				case tc.limit && errs.CodeOf(err) == tools.CodeToolTimeout:
+					// A machine loaded enough that the worker's CPU share
+					// cannot reach the bound within the call's 15 s.
+					timeouts++
 				case tc.limit && errs.CodeOf(err) != tools.CodeToolResourceLimit:
 					b.Fatalf("%s: %v, want the memory limit", tc.name, err)
 				case !tc.limit && err != nil:
@@ -145,6 +151,7 @@ func BenchmarkCodeWorkerMemory(b *testing.B) {
 				floor = peak
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+			b.ReportMetric(float64(timeouts)/float64(b.N), "timeouts/op")
 			if floor > 0 {
 				b.ReportMetric(float64(peak)/float64(floor), "x-floor-peak")
 			}
