@@ -129,7 +129,7 @@ func emulate() (measure.Emulated, error) {
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "emulated.json")
-	cmd := exec.Command("go", "test", "-count=1", "-timeout", "15m", "-run", "^TestCostWorkload$", "./infra/lambdart/")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", "40m", "-run", "^TestCostWorkload$", "./infra/lambdart/")
 	cmd.Env = append(os.Environ(), "LAMBDART_COST_OUT="+file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
