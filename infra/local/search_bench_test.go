@@ -141,6 +141,7 @@ func BenchmarkSearch10000(b *testing.B) {
 		f.meter.Reset()
 		var d []time.Duration
 		b.ReportAllocs()
+		cpu0 := processCPU()
 		for b.Loop() {
 			start := time.Now()
 			rec := httptest.NewRecorder()
@@ -150,6 +151,7 @@ func BenchmarkSearch10000(b *testing.B) {
 				b.Fatalf("GET %s: %d %.300s", path, rec.Code, rec.Body)
 			}
 		}
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		latency.Report(b, d)
 		b.ReportMetric(float64(f.counter.Count())/float64(b.N), "ddbcalls/op")
 		b.ReportMetric(f.meter.Snapshot().ReadUnits/float64(b.N), "ddbreadunits/op")
