@@ -67,12 +67,17 @@ func run(ctx context.Context, tmplPath, out string) error {
 	if err != nil {
 		return fmt.Errorf("in process: %w", err)
 	}
+	fmt.Fprintln(os.Stderr, "cost: measuring the search index's writes per message in process")
+	index, err := measure.MeasureIndex(ctx, w)
+	if err != nil {
+		return fmt.Errorf("search index: %w", err)
+	}
 	fmt.Fprintln(os.Stderr, "cost: measuring the bootstraps under the Lambda Runtime Interface Emulator")
 	emulated, err := emulate()
 	if err != nil {
 		return fmt.Errorf("under the emulator: %w", err)
 	}
-	r, err := buildReport(w, capacity, emulated, facts)
+	r, err := buildReport(w, capacity, index, emulated, facts)
 	if err != nil {
 		return err
 	}
@@ -97,10 +102,18 @@ func printCapacity(ctx context.Context, w measure.Workload) error {
 	if err != nil {
 		return err
 	}
+	index, err := measure.MeasureIndex(ctx, w)
+	if err != nil {
+		return err
+	}
 	var b strings.Builder
 	for _, kind := range []string{measure.KindShort, measure.KindLong, measure.KindRun, measure.KindSweep, measure.KindFire} {
 		b.WriteString("  " + kind + ":\n")
 		costmodel.WriteDynamoDB(&b, capacity[kind])
+	}
+	for _, kind := range []string{measure.KindIndexShort, measure.KindIndexLong} {
+		b.WriteString("  " + kind + ", per message:\n")
+		costmodel.WriteDynamoDB(&b, index[kind])
 	}
 	fmt.Print(b.String())
 	return nil
@@ -116,7 +129,7 @@ func emulate() (measure.Emulated, error) {
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "emulated.json")
-	cmd := exec.Command("go", "test", "-count=1", "-timeout", "15m", "-run", "^TestCostWorkload$", "./infra/lambdart/")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", "40m", "-run", "^TestCostWorkload$", "./infra/lambdart/")
 	cmd.Env = append(os.Environ(), "LAMBDART_COST_OUT="+file)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -232,7 +245,7 @@ func perMonth(schedule string) (float64, error) {
 // idle month from the template. It fails when a kind of unit was not
 // measured by both, or when template.yaml's memory differs from
 // costmodel.Memory.
-func buildReport(w measure.Workload, capacity map[string]costmodel.DynamoDB, emulated measure.Emulated, facts templateFacts) (costmodel.Report, error) {
+func buildReport(w measure.Workload, capacity, index map[string]costmodel.DynamoDB, emulated measure.Emulated, facts templateFacts) (costmodel.Report, error) {
 	var errs []error
 	for _, m := range costmodel.Memory {
 		if facts.memory[m.Function] != m.MB {
@@ -280,6 +293,7 @@ func buildReport(w measure.Workload, capacity map[string]costmodel.DynamoDB, emu
 			{Name: "workflow step", Per: "workflow steps", Items: float64(w.Steps), Unit: fmt.Sprintf("run of %d steps", w.Steps),
 				Detail: fmt.Sprintf("durable runs of %d json_query steps, started and waited for by POST .../workflow-runs", w.Steps), Samples: nRun, Usage: run},
 		},
+		Index: indexWork(w, index, &errs),
 		Idle: costmodel.Idle{Schedule: facts.schedule, SweepsPerMonth: facts.sweepsPerMonth, Sweep: sweep,
 			Alarms: facts.alarms, AlarmMetrics: facts.alarmMetrics, Secrets: facts.secrets},
 		Schedule: costmodel.Schedule{Expression: scheduleRate, FiresPerMonth: fires, Samples: nFire, Fire: fire,
@@ -288,6 +302,29 @@ func buildReport(w measure.Workload, capacity map[string]costmodel.DynamoDB, emu
 		Notes: notes,
 	}
 	return r, errors.Join(errs...)
+}
+
+// indexWork is the search index's share of a stored message, per reply
+// length (measure.MeasureIndex): DynamoDB only, since the index is
+// written by the next search's catch-up, inside a request the user makes
+// anyway. A kind not measured is added to errs.
+func indexWork(w measure.Workload, index map[string]costmodel.DynamoDB, errs *[]error) []costmodel.Work {
+	var out []costmodel.Work
+	for _, k := range []struct {
+		kind           string
+		tokens, sample int
+	}{{measure.KindIndexShort, w.Short, w.Samples.Short}, {measure.KindIndexLong, w.Long, w.Samples.Long}} {
+		d, ok := index[k.kind]
+		if !ok {
+			*errs = append(*errs, fmt.Errorf("%s: not measured", k.kind))
+			continue
+		}
+		out = append(out, costmodel.Work{Name: k.kind, Per: "messages indexed", Items: 1, Unit: "message",
+			Detail: fmt.Sprintf("the search index's writes for a user message and a %s-token reply, divided by the two, written by the next search's catch-up; DynamoDB only, the search's own reads included",
+				costmodel.Thousands(float64(k.tokens))),
+			Samples: 2 * k.sample, Usage: costmodel.Usage{DynamoDB: d}})
+	}
+	return out
 }
 
 // scheduleRate is the schedule the report prices: the least period a

@@ -94,7 +94,11 @@ func TestReportOfTinyWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := buildReport(measure.Tiny, capacity, emulated, facts)
+	index, err := measure.MeasureIndex(context.Background(), measure.Tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := buildReport(measure.Tiny, capacity, index, emulated, facts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +196,21 @@ func TestReportOfTinyWorkload(t *testing.T) {
 	check("per schedule per month", scale(fire, r.Schedule.FiresPerMonth))
 	if long <= short {
 		t.Errorf("a long reply ($%.4f per 1,000) costs no more than a short one ($%.4f)", long, short)
+	}
+	// The search index's writes per message, DynamoDB only: the longer
+	// reply has more distinct words, so more postings.
+	if len(r.Index) != 2 {
+		t.Fatalf("%d kinds of index work, want the short and the long exchange's", len(r.Index))
+	}
+	var perMessage [2]float64
+	for i, wk := range r.Index {
+		if len(wk.Usage.Lambda) != 0 || wk.Usage.DynamoDB.WriteUnits < 3 || wk.Samples != 2*[]int{measure.Tiny.Samples.Short, measure.Tiny.Samples.Long}[i] {
+			t.Errorf("%s: %+v", wk.Name, wk)
+		}
+		perMessage[i] = check(fmt.Sprintf("per 1,000 messages indexed, %s write units per message (%s", trimUnits(wk.Usage.DynamoDB.WriteUnits), wk.Name), scale(unitCost(wk.Usage), 1000))
+	}
+	if perMessage[1] <= perMessage[0] {
+		t.Errorf("indexing a long exchange's message ($%.4f per 1,000) costs no more than a short one's ($%.4f)", perMessage[1], perMessage[0])
 	}
 
 	// The prices, dated, with their sources; the inputs; the memory.

@@ -99,6 +99,23 @@ type entry struct {
 	id        string // the item's identity (schema.itemID)
 	data      []byte
 	secondary []row // by schema.indexOrder; e nil where the item is not in that index
+	// size is the item's size (itemSize); plain tells that every one of
+	// its attributes is a string, a number or a boolean, so that data is
+	// also its answer (outItem changes only empty and composite values):
+	// a Query or Scan answers it without decoding it.
+	size  int
+	plain bool
+}
+
+// isPlain reports whether every attribute of item is a string, a number
+// or a boolean (see entry.plain).
+func isPlain(item map[string]*types.Item) bool {
+	for _, v := range item {
+		if v == nil || (v.S == nil && v.N == nil && v.BOOL == nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // item decodes the stored item; every call returns a new map the caller
@@ -272,7 +289,7 @@ func (ti *tableIndex) put(item map[string]*types.Item) error {
 // putData stores item, whose DynamoDB JSON is data.
 func (ti *tableIndex) putData(item map[string]*types.Item, data []byte) {
 	tk := ti.sch.keys
-	e := &entry{id: ti.sch.itemID(item), data: data}
+	e := &entry{id: ti.sch.itemID(item), data: data, size: itemSize(item), plain: isPlain(item)}
 	e.primary = row{hash: scalarOf(item[tk.hash]), rng: scalarOf(item[tk.rng]), e: e}
 	ti.drop(e.id)
 	ti.primary.insert(&e.primary)

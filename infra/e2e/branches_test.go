@@ -243,3 +243,46 @@ func (c *client) openRegenerate(ctx context.Context, chatID, messageID, body str
 	}
 	return resp
 }
+
+// TestChatRegenerateFailureKeepsBranch regenerates a reply with a model
+// that cannot answer (its provider refuses connections): the JSON
+// regenerate fails with the model's error and stores nothing; the
+// streamed one ends with an error event, its failed reply kept beside the
+// old one (its content is what was streamed: nothing). Either way the old
+// branch stays current, and the next regenerate with a model that answers
+// takes over.
+func TestChatRegenerateFailureKeepsBranch(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "OPENAI_BASE_URL=http://127.0.0.1:1", "OPENAI_MODELS=offline-model")
+	ada := newClient(t, srv.API)
+	signUpChatUser(t, ada, "ada.regenfail@example.com")
+	chat := newChat(t, ada, map[string]any{})
+	e1 := sendMessage(t, ada, chat.ID, map[string]any{"content": "hello there", "modelId": "builtin"})
+	u1, a1 := e1.ID, e1.Response.ID
+	offline := map[string]any{"modelId": "openai/offline-model"}
+
+	r := ada.do("POST", "/api/chats/"+chat.ID+"/messages/"+a1+"/regenerate", offline)
+	expectError(t, "JSON regenerate with a model that cannot answer", r, 503, "MODEL_UNAVAILABLE")
+	expectPath(t, "after the failed JSON regenerate", pathOf(t, ada, chat.ID, ""), []string{u1, a1}, nil)
+
+	res := ada.readStream(ada.openRegenerate(context.Background(), chat.ID, a1, `{"modelId": "openai/offline-model"}`))
+	if res.Status != 200 || len(res.Events) < 3 {
+		t.Fatalf("streamed regenerate: %d %s", res.Status, res.Body)
+	}
+	failed := res.Events[0].MessageID
+	errEv, end := res.Events[len(res.Events)-2], res.Events[len(res.Events)-1]
+	if res.Events[0].Type != "start" || errEv.Type != "error" || errEv.Error == "" || end.Type != "end" || end.Reason != "interrupted" {
+		t.Fatalf("streamed regenerate events %+v: want start, then error and end interrupted", res.Events)
+	}
+	// The old branch is current; the failed reply is its sibling, and
+	// reachable as a leaf.
+	expectPath(t, "after the failed streamed regenerate", pathOf(t, ada, chat.ID, ""), []string{u1, a1}, map[int][]string{1: {a1, failed}})
+	p := pathOf(t, ada, chat.ID, "?leaf="+failed)
+	if p[1].Status != "failed" {
+		t.Errorf("the failed reply is stored %q, want failed", p[1].Status)
+	}
+	// Back to a1, then a regenerate that answers becomes current.
+	pathOf(t, ada, chat.ID, "?leaf="+a1)
+	ok := regenerate(t, ada, chat.ID, a1, map[string]any{"modelId": "builtin"})
+	expectPath(t, "after a regenerate that answers", pathOf(t, ada, chat.ID, ""), []string{u1, ok.ID}, map[int][]string{1: {a1, failed, ok.ID}})
+}

@@ -79,6 +79,8 @@ func itemKind(key map[string]types.AttributeValue) string {
 	}
 	sk := str("SK")
 	switch {
+	case strings.HasPrefix(str("PK"), "TERM#"):
+		return "TERM" // a search posting: its sort key is a chat's and a message's ids
 	case strings.HasPrefix(sk, logPrefix) && strings.HasSuffix(sk, "#"+logHeadSuffix):
 		return "log head"
 	case strings.HasPrefix(sk, logPrefix):

@@ -31,6 +31,7 @@ func TestCallKind(t *testing.T) {
 		{"UpdateItem", &dynamodb.UpdateItemInput{Key: key("CHAT#c", "STREAM#"+id+"#~")}, "UpdateItem log head"},
 		{"UpdateItem", &dynamodb.UpdateItemInput{Key: key("RL#u#streams#60#0", "")}, "UpdateItem RL"},
 		{"GetItem", &dynamodb.GetItemInput{Key: key("3a8b3194", "")}, "GetItem unprefixed"},
+		{"PutItem", &dynamodb.PutItemInput{Item: key("TERM#u#word", id+"#"+id)}, "PutItem TERM"},
 		{"Query", &dynamodb.QueryInput{IndexName: aws.String("GSI1")}, "Query GSI1"},
 		{"Query", &dynamodb.QueryInput{}, "Query"},
 		{"TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{

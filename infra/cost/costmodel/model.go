@@ -221,6 +221,9 @@ type Report struct {
 	Idle     Idle
 	// Schedule is one schedule trigger's month (none when zero).
 	Schedule Schedule
+	// Index is the search index's share of a stored message, per kind of
+	// message: work whose usage is DynamoDB's alone (none when empty).
+	Index []Work
 	// Peaks are the functions' measured peaks, checked against Memory.
 	Peaks []FunctionPeak
 	// Notes are the model's assumptions, printed at the end.
@@ -283,6 +286,9 @@ func (r Report) Write(w io.Writer) error {
 	if r.Schedule.FiresPerMonth > 0 {
 		fmt.Fprintf(&b, "%s\n", r.ScheduleLine())
 	}
+	for _, wk := range r.Index {
+		fmt.Fprintf(&b, "%s\n", r.Line(wk))
+	}
 
 	fmt.Fprintf(&b, "\nPrices, %s, as of %s (%s):\n", r.Prices.Region, r.Prices.AsOf, r.Prices.Note)
 	for _, l := range r.Prices.lines() {
@@ -303,6 +309,10 @@ func (r Report) Write(w io.Writer) error {
 	if r.Schedule.FiresPerMonth > 0 {
 		fmt.Fprintf(&b, "  schedule fire (%s; %d measured), per fire:\n", r.Schedule.Detail, r.Schedule.Samples)
 		writeUsage(&b, r.Schedule.Fire)
+	}
+	for _, wk := range r.Index {
+		fmt.Fprintf(&b, "  %s (%s; %d measured), per %s:\n", wk.Name, wk.Detail, wk.Samples, wk.Unit)
+		WriteDynamoDB(&b, wk.Usage.DynamoDB)
 	}
 
 	if len(r.Peaks) > 0 {

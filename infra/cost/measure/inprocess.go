@@ -143,7 +143,14 @@ func MeasureCapacity(ctx context.Context, w Workload) (map[string]costmodel.Dyna
 	if err := Run(ctx, p, w, rec); err != nil {
 		return nil, err
 	}
-	if n := p.meter.Snapshot().Unreported; n > 0 {
+	return rec.averages()
+}
+
+// averages are the recorder's sums per kind divided by the units of that
+// kind: what one unit consumed, split by kind of call (largest write
+// units first). It fails when a call's answer reported no capacity.
+func (rec *capacityRecorder) averages() (map[string]costmodel.DynamoDB, error) {
+	if n := rec.meter.Snapshot().Unreported; n > 0 {
 		return nil, fmt.Errorf("%d DynamoDB calls reported no consumed capacity", n)
 	}
 	out := map[string]costmodel.DynamoDB{}
