@@ -107,7 +107,9 @@ func consent(t *testing.T, cB *client, authorizationURL string, action string) *
 func authorizeURL(t *testing.T, cA *client, serverID string, body any) string {
 	t.Helper()
 	r := cA.do("POST", "/api/mcp-servers/"+serverID+"/authorize", body)
-	var out struct{ Data struct{ AuthorizationURL string } }
+	var out struct {
+		Data struct{ AuthorizationURL string }
+	}
 	r.decode(t, &out)
 	if r.Status != 200 || out.Data.AuthorizationURL == "" {
 		t.Fatalf("authorize: %d %s", r.Status, r.Body)
