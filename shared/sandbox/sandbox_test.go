@@ -156,6 +156,7 @@ func TestWorkerProcess(t *testing.T) {
 	t.Parallel()
 	const mem = 96 << 20
 	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem; o.CPULimit = 45 * time.Second })
+	warm(t, p)
 	if got := do(t, p, "echo hello"); got != "hello" {
 		t.Errorf("echo = %q", got)
 	}
@@ -568,17 +569,23 @@ func waitFor(t *testing.T, path string) {
 
 // TestOutputLimit: a response over MaxResponse is refused by the worker
 // itself, so the worker stays.
-func TestOutputLimit(t *testing.T) {
-	t.Parallel()
-	p := newPool(t, func(o *sandbox.Options) { o.MaxResponse = 1000 })
-	// Both workers started before anything is measured: the pool starts
-	// them in the background and hands out the last idle one, so a worker
-	// ready late would answer the next request and look like a
-	// replacement. With one worker held, a request needs the other.
+// warm returns once both of p's workers have started. The pool starts
+// them in the background and hands out the last idle one, so a worker
+// ready late would answer the next request and look like a replacement
+// to a test comparing pids. With one worker held, a request needs the
+// other.
+func warm(t *testing.T, p *sandbox.Pool) {
+	t.Helper()
 	h := startHold(t, p, "holder", filepath.Join(t.TempDir(), "release"))
 	waitFor(t, h.path+".started")
 	pid(t, p)
 	h.release(t)
+}
+
+func TestOutputLimit(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, func(o *sandbox.Options) { o.MaxResponse = 1000 })
+	warm(t, p)
 	before := pid(t, p)
 	if got := do(t, p, "big 1000"); len(got) != 1000 {
 		t.Errorf("big 1000: %d bytes", len(got))
