@@ -221,6 +221,7 @@ func TestDeadlineKillsWorker(t *testing.T) {
 func TestCanceledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, nil)
+	warm(t, p)
 	w := pid(t, p)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -316,6 +317,7 @@ func TestPeakIsTheWorkersOwn(t *testing.T) {
 		big[i] = 1
 	}
 	p := newPool(t, func(o *sandbox.Options) { o.Memory = mem })
+	warm(t, p)
 	w := pid(t, p)
 	if got := do(t, p, "echo small"); got != "small" {
 		t.Fatal(got)
