@@ -106,7 +106,7 @@ func BenchmarkSearch10000(b *testing.B) {
 					docs[i] = search.Doc{ChatID: id, MessageID: m.ID, Key: m.Key, Analysis: search.Analyze(m.Content)}
 				}
 				for try := 0; ; try++ {
-					err = index.Add(ctx, f.userID, id, docs, search.ChatProgress{}, search.ChatProgress{Through: msgs[len(msgs)-1].Key, Exists: true})
+					err = index.Add(ctx, f.userID, id, docs, search.ChatProgress{}, search.ChatProgress{Through: msgs[len(msgs)-1].Key, Exists: true, Format: search.FormatImpact})
 					if errs.KindOf(err) != errs.Unavailable || try == 5 {
 						break
 					}
@@ -133,7 +133,7 @@ func BenchmarkSearch10000(b *testing.B) {
 	if err != nil || len(changed) != searchChats+1 {
 		b.Fatalf("%d chats changed, %v", len(changed), err)
 	}
-	if err := index.SetProgress(ctx, f.userID, search.Progress{}, search.Progress{Seen: changed[len(changed)-1].Position, Version: 1}); err != nil {
+	if err := index.SetProgress(ctx, f.userID, search.Progress{}, search.Progress{Seen: changed[len(changed)-1].Position, Version: 1, Migrated: true}); err != nil {
 		b.Fatal(err)
 	}
 	if st, err := index.Stats(ctx, f.userID); err != nil || st.Docs != searchChats*searchChatMessages {

@@ -249,6 +249,11 @@ func (s *SearchIndex) Add(ctx context.Context, userID, chatID string, docs []sea
 	if len(docs) > search.MaxDocsPerAdd {
 		return errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("%d docs in one add", len(docs)))
 	}
+	// Add writes the impact format: a progress of the previous format (a
+	// caller's zero value) is that format's.
+	if p.Format == search.FormatPrevious {
+		p.Format = search.FormatImpact
+	}
 	var postings []any
 	var previous []dynamo.Keyed
 	var counted, words int64
@@ -298,7 +303,7 @@ func (s *SearchIndex) Add(ctx context.Context, userID, chatID string, docs []sea
 	}
 	switch cond, args := through(); {
 	case old.Exists && old.Format == search.FormatPrevious:
-		prog.If(cond+" AND attribute_not_exists(fmt)", args...)
+		prog.If(cond+" AND (attribute_not_exists(fmt) OR fmt = ?)", append(args, search.FormatPrevious)...)
 	case old.Exists:
 		prog.If(cond+" AND fmt = ?", append(args, old.Format)...)
 	default:
@@ -516,7 +521,7 @@ func (s *SearchIndex) UnconvertedChats(ctx context.Context, userID string, limit
 func (s *SearchIndex) ResetChat(ctx context.Context, userID, chatID string, old search.ChatProgress) error {
 	const op = "store.SearchIndex.ResetChat"
 	err := s.table.Update("PK", searchPK(userID)).Range("SK", searchChatSK(chatID)).Remove("through").Set("fmt", search.FormatConverting).
-		Set("prev", old.Through).If("through = ? AND attribute_not_exists(fmt)", old.Through).Run(ctx)
+		Set("prev", old.Through).If("through = ? AND (attribute_not_exists(fmt) OR fmt = ?)", old.Through, search.FormatPrevious).Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, search.ErrIndexChanged)
 	}
