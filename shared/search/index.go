@@ -236,8 +236,8 @@ const (
 // budget postings (one message at least). A chat indexed in the previous
 // format is indexed again from its start, its messages found in that
 // format until replaced (its progress stays FormatConverting until every
-// message is). It returns the state
-// reached and the postings written. Storage errors.
+// message is). It returns the state reached and the postings written.
+// Storage errors.
 func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget int) (chatState, int, error) {
 	const op = "search.indexChat"
 	used := 0
