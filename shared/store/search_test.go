@@ -694,3 +694,28 @@ func TestSearchDeletesAChatHalfConverted(t *testing.T) {
 		t.Errorf("stats %+v %v, want none", st, err)
 	}
 }
+
+// TestSearchAddWritesTheImpactFormat: Add given a progress of no format
+// (a caller's zero value) records the impact format, which it writes, so
+// that no search takes the chat for one to convert.
+func TestSearchAddWritesTheImpactFormat(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	u := uuid.NewString()
+	c, _ := f.chat(t, f.raw, u, "a", "apple pie")
+	msgs, err := f.index.MessagesAfter(ctx, c.ID, "", 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("messages %v %v", msgs, err)
+	}
+	doc := search.Doc{ChatID: c.ID, MessageID: msgs[0].ID, Key: msgs[0].Key, Analysis: search.Analyze(msgs[0].Content)}
+	if err := f.index.Add(ctx, u, c.ID, []search.Doc{doc}, search.ChatProgress{}, search.ChatProgress{Through: msgs[0].Key, Exists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.index.ChatProgress(ctx, u, c.ID); err != nil || p.Format != search.FormatImpact {
+		t.Errorf("progress %+v %v, want the impact format", p, err)
+	}
+	if ids, err := f.index.UnconvertedChats(ctx, u, 10); err != nil || len(ids) != 0 {
+		t.Errorf("unconverted %v %v", ids, err)
+	}
+}
