@@ -564,6 +564,11 @@ func (s *Service) Resume(ctx context.Context, e job.Expired) error {
 		if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
 			return nil
 		}
+		if err == nil {
+			// What the interrupted attempts wrote (vectors, a segment)
+			// belongs to no ready document.
+			s.dropIndexes(ctx, d)
+		}
 		return errs.Wrap(op, err)
 	}
 	return errs.Wrap(op, s.o.Dispatch.Dispatch(ctx, ref))

@@ -10,7 +10,8 @@ import (
 
 // FakeS3Vectors serves the part of the S3 Vectors REST API the service
 // uses (PutVectors, QueryVectors with an $eq filter on one metadata key,
-// DeleteVectors) over vectors in memory, with the service's limits (500
+// DeleteVectors; the index named by bucket and index or by its ARN) over
+// vectors in memory, with the service's limits (500
 // vectors a call, topK 1-100, one bucket and index): what the S3 Vectors
 // index is checked against, as a real endpoint would be.
 type FakeS3Vectors struct {
@@ -32,6 +33,26 @@ func NewFakeS3Vectors(bucket, index string, dims int) *FakeS3Vectors {
 	return &FakeS3Vectors{Bucket: bucket, Index: index, Dims: dims, vectors: map[string]fakeVector{}, Calls: map[string]int{}}
 }
 
+// ARN is the index's ARN (what the stack passes as
+// KNOWLEDGE_VECTOR_INDEX): in us-east-1 of account 123456789012.
+func (f *FakeS3Vectors) ARN() string {
+	return "arn:aws:s3vectors:us-east-1:123456789012:bucket/" + f.Bucket + "/index/" + f.Index
+}
+
+// Reset empties the index.
+func (f *FakeS3Vectors) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vectors = map[string]fakeVector{}
+}
+
+// Count returns how many vectors the index holds.
+func (f *FakeS3Vectors) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.vectors)
+}
+
 func fail(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Amzn-Errortype", typ)
@@ -43,6 +64,7 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		VectorBucketName string `json:"vectorBucketName"`
 		IndexName        string `json:"indexName"`
+		IndexArn         string `json:"indexArn"`
 		Vectors          []struct {
 			Key      string                      `json:"key"`
 			Data     struct{ Float32 []float32 } `json:"data"`
@@ -57,6 +79,9 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&in) != nil {
 		fail(w, 400, "ValidationException", "bad request")
 		return
+	}
+	if in.IndexArn != "" && f.ARN() == in.IndexArn {
+		in.VectorBucketName, in.IndexName = f.Bucket, f.Index
 	}
 	if in.VectorBucketName != f.Bucket || in.IndexName != f.Index {
 		fail(w, 404, "NotFoundException", "no such index")
