@@ -294,3 +294,115 @@ func TestInterruptedIndexingIsFinished(t *testing.T) {
 		t.Fatalf("a failed job was handed over again: %s", evs)
 	}
 }
+
+// TestDeletesNeverLeakVectors: a document deleted while the vector index
+// cannot be reached is gone at once (its delete succeeds), and its
+// purge, stored with the delete, deletes its vectors when the sweeper
+// runs it; what an attempt still running at the delete writes later is
+// deleted by the purge's last pass, after which the purge is gone. A
+// knowledge base deleted the same way loses every document's vectors,
+// then, at its purge's last pass, its collection.
+func TestDeletesNeverLeakVectors(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	cfg, d, err := assembly.Load(ctx, r.getenv, "DATA_TABLE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewKnowledge(d.DB, cfg.DataTable)
+	sweep := func(at time.Duration) {
+		t.Helper()
+		cfg, d, err := assembly.Load(ctx, r.getenv, sweeperfn.Required...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Now = func() time.Time { return time.Now().Add(at) }
+		sw, err := sweeperfn.Sweeper(ctx, cfg, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sw.Sweep(ctx); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+	}
+	purges := func(kbID string) int {
+		t.Helper()
+		ps, err := st.Purges(ctx, time.Now().Add(24*time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range ps {
+			if p.KnowledgeBaseID == kbID {
+				n++
+			}
+		}
+		return n
+	}
+	indexed := func(user string) knowledge.Document {
+		t.Helper()
+		doc, ev := r.document(t, user, notes)
+		if _, err := r.invoke.Invoke(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.stored(t, doc); got.Status != knowledge.StatusReady {
+			t.Fatalf("not indexed: %+v", got)
+		}
+		return doc
+	}
+
+	// A document.
+	user := uuid.NewString()
+	doc := indexed(user)
+	if r.vectors.Count() == 0 {
+		t.Fatal("no vectors indexed")
+	}
+	r.vectors.Refuse(true)
+	if err := r.kn.DeleteDocument(ctx, user, doc.KnowledgeBaseID, doc.ID); err != nil {
+		t.Fatalf("delete with the index unreachable: %v", err)
+	}
+	r.vectors.Refuse(false)
+	if r.vectors.Count() == 0 {
+		t.Fatal("the vectors went with an unreachable index")
+	}
+	if _, err := r.kn.Document(ctx, user, doc.KnowledgeBaseID, doc.ID); err == nil {
+		t.Fatal("the deleted document is still served")
+	}
+	sweep(2 * time.Minute)
+	if n := r.vectors.Count(); n != 0 {
+		t.Fatalf("after the sweeper's pass: %d vectors left", n)
+	}
+	// An attempt still running at the delete writes late.
+	r.vectors.Reset()
+	late, _ := json.Marshal(map[string]any{"indexArn": r.vectors.ARN(), "vectors": []map[string]any{{"key": knowledge.ChunkID(doc.ID, 0),
+		"data": map[string]any{"float32": make([]float32, knowledge.Dimensions)}, "metadata": map[string]any{"kb": doc.KnowledgeBaseID, "doc": doc.ID}}}})
+	rec := httptest.NewRecorder()
+	r.vectors.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/PutVectors", bytes.NewReader(late)))
+	if rec.Code != http.StatusOK || r.vectors.Count() != 1 || purges(doc.KnowledgeBaseID) != 1 {
+		t.Fatalf("late write %d, %d vectors, %d purges", rec.Code, r.vectors.Count(), purges(doc.KnowledgeBaseID))
+	}
+	sweep(20 * time.Minute)
+	if n, p := r.vectors.Count(), purges(doc.KnowledgeBaseID); n != 0 || p != 0 {
+		t.Fatalf("after the last pass: %d vectors, %d purges left", n, p)
+	}
+
+	// A knowledge base.
+	user = uuid.NewString()
+	doc = indexed(user)
+	r.vectors.Refuse(true)
+	if err := r.kn.Delete(ctx, user, doc.KnowledgeBaseID); err != nil {
+		t.Fatalf("delete with the index unreachable: %v", err)
+	}
+	r.vectors.Refuse(false)
+	if r.vectors.Count() == 0 {
+		t.Fatal("the vectors went with an unreachable index")
+	}
+	sweep(2 * time.Minute)
+	if docs, err := st.Documents(ctx, doc.KnowledgeBaseID); r.vectors.Count() != 0 || err != nil || len(docs) != 1 {
+		t.Fatalf("after the sweeper's pass: %d vectors, collection %d documents (%v), want none and the list kept", r.vectors.Count(), len(docs), err)
+	}
+	sweep(20 * time.Minute)
+	if docs, err := st.Documents(ctx, doc.KnowledgeBaseID); err != nil || len(docs) != 0 || purges(doc.KnowledgeBaseID) != 0 {
+		t.Fatalf("after the last pass: collection %d documents (%v), %d purges", len(docs), err, purges(doc.KnowledgeBaseID))
+	}
+}

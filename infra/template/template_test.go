@@ -327,7 +327,10 @@ var wantGrants = map[string]map[string][]string{
 		// DeleteKnowledgeBase, CreateDocument, FinishDocument,
 		// RenewIndexing, ClaimIndexing, DeleteDocument (transactions of
 		// Put, Update, Delete and ConditionCheck); UpdateKnowledgeBase
-		// (UpdateItem); a deleted knowledge base's items (BatchWriteItem).
+		// (UpdateItem); the purges of deleted documents' and knowledge
+		// bases' vectors (knowledge.Purge: Put in the delete's tx,
+		// UpdateItem to defer, DeleteItem at the end, and a knowledge
+		// base's collection, Query and BatchWriteItem).
 		// The attachment a document is made from: its read and settle,
 		// as TriggersFunction's.
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",

@@ -21,6 +21,16 @@ type FakeS3Vectors struct {
 	vectors       map[string]fakeVector
 	// Calls counts the calls per operation.
 	Calls map[string]int
+	// refuse makes every call fail (Refuse).
+	refuse bool
+}
+
+// Refuse makes every call fail (AccessDeniedException, which the SDK
+// does not retry) while on is true: an index that cannot be reached.
+func (f *FakeS3Vectors) Refuse(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = on
 }
 
 type fakeVector struct {
@@ -90,6 +100,10 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls[r.URL.Path]++
+	if f.refuse {
+		fail(w, 403, "AccessDeniedException", "refused")
+		return
+	}
 	switch r.URL.Path {
 	case "/PutVectors":
 		if len(in.Vectors) == 0 || len(in.Vectors) > 500 {
