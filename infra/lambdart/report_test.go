@@ -63,7 +63,8 @@ func functionNames(t *testing.T) []string {
 // firstEvent is the event a function's first invocation answers: a route
 // it does not serve (the HTTP functions), one refused before any read
 // (the tool server without its key), or the event of a function that
-// serves no route: a run that does not exist (the runner) and a schedule
+// serves no route: a run that does not exist (the runner), an indexing
+// job whose document does not exist (the knowledge indexer) and a schedule
 // tick (the sweeper, over empty tables). Either of the last two reads the
 // embedded DynamoDB engine once or twice.
 func firstEvent(name string) any {
@@ -74,6 +75,8 @@ func firstEvent(name string) any {
 		return request("POST", "/mcp", `{"method":"listTools","params":{}}`)
 	case "runner":
 		return map[string]any{"chatId": "first-invoke", "runId": "first-invoke", "attempt": 1}
+	case "knowledgeindex":
+		return map[string]any{"knowledgeBaseId": "first-invoke", "documentId": "first-invoke", "attempt": 1}
 	case "sweeper":
 		return events.EventBridgeEvent{Version: "0", ID: "first-invoke", DetailType: "Scheduled Event", Source: "aws.events",
 			Region: "us-east-1", Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Detail: json.RawMessage(`{}`)}
