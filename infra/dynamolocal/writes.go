@@ -32,6 +32,24 @@ type record struct {
 	Body json.RawMessage `json:"body"`
 }
 
+// encode is the record's JSON, as json.Marshal writes it but without
+// scanning the body again: every body journaled is a request the layer
+// decoded whole (json.Unmarshal validated it) or JSON it encoded itself,
+// and the body is most of a write's bytes. An empty body is null.
+func (r record) encode() []byte {
+	op, _ := json.Marshal(r.Op)
+	body := []byte(r.Body)
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	b := make([]byte, 0, len(`{"op":,"body":}`)+len(op)+len(body))
+	b = append(b, `{"op":`...)
+	b = append(b, op...)
+	b = append(b, `,"body":`...)
+	b = append(b, body...)
+	return append(b, '}')
+}
+
 // write runs fn under the exclusive lock. When fn succeeds with a 200
 // reply, its records are appended to the journal, and write returns only
 // once they are durable. A journal that failed refuses every write (the
@@ -752,14 +770,10 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		default:
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
-		if err := decodeRequest(body, &a.updateInput); err != nil {
+		// One decode of the action: its update's fields and its Item.
+		if err := decodeRequest(body, a); err != nil {
 			return nil, err
 		}
-		var item struct{ Item map[string]*types.Item }
-		if err := decodeRequest(body, &item); err != nil {
-			return nil, err
-		}
-		a.Item = item.Item
 		sch, rep := h.schema(ctx, a.TableName)
 		if rep != nil {
 			return rep, nil
@@ -856,7 +870,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		for i, a := range actions {
 			switch a.kind {
 			case "ConditionCheck":
-				u.of(a.TableName).table.write += 2 * writeUnits(itemSize(olds[i]))
+				if mode != "" {
+					u.of(a.TableName).table.write += 2 * writeUnits(itemSize(olds[i]))
+				}
 				continue
 			case "Put":
 				afters[i] = a.Item
@@ -875,7 +891,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 				}
 				afters[i] = item
 			}
-			u.write(stores[i].sch, a.TableName, olds[i], afters[i], 2)
+			if mode != "" { // the units are counted only when asked for
+				u.write(stores[i].sch, a.TableName, olds[i], afters[i], 2)
+			}
 		}
 		datas := make([][]byte, len(actions))
 		for i := range actions {
