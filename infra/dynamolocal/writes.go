@@ -735,8 +735,10 @@ type txAction struct {
 // cancels the transaction with a ValidationError reason); and only then
 // stores them all, so that nothing is half applied.
 func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error) {
+	// One decode of the whole request: each action straight into its
+	// txAction (its update's fields and its Item), under its kind.
 	var in struct {
-		TransactItems          []map[string]json.RawMessage
+		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
@@ -760,19 +762,19 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		if len(raw) != 1 {
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
-		a := &txAction{}
-		var body json.RawMessage
-		for kind, b := range raw {
-			a.kind, body = kind, b
+		var a *txAction
+		var kind string
+		for k, v := range raw {
+			kind, a = k, v
 		}
+		if a == nil { // an action given as null
+			a = &txAction{}
+		}
+		a.kind = kind
 		switch a.kind {
 		case "ConditionCheck", "Put", "Delete", "Update":
 		default:
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
-		}
-		// One decode of the action: its update's fields and its Item.
-		if err := decodeRequest(body, a); err != nil {
-			return nil, err
 		}
 		sch, rep := h.schema(ctx, a.TableName)
 		if rep != nil {
