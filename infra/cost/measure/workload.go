@@ -390,10 +390,12 @@ func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) 
 	// A run whose step's output is near the isolated tools' 8 MiB cap
 	// (tools.SandboxMaxOutput; a step's output may be no larger): the
 	// largest value a run's functions hold (runner, workflows, the tool
-	// server). 940000 numbers as strings are 8,348,902 bytes of JSON
-	// with {"result": ...}, 39,706 under the cap.
+	// server). 930000 strings "123456" are 8,370,012 bytes of JSON with
+	// {"result": ...}, 18,596 under the cap. They are made by one string
+	// repeat and a split: half the jq CPU of [range(940000) | tostring],
+	// which under -race on a loaded machine outran json_query's 10 s.
 	large, err := c.id(ctx, "workflows", "POST", "/api/workflows", map[string]any{"userId": c.userID, "name": "large",
-		"steps": []map[string]any{{"id": "big", "toolId": "json_query", "inputs": map[string]any{"input": []int{}, "query": "[range(940000) | tostring]"}}}}, http.StatusCreated)
+		"steps": []map[string]any{{"id": "big", "toolId": "json_query", "inputs": map[string]any{"input": []int{}, "query": `"123456," * 930000 | .[:-1] | split(",")`}}}}, http.StatusCreated)
 	errs = append(errs, err)
 	if err == nil {
 		errs = append(errs, c.run(ctx, chat, large, 1))
