@@ -19,7 +19,8 @@
 // RunAs, which takes the call's identity. A user's servers are read from
 // the store (their tool lists as last listed: no remote call) and kept in
 // memory for a short TTL, so that a chat message, whose reply reads them
-// several times, does not read them more than once.
+// several times, does not read them more than once; what validates a
+// workflow or decides a policy (Details) reads the store.
 package usertools
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/mcpserver"
 	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/toolclient"
 )
 
@@ -58,19 +60,39 @@ type Builtin interface {
 	RunAs(ctx context.Context, id string, input map[string]any, who toolclient.Identity) (toolclient.RunResult, error)
 }
 
-// Servers are the users' remote servers (mcpserver.Service).
+// Servers are the users' remote servers with their stored tool lists
+// (mcpserver.Service, or StoreServers where no call is made).
 type Servers interface {
 	// Servers returns every server of userID with its stored tool list.
 	Servers(ctx context.Context, userID string) ([]mcpserver.Server, error)
-	// CallTool calls a tool of srv.
+}
+
+// Caller calls a tool of a server (mcpserver.Service).
+type Caller interface {
 	CallTool(ctx context.Context, srv mcpserver.Server, tool string, args map[string]any) (map[string]any, error)
 }
 
-// Options configure New. TTL 0 means DefaultTTL, negative keeps nothing;
-// Now nil means time.Now.
+// StoreServers reads the servers straight from their store, for the
+// functions that list remote tools and never call them.
+type StoreServers struct {
+	Store interface {
+		ListServers(ctx context.Context, userID string, page paging.Cursor) ([]mcpserver.Server, string, error)
+	}
+}
+
+// Servers implements Servers: one page of at most mcpserver.MaxServers.
+func (s StoreServers) Servers(ctx context.Context, userID string) ([]mcpserver.Server, error) {
+	list, _, err := s.Store.ListServers(ctx, userID, paging.Cursor{Limit: mcpserver.MaxServers})
+	return list, err
+}
+
+// Options configure New. Caller nil refuses every remote call
+// (Unavailable). TTL 0 means DefaultTTL, negative keeps nothing; Now nil
+// means time.Now.
 type Options struct {
 	Builtin Builtin
 	Servers Servers
+	Caller  Caller
 	TTL     time.Duration
 	Now     func() time.Time
 }
@@ -103,12 +125,17 @@ func New(o Options) *Catalog {
 // remote returns userID's servers: the memory's copy while fresh, else
 // one read of the store shared by the concurrent callers.
 func (c *Catalog) remote(ctx context.Context, userID string) ([]mcpserver.Server, error) {
+	return c.read(ctx, userID, false)
+}
+
+// read is remote; fresh skips the memory's copy (and replaces it).
+func (c *Catalog) read(ctx context.Context, userID string, fresh bool) ([]mcpserver.Server, error) {
 	if c.o.Servers == nil || userID == "" {
 		return nil, nil
 	}
 	now := c.o.Now()
 	c.mu.Lock()
-	if e, ok := c.users[userID]; ok && now.Before(e.expires) {
+	if e, ok := c.users[userID]; ok && now.Before(e.expires) && !fresh {
 		c.mu.Unlock()
 		return e.servers, nil
 	}
@@ -225,14 +252,16 @@ func (c *Catalog) List(ctx context.Context, force bool) ([]toolclient.ToolSummar
 
 // Details returns every built-in tool and the signed-in user's remote
 // tools, those of disabled servers included (a workflow naming one stays
-// valid; its step fails while the server is disabled).
+// valid; its step fails while the server is disabled). The servers are
+// read from the store, not the memory's copy: what a workflow edit is
+// checked against, and a call's policy decided by, is never stale.
 func (c *Catalog) Details(ctx context.Context) ([]toolclient.ToolDetail, error) {
 	const op = "usertools.Details"
 	list, err := c.o.Builtin.Details(ctx)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	servers, err := c.remote(ctx, auth.UserID(ctx))
+	servers, err := c.read(ctx, auth.UserID(ctx), true)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
@@ -262,7 +291,13 @@ func (c *Catalog) Get(ctx context.Context, id string) (toolclient.ToolDetail, er
 	}
 	s, t, ok := find(servers, id)
 	if !ok {
-		return toolclient.ToolDetail{}, notFound(op, id)
+		// Maybe added a moment ago: the store says.
+		if servers, err = c.read(ctx, auth.UserID(ctx), true); err != nil {
+			return toolclient.ToolDetail{}, errs.Wrap(op, err)
+		}
+		if s, t, ok = find(servers, id); !ok {
+			return toolclient.ToolDetail{}, notFound(op, id)
+		}
 	}
 	return detail(s, t), nil
 }
@@ -319,6 +354,9 @@ func (c *Catalog) RunAs(ctx context.Context, id string, input map[string]any, wh
 	if c.o.Servers == nil || who.UserID == "" {
 		return toolclient.RunResult{}, notFound(op, id)
 	}
+	if c.o.Caller == nil {
+		return toolclient.RunResult{}, errs.E(op, errs.Unavailable, toolclient.CodeToolsUnavailable, "remote tools cannot be called here")
+	}
 	servers, err := c.o.Servers.Servers(ctx, who.UserID)
 	if err != nil {
 		return toolclient.RunResult{}, errs.Wrap(op, err)
@@ -328,7 +366,7 @@ func (c *Catalog) RunAs(ctx context.Context, id string, input map[string]any, wh
 		return toolclient.RunResult{}, notFound(op, id)
 	}
 	start := c.o.Now()
-	out, err := c.o.Servers.CallTool(ctx, s, t.Name, input)
+	out, err := c.o.Caller.CallTool(ctx, s, t.Name, input)
 	if err != nil {
 		return toolclient.RunResult{}, errs.Wrap(op, err)
 	}
