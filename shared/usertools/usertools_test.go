@@ -69,6 +69,7 @@ func filesServer(t testing.TB) *httptest.Server {
 // the embedded store, the vault, the remote client, the policies and the
 // gate over a usertools.Catalog.
 type env struct {
+	builtin *toolclient.Catalog
 	servers *mcpserver.Service
 	catalog *usertools.Catalog
 	gate    *toolgate.Gate
@@ -95,7 +96,7 @@ func newEnv(t testing.TB) *env {
 	cat := usertools.New(usertools.Options{Builtin: builtin, Servers: svc, Caller: svc, TTL: -1})
 	policies := toolpolicy.NewService(store.NewToolPolicies(db.DB, db.Users()), cat)
 	gate := toolgate.New(toolgate.Options{Tools: cat, Policies: policies, Meter: usage.NewMeter(store.NewUsage(db.DB, db.Users()), 0, nil, nil)})
-	return &env{servers: svc, catalog: cat, gate: gate, remote: filesServer(t)}
+	return &env{builtin: builtin, servers: svc, catalog: cat, gate: gate, remote: filesServer(t)}
 }
 
 func (e *env) add(t testing.TB, userID, name string) mcpserver.Server {
