@@ -307,10 +307,16 @@ type GateTools interface {
 // UserTools returns the users' whole catalog: builtin and each user's
 // remote MCP tools, their servers read from the Data table's stored tool
 // lists; caller calls them (mcpserversfn.Service), nil where a function
-// lists them and never calls one.
-func (d Deps) UserTools(cfg config.Config, builtin *toolclient.Catalog, caller usertools.Caller) *usertools.Catalog {
-	return usertools.New(usertools.Options{Builtin: builtin, Servers: usertools.StoreServers{Store: store.NewMCPServers(d.DB, cfg.DataTable)},
-		Caller: caller, Now: d.Now})
+// lists them and never calls one. keep is how long a user's servers are
+// kept in memory (usertools.Options.TTL; negative keeps none, for the
+// functions that check workflow edits against what is stored). Without
+// DATA_TABLE it is builtin alone.
+func (d Deps) UserTools(cfg config.Config, builtin *toolclient.Catalog, caller usertools.Caller, keep time.Duration) *usertools.Catalog {
+	o := usertools.Options{Builtin: builtin, Caller: caller, Now: d.Now, TTL: keep}
+	if cfg.DataTable != "" {
+		o.Servers = usertools.StoreServers{Store: store.NewMCPServers(d.DB, cfg.DataTable)}
+	}
+	return usertools.New(o)
 }
 
 // ToolPolicies returns the users' tool policies over the Users table, with

@@ -19,8 +19,8 @@
 // RunAs, which takes the call's identity. A user's servers are read from
 // the store (their tool lists as last listed: no remote call) and kept in
 // memory for a short TTL, so that a chat message, whose reply reads them
-// several times, does not read them more than once; what validates a
-// workflow or decides a policy (Details) reads the store.
+// several times, does not read them more than once (the functions that
+// check workflow edits keep no copy).
 package usertools
 
 import (
@@ -252,16 +252,16 @@ func (c *Catalog) List(ctx context.Context, force bool) ([]toolclient.ToolSummar
 
 // Details returns every built-in tool and the signed-in user's remote
 // tools, those of disabled servers included (a workflow naming one stays
-// valid; its step fails while the server is disabled). The servers are
-// read from the store, not the memory's copy: what a workflow edit is
-// checked against, and a call's policy decided by, is never stale.
+// valid; its step fails while the server is disabled). The functions
+// that check workflow edits keep no copy (Options.TTL negative), so what
+// an edit is checked against is what is stored.
 func (c *Catalog) Details(ctx context.Context) ([]toolclient.ToolDetail, error) {
 	const op = "usertools.Details"
 	list, err := c.o.Builtin.Details(ctx)
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}
-	servers, err := c.read(ctx, auth.UserID(ctx), true)
+	servers, err := c.remote(ctx, auth.UserID(ctx))
 	if err != nil {
 		return nil, errs.Wrap(op, err)
 	}

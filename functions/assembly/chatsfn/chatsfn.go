@@ -19,6 +19,7 @@ import (
 	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -88,7 +89,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	if err != nil {
 		return nil, err
 	}
-	catalog := d.UserTools(cfg, builtin, caller)
+	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{

@@ -16,6 +16,7 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/condition"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -60,7 +61,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	if err != nil {
 		return nil, err
 	}
-	catalog := d.UserTools(cfg, builtin, caller)
+	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
 	steps, err := AgentSteps(ctx, cfg, d, catalog)
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	client := d.ToolClient(cfg, 0)
 	// Steps and proposals are checked against the built-in tools and the
 	// user's own remote MCP tools (their stored lists; none is called here).
-	catalog := d.UserTools(cfg, toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now), nil)
+	catalog := d.UserTools(cfg, toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now), nil, -1)
 	// Runs' large values: kept in the blob store, signed for reads,
 	// deleted with their workflow.
 	blobs, err := blobstore.Open(ctx, cfg, d)
