@@ -64,6 +64,7 @@ import (
 	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/tracing/otlp"
 	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -295,9 +296,32 @@ func (d Deps) Meter(cfg config.Config) *usage.Meter {
 	return usage.NewMeter(store.NewUsage(d.DB, cfg.UsersTable), cfg.UserMonthlyTokenBudget, cfg.ModelPrices, d.Now)
 }
 
+// GateTools is the catalog the gate runs tools from and reads their
+// annotations in (toolclient.Catalog, or usertools.Catalog with the
+// users' remote tools).
+type GateTools interface {
+	toolgate.Tools
+	toolpolicy.Catalog
+}
+
+// UserTools returns the users' whole catalog: builtin and each user's
+// remote MCP tools, their servers read from the Data table's stored tool
+// lists; caller calls them (mcpserversfn.Service), nil where a function
+// lists them and never calls one. keep is how long a user's servers are
+// kept in memory (usertools.Options.TTL; negative keeps none, for the
+// functions that check workflow edits against what is stored). Without
+// DATA_TABLE it is builtin alone.
+func (d Deps) UserTools(cfg config.Config, builtin *toolclient.Catalog, caller usertools.Caller, keep time.Duration) *usertools.Catalog {
+	o := usertools.Options{Builtin: builtin, Caller: caller, Now: d.Now, TTL: keep}
+	if cfg.DataTable != "" {
+		o.Servers = usertools.StoreServers{Store: store.NewMCPServers(d.DB, cfg.DataTable)}
+	}
+	return usertools.New(o)
+}
+
 // ToolPolicies returns the users' tool policies over the Users table, with
 // the defaults of catalog's annotations.
-func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *toolpolicy.Service {
+func (d Deps) ToolPolicies(cfg config.Config, catalog toolpolicy.Catalog) *toolpolicy.Service {
 	return toolpolicy.NewService(store.NewToolPolicies(d.DB, cfg.UsersTable), catalog).WithAudit(d.Audit(cfg))
 }
 
@@ -305,7 +329,7 @@ func (d Deps) ToolPolicies(cfg config.Config, catalog *toolclient.Catalog) *tool
 // policies and the usage meter over the Users table (ToolPolicies,
 // Meter). Chats run their models' tool calls through it, workflow runs
 // their steps (Gate.Steps).
-func (d Deps) Gate(cfg config.Config, catalog *toolclient.Catalog) *toolgate.Gate {
+func (d Deps) Gate(cfg config.Config, catalog GateTools) *toolgate.Gate {
 	return toolgate.New(toolgate.Options{Tools: catalog, Policies: d.ToolPolicies(cfg, catalog), Meter: d.Meter(cfg)})
 }
 

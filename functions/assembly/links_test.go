@@ -85,14 +85,16 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// checks a run's input against the workflow's inputSchema (JSON
 		// Schema), and the blob store of attachments (S3); the stream also
 		// hands the runs it renders to the runner.
-		{"chats", [][]string{toolDeps}},
-		{"stream", [][]string{toolDeps}},
+		// Both link the MCP client: they call the users' remote tools.
+		{"chats", [][]string{{goquery, gojq, expr, toolImpls}}},
+		{"stream", [][]string{{goquery, gojq, expr, toolImpls}}},
 		{"workflows", [][]string{stepDeps}},
 		{"mcp", [][]string{{dynamodbSDK}}},
 		// The runner calls tools through the tool server, and models for
 		// agent steps; it evaluates steps' `if` (expr).
 		// Both may start a schedule's buffered fire (input checked).
-		{"runner", [][]string{stepDeps}},
+		// It links the MCP client: steps call the users' remote tools.
+		{"runner", [][]string{{goquery, gojq, toolImpls}}},
 		// The sweeper resumes runs without reading their values (the
 		// runner does), but the end of an interrupted schedule run may
 		// start its trigger's buffered fire through the one run service,

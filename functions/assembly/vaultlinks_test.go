@@ -9,8 +9,12 @@ import (
 // function that seals and opens the users' secrets links it.
 const kmsSDK = "github.com/aws/aws-sdk-go-v2/service/kms"
 
-// TestOnlyTheVaultsUserLinksKMS: functions/mcpservers links the KMS
-// client and no other function does.
+// vaultUsers are the functions that seal or open the users' secrets:
+// the MCP servers' own, and those that call remote MCP tools.
+var vaultUsers = map[string]bool{"mcpservers": true, "chats": true, "stream": true, "runner": true}
+
+// TestOnlyTheVaultsUserLinksKMS: the vault's users link the KMS client
+// and no other function does.
 func TestOnlyTheVaultsUserLinksKMS(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -30,7 +34,7 @@ func TestOnlyTheVaultsUserLinksKMS(t *testing.T) {
 		t.Run(d.Name(), func(t *testing.T) {
 			t.Parallel()
 			got := links(depsOf(t, d.Name()), kmsSDK)
-			if want := d.Name() == "mcpservers"; got != want {
+			if want := vaultUsers[d.Name()]; got != want {
 				t.Errorf("functions/%s links %s: %v, want %v", d.Name(), kmsSDK, got, want)
 			}
 		})

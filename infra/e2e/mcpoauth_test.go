@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -362,6 +364,33 @@ func TestMCPServerOAuthRegistersOnceRefreshesAndLosesARevokedGrant(t *testing.T)
 	connect()
 	if n := proxy.registrations.Load(); n != 1 {
 		t.Fatalf("registrations = %d, want 1", n)
+	}
+
+	// A refresh race: 16 workflow runs at once, each a step calling the
+	// remote tool with a token that lives 1 s (so each wants it
+	// refreshed): every run gets the tool's result, the server stays
+	// connected and its grant is not lost (no sign-out).
+	wfID := defineWorkflow(t, p.cA, p.clientUserID, "remote race", `{"steps":[{"id":"r","toolId":"mcp/registered/digest_text","inputs":{"text":"race"}}]}`)
+	before = proxy.refreshes.Load()
+	var wg sync.WaitGroup
+	fails := make(chan string, 16)
+	for range 16 {
+		wg.Go(func() {
+			r := p.cA.do("POST", "/api/workflows/"+wfID+"/runs", `{}`)
+			var d struct{ Data unattendedRun }
+			if json.Unmarshal(r.Body, &d) != nil || r.Status != 201 || d.Data.Status != "completed" || len(d.Data.Steps) != 1 ||
+				!strings.Contains(fmt.Sprint(d.Data.Steps[0].Output["text"]), sha256Hex("race")) {
+				fails <- fmt.Sprintf("%d %s", r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	close(fails)
+	for f := range fails {
+		t.Errorf("a run of the race: %s", f)
+	}
+	if got := getMCPServer(t, p.cA, s.ID); got.Status != "connected" || proxy.refreshes.Load() == before {
+		t.Fatalf("after the race: %+v, %d refreshes", got, proxy.refreshes.Load()-before)
 	}
 
 	// The remote user disconnects the client: the refresh is refused

@@ -122,15 +122,17 @@ func callBudgets(f *fixture) []callBudget {
 		{"models", "GET", "/api/models", "", 200, 1},
 		{"set preference", "POST", "/api/users/" + f.userID + "/model-preference", `{"modelId":"builtin"}`, 200, 2},
 		{"preference of another user", "POST", "/api/users/00000000-0000-4000-8000-000000000000/model-preference", `{"modelId":"builtin"}`, 403, 1},
-		{"tools (cached catalog)", "GET", "/api/tools", "", 200, 1},
+		// + the user's MCP servers (one Query, then kept 5 s per function:
+		// the first request of a user in each function pays it).
+		{"tools (cached catalog)", "GET", "/api/tools", "", 200, 2},
 		{"create chat", "POST", "/api/chats", `{"title":"x"}`, 201, 2},
 		{"get chat", "GET", "/api/chats/" + f.chatID, "", 200, 2},
 		{"rename chat", "PATCH", "/api/chats/" + f.chatID, `{"title":"y"}`, 200, 2},
 		{"list chats", "GET", "/api/users/" + f.userID + "/chats?limit=10", "", 200, 2},
 		{"list messages", "GET", "/api/chats/" + f.chatID + "/messages", "", 200, 2},
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 6},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 7},
 		{"post message, preferred model", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 10},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 11},
 	}
 }
 
@@ -177,7 +179,8 @@ func TestDynamoDBCallBudgetLargeToolResult(t *testing.T) {
 	x := func(n int) string { return `"x" * ` + strconv.Itoa(n-len(`{"result":""}`)) }
 	path := "/api/chats/" + f.chatID + "/messages"
 	checkCalls(t, f, []callBudget{
-		{"post message, 100-byte tool result", "POST", path, query(x(100)), 201, 8},
+		// The first pays the Query of the user's MCP servers (kept 5 s).
+		{"post message, 100-byte tool result", "POST", path, query(x(100)), 201, 9},
 		{"post message, tool result at the bound", "POST", path, query(x(chat.ValueBound)), 201, 8},
 		{"post message, tool result one byte over", "POST", path, query(x(chat.ValueBound + 1)), 201, 8},
 		{"post message, 589 KB tool result", "POST", path, query(`[range(100000)] | map(tostring) | join(" ")`), 201, 8},
@@ -211,7 +214,7 @@ func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 		calls      int64
 		writeUnits float64
 	}{
-		{100, 12, 16},
+		{100, 13, 16}, // the first pays the Query of the user's MCP servers (kept 5 s)
 		{16 << 10, 16, 83},
 		{chat.ValueBound, 17, 148},
 	} {
@@ -241,8 +244,8 @@ func TestDynamoDBCallBudgetStreamedToolResult(t *testing.T) {
 func TestDynamoDBCallBudgetWithTokenBudget(t *testing.T) {
 	f := newFixture(t, "USER_MONTHLY_TOKEN_BUDGET", "1000000000")
 	checkCalls(t, f, []callBudget{
-		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 7},
-		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 11},
+		{"post message", "POST", "/api/chats/" + f.chatID + "/messages", `{"content":"hi","modelId":"builtin"}`, 201, 8},
+		{"stream", "POST", "/api/chats/" + f.chatID + "/messages/stream", `{"content":"hi","modelId":"builtin","userId":"` + f.userID + `"}`, 200, 12},
 		{"usage", "GET", "/api/users/" + f.userID + "/usage", "", 200, 2},
 	})
 }
@@ -543,7 +546,8 @@ func TestDynamoDBReplyBudget(t *testing.T) {
 	}
 	f := newFixtureAt(t, func() time.Time { return at }, env...)
 	for _, tt := range []replyBudget{
-		{"short reply", measure.ShortModel, w.Short, 16, 22},
+		// The first pays the Query of the user's MCP servers (kept 5 s).
+		{"short reply", measure.ShortModel, w.Short, 17, 22},
 		{"long reply", measure.LongModel, w.Long, 62, 71},
 	} {
 		f.counter.Reset()

@@ -168,8 +168,10 @@ var wantGrants = map[string]map[string][]string{
 		"UsersTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
 		// the auth middleware; the catalog comes from the tool server.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-		// the audit log (a policy changed: store.Audit.AppendAudit).
-		"DataTable": {"dynamodb:PutItem"},
+		// the audit log (a policy changed: store.Audit.AppendAudit); the
+		// user's remote MCP servers listed with the catalog
+		// (store.MCPServers.ListServers: Query).
+		"DataTable": {"dynamodb:PutItem", "dynamodb:Query"},
 	},
 	// The tool server has no storage.
 	"McpFunction": {},

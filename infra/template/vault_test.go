@@ -17,7 +17,9 @@ const (
 
 // wantVaultUsers is the reviewed set of functions that seal or open the
 // users' MCP server secrets.
-var wantVaultUsers = []string{"McpServersFunction"}
+var wantVaultUsers = []string{"McpServersFunction",
+	// They call the users' remote MCP tools with the sealed secrets.
+	"ChatsFunction", "StreamFunction", "RunnerFunction"}
 
 // isVaultStatement reports whether a policy statement names a kms:
 // action.

@@ -48,6 +48,12 @@ const (
 	MaxResponseBytes = 4 << 20
 	// ListTimeout bounds connecting to a server and listing its tools.
 	ListTimeout = 20 * time.Second
+	// CallTimeout bounds one call of a remote tool, connecting included.
+	CallTimeout = 60 * time.Second
+	// MaxCallResponseBytes bounds one answer of a remote server to a tool
+	// call: a result of up to 8 MiB of JSON (a tool result's limit) with
+	// room for its framing.
+	MaxCallResponseBytes = 9 << 20
 )
 
 // The auth types.
@@ -77,7 +83,16 @@ const (
 	CodeResponseTooLarge  = "RESPONSE_TOO_LARGE"
 	CodeRemoteTimeout     = "SERVER_TIMEOUT"
 	CodeUnauthorizedByRmt = "SERVER_UNAUTHORIZED"
+	// CodeToolFailed is a remote tool's own failure (a result with
+	// isError, or its server's JSON-RPC error to the call).
+	CodeToolFailed = "REMOTE_TOOL_ERROR"
+	// CodeResultTooLarge is a remote tool's result over MaxResultBytes.
+	CodeResultTooLarge = "TOOL_VALUE_TOO_LARGE"
 )
+
+// MaxResultBytes bounds a remote tool's result (its JSON), as every tool
+// result is bounded.
+const MaxResultBytes = 8 << 20
 
 // Server is one registered remote MCP server.
 type Server struct {

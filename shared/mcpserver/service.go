@@ -66,6 +66,9 @@ type Options struct {
 	// AllowedOrigins are the origins an authorization's returnTo may
 	// name (ALLOWED_ORIGINS).
 	AllowedOrigins []string
+	// Caller calls the remote tools (remote.Remote); nil refuses every
+	// call (CallTool).
+	Caller Caller
 }
 
 // Service is the users' remote MCP servers.

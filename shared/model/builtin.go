@@ -168,8 +168,13 @@ func lastMessage(ms []Message) Message {
 }
 
 // Compiled on first use, not in package init: init runs at every cold
-// start of each function that links this package.
-var wordRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[a-z][a-z0-9_]*`) })
+// start of each function that links this package. A word is a built-in
+// tool's id or a remote tool's whole id (mcp/<server>/<tool>, the tool's
+// name not ending in a dot, so that a sentence's full stop is not part
+// of it).
+var wordRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[a-z][a-z0-9_]*(?:/[a-z][a-z0-9_]*/(?:[A-Za-z0-9_.-]*[A-Za-z0-9_-])?)?`)
+})
 
 // findToolCall looks for the first offered tool id named in text and a JSON
 // object after it.

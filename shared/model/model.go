@@ -233,7 +233,18 @@ func (r *Registry) Generate(ctx context.Context, req Request, emit func(Chunk) e
 	}
 	ctx, span := tracing.StartModelCall(ctx, m.Provider, m.ID, req.MaxTokens)
 	defer func() { tracing.EndModelCall(span, res.Usage.InputTokens, res.Usage.OutputTokens, err) }()
-	return r.providers[req.ModelID].Generate(ctx, req, emit)
+	if m.Provider == "builtin" {
+		// The built-in model names a remote tool by its whole id.
+		return r.providers[req.ModelID].Generate(ctx, req, emit)
+	}
+	req, back := wireNames(req)
+	res, err = r.providers[req.ModelID].Generate(ctx, req, emit)
+	for i, c := range res.ToolCalls {
+		if id, ok := back[c.Name]; ok {
+			res.ToolCalls[i].Name = id
+		}
+	}
+	return res, err
 }
 
 // EstimateInput returns the input tokens req will cost: the exact count

@@ -9,6 +9,7 @@ import (
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/mcpserver"
 )
 
 // ToolPolicies stores the users' tool policy overrides in the Users table:
@@ -51,12 +52,17 @@ func (s *ToolPolicies) ToolPolicies(ctx context.Context, userID string) (map[str
 }
 
 // SetToolPolicy stores policy for userID's calls of toolID. Invalid
-// INVALID_TOOL_ID for an id that is not a plain attribute name.
+// INVALID_TOOL_ID for an id that is not a plain attribute name, nor a
+// remote tool's id (mcp/<server>/<tool>, named through a placeholder: its
+// slashes and dots are no path).
 func (s *ToolPolicies) SetToolPolicy(ctx context.Context, userID, toolID, policy string) error {
 	const op = "store.SetToolPolicy"
+	if _, _, remote := mcpserver.ParseToolID(toolID); remote {
+		return storeError(op, s.table.Update("PK", toolPolicyKey(userID)).SetExpr("$ = ?", toolPolicyPrefix+toolID, policy).Run(ctx))
+	}
 	for _, r := range toolID {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return errs.E(op, errs.Invalid, "INVALID_TOOL_ID", "tool ids are lower-case letters, digits and underscores")
+			return errs.E(op, errs.Invalid, "INVALID_TOOL_ID", "tool ids are lower-case letters, digits and underscores, or mcp/<server>/<tool>")
 		}
 	}
 	return storeError(op, s.table.Update("PK", toolPolicyKey(userID)).Set(toolPolicyPrefix+toolID, policy).Run(ctx))

@@ -38,4 +38,18 @@ func TestToolPolicies(t *testing.T) {
 	if err := s.SetToolPolicy(ctx, "u1", "a.b", "allow"); err == nil {
 		t.Error("a malformed tool id was stored")
 	}
+	// A remote tool's id, dots and all, comes back as it was set.
+	for _, id := range []string{"mcp/files/read.v2-x", "mcp/files/Read_Me"} {
+		if err := s.SetToolPolicy(ctx, "u3", id, "allow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.ToolPolicies(ctx, "u3"); err != nil || !maps.Equal(got, map[string]string{"mcp/files/read.v2-x": "allow", "mcp/files/Read_Me": "allow"}) {
+		t.Errorf("u3 = %v, %v", got, err)
+	}
+	for _, id := range []string{"mcp/Files/x", "mcp/files/a%b", "mcp/files/a b"} {
+		if err := s.SetToolPolicy(ctx, "u3", id, "allow"); err == nil {
+			t.Errorf("%s was stored", id)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package toolclient
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -43,7 +44,13 @@ func parseRefresh(r *http.Request) (bool, error) {
 	return false, errs.Fields("tools.ListTools", errs.FieldError{Field: "refresh", Message: "must be true, 1, false or 0"})
 }
 
-func handleList(c *Catalog) http.Handler {
+// Lister lists the tools of GET /api/tools for the signed-in user
+// (Catalog; usertools.Catalog adds the user's remote tools).
+type Lister interface {
+	List(ctx context.Context, force bool) ([]ToolSummary, error)
+}
+
+func handleList(c Lister) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (ListResponse, error) {
 		force, err := parseRefresh(r)
 		if err != nil {

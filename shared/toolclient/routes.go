@@ -21,8 +21,14 @@ import (
 //
 // The catalog is shared with the process's other users of the tool list.
 func Routes(c *Catalog, authn *auth.Service) *httpapi.Router {
+	return RoutesWith(c, c, authn)
+}
+
+// RoutesWith is Routes whose GET /api/tools lists list's tools for the
+// signed-in user (the catalog's and the user's own remote tools).
+func RoutesWith(c *Catalog, list Lister, authn *auth.Service) *httpapi.Router {
 	r := httpapi.NewRouter()
-	r.Handle("GET /api/tools", authn.Require(handleList(c)))
+	r.Handle("GET /api/tools", authn.Require(handleList(list)))
 	r.Handle("GET /api/tools/search", authn.Require(handleSearch(c)))
 	r.Handle("GET /api/tools/{toolId}", authn.Require(handleGet(c)))
 	return r

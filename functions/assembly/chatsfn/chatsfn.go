@@ -8,6 +8,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
@@ -18,6 +19,7 @@ import (
 	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
@@ -80,7 +82,14 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	if err != nil {
 		return nil, err
 	}
-	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	builtin := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	// The user's own remote MCP tools too, called with their sealed
+	// secrets (the vault).
+	caller, err := mcpserversfn.Caller(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
 	gate := d.Gate(cfg, catalog)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{

@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/mcpserver/oauthclient"
 	"github.com/workflowchat/service/shared/mcpserver/remote"
 	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/vault/kmskeys"
 )
@@ -47,9 +48,23 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserve
 	}
 	st := store.NewMCPServers(d.DB, cfg.DataTable)
 	oc := oauthclient.New(oauthclient.Options{Store: st, Vault: v, AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now})
+	rm := remote.New(cfg.ToolsAllowPrivateNetworks)
 	return mcpserver.NewService(mcpserver.Options{Store: st, Vault: v, Audit: d.Audit(cfg),
-		Remote: remote.New(cfg.ToolsAllowPrivateNetworks), AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now,
+		Remote: rm, Caller: rm, AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now,
 		Tokens: oc, OAuth: oc, Document: func(base string) any { return oc.Document(base) }, AllowedOrigins: cfg.AllowedOrigins}), nil
+}
+
+// Caller returns what calls the users' remote tools for the functions
+// that run them (chats, their stream, the runner): the one Service. With
+// neither d.VaultKeys nor VAULT_KMS_KEY (which template.yaml gives each
+// of them) it is nil: remote tools are listed and offered but a call
+// fails TOOLS_UNAVAILABLE, and nothing else changes. It fails as Service
+// does.
+func Caller(ctx context.Context, cfg config.Config, d assembly.Deps) (usertools.Caller, error) {
+	if d.VaultKeys == nil && cfg.VaultKMSKey == "" {
+		return nil, nil
+	}
+	return Service(ctx, cfg, d)
 }
 
 // Vault returns the vault over d.VaultKeys or, when nil, the KMS key

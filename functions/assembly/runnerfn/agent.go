@@ -7,7 +7,7 @@ import (
 	"github.com/workflowchat/service/shared/agentstep"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/model/providers"
-	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usertools"
 )
 
 // AgentSteps builds the runner's tool runner: the tool gate over catalog
@@ -15,7 +15,7 @@ import (
 // models (DEFAULT_MODEL_ID when a step names none) under the usage meter,
 // their calls through the same gate and catalog a chat uses. It fails
 // when the models cannot be configured.
-func AgentSteps(ctx context.Context, cfg config.Config, d assembly.Deps, catalog *toolclient.Catalog) (*agentstep.Steps, error) {
+func AgentSteps(ctx context.Context, cfg config.Config, d assembly.Deps, catalog *usertools.Catalog) (*agentstep.Steps, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -11,10 +11,12 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/condition"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -52,7 +54,14 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	files := blobstore.Attachments(cfg, d, blobs)
 	// Steps' large inputs and results travel to and from the tool server
 	// by reference, through the blob store.
-	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	builtin := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	// Steps may name the user's own remote MCP tools, called with their
+	// sealed secrets (the vault).
+	caller, err := mcpserversfn.Caller(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
 	steps, err := AgentSteps(ctx, cfg, d, catalog)
 	if err != nil {
 		return nil, err

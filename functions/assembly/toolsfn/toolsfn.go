@@ -13,6 +13,7 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/usertools"
 )
 
 // toolServerTimeout bounds one call to the tool server: below the
@@ -32,8 +33,11 @@ func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Rout
 	client := d.ToolClient(cfg, toolServerTimeout)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	authn := d.Auth(cfg)
-	routes := toolclient.Routes(catalog, authn)
-	p := toolpolicy.Routes(d.ToolPolicies(cfg, catalog), authn)
+	// GET /api/tools lists the user's own remote MCP tools too (their
+	// stored lists in the Data table), and their policies can be set.
+	all := d.UserTools(cfg, catalog, nil, usertools.DefaultTTL)
+	routes := toolclient.RoutesWith(catalog, all, authn)
+	p := toolpolicy.Routes(d.ToolPolicies(cfg, all), authn)
 	routes.Mount(p, p.Patterns()...)
 	return routes, nil
 }

@@ -37,7 +37,9 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	client := d.ToolClient(cfg, 0)
-	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
+	// Steps and proposals are checked against the built-in tools and the
+	// user's own remote MCP tools (their stored lists; none is called here).
+	catalog := d.UserTools(cfg, toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now), nil, -1)
 	// Runs' large values: kept in the blob store, signed for reads,
 	// deleted with their workflow.
 	blobs, err := blobstore.Open(ctx, cfg, d)

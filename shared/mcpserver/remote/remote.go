@@ -31,14 +31,28 @@ type Remote struct {
 	http         *http.Client
 	allowPrivate bool
 	timeout      time.Duration
+	// calls is the client of tool calls: bounded by
+	// mcpserver.CallTimeout and mcpserver.MaxCallResponseBytes.
+	calls       *http.Client
+	callTimeout time.Duration
 }
 
 // NewRemote returns the Remote; allowPrivate lets it reach loopback and
 // private addresses (TOOLS_ALLOW_PRIVATE_NETWORKS: local tests only).
 func New(allowPrivate bool) *Remote {
 	c := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: mcpserver.ListTimeout, MaxRedirects: -1})
-	c.Transport = boundedTransport{next: c.Transport}
-	return &Remote{http: c, allowPrivate: allowPrivate, timeout: mcpserver.ListTimeout}
+	c.Transport = boundedTransport{next: c.Transport, max: mcpserver.MaxResponseBytes}
+	cc := safehttp.NewClient(safehttp.Options{AllowPrivate: allowPrivate, Timeout: mcpserver.CallTimeout, MaxRedirects: -1})
+	cc.Transport = boundedTransport{next: cc.Transport, max: mcpserver.MaxCallResponseBytes}
+	return &Remote{http: c, allowPrivate: allowPrivate, timeout: mcpserver.ListTimeout, calls: cc, callTimeout: mcpserver.CallTimeout}
+}
+
+// WithCallTimeout returns a copy of r whose tool calls are bounded by d
+// instead of mcpserver.CallTimeout (tests of a server that never answers).
+func (r *Remote) WithCallTimeout(d time.Duration) *Remote {
+	c := *r
+	c.callTimeout = d
+	return &c
 }
 
 // WithTimeout returns a copy of r whose listing is bounded by d instead of
@@ -57,7 +71,7 @@ func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserv
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	seen := &observed{ctx: ctx}
-	session, err := r.connect(ctx, e, seen)
+	session, err := r.connect(ctx, r.http, e, seen)
 	if err != nil {
 		return nil, seen.problem(ctx, err)
 	}
@@ -100,16 +114,20 @@ func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserv
 	return out, nil
 }
 
-func (r *Remote) connect(ctx context.Context, e mcpserver.Endpoint, seen *observed) (*mcp.ClientSession, error) {
-	c0 := *r.http
+func (r *Remote) connect(ctx context.Context, hc *http.Client, e mcpserver.Endpoint, seen *observed) (*mcp.ClientSession, error) {
+	c0 := *hc
 	client := &c0
-	client.Transport = observeTransport{next: r.http.Transport, seen: seen}
+	client.Transport = observeTransport{next: hc.Transport, seen: seen}
 	if e.Header != "" {
 		client.Transport = headerTransport{next: client.Transport, name: e.Header, value: e.Value}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "workflow-chat-service", Version: "1"}, nil)
+	maxEvent := mcpserver.MaxResponseBytes
+	if hc == r.calls {
+		maxEvent = mcpserver.MaxCallResponseBytes
+	}
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, HTTPClient: client, MaxRetries: -1,
-		DisableStandaloneSSE: true, MaxEventSize: mcpserver.MaxResponseBytes}, nil)
+		DisableStandaloneSSE: true, MaxEventSize: maxEvent}, nil)
 }
 
 // toolOf keeps what the service shows of t: name, description (cut at
@@ -161,7 +179,7 @@ func problemOf(ctx context.Context, err error) *mcpserver.Problem {
 	case errors.Is(err, safehttp.ErrForbiddenAddress):
 		return &mcpserver.Problem{Code: mcpserver.CodeInvalidURL, Message: "the server's address is not allowed"}
 	case errors.Is(err, errTooLarge):
-		return &mcpserver.Problem{Code: mcpserver.CodeResponseTooLarge, Message: fmt.Sprintf("the server answered more than %d MiB", mcpserver.MaxResponseBytes>>20)}
+		return &mcpserver.Problem{Code: mcpserver.CodeResponseTooLarge, Message: "the server's answer is over the size limit"}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return &mcpserver.Problem{Code: mcpserver.CodeRemoteTimeout, Message: "the server did not answer in time"}
 	}
@@ -307,9 +325,12 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(req)
 }
 
-// boundedTransport cuts every answer's body at mcpserver.MaxResponseBytes: reading
-// past it fails with errTooLarge.
-type boundedTransport struct{ next http.RoundTripper }
+// boundedTransport cuts every answer's body at max bytes: reading past it
+// fails with errTooLarge.
+type boundedTransport struct {
+	next http.RoundTripper
+	max  int64
+}
 
 // RoundTrip implements http.RoundTripper.
 func (b boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -317,7 +338,7 @@ func (b boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Body = &limitedBody{r: res.Body, left: mcpserver.MaxResponseBytes}
+	res.Body = &limitedBody{r: res.Body, left: b.max}
 	return res, nil
 }
 

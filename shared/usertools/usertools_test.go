@@ -1,0 +1,232 @@
+package usertools_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/workflowchat/service/shared/auth"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/remote"
+	"github.com/workflowchat/service/shared/model"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/toolclient"
+	"github.com/workflowchat/service/shared/toolgate"
+	"github.com/workflowchat/service/shared/toolpolicy"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/usertools"
+	"github.com/workflowchat/service/shared/vault"
+)
+
+const (
+	serviceKey = "usertools-test-service-key-0123456789"
+	apiKey     = "remote-api-key-0123456789"
+)
+
+// filesServer is a real go-sdk MCP server behind an API key: read
+// (read-only) answers "read <path>", write (no hints) answers "wrote".
+func filesServer(t testing.TB) *httptest.Server {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+	srv.AddTool(&mcp.Tool{Name: "read", Description: "reads a file", InputSchema: schema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct{ Path string }
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "read " + in.Path}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "write", Description: "writes a file", InputSchema: schema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != apiKey {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// env is the whole chain on real parts: the tool server's built-in tools,
+// the embedded store, the vault, the remote client, the policies and the
+// gate over a usertools.Catalog.
+type env struct {
+	builtin *toolclient.Catalog
+	servers *mcpserver.Service
+	catalog *usertools.Catalog
+	gate    *toolgate.Gate
+	remote  *httptest.Server
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	models, err := model.NewRegistry(model.Builtin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(tools.Builtin(tools.Config{Generator: toolserver.Models(models), DefaultModelID: model.BuiltinID})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, serviceKey), httpapi.Options{Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(ts.Close)
+	db := storetest.New(t)
+	builtin := toolclient.NewCatalog(toolclient.NewClient(ts.URL, serviceKey, nil), time.Minute, nil)
+	rm := remote.New(true)
+	svc := mcpserver.NewService(mcpserver.Options{Store: store.NewMCPServers(db.DB, db.Data()), Vault: vault.New(vault.NewMemoryKeys(), nil),
+		Remote: rm, Caller: rm, AllowPrivate: true})
+	cat := usertools.New(usertools.Options{Builtin: builtin, Servers: svc, Caller: svc, TTL: -1})
+	policies := toolpolicy.NewService(store.NewToolPolicies(db.DB, db.Users()), cat)
+	gate := toolgate.New(toolgate.Options{Tools: cat, Policies: policies, Meter: usage.NewMeter(store.NewUsage(db.DB, db.Users()), 0, nil, nil)})
+	return &env{builtin: builtin, servers: svc, catalog: cat, gate: gate, remote: filesServer(t)}
+}
+
+func (e *env) add(t testing.TB, userID, name string) mcpserver.Server {
+	t.Helper()
+	s, err := e.servers.Create(auth.ActingFor(context.Background(), userID), mcpserver.CreateRequest{Name: name, URL: e.remote.URL,
+		Auth: &mcpserver.AuthInput{Type: "header", Name: "X-Api-Key", Value: apiKey}})
+	if err != nil || s.Status != mcpserver.StatusConnected {
+		t.Fatalf("create %s: %+v, %v", name, s, err)
+	}
+	return s
+}
+
+func ids[T any](list []T, id func(T) string) map[string]bool {
+	out := map[string]bool{}
+	for _, x := range list {
+		out[id(x)] = true
+	}
+	return out
+}
+
+// TestCatalog: a user's remote tools are listed, detailed, offered and
+// run for that user only; the gate's default policy follows readOnlyHint.
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := e.add(t, "u1", "files")
+	u1 := auth.ActingFor(context.Background(), "u1")
+	u2 := auth.ActingFor(context.Background(), "u2")
+
+	list, err := e.catalog.List(u1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ids(list, func(s toolclient.ToolSummary) string { return s.ID + ":" + s.Category })
+	if !got["mcp/files/read:mcp"] || !got["mcp/files/write:mcp"] || !got["json_query:data"] {
+		t.Fatalf("u1's list = %v", got)
+	}
+	list2, _ := e.catalog.List(u2, false)
+	if n := len(list2); n != len(list)-2 {
+		t.Fatalf("u2 sees %d tools, u1 %d: another user's tools are visible", n, len(list))
+	}
+	specs, err := e.catalog.Specs(u1)
+	if err != nil || !ids(specs, func(s model.ToolSpec) string { return s.Name })["mcp/files/read"] {
+		t.Fatalf("specs = %v, %v", specs, err)
+	}
+	if d, err := e.catalog.Get(u1, "mcp/files/read"); err != nil || d.Category != "mcp" || !d.Annotations.ReadOnlyHint {
+		t.Fatalf("Get = %+v, %v", d, err)
+	}
+	if _, err := e.catalog.Get(u2, "mcp/files/read"); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("u2's Get = %v; want NotFound", err)
+	}
+
+	// In a chat, read-only runs and the other asks; a workflow step runs.
+	out, err := e.gate.Run(u1, toolgate.Call{Origin: toolgate.Chat, UserID: "u1", ToolID: "mcp/files/read", Input: map[string]any{"path": "a.txt"}})
+	if err != nil || out.Kind != toolgate.Run || out.ToolError != nil || out.Output["text"] != "read a.txt" {
+		t.Fatalf("chat read = %+v, %v", out, err)
+	}
+	if out, err := e.gate.Run(u1, toolgate.Call{Origin: toolgate.Chat, UserID: "u1", ToolID: "mcp/files/write"}); err != nil || out.Kind != toolgate.Ask {
+		t.Fatalf("chat write = %+v, %v; want Ask", out, err)
+	}
+	if res, err := e.gate.Steps().Run(u1, "mcp/files/write", map[string]any{"path": "b"}); err != nil || res["text"] != "wrote" {
+		t.Fatalf("step write = %v, %v", res, err)
+	}
+	// Another user names u1's tool: not found, nothing called.
+	if _, err := e.gate.Steps().Run(u2, "mcp/files/read", nil); errs.CodeOf(err) != toolclient.CodeToolNotFound {
+		t.Fatalf("u2's step = %v; want TOOL_NOT_FOUND", err)
+	}
+
+	// Disabled: not offered, and a call fails with its code.
+	off := false
+	if _, err := e.servers.Update(u1, srv.ID, mcpserver.UpdateRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	specs, _ = e.catalog.Specs(u1)
+	if ids(specs, func(s model.ToolSpec) string { return s.Name })["mcp/files/read"] {
+		t.Fatal("a disabled server's tool is offered")
+	}
+	if _, err := e.gate.Steps().Run(u1, "mcp/files/read", nil); errs.CodeOf(err) != mcpserver.CodeServerDisabled {
+		t.Fatalf("disabled step = %v", err)
+	}
+}
+
+// TestConcurrentCalls: 16 calls at once through the gate all end with
+// the tool's result.
+func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.add(t, "u1", "files")
+	ctx := auth.ActingFor(context.Background(), "u1")
+	var wg sync.WaitGroup
+	errc := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			path := fmt.Sprintf("f%d", i)
+			res, err := e.gate.Steps().Run(ctx, "mcp/files/read", map[string]any{"path": path})
+			if err == nil && res["text"] != "read "+path {
+				err = fmt.Errorf("result %v", res)
+			}
+			errc <- err
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOfferedBound: at most MaxOffered remote tools are offered, and a
+// message's toolIds narrow them.
+func TestOfferedBound(t *testing.T) {
+	t.Parallel()
+	var servers []mcpserver.Server
+	for s := range 20 {
+		srv := mcpserver.Server{Name: fmt.Sprintf("s%d", s), Enabled: true, Status: mcpserver.StatusConnected}
+		for i := range 10 {
+			srv.Tools = append(srv.Tools, mcpserver.Tool{Name: fmt.Sprintf("t%d", i), InputSchema: json.RawMessage(`{"type":"object"}`)})
+		}
+		servers = append(servers, srv)
+	}
+	if n := len(usertools.Offered(servers, nil)); n != usertools.MaxOffered {
+		t.Fatalf("offered %d; want %d", n, usertools.MaxOffered)
+	}
+	got := usertools.Offered(servers, map[string]bool{"mcp/s19/t9": true, "json_query": true})
+	if len(got) != 1 || got[0].Name != "mcp/s19/t9" {
+		t.Fatalf("narrowed = %v", got)
+	}
+	if strings.Contains(got[0].Name, " ") {
+		t.Fatal("bad name")
+	}
+}
