@@ -18,6 +18,14 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
+// LastPass is how long after its request an erasure runs again: past
+// the last upload URL the user may hold (issued before the deletion,
+// valid attachment.UploadTTL), with a minute for clocks. A reply or run
+// under way at the deletion writes, if at all, within it (its chat or
+// workflow is gone after the first pass, and its settle never writes a
+// month's usage back: usage.Meter.Settle).
+const LastPass = attachment.UploadTTL + time.Minute
+
 // Eraser builds the erasure of deleted accounts (package account), in
 // this order: every chat of the user, as the user's own delete does (its
 // messages, runs, attachments with their blobs and the replies' values,
@@ -27,8 +35,9 @@ import (
 // settled) and the user's exports; the export items; the user's rate
 // limit counters; then the user's own items (store.Accounts:
 // profile, policies, usage, counters, audit log, sessions, OAuth
-// grants and tokens). It fails when the trigger scheduler cannot be
-// built.
+// grants and tokens). Every part runs once more LastPass after the
+// request (account.Eraser.WithLastPass). It fails when the trigger
+// scheduler cannot be built.
 func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store, kbs *knowledge.Service) (*account.Eraser, error) {
 	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
@@ -106,5 +115,5 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 			return exports.DeleteExports(ctx, del.UserID)
 		}},
 		account.Part{Name: "items", Erase: accounts.EraseUserItems},
-	), nil
+	).WithLastPass(LastPass, d.Now), nil
 }
