@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/account"
 	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
@@ -36,16 +35,11 @@ const LastPass = attachment.UploadTTL + time.Minute
 // limit counters; then the user's own items (store.Accounts:
 // profile, policies, usage, counters, audit log, sessions, OAuth
 // grants and tokens). Every part runs once more LastPass after the
-// request (account.Eraser.WithLastPass). It fails when the trigger
-// scheduler cannot be built.
-func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store, kbs *knowledge.Service) (*account.Eraser, error) {
-	triggers, err := triggersfn.Deleter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
+// request (account.Eraser.WithLastPass). chats and wfs are the
+// sweeper's one chat and workflow service (Sweeper).
+func Eraser(cfg config.Config, d assembly.Deps, chats *chat.Service, wfs *workflow.Service, blobs blob.Store, kbs *knowledge.Service) *account.Eraser {
 	chatStore := store.NewChats(d.DB, cfg.DataTable)
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
-	wfs := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Now: d.Now})
 	accounts := d.Accounts(cfg)
 	exports := store.NewExports(d.DB, cfg.DataTable)
 	limits, rules := store.NewRateLimits(d.DB, cfg.RateLimitsTable), cfg.RateLimitRules()
@@ -115,5 +109,5 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 			return exports.DeleteExports(ctx, del.UserID)
 		}},
 		account.Part{Name: "items", Erase: accounts.EraseUserItems},
-	).WithLastPass(LastPass, d.Now), nil
+	).WithLastPass(LastPass, d.Now)
 }
