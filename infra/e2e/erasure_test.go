@@ -2,8 +2,10 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +110,7 @@ func tracesIn(t *testing.T, dir string, traces map[string]string) []string {
 				found = append(found, what+" in the path "+path)
 			}
 			if i := bytes.Index(b, []byte(id)); i >= 0 {
-				found = append(found, what+" in "+filepath.Base(path)+": …"+string(b[max(0, i-200):min(len(b), i+100)])+"…")
+				found = append(found, what+" in "+filepath.Base(path)+": …"+string(b[max(0, i-300):min(len(b), i+300)])+"…")
 			}
 		}
 		return nil
@@ -117,4 +119,58 @@ func tracesIn(t *testing.T, dir string, traces map[string]string) []string {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestReplyStreamingDuringErasureWritesNoUsageBack: a user with a monthly
+// budget (each model call reserves, then settles) deletes the account
+// while a slow reply streams. Whatever the reply does once its chat is
+// gone, no usage month of the user is left once the reply has ended and
+// the first pass has run: a settle never writes back the counter the
+// erasure removed. The reply's log events written after its chat was
+// deleted (an append is a Put of its slot, not checked against the chat)
+// are deleted by the last pass, which knows the chat from the first
+// (Deletion.BusyChats): nothing of the user or the chat is left.
+func TestReplyStreamingDuringErasureWritesNoUsageBack(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "devserver.json")
+	clock := newClockFile(t)
+	env := []string{"DATA_FILE=" + file, "ALLOWED_ORIGINS=" + frontendOrigin, "DEV_CLOCK_FILE=" + string(clock), "LOG_LEVEL=info",
+		"USER_MONTHLY_TOKEN_BUDGET=1000000"}
+	srv := durableServer(t, env...)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "erase-while-streaming@example.com")
+	chatID := newChat(t, c, map[string]any{"title": "busy"}).ID
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := c.openStream(ctx, chatID, map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID})
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
+	defer stop()
+	if first, err, ok := next(); !ok || err != nil || first.Type != "start" {
+		t.Fatalf("first event %+v, %v", first, err)
+	}
+	if r := c.do("DELETE", "/api/users/"+userID, map[string]string{"password": "chat-password-1"}); r.Status != 202 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	// The stream ends (its chat erased, or its reply done).
+	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
+	}
+	waitFor(t, "the erasure's first pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased; a last pass follows"`) })
+	// The reply's job is over once its lease is: give it one lease and a
+	// sweep past the first pass, then stop the server (its data file is
+	// compacted on a clean stop) and look for the usage month.
+	time.Sleep(3 * time.Second)
+	stopServer(t, srv)
+	if found := tracesIn(t, filepath.Dir(file), map[string]string{"usage month": "USAGE#" + userID}); len(found) != 0 {
+		t.Fatalf("after the first pass and the reply's end: %v", found)
+	}
+	srv = durableServer(t, env...)
+	clock.ahead(t, 17*time.Minute)
+	waitFor(t, "the erasure's last pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased"`) })
+	stopServer(t, srv)
+	for _, f := range tracesIn(t, filepath.Dir(file), map[string]string{"user id": userID, "chat": chatID}) {
+		t.Error(f)
+	}
 }

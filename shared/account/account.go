@@ -37,6 +37,10 @@ type Deletion struct {
 	// LastPassAt is when the last pass is due, once the first pass ran
 	// (zero before).
 	LastPassAt time.Time
+	// BusyChats are the chats the first pass deleted while a reply was
+	// under way in them (Queue.AddBusyChats): what such a reply wrote
+	// after its chat was gone, the last pass deletes by these ids.
+	BusyChats []string
 }
 
 // Queue holds the queued erasures.
@@ -44,6 +48,9 @@ type Queue interface {
 	// PendingDeletions returns up to limit queued erasures due at now
 	// (a first pass, or a last pass whose time came), oldest first.
 	PendingDeletions(ctx context.Context, now time.Time, limit int) ([]Deletion, error)
+	// AddBusyChats records chatIDs in userID's queued erasure
+	// (Deletion.BusyChats).
+	AddBusyChats(ctx context.Context, userID string, chatIDs []string) error
 	// AwaitLastPass records that userID's first pass ran and that its
 	// last pass is due at at.
 	AwaitLastPass(ctx context.Context, userID string, at time.Time) error

@@ -49,6 +49,7 @@ type deletionItem struct {
 	UserCreated time.Time `dynamo:"userCreatedAt"`
 	RequestedAt time.Time `dynamo:"requestedAt"`
 	LastPassAt  time.Time `dynamo:"lastPassAt,omitempty"`
+	BusyChats   []string  `dynamo:"busyChats,set,omitempty"`
 }
 
 // deletionDue is a queued erasure's GSI1 sort key: the time it is due
@@ -89,9 +90,22 @@ func (a *Accounts) PendingDeletions(ctx context.Context, now time.Time, limit in
 	}
 	out := make([]account.Deletion, len(items))
 	for i, it := range items {
-		out[i] = account.Deletion{UserID: it.UserID, Email: it.Email, UserCreatedAt: it.UserCreated, RequestedAt: it.RequestedAt, LastPassAt: it.LastPassAt}
+		out[i] = account.Deletion{UserID: it.UserID, Email: it.Email, UserCreatedAt: it.UserCreated, RequestedAt: it.RequestedAt, LastPassAt: it.LastPassAt, BusyChats: it.BusyChats}
 	}
 	return out, nil
+}
+
+// AddBusyChats adds chatIDs to userID's queued erasure's busyChats (a
+// string set), in one write; none is no write.
+func (a *Accounts) AddBusyChats(ctx context.Context, userID string, chatIDs []string) error {
+	if len(chatIDs) == 0 {
+		return nil
+	}
+	err := a.data.Update("PK", deletionPK(userID)).Range("SK", deletionSK).AddStringsToSet("busyChats", chatIDs...).If("attribute_exists(PK)").Run(ctx)
+	if isConditionFailure(err) {
+		return nil
+	}
+	return storeError("store.AddBusyChats", err)
 }
 
 // AwaitLastPass records that userID's erasure ran its first pass and is

@@ -262,3 +262,11 @@ func (s *Workflows) EachProposal(ctx context.Context, id string, fn func(workflo
 	}
 	return storeError(op, it.Err())
 }
+
+// DeleteChatLeftovers deletes every item left under chat chatID's key
+// after the chat was deleted (what a reply under way wrote after it: its
+// log's later events), page by page. A chat never deleted must not be
+// passed: its collection goes whole.
+func (s *Chats) DeleteChatLeftovers(ctx context.Context, chatID string) error {
+	return errs.Wrap("store.DeleteChatLeftovers", deleteCollection(ctx, s.table, chatPK(chatID), ""))
+}

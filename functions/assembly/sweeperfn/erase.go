@@ -45,9 +45,29 @@ func Eraser(cfg config.Config, d assembly.Deps, chats *chat.Service, wfs *workfl
 	limits, rules := store.NewRateLimits(d.DB, cfg.RateLimitsTable), cfg.RateLimitRules()
 	return account.NewEraser(accounts, d.Logger,
 		account.Part{Name: "chats", Erase: func(ctx context.Context, del account.Deletion) error {
+			// What a reply under way at the first pass wrote after its
+			// chat was deleted (its log's later events), at the last.
+			if !del.LastPassAt.IsZero() {
+				for _, id := range del.BusyChats {
+					if err := chatStore.DeleteChatLeftovers(ctx, id); err != nil {
+						return err
+					}
+				}
+			}
 			for {
 				cs, _, err := chatStore.ListChats(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit}, true)
 				if err != nil || len(cs) == 0 {
+					return err
+				}
+				var busy []string
+				for _, c := range cs {
+					if c.Generation != "" {
+						busy = append(busy, c.ID)
+					}
+				}
+				// Recorded before the deletes, so that a crash between
+				// them cannot lose a chat's id.
+				if err := accounts.AddBusyChats(ctx, del.UserID, busy); err != nil {
 					return err
 				}
 				for _, c := range cs {
