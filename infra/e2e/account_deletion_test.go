@@ -26,8 +26,9 @@ import (
 func TestAccountDeletionErasesEverything(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "devserver.json")
+	clock := newClockFile(t)
 	// The sweeper sweeps at start, then not for 10 minutes.
-	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m")
+	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m", "DEV_CLOCK_FILE="+string(clock))
 	c := newClient(t, srv.API)
 	const email = "erase-me@example.com"
 	userID := signUpChatUser(t, c, email)
@@ -99,7 +100,10 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 
 	_ = srv.cmd.Process.Kill()
 	<-srv.done
-	srv = durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "LOG_LEVEL=info")
+	srv = durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "LOG_LEVEL=info", "DEV_CLOCK_FILE="+string(clock))
+	waitFor(t, "the erasure's first pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased; a last pass follows"`) })
+	// The last pass, once the upload URLs the user may hold expired.
+	clock.ahead(t, 17*time.Minute)
 	waitFor(t, "the erasure", func() bool { return strings.Contains(srv.logs.String(), `"account erased"`) })
 	other = newClient(t, srv.API)
 	if r := other.do("POST", "/api/auth/sign-in/email", map[string]string{"email": "keep-me@example.com", "password": "chat-password-1"}); r.Status != 200 {

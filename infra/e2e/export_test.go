@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"io"
 	"path/filepath"
 	"strings"
@@ -21,9 +22,12 @@ type exportJSON struct {
 // attachment), a workflow with a webhook trigger and a run requests an
 // export: 202 pending, and a second request while it is queued is 409
 // EXPORT_IN_PROGRESS. The sweeper writes it; once completed, its
-// downloadUrl gives a zip holding the profile, the chat's messages, the
-// attachment's bytes, the workflow with its trigger and the audit log
-// with the request, and nowhere the trigger's secret. Another user cannot
+// downloadUrl gives a zip holding the profile, the chat's messages, runs,
+// attachments and share, the attachment's bytes, the workflow with both
+// its versions, its run and its trigger, the knowledge base with its
+// document and the document's chunks, the remote MCP server, and the
+// audit log with the request; nowhere the trigger's secret or the MCP
+// server's header value. Another user cannot
 // read the export (403 by user id, 404 by export id) nor request one for
 // this user (403). A request over RATE_LIMIT_EXPORTS is 429.
 func TestExportHoldsTheAccount(t *testing.T) {
@@ -35,7 +39,8 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	// request of this test falls in one hour of it.
 	clock := newClockFile(t)
 	clock.toStartOf(t, time.Hour)
-	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m", "DEV_CLOCK_FILE="+string(clock))
+	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "SWEEP_INTERVAL=10m", "DEV_CLOCK_FILE="+string(clock),
+		"TOOLS_ALLOW_PRIVATE_NETWORKS=true")
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "export-me@example.com")
 	other := newClient(t, srv.API)
@@ -55,6 +60,27 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	if status, _ := startRun(t, c, chatID, wfID, map[string]any{"doc": doc}); status != 201 {
 		t.Fatalf("run: %d", status)
 	}
+	// A second version of the workflow, a share of the chat, a knowledge
+	// base with an indexed document, a remote MCP server with a secret
+	// header.
+	if r := c.do("PATCH", "/api/workflows/"+wfID, map[string]any{"description": "the second version"}); r.Status != 200 {
+		t.Fatalf("second version: %d %s", r.Status, r.Body)
+	}
+	var share struct{ Data struct{ ID string } }
+	if r := c.do("POST", "/api/chats/"+chatID+"/shares", nil); r.Status != 201 {
+		t.Fatalf("share: %d %s", r.Status, r.Body)
+	} else {
+		r.decode(t, &share)
+	}
+	const kbFact = "The lighthouse keeper feeds the gulls at dawn."
+	kb := newKnowledgeBase(t, c, "notes")
+	kdoc := addDocument(t, c, kb.ID, readyAttachment(t, c, chatID, "notes.md", "text/markdown", []byte("# Notes\n\n"+kbFact+"\n")).ID)
+	if got := indexed(t, c, kb.ID, kdoc.ID); got.Status != "ready" {
+		t.Fatalf("document: %+v", got)
+	}
+	const mcpSecret = "Bearer mcp-secret-never-exported-42"
+	mcp := createMCPServer(t, c, map[string]any{"name": "remote", "url": "http://127.0.0.1:1/mcp",
+		"auth": map[string]string{"type": "header", "name": "Authorization", "value": mcpSecret}})
 
 	expectError(t, "another user's export request", other.do("POST", "/api/users/"+userID+"/exports", nil), 403, "FORBIDDEN")
 	r := c.do("POST", "/api/users/"+userID+"/exports", nil)
@@ -117,17 +143,51 @@ func TestExportHoldsTheAccount(t *testing.T) {
 		if bytes.Contains(b, []byte(tr.Secret)) {
 			t.Errorf("the trigger's secret is in %s", f.Name)
 		}
+		if bytes.Contains(b, []byte("mcp-secret-never-exported")) {
+			t.Errorf("the MCP server's secret is in %s", f.Name)
+		}
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
 	}
 	want := map[string]string{
-		"profile.json":                         "export-me@example.com",
-		"chats/" + chatID + "/chat.json":       said,
-		"workflows/" + wfID + "/workflow.json": tr.ID,
-		"audit.json":                           "export_requested",
-		"tool-policies.json":                   "",
+		"profile.json":                                           "export-me@example.com",
+		"chats/" + chatID + "/chat.json":                         said,
+		"workflows/" + wfID + "/workflow.json":                   tr.ID,
+		"audit.json":                                             "export_requested",
+		"tool-policies.json":                                     "",
+		"mcp-servers.json":                                       mcp.ID,
+		"knowledge/" + kb.ID + "/knowledge-base.json":            kdoc.ID,
+		"knowledge/" + kb.ID + "/documents/" + kdoc.ID + ".json": "lighthouse keeper",
+	}
+	// Every member of the chat's and the workflow's files, the share
+	// and both versions.
+	var chatFile struct {
+		Chat                        map[string]any
+		Messages, Runs, Attachments []map[string]any
+		Shares                      []struct{ ID string }
+	}
+	if err := json.Unmarshal(files["chats/"+chatID+"/chat.json"], &chatFile); err != nil {
+		t.Fatalf("chat.json: %v", err)
+	}
+	if chatFile.Chat["id"] != chatID || len(chatFile.Messages) < 2 || len(chatFile.Runs) != 1 || len(chatFile.Attachments) != 2 ||
+		len(chatFile.Shares) != 1 || chatFile.Shares[0].ID != share.Data.ID {
+		t.Errorf("chat.json: %d messages, %d runs, %d attachments, shares %+v", len(chatFile.Messages), len(chatFile.Runs), len(chatFile.Attachments), chatFile.Shares)
+	}
+	var wfFile struct {
+		Workflow map[string]any
+		Versions []struct {
+			Version     int
+			Description string
+		}
+		Runs, Triggers []map[string]any
+	}
+	if err := json.Unmarshal(files["workflows/"+wfID+"/workflow.json"], &wfFile); err != nil {
+		t.Fatalf("workflow.json: %v", err)
+	}
+	if wfFile.Workflow["id"] != wfID || len(wfFile.Versions) < 2 || wfFile.Versions[0].Description != "the second version" || len(wfFile.Runs) != 1 || len(wfFile.Triggers) != 1 {
+		t.Errorf("workflow.json: versions %+v, %d runs, %d triggers", wfFile.Versions, len(wfFile.Runs), len(wfFile.Triggers))
 	}
 	for name, content := range want {
 		b, ok := files[name]

@@ -6,6 +6,16 @@
 // last. A sweep that dies anywhere (a crash, a timeout, a storage error)
 // leaves the request queued, and the next sweep runs the erasure again
 // from the start: what was erased is found gone, the rest is erased.
+//
+// An erasure has two passes when the Eraser is given a last pass
+// (WithLastPass): the first runs at once and erases everything; the
+// request then stays queued, due at its request time plus that window,
+// and the second runs every part again before it removes the request.
+// What can still write for the user after the deletion without a
+// session (an upload URL issued before it, valid for its own minutes in
+// the blob store; a reply or run under way, until it notices its chat or
+// workflow is gone) writes within that window, and the last pass erases
+// it.
 package account
 
 import (
@@ -24,12 +34,26 @@ type Deletion struct {
 	Email         string
 	UserCreatedAt time.Time
 	RequestedAt   time.Time
+	// LastPassAt is when the last pass is due, once the first pass ran
+	// (zero before).
+	LastPassAt time.Time
+	// BusyChats are the chats the first pass deleted while a reply was
+	// under way in them (Queue.AddBusyChats): what such a reply wrote
+	// after its chat was gone, the last pass deletes by these ids.
+	BusyChats []string
 }
 
 // Queue holds the queued erasures.
 type Queue interface {
-	// PendingDeletions returns up to limit queued erasures, oldest first.
-	PendingDeletions(ctx context.Context, limit int) ([]Deletion, error)
+	// PendingDeletions returns up to limit queued erasures due at now
+	// (a first pass, or a last pass whose time came), oldest first.
+	PendingDeletions(ctx context.Context, now time.Time, limit int) ([]Deletion, error)
+	// AddBusyChats records chatIDs in userID's queued erasure
+	// (Deletion.BusyChats).
+	AddBusyChats(ctx context.Context, userID string, chatIDs []string) error
+	// AwaitLastPass records that userID's first pass ran and that its
+	// last pass is due at at.
+	AwaitLastPass(ctx context.Context, userID string, at time.Time) error
 	// FinishDeletion removes the erasure of userID from the queue.
 	FinishDeletion(ctx context.Context, userID string) error
 }
@@ -44,9 +68,11 @@ type Part struct {
 
 // Eraser runs the queued erasures.
 type Eraser struct {
-	queue  Queue
-	parts  []Part
-	logger *slog.Logger
+	queue    Queue
+	parts    []Part
+	logger   *slog.Logger
+	now      func() time.Time
+	lastPass time.Duration
 }
 
 // MaxPerSweep bounds the erasures one sweep runs; the next takes the rest.
@@ -58,14 +84,24 @@ func NewEraser(q Queue, logger *slog.Logger, parts ...Part) *Eraser {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Eraser{queue: q, parts: parts, logger: logger}
+	return &Eraser{queue: q, parts: parts, logger: logger, now: time.Now}
+}
+
+// WithLastPass makes e run every erasure a second time once window has
+// passed since its request, with now as the clock (nil: time.Now).
+func (e *Eraser) WithLastPass(window time.Duration, now func() time.Time) *Eraser {
+	if now != nil {
+		e.now = now
+	}
+	e.lastPass = window
+	return e
 }
 
 // Sweep runs up to MaxPerSweep queued erasures and returns how many it
 // finished. An erasure that fails is logged and stays queued; the error
 // returned is the first one.
 func (e *Eraser) Sweep(ctx context.Context) (int, error) {
-	ds, err := e.queue.PendingDeletions(ctx, MaxPerSweep)
+	ds, err := e.queue.PendingDeletions(ctx, e.now(), MaxPerSweep)
 	if err != nil {
 		return 0, errs.Wrap("account.Sweep", err)
 	}
@@ -84,15 +120,24 @@ func (e *Eraser) Sweep(ctx context.Context) (int, error) {
 	return n, first
 }
 
-// Erase runs every part for d, then removes it from the queue. The parts
-// act as the deleted user (auth.ActingFor), as the user's own deletes
-// would.
+// Erase runs every part for d, then removes it from the queue, or, after
+// the first pass of an Eraser with a last pass due later, records when
+// the last pass is due. The parts act as the deleted user
+// (auth.ActingFor), as the user's own deletes would.
 func (e *Eraser) Erase(ctx context.Context, d Deletion) error {
 	ctx = auth.ActingFor(ctx, d.UserID)
+	e.logger.InfoContext(ctx, "account erasure started", "user", d.UserID, "lastPass", !d.LastPassAt.IsZero())
 	for _, p := range e.parts {
 		if err := p.Erase(ctx, d); err != nil {
 			return errs.Wrap("account.Erase", fmt.Errorf("%s: %w", p.Name, err))
 		}
+	}
+	if due := d.RequestedAt.Add(e.lastPass); d.LastPassAt.IsZero() && e.lastPass > 0 && e.now().Before(due) {
+		if err := e.queue.AwaitLastPass(ctx, d.UserID, due); err != nil {
+			return errs.Wrap("account.Erase", err)
+		}
+		e.logger.InfoContext(ctx, "account erased; a last pass follows", "user", d.UserID, "lastPassAt", due)
+		return nil
 	}
 	if err := e.queue.FinishDeletion(ctx, d.UserID); err != nil {
 		return errs.Wrap("account.Erase", err)

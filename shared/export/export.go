@@ -180,6 +180,18 @@ type Archive struct {
 	size *countingWriter
 }
 
+// NewArchive returns an Archive writing a zip to w; Close ends it.
+func NewArchive(w io.Writer) *Archive {
+	cw := &countingWriter{w: w}
+	return &Archive{zw: zip.NewWriter(cw), size: cw}
+}
+
+// Close writes the zip's directory; Size is the archive's length after.
+func (a *Archive) Close() error { return a.zw.Close() }
+
+// Size returns the bytes written so far.
+func (a *Archive) Size() int64 { return a.size.n }
+
 // JSON adds the file name holding v as indented JSON.
 func (a *Archive) JSON(name string, v any) error {
 	w, err := a.create(name, zip.Deflate)
@@ -189,6 +201,124 @@ func (a *Archive) JSON(name string, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// Object adds the file name holding one JSON object whose members fn
+// writes in order through o: each member's value is encoded as it is
+// added, an array's elements one at a time (Object.Array), so that a file
+// of any length is never held in memory.
+func (a *Archive) Object(name string, fn func(o *Object) error) error {
+	w, err := a.create(name, zip.Deflate)
+	if err != nil {
+		return err
+	}
+	o := &Object{w: w, a: a}
+	if _, err := io.WriteString(w, "{"); err != nil {
+		return err
+	}
+	if err := fn(o); err != nil {
+		return err
+	}
+	end := "}\n"
+	if o.n > 0 {
+		end = "\n}\n"
+	}
+	_, err = io.WriteString(w, end)
+	return err
+}
+
+// Array adds the file name holding one JSON array whose elements fn adds
+// one at a time through add (Object.Array's elements, as a file).
+func (a *Archive) Array(name string, fn func(add func(v any) error) error) error {
+	w, err := a.create(name, zip.Deflate)
+	if err != nil {
+		return err
+	}
+	if err := writeArray(w, a, "", fn); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}
+
+// Object writes the members of one JSON object of an Archive's file.
+type Object struct {
+	w io.Writer
+	a *Archive
+	n int
+}
+
+// Field adds the member key with the value v.
+func (o *Object) Field(key string, v any) error {
+	if err := o.key(key); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = o.w.Write(b)
+	return err
+}
+
+// Array adds the member key, an array whose elements fn adds one at a
+// time through add, each written as it comes.
+func (o *Object) Array(key string, fn func(add func(v any) error) error) error {
+	if err := o.key(key); err != nil {
+		return err
+	}
+	return writeArray(o.w, o.a, "  ", fn)
+}
+
+func (o *Object) key(key string) error {
+	k, err := json.Marshal(key)
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if o.n == 0 {
+		sep = "\n  "
+	}
+	o.n++
+	_, err = fmt.Fprintf(o.w, "%s%s: ", sep, k)
+	return err
+}
+
+// writeArray writes a JSON array, indented by indent, its elements from
+// fn; it fails once the archive passed MaxSize.
+func writeArray(w io.Writer, a *Archive, indent string, fn func(add func(v any) error) error) error {
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	n := 0
+	err := fn(func(v any) error {
+		if a.size.n > MaxSize {
+			return errTooLarge
+		}
+		b, err := json.MarshalIndent(v, indent+"  ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n" + indent + "  "
+		if n == 0 {
+			sep = "\n" + indent + "  "
+		}
+		n++
+		if _, err := io.WriteString(w, sep); err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	end := "]"
+	if n > 0 {
+		end = "\n" + indent + "]"
+	}
+	_, err = io.WriteString(w, end)
+	return err
 }
 
 // Copy adds the file name holding what r reads, streamed.
@@ -203,10 +333,12 @@ func (a *Archive) Copy(name string, r io.Reader) error {
 
 func (a *Archive) create(name string, method uint16) (io.Writer, error) {
 	if a.size.n > MaxSize {
-		return nil, errs.E("export.Archive", errs.Invalid, "EXPORT_TOO_LARGE", fmt.Sprintf("the export is larger than %d bytes", int64(MaxSize)))
+		return nil, errTooLarge
 	}
 	return a.zw.CreateHeader(&zip.FileHeader{Name: name, Method: method, Modified: time.Now().UTC()})
 }
+
+var errTooLarge = errs.E("export.Archive", errs.Invalid, "EXPORT_TOO_LARGE", fmt.Sprintf("the export is larger than %d bytes", int64(MaxSize)))
 
 type countingWriter struct {
 	w io.Writer
@@ -359,8 +491,7 @@ func (r *Runner) write(ctx context.Context, e Export) (int64, error) {
 		return 0, errs.E(op, errs.Internal, "", "internal error").WithCause(err)
 	}
 	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
-	cw := &countingWriter{w: f}
-	a := &Archive{zw: zip.NewWriter(cw), size: cw}
+	a := NewArchive(f)
 	for _, s := range r.sections {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -369,17 +500,18 @@ func (r *Runner) write(ctx context.Context, e Export) (int64, error) {
 			return 0, errs.Wrap(op, fmt.Errorf("%s: %w", s.Name, err))
 		}
 	}
-	if err := a.zw.Close(); err != nil {
+	if err := a.Close(); err != nil {
 		return 0, errs.E(op, errs.Internal, "", "internal error").WithCause(err)
 	}
-	if cw.n > MaxSize {
+	size := a.Size()
+	if size > MaxSize {
 		return 0, errs.E(op, errs.Invalid, "EXPORT_TOO_LARGE", "the export is too large")
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, errs.E(op, errs.Internal, "", "internal error").WithCause(err)
 	}
-	if _, err := r.blobs.Put(ctx, Key(e.UserID, e.ID), f, blob.PutOptions{ContentType: "application/zip", Size: cw.n}); err != nil {
+	if _, err := r.blobs.Put(ctx, Key(e.UserID, e.ID), f, blob.PutOptions{ContentType: "application/zip", Size: size}); err != nil {
 		return 0, errs.Wrap(op, err)
 	}
-	return cw.n, nil
+	return size, nil
 }

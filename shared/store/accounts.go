@@ -48,6 +48,14 @@ type deletionItem struct {
 	Email       string    `dynamo:"email"`
 	UserCreated time.Time `dynamo:"userCreatedAt"`
 	RequestedAt time.Time `dynamo:"requestedAt"`
+	LastPassAt  time.Time `dynamo:"lastPassAt,omitempty"`
+	BusyChats   []string  `dynamo:"busyChats,set,omitempty"`
+}
+
+// deletionDue is a queued erasure's GSI1 sort key: the time it is due
+// (its request, then its last pass), and the user.
+func deletionDue(at time.Time, userID string) string {
+	return at.UTC().Format(time.RFC3339Nano) + "#" + userID
 }
 
 // BeginDeletion ends u's account in one transaction: the credential is
@@ -61,7 +69,7 @@ func (a *Accounts) BeginDeletion(ctx context.Context, u auth.User, at time.Time)
 		Delete(a.users.Delete("PK", emailKey(u.Email)).If("userId = ?", u.ID)).
 		Update(a.users.Update("PK", userKey(u.ID)).Set("deletedAt", at.UTC()).If("attribute_exists(PK)")).
 		Put(a.data.Put(deletionItem{PK: deletionPK(u.ID), SK: deletionSK, GSI1PK: deletionsGSI,
-			GSI1SK: at.UTC().Format(time.RFC3339Nano) + "#" + u.ID, UserID: u.ID, Email: u.Email, UserCreated: u.CreatedAt, RequestedAt: at.UTC()}))
+			GSI1SK: deletionDue(at, u.ID), UserID: u.ID, Email: u.Email, UserCreated: u.CreatedAt, RequestedAt: at.UTC()}))
 	if err := tx.Run(ctx); err != nil {
 		if isConditionFailure(err) {
 			return errs.E(op, errs.NotFound, "USER_NOT_FOUND", "no such user")
@@ -71,18 +79,44 @@ func (a *Accounts) BeginDeletion(ctx context.Context, u auth.User, at time.Time)
 	return nil
 }
 
-// PendingDeletions returns up to limit queued erasures, oldest first: one
-// Query of GSI1.
-func (a *Accounts) PendingDeletions(ctx context.Context, limit int) ([]account.Deletion, error) {
+// PendingDeletions returns up to limit queued erasures due at now,
+// oldest first: one Query of GSI1, whose sort key is when each is due.
+func (a *Accounts) PendingDeletions(ctx context.Context, now time.Time, limit int) ([]account.Deletion, error) {
 	var items []deletionItem
-	if err := a.data.Get("GSI1PK", deletionsGSI).Index("GSI1").SearchLimit(limit).Limit(limit).All(ctx, &items); err != nil {
+	err := a.data.Get("GSI1PK", deletionsGSI).Index("GSI1").Range("GSI1SK", dynamo.LessOrEqual, deletionDue(now, "~")).
+		SearchLimit(limit).Limit(limit).All(ctx, &items)
+	if err != nil {
 		return nil, storeError("store.PendingDeletions", err)
 	}
 	out := make([]account.Deletion, len(items))
 	for i, it := range items {
-		out[i] = account.Deletion{UserID: it.UserID, Email: it.Email, UserCreatedAt: it.UserCreated, RequestedAt: it.RequestedAt}
+		out[i] = account.Deletion{UserID: it.UserID, Email: it.Email, UserCreatedAt: it.UserCreated, RequestedAt: it.RequestedAt, LastPassAt: it.LastPassAt, BusyChats: it.BusyChats}
 	}
 	return out, nil
+}
+
+// AddBusyChats adds chatIDs to userID's queued erasure's busyChats (a
+// string set), in one write; none is no write.
+func (a *Accounts) AddBusyChats(ctx context.Context, userID string, chatIDs []string) error {
+	if len(chatIDs) == 0 {
+		return nil
+	}
+	err := a.data.Update("PK", deletionPK(userID)).Range("SK", deletionSK).AddStringsToSet("busyChats", chatIDs...).If("attribute_exists(PK)").Run(ctx)
+	if isConditionFailure(err) {
+		return nil
+	}
+	return storeError("store.AddBusyChats", err)
+}
+
+// AwaitLastPass records that userID's erasure ran its first pass and is
+// due again at at (its GSI1 sort key moves there), in one write.
+func (a *Accounts) AwaitLastPass(ctx context.Context, userID string, at time.Time) error {
+	err := a.data.Update("PK", deletionPK(userID)).Range("SK", deletionSK).
+		Set("lastPassAt", at.UTC()).Set("GSI1SK", deletionDue(at, userID)).If("attribute_exists(PK)").Run(ctx)
+	if isConditionFailure(err) {
+		return nil // finished meanwhile
+	}
+	return storeError("store.AwaitLastPass", err)
 }
 
 // FinishDeletion removes the queued erasure of userID, the last item of

@@ -202,3 +202,71 @@ func (u *Users) Profile(ctx context.Context, userID string) (auth.User, string, 
 	}
 	return auth.User{ID: it.ID, Email: it.Email, Name: it.Name, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}, it.ModelID, nil
 }
+
+// EachMessage calls fn with each message of chatID in order (every
+// branch), a DynamoDB page at a time, until fn fails.
+func (s *Chats) EachMessage(ctx context.Context, chatID string, fn func(chat.Message) error) error {
+	const op = "store.EachMessage"
+	it := s.table.Get("PK", chatPK(chatID)).Range("SK", dynamo.Between, "MSG#", messageSKEnd).Consistent(true).Iter()
+	var item collectionItem
+	for it.Next(ctx, &item) {
+		if item.Type == "message" {
+			m, err := item.message()
+			if err != nil {
+				return errs.Wrap(op, err)
+			}
+			if err := fn(m); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
+		item = collectionItem{}
+	}
+	return storeError(op, it.Err())
+}
+
+// EachWorkflowMessage calls fn with each message of workflow id's
+// conversation in order, and EachProposal with each of its proposals
+// (the message that made it is Proposal.MessageID), a DynamoDB page at a
+// time, until fn fails.
+func (s *Workflows) EachWorkflowMessage(ctx context.Context, id string, fn func(workflow.Message) error) error {
+	const op = "store.EachWorkflowMessage"
+	it := s.table.Get("PK", workflowPK(id)).Range("SK", dynamo.BeginsWith, "MSG#").Iter()
+	var item wfCollectionItem
+	for it.Next(ctx, &item) {
+		if item.Type == "message" {
+			if err := fn(item.message()); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
+		item = wfCollectionItem{}
+	}
+	return storeError(op, it.Err())
+}
+
+// EachProposal: see EachWorkflowMessage.
+func (s *Workflows) EachProposal(ctx context.Context, id string, fn func(workflow.Proposal) error) error {
+	const op = "store.EachProposal"
+	it := s.table.Get("PK", workflowPK(id)).Range("SK", dynamo.BeginsWith, "PROP#").Iter()
+	var item wfCollectionItem
+	for it.Next(ctx, &item) {
+		if item.Type == "proposal" {
+			p, err := item.proposal()
+			if err != nil {
+				return errs.Wrap(op, err)
+			}
+			if err := fn(p); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
+		item = wfCollectionItem{}
+	}
+	return storeError(op, it.Err())
+}
+
+// DeleteChatLeftovers deletes every item left under chat chatID's key
+// after the chat was deleted (what a reply under way wrote after it: its
+// log's later events), page by page. A chat never deleted must not be
+// passed: its collection goes whole.
+func (s *Chats) DeleteChatLeftovers(ctx context.Context, chatID string) error {
+	return errs.Wrap("store.DeleteChatLeftovers", deleteCollection(ctx, s.table, chatPK(chatID), ""))
+}

@@ -140,6 +140,23 @@ func (u *Usage) Settle(ctx context.Context, userID, month, modelID string, delta
 	return storeError("store.SettleUsage", up.Run(ctx))
 }
 
+// SettleReservation is Settle for a call whose reservation wrote the
+// month's item: the same write, conditioned on the item existing. A
+// settle that finds no item (the user's account was erased while the
+// call was under way) writes nothing and succeeds, so a reply or run that
+// outlived its account's erasure cannot write its usage back.
+func (u *Usage) SettleReservation(ctx context.Context, userID, month, modelID string, delta int64, c usage.Counts) error {
+	up := u.table.Update("PK", usageKey(userID, month)).Add(usageCommitted, delta).If("attribute_exists(PK)")
+	if modelID != "" {
+		m := hex.EncodeToString([]byte(modelID))
+		up = up.Add(usageRequests+m, c.Requests).Add(usageInput+m, c.InputTokens).Add(usageOutput+m, c.OutputTokens)
+	}
+	if err := up.Run(ctx); err != nil && !isConditionFailure(err) {
+		return storeError("store.SettleReservation", err)
+	}
+	return nil
+}
+
 // MonthUsage returns userID's counters of month per model (one read); an
 // empty map when there are none.
 func (u *Usage) MonthUsage(ctx context.Context, userID, month string) (map[string]usage.Counts, error) {

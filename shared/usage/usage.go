@@ -108,6 +108,10 @@ type Store interface {
 	// counter of month and c to modelID's counters (none when modelID is
 	// empty), atomically in one write.
 	Settle(ctx context.Context, userID, month, modelID string, delta int64, c Counts) error
+	// SettleReservation is Settle for a call whose reservation wrote the
+	// month's counter: it writes only when the counter is still there (an
+	// erased account's is not) and succeeds without a write otherwise.
+	SettleReservation(ctx context.Context, userID, month, modelID string, delta int64, c Counts) error
 	// MonthUsage returns every model's counters of a month (an empty map
 	// when there are none).
 	MonthUsage(ctx context.Context, userID, month string) (map[string]Counts, error)
@@ -306,6 +310,11 @@ func (m *Meter) Settle(ctx context.Context, r *Reservation, modelID string, used
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	if r.held > 0 {
+		// The reservation wrote the month's counter: a settle never
+		// writes it back once the account's erasure removed it.
+		return errs.Wrap("usage.Settle", m.store.SettleReservation(sctx, r.userID, r.month, modelID, used.Tokens()-r.held, used))
+	}
 	return errs.Wrap("usage.Settle", m.store.Settle(sctx, r.userID, r.month, modelID, used.Tokens()-r.held, used))
 }
 

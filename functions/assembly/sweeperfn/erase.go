@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/account"
 	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
@@ -18,6 +17,14 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
+// LastPass is how long after its request an erasure runs again: past
+// the last upload URL the user may hold (issued before the deletion,
+// valid attachment.UploadTTL), with a minute for clocks. A reply or run
+// under way at the deletion writes, if at all, within it (its chat or
+// workflow is gone after the first pass, and its settle never writes a
+// month's usage back: usage.Meter.Settle).
+const LastPass = attachment.UploadTTL + time.Minute
+
 // Eraser builds the erasure of deleted accounts (package account), in
 // this order: every chat of the user, as the user's own delete does (its
 // messages, runs, attachments with their blobs and the replies' values,
@@ -27,24 +34,40 @@ import (
 // settled) and the user's exports; the export items; the user's rate
 // limit counters; then the user's own items (store.Accounts:
 // profile, policies, usage, counters, audit log, sessions, OAuth
-// grants and tokens). It fails when the trigger scheduler cannot be
-// built.
-func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat.Service, runStore workflow.RunDeleter, blobs blob.Store, kbs *knowledge.Service) (*account.Eraser, error) {
-	triggers, err := triggersfn.Deleter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
+// grants and tokens). Every part runs once more LastPass after the
+// request (account.Eraser.WithLastPass). chats and wfs are the
+// sweeper's one chat and workflow service (Sweeper).
+func Eraser(cfg config.Config, d assembly.Deps, chats *chat.Service, wfs *workflow.Service, blobs blob.Store, kbs *knowledge.Service) *account.Eraser {
 	chatStore := store.NewChats(d.DB, cfg.DataTable)
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
-	wfs := workflow.NewService(workflow.Options{Store: workflows, Runs: runStore, Triggers: triggers, Now: d.Now})
 	accounts := d.Accounts(cfg)
 	exports := store.NewExports(d.DB, cfg.DataTable)
 	limits, rules := store.NewRateLimits(d.DB, cfg.RateLimitsTable), cfg.RateLimitRules()
 	return account.NewEraser(accounts, d.Logger,
 		account.Part{Name: "chats", Erase: func(ctx context.Context, del account.Deletion) error {
+			// What a reply under way at the first pass wrote after its
+			// chat was deleted (its log's later events), at the last.
+			if !del.LastPassAt.IsZero() {
+				for _, id := range del.BusyChats {
+					if err := chatStore.DeleteChatLeftovers(ctx, id); err != nil {
+						return err
+					}
+				}
+			}
 			for {
 				cs, _, err := chatStore.ListChats(ctx, del.UserID, paging.Page{Limit: paging.MaxLimit}, true)
 				if err != nil || len(cs) == 0 {
+					return err
+				}
+				var busy []string
+				for _, c := range cs {
+					if c.Generation != "" {
+						busy = append(busy, c.ID)
+					}
+				}
+				// Recorded before the deletes, so that a crash between
+				// them cannot lose a chat's id.
+				if err := accounts.AddBusyChats(ctx, del.UserID, busy); err != nil {
 					return err
 				}
 				for _, c := range cs {
@@ -106,5 +129,5 @@ func Eraser(ctx context.Context, cfg config.Config, d assembly.Deps, chats *chat
 			return exports.DeleteExports(ctx, del.UserID)
 		}},
 		account.Part{Name: "items", Erase: accounts.EraseUserItems},
-	), nil
+	).WithLastPass(LastPass, d.Now)
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/export"
+	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/usage"
@@ -19,14 +22,22 @@ import (
 )
 
 // Exporter builds the writer of the queued data exports (package
-// export): the zip holds profile.json (with the model preference),
+// export). The zip holds profile.json (with the model preference),
 // tool-policies.json, usage/<month>.json for every month since the
 // account was created, audit.json, chats/<chatId>/chat.json (the chat,
-// its messages, its runs and its attachments' descriptions) with
-// chats/<chatId>/attachments/<id>/<name> (each ready attachment's bytes,
-// streamed from the blob store), and workflows/<workflowId>/workflow.json
-// (the workflow, its conversation, its runs and its triggers, never their
-// secrets). Each chat and workflow is read one at a time.
+// its messages of every branch, its runs, its attachments' descriptions
+// and its shares) with chats/<chatId>/attachments/<id>/<name> (each ready
+// attachment's bytes, streamed from the blob store),
+// workflows/<workflowId>/workflow.json (the workflow, its conversation
+// and proposals, every kept version with its definition, its runs and
+// its triggers, never their secrets), knowledge/<kbId>/knowledge-base.json
+// (a knowledge base and its documents) with
+// knowledge/<kbId>/documents/<docId>.json (each document's chunks,
+// streamed from the blob store), and mcp-servers.json (the remote MCP
+// servers as the API shows them: never their secrets or tokens). Every
+// list is read a DynamoDB page at a time and written to the zip element
+// by element (export.Object), so that no account is ever held in memory
+// whole.
 func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runner {
 	users := d.Users(cfg)
 	policies := store.NewToolPolicies(d.DB, cfg.UsersTable)
@@ -37,6 +48,8 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
 	runs := store.NewRuns(d.DB, cfg.DataTable)
 	triggers := store.NewTriggers(d.DB, cfg.DataTable)
+	kbs := store.NewKnowledge(d.DB, cfg.DataTable)
+	servers := store.NewMCPServers(d.DB, cfg.DataTable)
 	now := d.Now
 	if now == nil {
 		now = time.Now
@@ -73,38 +86,48 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 			return nil
 		}},
 		export.Section{Name: "audit log", Write: func(ctx context.Context, uid string, a *export.Archive) error {
-			var all []any
-			cursor := ""
-			for {
-				evs, next, err := auditLog.AuditPage(ctx, uid, 100, cursor)
-				if err != nil {
-					return err
-				}
-				for _, e := range evs {
-					all = append(all, e)
-				}
-				if next == "" {
-					return a.JSON("audit.json", all)
-				}
-				cursor = next
-			}
+			return a.Array("audit.json", func(add func(any) error) error {
+				return eachPage(func(cursor string) (string, error) {
+					evs, next, err := auditLog.AuditPage(ctx, uid, 100, cursor)
+					return next, addAll(add, evs, err)
+				})
+			})
 		}},
 		export.Section{Name: "chats", Write: func(ctx context.Context, uid string, a *export.Archive) error {
 			return chats.EachChat(ctx, uid, func(c chat.Chat) error {
-				_, msgs, err := chats.Conversation(ctx, c.ID)
-				if err != nil {
-					return err
-				}
-				rs, err := allRuns(func(cursor string) ([]workflow.Run, string, error) { return runs.ChatRunsPage(ctx, c.ID, 100, cursor) })
-				if err != nil {
-					return err
-				}
+				dir := "chats/" + c.ID + "/"
 				as, err := atts.ChatAttachments(ctx, c.ID)
 				if err != nil {
 					return err
 				}
-				dir := "chats/" + c.ID + "/"
-				if err := a.JSON(dir+"chat.json", map[string]any{"chat": c, "messages": msgs, "runs": rs, "attachments": as}); err != nil {
+				err = a.Object(dir+"chat.json", func(o *export.Object) error {
+					if err := o.Field("chat", c); err != nil {
+						return err
+					}
+					if err := o.Array("messages", func(add func(any) error) error {
+						return chats.EachMessage(ctx, c.ID, func(m chat.Message) error { return add(m) })
+					}); err != nil {
+						return err
+					}
+					if err := o.Array("runs", func(add func(any) error) error {
+						return eachPage(func(cursor string) (string, error) {
+							rs, next, err := runs.ChatRunsPage(ctx, c.ID, 100, cursor)
+							return next, addAll(add, rs, err)
+						})
+					}); err != nil {
+						return err
+					}
+					if err := o.Field("attachments", as); err != nil {
+						return err
+					}
+					return o.Array("shares", func(add func(any) error) error {
+						return eachPage(func(cursor string) (string, error) {
+							sh, next, err := chats.ChatShares(ctx, c.ID, paging.Cursor{Limit: paging.MaxLimit, After: cursor})
+							return next, addAll(add, sh, err)
+						})
+					})
+				})
+				if err != nil {
 					return err
 				}
 				for _, at := range as {
@@ -120,16 +143,6 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 		}},
 		export.Section{Name: "workflows", Write: func(ctx context.Context, uid string, a *export.Archive) error {
 			return workflows.EachWorkflow(ctx, uid, func(w workflow.Workflow) error {
-				_, msgs, err := workflows.Conversation(ctx, w.ID)
-				if err != nil {
-					return err
-				}
-				rs, err := allRuns(func(cursor string) ([]workflow.Run, string, error) {
-					return runs.WorkflowRunsPage(ctx, w.ID, 100, cursor)
-				})
-				if err != nil {
-					return err
-				}
 				ts, err := triggers.WorkflowTriggers(ctx, w.ID)
 				if err != nil {
 					return err
@@ -140,27 +153,135 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 					views[i] = trigger.View{ID: t.ID, WorkflowID: t.WorkflowID, Type: t.Type, Enabled: t.Enabled, Schedule: t.Schedule,
 						Timezone: t.Timezone, Input: t.Input, Overlap: t.Overlap, LastFire: t.LastFire, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 				}
-				return a.JSON("workflows/"+w.ID+"/workflow.json", map[string]any{"workflow": w, "messages": msgs, "runs": rs, "triggers": views})
+				return a.Object("workflows/"+w.ID+"/workflow.json", func(o *export.Object) error {
+					if err := o.Field("workflow", w); err != nil {
+						return err
+					}
+					if err := o.Array("messages", func(add func(any) error) error {
+						return workflows.EachWorkflowMessage(ctx, w.ID, func(m workflow.Message) error { return add(m) })
+					}); err != nil {
+						return err
+					}
+					if err := o.Array("proposals", func(add func(any) error) error {
+						return workflows.EachProposal(ctx, w.ID, func(p workflow.Proposal) error { return add(p) })
+					}); err != nil {
+						return err
+					}
+					if err := o.Array("versions", func(add func(any) error) error {
+						return eachPage(func(cursor string) (string, error) {
+							page, err := workflows.WorkflowVersions(ctx, w, paging.MaxLimit, cursor)
+							if err != nil {
+								return "", err
+							}
+							for _, v := range page.Versions {
+								full, err := workflows.WorkflowVersion(ctx, w, v.Version)
+								if err != nil {
+									return "", err
+								}
+								if err := add(full); err != nil {
+									return "", err
+								}
+							}
+							return page.Next, nil
+						})
+					}); err != nil {
+						return err
+					}
+					if err := o.Array("runs", func(add func(any) error) error {
+						return eachPage(func(cursor string) (string, error) {
+							rs, next, err := runs.WorkflowRunsPage(ctx, w.ID, 100, cursor)
+							return next, addAll(add, rs, err)
+						})
+					}); err != nil {
+						return err
+					}
+					return o.Field("triggers", views)
+				})
+			})
+		}},
+		export.Section{Name: "knowledge bases", Write: func(ctx context.Context, uid string, a *export.Archive) error {
+			return eachPage(func(cursor string) (string, error) {
+				page, next, err := kbs.ListKnowledgeBases(ctx, uid, paging.Cursor{Limit: paging.MaxLimit, After: cursor})
+				if err != nil {
+					return "", err
+				}
+				for _, kb := range page {
+					dir := "knowledge/" + kb.ID + "/"
+					var docs []string
+					err := a.Object(dir+"knowledge-base.json", func(o *export.Object) error {
+						if err := o.Field("knowledgeBase", kb); err != nil {
+							return err
+						}
+						return o.Array("documents", func(add func(any) error) error {
+							return eachPage(func(cursor string) (string, error) {
+								ds, next, err := kbs.ListDocuments(ctx, kb.ID, paging.Cursor{Limit: paging.MaxLimit, After: cursor})
+								for _, d := range ds {
+									if d.Status == knowledge.StatusReady {
+										docs = append(docs, d.ID)
+									}
+								}
+								return next, addAll(add, ds, err)
+							})
+						})
+					})
+					if err != nil {
+						return "", err
+					}
+					// A knowledge base's documents are bounded
+					// (knowledge.MaxDocuments): their ids fit in memory.
+					for _, id := range docs {
+						if err := copyBlob(ctx, blobs, a, knowledge.SegmentKey(kb.ID, id), dir+"documents/"+id+".json"); err != nil {
+							return "", err
+						}
+					}
+				}
+				return next, nil
+			})
+		}},
+		export.Section{Name: "remote MCP servers", Write: func(ctx context.Context, uid string, a *export.Archive) error {
+			return a.Array("mcp-servers.json", func(add func(any) error) error {
+				return eachPage(func(cursor string) (string, error) {
+					page, next, err := servers.ListServers(ctx, uid, paging.Cursor{Limit: paging.MaxLimit, After: cursor})
+					if err != nil {
+						return "", err
+					}
+					for _, s := range page {
+						// The view never holds the sealed secret.
+						if err := add(mcpserver.NewView(s)); err != nil {
+							return "", err
+						}
+					}
+					return next, nil
+				})
 			})
 		}},
 	)
 }
 
-// allRuns reads every page of a run listing.
-func allRuns(page func(cursor string) ([]workflow.Run, string, error)) ([]workflow.Run, error) {
-	var out []workflow.Run
+// eachPage calls page with the cursor of each page in turn, from the
+// first ("") until a page returns no next cursor.
+func eachPage(page func(cursor string) (next string, err error)) error {
 	cursor := ""
 	for {
-		rs, next, err := page(cursor)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rs...)
-		if next == "" {
-			return out, nil
+		next, err := page(cursor)
+		if err != nil || next == "" {
+			return err
 		}
 		cursor = next
 	}
+}
+
+// addAll adds each of vs, unless err (a page's failure) is set.
+func addAll[T any](add func(any) error, vs []T, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if err := add(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyBlob streams the blob at key into the archive as name; a blob gone

@@ -16,6 +16,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
+	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
@@ -71,10 +72,14 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	eraser, err := Eraser(ctx, cfg, d, chats, rs.Store, blobs, kn)
+	// The workflows of an erased account are deleted as their owner's
+	// delete does: with their triggers (and schedules) and runs.
+	triggers, err := triggersfn.Deleter(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
+	workflows := workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Store, Triggers: triggers, Now: d.Now})
+	eraser := Eraser(cfg, d, chats, workflows, blobs, kn)
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).
 		Also("account erasure", eraser.Sweep).
