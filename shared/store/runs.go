@@ -89,6 +89,9 @@ type runItem struct {
 	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
 	Input       string     `dynamo:"input,omitempty"`   // JSON
 	InputFiles  []string   `dynamo:"inputFiles,omitempty,set"`
+	ParentRunID string     `dynamo:"parentRunId,omitempty"`
+	Depth       int        `dynamo:"depth,omitempty"`
+	Lineage     []string   `dynamo:"lineage,omitempty"` // a list: the root's workflow first
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -101,6 +104,7 @@ func newRunItem(r workflow.Run) (runItem, error) {
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
 		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
+		ParentRunID: r.ParentRunID, Depth: r.Depth, Lineage: r.Lineage,
 	}
 	if r.ChatID != "" {
 		it.GSI2PK, it.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
@@ -137,7 +141,7 @@ func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
 		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef,
-		InputFiles: it.InputFiles}
+		InputFiles: it.InputFiles, ParentRunID: it.ParentRunID, Depth: it.Depth, Lineage: it.Lineage}
 	for _, f := range []struct {
 		attr, data string
 		dst        any
