@@ -42,6 +42,10 @@ type Runs struct {
 	// Triggered is the triggers' trigger.RunStarter: Service's
 	// runs.Triggered.
 	Triggered trigger.RunStarter
+	// Triggers is the trigger service Ended tells of a schedule's run's
+	// end (the Data table's triggers, Triggered, no scheduler calls and
+	// no webhook secrets): what fires schedules uses this one.
+	Triggers *trigger.Service
 	// Ended tells a schedule trigger that a run it started has ended
 	// (trigger.Service.RunEnded: the overlap marker is released, a
 	// buffered fire starts through Triggered); other runs are left alone.
@@ -100,7 +104,7 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 	if invoker != nil {
 		resume = runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Values: blobs, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
 	}
-	return Runs{Service: svc, Triggered: started, Ended: ended, Store: runStore, Resume: resume}, nil
+	return Runs{Service: svc, Triggered: started, Triggers: triggers, Ended: ended, Store: runStore, Resume: resume}, nil
 }
 
 // LambdaInvoker hands runs to the runner function through the Lambda
