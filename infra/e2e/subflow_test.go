@@ -110,6 +110,17 @@ func TestRunWorkflowSteps(t *testing.T) {
 			run.ID, parent.ID, kid.ID, kid.WorkflowID, kid.ParentRunID, kid.Trigger.Type, kid.Depth, run.Steps[0].Output)
 	})
 
+	t.Run("a request waits through the child's run", func(t *testing.T) {
+		// Without respond-async the start waits for the run's end: a wait
+		// for a child holds no person, so the answer is the finished run.
+		r := c.do("POST", "/api/workflows/"+parent.ID+"/runs", json.RawMessage(`{"input":{"a":1}}`))
+		var out struct{ Data childRunJSON }
+		r.decode(t, &out)
+		if r.Status != 201 || out.Data.Status != "completed" || string(out.Data.Steps[1].Output) != `{"value":3}` {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+
 	t.Run("refused when saved", func(t *testing.T) {
 		other := newClient(t, srv.API)
 		otherID := signUpChatUser(t, other, "subflow-other@example.com")
