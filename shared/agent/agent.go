@@ -127,7 +127,7 @@ func (o Output) Map() map[string]any {
 
 // StepOnly are the tools an agent may not be given: those only the run
 // engine carries out.
-var StepOnly = []string{ID, "ask_human"}
+var StepOnly = []string{ID, "ask_human", "run_workflow"}
 
 // Parse reads an agent step's resolved inputs. It fails with Invalid
 // INVALID_PARAMS naming the field: instructions missing, blank or over

@@ -58,6 +58,9 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 	err = s.runs.Follow(ctx, run.ID, func(e workflow.RunEvent) error {
 		switch e.Type {
 		case workflow.EventStepWaiting:
+			if e.ChildRunID != "" {
+				return nil // a child run's wait: its end goes on with the run
+			}
 			// A person answers, maybe days later: the reply ends with the
 			// question, and the run goes on without it.
 			return errRunWaiting

@@ -140,7 +140,7 @@ func (e *Engine) Call(ctx context.Context, userID, name string, args json.RawMes
 	defer cancel()
 	notes := progressOf(run, progress)
 	err = e.Runs.Follow(wctx, run.ID, 0, func(ev workflow.RunEvent) error {
-		if ev.Type == workflow.EventStepWaiting {
+		if ev.Type == workflow.EventStepWaiting && ev.ChildRunID == "" {
 			return errWaiting // a person answers, maybe days later
 		}
 		notes.see(ev)

@@ -92,7 +92,10 @@ type runItem struct {
 	// LogSeq is the last event of the run's log as the last checkpoint
 	// wrote it (the head's lastSeq lags when that checkpoint left the
 	// head alone: SaveCheckpoint).
-	LogSeq int64 `dynamo:"logSeq,omitempty"`
+	LogSeq      int64    `dynamo:"logSeq,omitempty"`
+	ParentRunID string   `dynamo:"parentRunId,omitempty"`
+	Depth       int      `dynamo:"depth,omitempty"`
+	Lineage     []string `dynamo:"lineage,omitempty"` // a list: the root's workflow first
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -105,6 +108,7 @@ func newRunItem(r workflow.Run) (runItem, error) {
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
 		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
+		ParentRunID: r.ParentRunID, Depth: r.Depth, Lineage: r.Lineage,
 	}
 	if r.ChatID != "" {
 		it.GSI2PK, it.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
@@ -141,7 +145,7 @@ func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
 		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef,
-		InputFiles: it.InputFiles}
+		InputFiles: it.InputFiles, ParentRunID: it.ParentRunID, Depth: it.Depth, Lineage: it.Lineage}
 	for _, f := range []struct {
 		attr, data string
 		dst        any

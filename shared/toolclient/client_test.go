@@ -299,11 +299,11 @@ func TestSpecsLeaveOutStepOnlyTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != len(list)-2 {
-		t.Errorf("%d specs for %d tools, want two fewer", len(specs), len(list))
+	if len(specs) != len(list)-3 {
+		t.Errorf("%d specs for %d tools, want three fewer (ask_human, agent, run_workflow)", len(specs), len(list))
 	}
 	for _, s := range specs {
-		if s.Name == tools.AskHumanID || s.Name == tools.AgentID {
+		if s.Name == tools.AskHumanID || s.Name == tools.AgentID || s.Name == tools.RunWorkflowID {
 			t.Errorf("Specs offers %s to models", s.Name)
 		}
 	}

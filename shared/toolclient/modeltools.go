@@ -8,9 +8,10 @@ import (
 )
 
 // stepOnly are the tools that only a workflow run carries out (ask_human
-// waits for a person's answer; agent needs the runner's models and gate):
-// a chat does not offer them to models, nor does an agent step.
-var stepOnly = map[string]bool{"ask_human": true, "agent": true}
+// waits for a person's answer; agent needs the runner's models and gate;
+// run_workflow starts a child run): a chat does not offer them to models,
+// nor does an agent step.
+var stepOnly = map[string]bool{"ask_human": true, "agent": true, "run_workflow": true}
 
 // Specs returns the tools as model tool specs, for chats that offer them
 // to models (chat.Tools): the cached list, so a chat message does not cost

@@ -67,8 +67,8 @@ type Config struct {
 // Builtin returns the built-in tools, configured by cfg: http_request,
 // html_extract, json_query, csv_parse, text_template, regex_extract,
 // math_evaluate, datetime_now, llm_generate, hash, ask_human (which only
-// the workflow engine carries out), code and agent (which only
-// the workflow runner carries out). Each call returns new Tool values.
+// the workflow engine carries out), code, agent and run_workflow
+// (which only the workflow runner carries out). Each call returns new Tool values.
 func Builtin(cfg Config) []*Tool {
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = DefaultHTTPTimeout
@@ -93,6 +93,7 @@ func Builtin(cfg Config) []*Tool {
 		askHumanTool(),
 		codeTool(),
 		agentTool(),
+		runWorkflowTool(),
 	}
 }
 

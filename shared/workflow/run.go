@@ -66,6 +66,9 @@ type RunEvent struct {
 	// RetryAt is a step_retrying's next attempt (Attempt is the one that
 	// failed, Error its error).
 	RetryAt *time.Time `json:"retryAt,omitempty"`
+	// ChildRunID is the child run a run_workflow step's step_waiting
+	// waits for.
+	ChildRunID string `json:"childRunId,omitempty"`
 }
 
 // Last reports whether e is a run's final event.

@@ -278,6 +278,14 @@ func (s *Service) define(ctx context.Context, op string, w Workflow, req UpdateR
 			return Workflow{}, definitionError(op, probs)
 		}
 		w = checked
+		// run_workflow steps run the user's other workflows, never in a
+		// cycle (children.go).
+		if probs, err = CheckChildren(ctx, s.store, w); err != nil {
+			return Workflow{}, errs.Wrap(op, err)
+		}
+		if len(probs) > 0 {
+			return Workflow{}, definitionError(op, probs)
+		}
 	}
 	if w.ExposeAsTool && w.ToolName == "" {
 		return Workflow{}, errs.Fields(op, errs.FieldError{Field: "exposeAsTool", Message: "a workflow exposed as a tool needs a toolName"})

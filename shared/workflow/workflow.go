@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/askhuman"
+	"github.com/workflowchat/service/shared/runworkflow"
 )
 
 // Limits (docs/limits.md).
@@ -48,6 +49,10 @@ const (
 	// AskHumanToolID is the tool of a human step: the run waits for a
 	// person's answer (askhuman.ID).
 	AskHumanToolID = askhuman.ID
+	// RunWorkflowToolID is the tool of a child-run step: the run waits,
+	// holding no runner, for a child run of another of its user's
+	// workflows (runworkflow.ID).
+	RunWorkflowToolID = runworkflow.ID
 )
 
 // ReservedStepID reports whether id is a name templates reserve (input,
@@ -305,6 +310,14 @@ type Run struct {
 	// Plan is empty until read from there.
 	Plan    []Step `json:"-"`
 	PlanRef string `json:"-"`
+	// ParentRunID is the run whose run_workflow step started this one (a
+	// child run, trigger type workflow); Depth is how deep it nests (0
+	// for a run with no parent, at most runworkflow.MaxDepth); Lineage
+	// are the workflows of its ancestors, the root's first, so that a
+	// child of one of them is refused as a cycle.
+	ParentRunID string   `json:"parentRunId,omitempty"`
+	Depth       int      `json:"depth,omitempty"`
+	Lineage     []string `json:"-"`
 }
 
 // Trigger types: what started a run.
@@ -313,6 +326,8 @@ const (
 	TriggerSchedule = "schedule"
 	TriggerWebhook  = "webhook"
 	TriggerMCP      = "mcp"
+	// TriggerWorkflow: a parent run's run_workflow step (Run.ParentRunID).
+	TriggerWorkflow = "workflow"
 )
 
 // Trigger records what started a run: a person (manual), one of the
@@ -359,4 +374,7 @@ type RunStep struct {
 	// on a pending step whose attempt failed, is when the next starts.
 	Attempts []StepAttempt `json:"attempts,omitempty"`
 	RetryAt  *time.Time    `json:"retryAt,omitempty"`
+	// ChildRunID is the child run a run_workflow step started, which it
+	// waits for.
+	ChildRunID string `json:"childRunId,omitempty"`
 }

@@ -69,6 +69,9 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	return runs.NewRunner(runs.RunnerOptions{
 		Store: rs.Store, Values: blobs, Files: files, Jobs: store.NewJobs(d.DB, cfg.DataTable), Tools: steps,
 		StepTimeout: d.StepTimeout, Lease: cfg.GenerationLease, Now: d.Now, Ended: rs.Ended, Condition: condition.Eval,
+		// run_workflow steps start their child runs through the one run
+		// service, as every run starts.
+		Children: rs.Service,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

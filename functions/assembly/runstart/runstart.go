@@ -7,7 +7,10 @@
 // shared/awsapi; the in-process runner on the dev server), the lease and
 // clock, the hook that tells a schedule trigger its run ended, the
 // attachments run inputs name, and the run rate limit (RATE_LIMIT_RUNS),
-// applied inside the service's start whatever started the run. Apart
+// applied inside the service's start whatever started the run (a parent
+// run's run_workflow step included: the runner starts child runs
+// through this service, and every end of a run passes through its
+// RunEnded, which resumes a waiting parent). Apart
 // from runnerfn so that what starts runs does not link what executes
 // them (the expression language of a step's `if`, the tool gate).
 package runstart
@@ -15,6 +18,7 @@ package runstart
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
@@ -38,6 +42,10 @@ type Runs struct {
 	// Triggered is the triggers' trigger.RunStarter: Service's
 	// runs.Triggered.
 	Triggered trigger.RunStarter
+	// Triggers is the trigger service Ended tells of a schedule's run's
+	// end (the Data table's triggers, Triggered, no scheduler calls and
+	// no webhook secrets): what fires schedules uses this one.
+	Triggers *trigger.Service
 	// Ended tells a schedule trigger that a run it started has ended
 	// (trigger.Service.RunEnded: the overlap marker is released, a
 	// buffered fire starts through Triggered); other runs are left alone.
@@ -69,15 +77,22 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 	}
 	// The service ends runs through the trigger service, which starts
 	// buffered fires through the service: the hook reads it once built.
-	var triggers *trigger.Service
+	// It also passes the end on to the run's parent and children
+	// (runs.Service.RunEnded: a waiting parent resumes, an active child
+	// of a cancelled run is cancelled).
+	var (
+		triggers *trigger.Service
+		svc      *runs.Service
+	)
 	ended := func(ctx context.Context, run workflow.Run) error {
+		err := svc.RunEnded(ctx, run)
 		if run.Trigger == nil || run.Trigger.Type != workflow.TriggerSchedule || run.Trigger.TriggerID == "" {
-			return nil
+			return err
 		}
-		return triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID)
+		return errors.Join(err, triggers.RunEnded(auth.ActingFor(ctx, run.UserID), run.Trigger.TriggerID, run.ID))
 	}
 	runStore := store.NewRuns(d.DB, cfg.DataTable).WithBlobs(blobs)
-	svc := runs.NewService(runs.Options{
+	svc = runs.NewService(runs.Options{
 		Store: runStore, Jobs: store.NewJobs(d.DB, cfg.DataTable),
 		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 		Ended: ended, Values: blobs, Files: blobstore.Attachments(cfg, d, blobs),
@@ -89,7 +104,7 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 	if invoker != nil {
 		resume = runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Values: blobs, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
 	}
-	return Runs{Service: svc, Triggered: started, Ended: ended, Store: runStore, Resume: resume}, nil
+	return Runs{Service: svc, Triggered: started, Triggers: triggers, Ended: ended, Store: runStore, Resume: resume}, nil
 }
 
 // LambdaInvoker hands runs to the runner function through the Lambda

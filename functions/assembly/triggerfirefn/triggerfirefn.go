@@ -13,7 +13,6 @@ import (
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
 )
 
@@ -38,7 +37,8 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.
 	if err != nil {
 		return nil, err
 	}
-	return trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: rs.Triggered, Now: d.Now, Logger: d.Logger}), nil
+	// The one built with the run service, whose runs' ends it is told of.
+	return rs.Triggers, nil
 }
 
 // Lambda builds the handler of the Lambda bootstrap: one fire per event.

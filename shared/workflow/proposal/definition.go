@@ -140,8 +140,8 @@ func hasKey(m map[string][]string, k string) bool { _, ok := m[k]; return ok }
 // at k, "" when nothing is.
 func (e *edit) outputProblem(k int, name string) string {
 	outs := e.steps[k].Outputs
-	if slices.Contains(outs, name) {
-		return ""
+	if slices.Contains(outs, name) || (e.steps[k].ToolID == workflow.RunWorkflowToolID && e.steps[k].ForEach == "") {
+		return "" // a child run's output is its last step's, whatever the child workflow's steps are then
 	}
 	what := "tool " + e.steps[k].ToolID
 	if e.steps[k].ForEach != "" {
@@ -190,6 +190,9 @@ func (e *edit) checkForEach(at string, j int, s workflow.Step) {
 		return
 	case s.ToolID == workflow.AskHumanToolID:
 		e.probs.Add(at, "%s asks once: it cannot run in a forEach step", workflow.AskHumanToolID)
+		return
+	case s.ToolID == workflow.RunWorkflowToolID:
+		e.probs.Add(at, "%s starts one child run: it cannot run in a forEach step", workflow.RunWorkflowToolID)
 		return
 	}
 	var types []string

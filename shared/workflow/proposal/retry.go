@@ -14,6 +14,8 @@ func (e *edit) checkRetry(at string, s workflow.Step) {
 		switch {
 		case s.ToolID == workflow.AskHumanToolID:
 			e.probs.Add(at+".timeoutSeconds", "does not apply to %s: its inputs' timeoutSeconds bounds the wait for an answer", workflow.AskHumanToolID)
+		case s.ToolID == workflow.RunWorkflowToolID:
+			e.probs.Add(at+".timeoutSeconds", "does not apply to %s: the child run's own steps have their timeouts", workflow.RunWorkflowToolID)
 		case *t < 1 || *t > workflow.MaxStepTimeoutSeconds:
 			e.probs.Add(at+".timeoutSeconds", "must be an integer from 1 to %d", workflow.MaxStepTimeoutSeconds)
 		}
@@ -25,6 +27,9 @@ func (e *edit) checkRetry(at string, s workflow.Step) {
 	switch {
 	case s.ToolID == workflow.AskHumanToolID:
 		e.probs.Add(at+".retry", "does not apply to %s, which asks a person once", workflow.AskHumanToolID)
+		return
+	case s.ToolID == workflow.RunWorkflowToolID:
+		e.probs.Add(at+".retry", "does not apply to %s: give the child workflow's steps their retry", workflow.RunWorkflowToolID)
 		return
 	case s.ForEach != "":
 		e.probs.Add(at+".retry", "does not apply to a step with forEach")

@@ -216,6 +216,18 @@ func (s *Service) Apply(ctx context.Context, workflowID, proposalID string) (App
 		if n := workflow.DefinitionSize(next); n > workflow.MaxDefinitionBytes {
 			return Applied{}, workflow.TooLarge(op, n)
 		}
+		// A run_workflow step of another user's or unknown workflow, or
+		// one making a cycle, is refused as a direct edit's is: 400
+		// VALIDATION_FAILED naming the step.
+		probs, err = workflow.CheckChildren(ctx, s.store, next)
+		if err != nil {
+			return Applied{}, errs.Wrap(op, err)
+		}
+		if len(probs) > 0 {
+			e := errs.Fields(op, probs...)
+			e.Message = "the proposal's workflow is not valid: " + errs.Summarize(probs)
+			return Applied{}, e
+		}
 		now := s.clock()
 		if !now.After(w.UpdatedAt) {
 			now = w.UpdatedAt.Add(time.Microsecond)

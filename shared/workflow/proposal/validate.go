@@ -277,6 +277,9 @@ func (e *edit) check() {
 		} else if tool := e.tools[e.steps[j].ToolID]; tool != nil {
 			e.steps[j].Outputs = slices.Clone(tool.Outputs) // outputs follow the tool's current schema
 		}
+		if e.steps[j].Outputs == nil {
+			e.steps[j].Outputs = []string{} // run_workflow declares none: its child's last step decides
+		}
 	}
 	for j, s := range e.steps {
 		at, changed := e.touched[s.ID]

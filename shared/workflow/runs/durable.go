@@ -102,6 +102,9 @@ type RunnerOptions struct {
 	// (whatever the outcome), after the write: the release of a
 	// schedule trigger's overlap marker. Its failure is logged.
 	Ended func(ctx context.Context, run workflow.Run) error
+	// Children starts the child runs of run_workflow steps (the run
+	// service, EngineOptions.Children).
+	Children Children
 }
 
 // Runner executes durable runs: one attempt per Run call.
@@ -135,7 +138,7 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.CancelCheck <= 0 {
 		o.CancelCheck = DefaultCancelCheck
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep})
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children})
 	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, check: o.CancelCheck, now: o.Now, ended: o.Ended}
 }
 
@@ -178,7 +181,9 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
-		if ok, err := r.idempotent(ctx, rs.ToolID); retry || (err == nil && ok) {
+		// A run_workflow step starts the same child again (childRunID):
+		// it always runs again.
+		if ok, err := r.idempotent(ctx, rs.ToolID); retry || rs.ToolID == workflow.RunWorkflowToolID || (err == nil && ok) {
 			// It runs again; a forEach step keeps the outputs of the
 			// elements that finished (rs.Elements) and runs the others.
 			if i < len(run.Plan) && run.Plan[i].ForEach != "" {
@@ -331,6 +336,9 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 		switch {
 		case !workflow.Active(run.Status):
 			return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
+		case run.Status == workflow.RunWaiting && childStep(run) >= 0:
+			d := parentDeps{store: o.Store, values: o.Values, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended}
+			return errs.Wrap(op, childDue(ctx, d, l, run, childStep(run)))
 		case run.Status == workflow.RunWaiting:
 			return errs.Wrap(op, timeOut(ctx, o.Invoker, l, run, now))
 		case run.Attempt >= workflow.MaxRunAttempts:
@@ -498,6 +506,9 @@ func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time 
 		return now.Add(lease)
 	}
 	for _, s := range run.Steps {
+		if s.Status == workflow.StepWaiting && s.ChildRunID != "" {
+			return now.Add(ChildCheck * lease) // children.go
+		}
 		if s.Status == workflow.StepWaiting && s.ExpiresAt != nil {
 			return *s.ExpiresAt
 		}
@@ -589,7 +600,7 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 		case workflow.StepFailed:
 			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
 		case workflow.StepWaiting:
-			ev.Type, ev.Input, ev.ExpiresAt = workflow.EventStepWaiting, s.Input, s.ExpiresAt
+			ev.Type, ev.Input, ev.ExpiresAt, ev.ChildRunID = workflow.EventStepWaiting, s.Input, s.ExpiresAt, s.ChildRunID
 		case workflow.StepPending:
 			if s.RetryAt == nil {
 				continue

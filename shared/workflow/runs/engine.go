@@ -83,6 +83,8 @@ type Engine struct {
 	beforeStep func(i int)
 	// values admits the calls with large inputs, per user.
 	values *valueGate
+	// children starts the child runs of run_workflow steps.
+	children Children
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -103,6 +105,9 @@ type EngineOptions struct {
 	// BeforeStep, when set, is called before step i's conditional write
 	// (tests use it to cancel between steps).
 	BeforeStep func(i int)
+	// Children starts the child runs of run_workflow steps (the run
+	// service); nil: such a step fails.
+	Children Children
 }
 
 // MaxElements bounds the array a forEach step runs over.
@@ -121,7 +126,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -254,6 +259,11 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			if err == nil && msg == "" {
 				return nil // waiting for an answer
 			}
+		case step.ToolID == workflow.RunWorkflowToolID && step.ForEach == "":
+			msg, err = x.child(ctx, op, i, step, scope) // children.go
+			if err == nil && msg == "" {
+				return nil // waiting for the child run
+			}
 		case step.ForEach != "":
 			out, msg, err = x.forEach(ctx, op, i, step, scope)
 		default:
@@ -305,11 +315,11 @@ func (x *execution) timeout() (time.Duration, bool) {
 }
 
 // busy is how long run has been going at now, the time its human steps
-// waited left out.
+// and its child runs waited left out.
 func busy(run *workflow.Run, now time.Time) time.Duration {
 	d := now.Sub(run.StartedAt)
 	for _, s := range run.Steps {
-		if s.ToolID == workflow.AskHumanToolID && s.StartedAt != nil && s.CompletedAt != nil {
+		if (s.ToolID == workflow.AskHumanToolID || s.ChildRunID != "") && s.StartedAt != nil && s.CompletedAt != nil {
 			d -= s.CompletedAt.Sub(*s.StartedAt)
 		}
 	}

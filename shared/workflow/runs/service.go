@@ -141,6 +141,9 @@ type StartRequest struct {
 	// Version, when not 0, is the workflow's version to run (a trigger's
 	// pin); 0 runs the current one.
 	Version int
+	// parent, when set, is the run whose run_workflow step starts this
+	// one (StartChild).
+	parent *workflow.Run
 }
 
 // Start stores a pending durable run of the caller's workflow, hands it
@@ -178,6 +181,9 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 		run.Input = input
 	}
 	run.Trigger = req.Trigger
+	if p := req.parent; p != nil {
+		run.ParentRunID, run.Depth, run.Lineage = p.ID, p.Depth+1, append(slices.Clone(p.Lineage), p.WorkflowID)
+	}
 	if run.Trigger == nil {
 		run.Trigger = &workflow.Trigger{Type: workflow.TriggerManual}
 	}
@@ -349,7 +355,7 @@ func (s *Service) Wait(ctx context.Context, runID string, bound time.Duration) (
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	err := s.Follow(wctx, runID, 0, func(e workflow.RunEvent) error {
-		if e.Type == workflow.EventStepWaiting {
+		if e.Type == workflow.EventStepWaiting && e.ChildRunID == "" {
 			return errPaused // it waits for a person, not for compute
 		}
 		return nil
