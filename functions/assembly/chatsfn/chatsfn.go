@@ -8,12 +8,14 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/attachment"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
@@ -81,11 +83,18 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 		return nil, err
 	}
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
-	gate := d.Gate(cfg, catalog)
+	// The knowledge bases chats name: the process's one knowledge
+	// service, with the configured embedder (a query is embedded as its
+	// documents were). knowledge_search runs in process behind the gate.
+	kb, err := knowledgefn.Service(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, knowledge.Tool{S: kb})
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{
 		Store: search.Watch(chats, d.Search(cfg).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
-		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
-		Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
+		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: knowledgefn.ChatTools(catalog), Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
+		Shares: chats, ShareBaseURL: cfg.PublicBaseURL, Knowledge: knowledgefn.ForChat{S: kb},
 	}), nil
 }
