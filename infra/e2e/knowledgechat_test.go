@@ -38,10 +38,10 @@ type citedMessageJSON struct {
 // finds it; another user's knowledge base is 404 on create and PATCH,
 // another user's chat 403, more than 5 ids or a repeat 400, exactly 5
 // accepted, [] clears them; the tool refuses another user's knowledge
-// base.
+// base; adding documents is rate limited per user.
 func TestKnowledgeInChats(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, "ALLOWED_ORIGINS="+frontendOrigin)
+	srv := durableServer(t, "ALLOWED_ORIGINS="+frontendOrigin, "RATE_LIMIT_KNOWLEDGE_DOCUMENTS=1/h")
 	ada, bob := newClient(t, srv.API), newClient(t, srv.API)
 	adaID := signUpChatUser(t, ada, "ada-kbchat@example.com")
 	signUpChatUser(t, bob, "bob-kbchat@example.com")
@@ -63,6 +63,11 @@ func TestKnowledgeInChats(t *testing.T) {
 		t.Fatalf("document: %+v", got)
 	}
 	bobKB := newKnowledgeBase(t, bob, "Bob's")
+	// Adding documents is rate limited per user (1 an hour here): the
+	// second is 429, whatever its body; another user's first is not.
+	expectError(t, "a second document within the hour", ada.do("POST", "/api/knowledge-bases/"+kb.ID+"/documents", map[string]any{"attachmentId": att.ID}), 429, "RATE_LIMITED")
+	bobFiles := newChat(t, bob, map[string]any{"title": "bob's files"})
+	addDocument(t, bob, bobKB.ID, readyAttachment(t, bob, bobFiles.ID, "bob.txt", "text/plain", []byte("bob's own notes")).ID)
 
 	r := ada.do("POST", "/api/chats", map[string]any{"title": "ask the handbook", "knowledgeBaseIds": []string{strings.ToUpper(kb.ID)}})
 	if r.Status != 201 {
@@ -142,6 +147,32 @@ func TestKnowledgeInChats(t *testing.T) {
 	reply = sendCited(t, ada, chatID, call)
 	if len(reply.ToolCalls) != 1 || !strings.Contains(string(reply.ToolCalls[0].Result), `"error"`) || strings.Contains(string(reply.ToolCalls[0].Result), "results") {
 		t.Fatalf("knowledge_search of another user's knowledge base: %+v", reply.ToolCalls)
+	}
+
+	// knowledge_search as a workflow step and as an agent step's call:
+	// the run's user's knowledge base answers; another user's fails the
+	// step as not found.
+	run := runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":"vacation policy","topK":1}}]`, kb.ID))
+	if run.Status != "completed" || !strings.Contains(string(run.Steps[0].Output), "twenty-seven") {
+		t.Fatalf("knowledge_search step: %+v", run)
+	}
+	var stepOut struct {
+		Results []knowledgeResultJSON `json:"results"`
+	}
+	if err := json.Unmarshal(run.Steps[0].Output, &stepOut); err != nil || len(stepOut.Results) != 1 || stepOut.Results[0].DocumentID != doc.ID {
+		t.Fatalf("knowledge_search step output: %s", run.Steps[0].Output)
+	}
+	run = runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":"anything"}}]`, bobKB.ID))
+	if run.Status != "failed" || !strings.Contains(run.Steps[0].Error, "KNOWLEDGE_BASE_NOT_FOUND") && !strings.Contains(run.Steps[0].Error, "knowledge base") {
+		t.Fatalf("knowledge_search step on another user's knowledge base: %+v", run)
+	}
+	instructions, _ := json.Marshal(fmt.Sprintf(`run knowledge_search with {"knowledgeBaseId": %q, "query": "paid vacation days"}`, kb.ID))
+	run = runSteps(t, ada, adaID, plainChat(t, ada), `[{"id":"agent","toolId":"agent","inputs":{"instructions":`+string(instructions)+`,"toolIds":["knowledge_search"]}}]`)
+	if run.Status != "completed" || !strings.Contains(string(run.Steps[0].Output), "twenty-seven") {
+		t.Fatalf("agent step calling knowledge_search: %+v", run)
+	}
+	if r := ada.do("PATCH", "/api/workflows/"+createWorkflow(t, ada, adaID, "bad").ID, `{"steps":[{"id":"find","toolId":"knowledge_search","inputs":{"query":"x"}}]}`); r.Status != 400 {
+		t.Fatalf("a knowledge_search step without knowledgeBaseId: %d %s", r.Status, r.Body)
 	}
 
 	// Bad input.
@@ -225,4 +256,9 @@ func citedMessages(t *testing.T, c *client, chatID string) []citedMessageJSON {
 	}
 	r.decode(t, &out)
 	return out.Data.Messages
+}
+
+func plainChat(t *testing.T, c *client) string {
+	t.Helper()
+	return newChat(t, c, map[string]string{"title": "runs"}).ID
 }

@@ -11,19 +11,9 @@ import (
 
 // ToolID is the built-in tool that searches one of the caller's
 // knowledge bases: {knowledgeBaseId, query, topK?} -> {results}, the
-// results of Query.
+// results of Query. The tool catalog declares it (shared/tools); the
+// service runs it in process (Tool) behind the tool gate.
 const ToolID = "knowledge_search"
-
-// ToolDescription and ToolInputSchema declare ToolID to models.
-const (
-	ToolDescription = "Search one of the user's knowledge bases (documents the user added) for passages relevant to a query. " +
-		"Returns the best chunks first, each with its document, text, score and byte offsets."
-	ToolInputSchema = `{"type":"object","properties":{` +
-		`"knowledgeBaseId":{"type":"string","format":"uuid","description":"the id of one of the user's knowledge bases"},` +
-		`"query":{"type":"string","minLength":1,"maxLength":10000,"description":"what to look for"},` +
-		`"topK":{"type":"integer","minimum":1,"maximum":50,"default":8,"description":"how many passages to return"}},` +
-		`"required":["knowledgeBaseId","query"],"additionalProperties":false}`
-)
 
 // Tool is ToolID over a Service, served in process for the user a call
 // is made for.

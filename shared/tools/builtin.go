@@ -67,8 +67,9 @@ type Config struct {
 // Builtin returns the built-in tools, configured by cfg: http_request,
 // html_extract, json_query, csv_parse, text_template, regex_extract,
 // math_evaluate, datetime_now, llm_generate, hash, ask_human (which only
-// the workflow engine carries out), code and agent (which only
-// the workflow runner carries out). Each call returns new Tool values.
+// the workflow engine carries out), code, agent (which only
+// the workflow runner carries out) and knowledge_search (which the
+// service carries out over the caller's knowledge bases). Each call returns new Tool values.
 func Builtin(cfg Config) []*Tool {
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = DefaultHTTPTimeout
@@ -93,6 +94,7 @@ func Builtin(cfg Config) []*Tool {
 		askHumanTool(),
 		codeTool(),
 		agentTool(),
+		knowledgeSearchTool(),
 	}
 }
 

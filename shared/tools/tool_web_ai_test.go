@@ -185,8 +185,8 @@ func TestBuiltinReturnsFreshTools(t *testing.T) {
 	if b[0].Name == "changed" {
 		t.Fatal("Builtin shares Tool values between calls")
 	}
-	if len(a) != 13 {
-		t.Fatalf("Builtin returned %d tools, want 13", len(a))
+	if len(a) != 14 {
+		t.Fatalf("Builtin returned %d tools, want 14", len(a))
 	}
 	ids := map[string]bool{}
 	for _, tool := range a {

@@ -85,16 +85,14 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
 	// The knowledge bases chats name: the process's one knowledge
 	// service, with the configured embedder (a query is embedded as its
-	// documents were). knowledge_search runs in process behind the gate.
-	kb, err := knowledgefn.Service(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, knowledge.Tool{S: kb})
+	// documents were), built at its first use. knowledge_search runs in
+	// process behind the gate.
+	kb := knowledgefn.NewLazy(ctx, cfg, d, blobs)
+	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, kb)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{
 		Store: search.Watch(chats, d.Search(cfg).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
-		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: knowledgefn.ChatTools(catalog), Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
-		Shares: chats, ShareBaseURL: cfg.PublicBaseURL, Knowledge: knowledgefn.ForChat{S: kb},
+		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
+		Shares: chats, ShareBaseURL: cfg.PublicBaseURL, Knowledge: kb,
 	}), nil
 }

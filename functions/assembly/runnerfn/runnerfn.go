@@ -53,6 +53,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	// Steps' large inputs and results travel to and from the tool server
 	// by reference, through the blob store.
 	catalog := toolclient.NewCatalog(d.ToolClient(cfg, 0).WithBlobs(blobs), cfg.ToolsCacheTTL, d.Now)
+	d.Blobs = blobs // the knowledge service of knowledge_search shares them
 	steps, err := AgentSteps(ctx, cfg, d, catalog)
 	if err != nil {
 		return nil, err
