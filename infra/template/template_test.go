@@ -335,6 +335,9 @@ var wantGrants = map[string]map[string][]string{
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// the rate limit of documents added: store.RateLimits.Hit
+		// (UpdateItem).
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	"TriggersFunction": {
 		// the auth middleware.
