@@ -39,7 +39,7 @@ dynamodb-local:
 
 ## lambda-test: drive the functions' bootstraps (built for this machine with the production flags) under the AWS Lambda Runtime Interface Emulator, pinned in go.mod as a tool; also part of `make test`.
 lambda-test:
-	$(GO) test -count=1 -v -run . ./infra/lambdart/
+	$(GO) test -count=1 -timeout 60m -v -run . ./infra/lambdart/
 
 ## lint-template: cfn-lint template.yaml (AWS's CloudFormation and SAM linter), when cfn-lint is on PATH; infra/template's Go tests check the template everywhere.
 lint-template:

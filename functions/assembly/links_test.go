@@ -111,6 +111,11 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		// The users' MCP servers: the MCP client and the vault's KMS
 		// client, no model, no tool, no blob.
 		{"mcpservers", [][]string{providerSDKs, {goquery, gojq, expr, toolImpls, s3SDK}}},
+		// The indexing of knowledge base documents: the embedders
+		// (Bedrock's runtime client for Titan Text Embeddings V2, the
+		// OpenAI-compatible one over plain HTTP), S3 Vectors, the blob
+		// store; no model provider, no tool, no JSON Schema.
+		{"knowledgeindex", [][]string{{openaiSDK, anthropicSDK, openaiClient, anthropicClient, jsonschema}, toolDeps}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {

@@ -193,7 +193,11 @@
 // off them, on Unix). Every successful write request is appended to the
 // journal, and the file synced, before the write is answered; writers
 // arriving during a sync share the next one (group commit). Failed
-// requests are not journaled. StartWith restores the snapshot and
+// requests are not journaled. A write is applied before its sync, so a
+// request served meanwhile (a read, a condition that failed on the new
+// item) could see it; every request is therefore answered only once the
+// writes appended before it was served are synced too: nothing a client
+// saw is lost by a crash. StartWith restores the snapshot and
 // replays, in order, the journal's records after the last one the
 // snapshot holds; each write is deterministic given the data before it,
 // so the replay rebuilds exactly the answered state; the restore's

@@ -165,6 +165,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := h.dispatch(r.Context(), op, body, regionOf(r))
+	if err == nil {
+		err = h.settle()
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -173,6 +176,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", rep.contentType)
 	w.WriteHeader(rep.status)
 	_, _ = w.Write(rep.body)
+}
+
+// settle returns once every write the request may have seen is on disk:
+// a write is applied, under the lock, before its journal record is
+// synced (writes.go), so a read (or a condition that failed on a write's
+// item) served meanwhile can see it. Answering only after the sync means
+// that nothing a client saw, whatever it asked, is lost by a crash
+// (kill -9) that the journal would otherwise survive. The last record
+// appended after the request was served covers everything it saw
+// (records are appended under the lock, in the order their writes were
+// applied); with nothing pending this is one check. An engine without a
+// data file has no journal and nothing to wait for.
+func (h *handler) settle() error {
+	j := h.journal
+	if j == nil {
+		return nil
+	}
+	if err := j.wait(j.lastLSN()); err != nil {
+		return journalError(err)
+	}
+	return nil
 }
 
 func (h *handler) dispatch(ctx context.Context, op string, body []byte, region string) (*reply, error) {

@@ -90,6 +90,10 @@ type journal struct {
 	inflight int64  // bytes being written by the flushing writer (in neither size nor buf)
 	err      error  // sticky: once the journal fails, it refuses writes
 	full     chan struct{}
+	// beforeFlush, when set, is called (once, then cleared) by the next
+	// flush before it writes; an error fails the flush as a crash before
+	// the write would (tests: StallJournal).
+	beforeFlush func() error
 }
 
 // mark is a position in the journal: the records up to lsn end at
@@ -152,7 +156,7 @@ func (j *journal) append(recs ...record) uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range recs {
-		payload := mustJSON(r)
+		payload := r.encode()
 		j.last++
 		var h [recordHeader]byte
 		binary.LittleEndian.PutUint32(h[0:], uint32(len(payload)))
@@ -188,8 +192,16 @@ func (j *journal) wait(lsn uint64) error {
 		j.flushing = true
 		buf, upto, f := j.buf, j.last, j.f
 		j.buf, j.inflight = nil, int64(len(buf))
+		hook := j.beforeFlush
+		j.beforeFlush = nil
 		j.mu.Unlock()
-		_, err := f.Write(buf)
+		var err error
+		if hook != nil {
+			err = hook()
+		}
+		if err == nil {
+			_, err = f.Write(buf)
+		}
 		if err == nil {
 			err = f.Sync()
 		}

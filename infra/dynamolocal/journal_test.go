@@ -438,3 +438,93 @@ func TestDataFileLocked(t *testing.T) {
 		t.Errorf("after Close the directory holds %v; an unchanged engine writes nothing", names)
 	}
 }
+
+// TestReadWaitsForTheJournal: a write is applied before its journal
+// record is synced, so a read served meanwhile can see it; the read is
+// answered only once that sync is done. When the sync never happens (the
+// process is killed first), the read fails rather than answering what
+// the restarted engine will not have: nothing a client saw is lost.
+func TestReadWaitsForTheJournal(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "data.json")
+	o := dynamolocal.Options{DataFile: file, Interval: time.Hour}
+	e, gdb, client := startData(t, o)
+	ctx := ctxT(t)
+	if err := gdb.CreateTable("kv", struct {
+		P string `dynamo:"P,hash"`
+		S string `dynamo:"S,range"`
+	}{}).OnDemand(true).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	once := func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
+	put := func(client *dynamodb.Client, s string) error {
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("kv"),
+			Item: map[string]types.AttributeValue{"P": avS("p"), "S": avS(s)}}, once)
+		return err
+	}
+	type answer struct {
+		keys []string
+		err  error
+	}
+	query := func(client *dynamodb.Client) answer {
+		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("kv"), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression:    aws.String("P = :p"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS("p")}}, once)
+		if err != nil {
+			return answer{err: err}
+		}
+		var keys []string
+		for _, it := range out.Items {
+			keys = append(keys, it["S"].(*types.AttributeValueMemberS).Value)
+		}
+		return answer{keys: keys}
+	}
+	if err := put(client, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// stalledRead puts s with the journal's flush held, then queries the
+	// partition while the write is applied and not synced, and returns
+	// the query's answer once release(err) ended the flush.
+	stalledRead := func(s string, flushErr error) (answer, error) {
+		stalled, release := dynamolocal.StallJournal(e)
+		early := func(a answer) {
+			release(nil) // so that the engine can close
+			t.Fatalf("the query answered %v (%v) while the write it saw was not on disk", a.keys, a.err)
+		}
+		wrote := make(chan error, 1)
+		go func() { wrote <- put(client, s) }()
+		<-stalled
+		read := dynamolocal.BackendItemsRead(e)
+		answered := make(chan answer, 1)
+		go func() { answered <- query(client) }()
+		for dynamolocal.BackendItemsRead(e) == read { // the query has read the items
+			select {
+			case a := <-answered:
+				early(a)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+		select {
+		case a := <-answered:
+			early(a)
+		default:
+		}
+		release(flushErr)
+		return <-answered, <-wrote
+	}
+	a, err := stalledRead("b", nil)
+	if err != nil || a.err != nil || !slices.Equal(a.keys, []string{"a", "b"}) {
+		t.Fatalf("after the sync: put %v, query %v (%v), want a and b", err, a.keys, a.err)
+	}
+	a, err = stalledRead("c", errors.New("killed before the sync"))
+	if err == nil || a.err == nil {
+		t.Fatalf("the sync failed: put %v, query %v (%v); both must fail", err, a.keys, a.err)
+	}
+	dynamolocal.Crash(e)
+	_, _, client2 := startData(t, o)
+	if a := query(client2); a.err != nil || !slices.Equal(a.keys, []string{"a", "b"}) {
+		t.Fatalf("after the restart: %v (%v), want a and b (c was never on disk, and no one saw it)", a.keys, a.err)
+	}
+}

@@ -32,6 +32,24 @@ type record struct {
 	Body json.RawMessage `json:"body"`
 }
 
+// encode is the record's JSON, as json.Marshal writes it but without
+// scanning the body again: every body journaled is a request the layer
+// decoded whole (json.Unmarshal validated it) or JSON it encoded itself,
+// and the body is most of a write's bytes. An empty body is null.
+func (r record) encode() []byte {
+	op, _ := json.Marshal(r.Op)
+	body := []byte(r.Body)
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	b := make([]byte, 0, len(`{"op":,"body":}`)+len(op)+len(body))
+	b = append(b, `{"op":`...)
+	b = append(b, op...)
+	b = append(b, `,"body":`...)
+	b = append(b, body...)
+	return append(b, '}')
+}
+
 // write runs fn under the exclusive lock. When fn succeeds with a 200
 // reply, its records are appended to the journal, and write returns only
 // once they are durable. A journal that failed refuses every write (the
@@ -717,8 +735,10 @@ type txAction struct {
 // cancels the transaction with a ValidationError reason); and only then
 // stores them all, so that nothing is half applied.
 func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error) {
+	// One decode of the whole request: each action straight into its
+	// txAction (its update's fields and its Item), under its kind.
 	var in struct {
-		TransactItems          []map[string]json.RawMessage
+		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
 	if err := decodeRequest(body, &in); err != nil {
@@ -742,24 +762,20 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		if len(raw) != 1 {
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
-		a := &txAction{}
-		var body json.RawMessage
-		for kind, b := range raw {
-			a.kind, body = kind, b
+		var a *txAction
+		var kind string
+		for k, v := range raw {
+			kind, a = k, v
 		}
+		if a == nil { // an action given as null
+			a = &txAction{}
+		}
+		a.kind = kind
 		switch a.kind {
 		case "ConditionCheck", "Put", "Delete", "Update":
 		default:
 			return nil, validation("TransactItems can only contain one of Check, Put, Update or Delete")
 		}
-		if err := decodeRequest(body, &a.updateInput); err != nil {
-			return nil, err
-		}
-		var item struct{ Item map[string]*types.Item }
-		if err := decodeRequest(body, &item); err != nil {
-			return nil, err
-		}
-		a.Item = item.Item
 		sch, rep := h.schema(ctx, a.TableName)
 		if rep != nil {
 			return rep, nil
@@ -856,7 +872,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		for i, a := range actions {
 			switch a.kind {
 			case "ConditionCheck":
-				u.of(a.TableName).table.write += 2 * writeUnits(itemSize(olds[i]))
+				if mode != "" {
+					u.of(a.TableName).table.write += 2 * writeUnits(itemSize(olds[i]))
+				}
 				continue
 			case "Put":
 				afters[i] = a.Item
@@ -875,7 +893,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 				}
 				afters[i] = item
 			}
-			u.write(stores[i].sch, a.TableName, olds[i], afters[i], 2)
+			if mode != "" { // the units are counted only when asked for
+				u.write(stores[i].sch, a.TableName, olds[i], afters[i], 2)
+			}
 		}
 		datas := make([][]byte, len(actions))
 		for i := range actions {

@@ -3,12 +3,14 @@ package lambdart_test
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,21 +20,146 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// maxFirstInvokeRatio bounds every function's first invoke against
-// health's, measured in the same run.
+// maxFirstInvokeRatio is the figure a function's first-invoke CPU ratio
+// to health's is reported against (TestColdStartInitWithinBudget logs the
+// functions over it). It is not asserted: a ratio of CPU times moves with
+// the machine's load (workflows measured 2.15 at load 44 and 1.73 at load
+// 3), so what make test holds is the deterministic package init budget.
 const maxFirstInvokeRatio = 2.0
 
-// overTwice are the functions whose first invoke is known to cost more
-// than maxFirstInvokeRatio times health's, each with the reason and the
-// ratio it is held to until the reason is gone (then delete its entry).
-var overTwice = map[string]struct {
-	bound float64
-	why   string
-}{
-	"sweeper": {4.0, "unlike the others' first events (a request answered 404), its first event is the work itself: a sweep, " +
-		"16 Queries of the lease index (about 6 ms of the bootstrap's CPU on this machine), then the queues of account erasures " +
-		"and of data exports (2 Queries) and the first run of their code: 3.6 times health's measured on 2026-12-02 " +
-		"(was 2.2 before those queues; bring it back down)"},
+// firstInvokeNotes says why a function's first invoke is known to cost
+// more than maxFirstInvokeRatio times health's, logged with its ratio.
+var firstInvokeNotes = map[string]string{
+	"sweeper": "unlike the others' first events (a request answered 404), its first event is the work itself: a sweep, " +
+		"16 Queries of the lease index, then the queues of account erasures and of data exports and the first run of their code " +
+		"(3.6 times health's measured on 2026-12-02; 2.2 before those queues)",
+}
+
+// initBudget bounds a bootstrap's package init as GODEBUG=inittrace=1
+// reports it: the bytes and allocations of every package initializer
+// together, and the number of packages with one. The three depend only on
+// the code linked (and the Go release), never on the machine's speed or
+// load: the same binary gave the same packages and allocations within
+// 0.1% run after run. What a cold start must not carry (a library whose
+// package init compiles meta-schemas or builds tables, regular expressions
+// compiled in package init, a heavy SDK linked for one call) shows here:
+// importing the JSON Schema library dropped for its init
+// (santhosh-tekuri/jsonschema/v6) adds 1.7 MiB and 21,000 allocations to
+// any function.
+type initBudget struct {
+	bytes    int64
+	allocs   int64
+	packages int
+}
+
+// healthInitBudget is health's: config, logging, the middleware and the
+// runtime client, no SDK (measured on 2026-12-02 with go1.26: 96 KiB,
+// 579 allocations, 104 packages).
+var healthInitBudget = initBudget{bytes: 256 << 10, allocs: 2_000, packages: 128}
+
+// functionInitBudget is every other function's: the DynamoDB client and
+// the OpenTelemetry SDK make most of it (measured on 2026-12-02 with
+// go1.26: 1.5-2.3 MiB, 11,900-16,800 allocations, 172-208 packages; the
+// heaviest, knowledge and workflows).
+var functionInitBudget = initBudget{bytes: 3 << 20, allocs: 20_000, packages: 240}
+
+// overInitBudget are the functions held to a budget of their own, each
+// with the reason (none yet; a function that must link more says why
+// here, rather than the shared budget growing).
+var overInitBudget = map[string]struct {
+	budget initBudget
+	why    string
+}{}
+
+// initBudgetOf is function name's package init budget and, for an
+// exception, why.
+func initBudgetOf(name string) (initBudget, string) {
+	if o, ok := overInitBudget[name]; ok {
+		return o.budget, o.why
+	}
+	if name == "health" {
+		return healthInitBudget, ""
+	}
+	return functionInitBudget, ""
+}
+
+// packageInit is a bootstrap's package init as GODEBUG=inittrace=1
+// reports it.
+type packageInit struct {
+	bytes, allocs int64
+	packages      int
+	heaviest      []initLine // by bytes, heaviest first
+}
+
+type initLine struct {
+	pkg           string
+	bytes, allocs int64
+}
+
+// inittraceLine is one line of GODEBUG=inittrace=1 output:
+// "init <package> @<start> ms, <clock> ms clock, <bytes> bytes, <allocs> allocs".
+var inittraceLine = regexp.MustCompile(`(?m)^init (\S+) @[0-9.]+ ms, [0-9.]+ ms clock, ([0-9]+) bytes, ([0-9]+) allocs`)
+
+// parseInitTrace sums the inittrace lines of out.
+func parseInitTrace(out string) packageInit {
+	var p packageInit
+	for _, m := range inittraceLine.FindAllStringSubmatch(out, -1) {
+		b, _ := strconv.ParseInt(m[2], 10, 64)
+		a, _ := strconv.ParseInt(m[3], 10, 64)
+		p.bytes += b
+		p.allocs += a
+		p.packages++
+		p.heaviest = append(p.heaviest, initLine{m[1], b, a})
+	}
+	slices.SortStableFunc(p.heaviest, func(x, y initLine) int { return cmp.Compare(y.bytes, x.bytes) })
+	return p
+}
+
+func (p packageInit) top(n int) string {
+	var s []string
+	for _, l := range p.heaviest[:min(n, len(p.heaviest))] {
+		s = append(s, fmt.Sprintf("%s %d KiB/%d allocs", l.pkg, l.bytes>>10, l.allocs))
+	}
+	return strings.Join(s, ", ")
+}
+
+// measurePackageInit starts function name's bootstrap under the emulator
+// with GODEBUG=inittrace=1, sends it its first event and reads the
+// bootstrap's init trace: the lines after the emulator's START line (the
+// emulator, a Go program too, traces its own init before it listens).
+func measurePackageInit(t *testing.T, b backend, name string) packageInit {
+	t.Helper()
+	f := start(t, name, append(functionEnv(b, name), "GODEBUG=inittrace=1"))
+	out := f.invoke(firstEvent(name))
+	f.stop() // the output is whole once the emulator is gone
+	logs := f.logs.String()
+	if bytes.Contains(out, []byte(`"errorType":"Runtime.`)) {
+		t.Fatalf("%s: the first invoke failed: %s\n%s", name, out, logs)
+	}
+	_, boot, ok := strings.Cut(logs, "START RequestId:")
+	if !ok {
+		t.Fatalf("%s: no START line in the emulator's output:\n%s", name, logs)
+	}
+	p := parseInitTrace(boot)
+	if p.packages == 0 {
+		t.Fatalf("%s: no init trace after the START line (GODEBUG=inittrace=1):\n%s", name, logs)
+	}
+	return p
+}
+
+// checkInitBudget reports p against name's budget.
+func checkInitBudget(name string, p packageInit) error {
+	bud, why := initBudgetOf(name)
+	if why != "" {
+		why = " (its own budget: " + why + ")"
+	}
+	if p.bytes <= bud.bytes && p.allocs <= bud.allocs && p.packages <= bud.packages {
+		return nil
+	}
+	return fmt.Errorf("%s: its package init (GODEBUG=inittrace=1) allocates %d KiB in %d allocations over %d packages, "+
+		"over its budget of %d KiB, %d allocations, %d packages%s: a cold start pays for every package linked and its init; "+
+		"make that work lazy (sync.OnceValue, on first use) or do not link the package. Heaviest: %s",
+		name, p.bytes>>10, p.allocs, p.packages, bud.bytes>>10, bud.allocs, bud.packages, why, p.top(5))
 }
 
 // firstInvokeRounds is how many fresh starts of each function the
@@ -63,7 +190,8 @@ func functionNames(t *testing.T) []string {
 // firstEvent is the event a function's first invocation answers: a route
 // it does not serve (the HTTP functions), one refused before any read
 // (the tool server without its key), or the event of a function that
-// serves no route: a run that does not exist (the runner) and a schedule
+// serves no route: a run that does not exist (the runner), an indexing
+// job whose document does not exist (the knowledge indexer) and a schedule
 // tick (the sweeper, over empty tables). Either of the last two reads the
 // embedded DynamoDB engine once or twice.
 func firstEvent(name string) any {
@@ -74,6 +202,8 @@ func firstEvent(name string) any {
 		return request("POST", "/mcp", `{"method":"listTools","params":{}}`)
 	case "runner":
 		return map[string]any{"chatId": "first-invoke", "runId": "first-invoke", "attempt": 1}
+	case "knowledgeindex":
+		return map[string]any{"knowledgeBaseId": "first-invoke", "documentId": "first-invoke", "attempt": 1}
 	case "sweeper":
 		return events.EventBridgeEvent{Version: "0", ID: "first-invoke", DetailType: "Scheduled Event", Source: "aws.events",
 			Region: "us-east-1", Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Detail: json.RawMessage(`{}`)}
@@ -145,12 +275,6 @@ func median(xs []float64) float64 {
 // times, paired by round (firstInvoke.ratio). Each round starts
 // every function once, in a new random order.
 func measureFirstInvokes(t *testing.T, b backend, names []string, rounds int) []firstInvoke {
-	return measureFirstInvokesFrom(t, b, names, rounds, 0)
-}
-
-// measureFirstInvokesFrom is measureFirstInvokes with its rounds numbered
-// from first.
-func measureFirstInvokesFrom(t *testing.T, b backend, names []string, rounds, first int) []firstInvoke {
 	t.Helper()
 	for _, name := range names {
 		binary(t, name) // build before measuring anything
@@ -182,7 +306,7 @@ func measureFirstInvokesFrom(t *testing.T, b backend, names []string, rounds, fi
 		for i := range names {
 			res[i].wallMs = append(res[i].wallMs, wall[i])
 			res[i].cpuMs = append(res[i].cpuMs, cpu[i])
-			res[i].rounds = append(res[i].rounds, first+round)
+			res[i].rounds = append(res[i].rounds, round)
 		}
 	}
 	return res
@@ -239,76 +363,72 @@ func descendants(pid int) []int {
 	return out
 }
 
-// TestFirstInvokeWithinTwiceHealth: every function's first invoke under
-// the emulator costs at most maxFirstInvokeRatio times health's, in the
-// same run (a ratio of CPU times: see measureFirstInvokes). What a cold
-// start must not carry (a library's package init compiling meta-schemas,
-// a registry compiling every tool's schema, regular expressions compiled
-// in package init) shows here.
-func TestFirstInvokeWithinTwiceHealth(t *testing.T) {
+// TestColdStartInitWithinBudget: every function's bootstrap, started
+// under the emulator for its first event, does no more package init than
+// its budget (initBudget: bytes, allocations and packages initialised, as
+// GODEBUG=inittrace=1 counts them, the same on an idle machine as on one
+// at load 40). Then it measures the first invoke's CPU time against
+// health's, as TestReport does for docs/benchmarks.md, and logs the
+// ratios, naming any over maxFirstInvokeRatio: a report figure, not a
+// bound, since it moves with the machine's other work. The CPU ratio also
+// holds main's setup and the first request, which the init trace does not;
+// a setup that compiles what a request could compile shows there and in
+// make bench's table.
+func TestColdStartInitWithinBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts every bootstrap many times")
 	}
 	b := newBackend(t)
-	res := measureFirstInvokes(t, b, functionNames(t), firstInvokeRounds)
-	// A function over its bound on a busy machine is measured again, with
-	// health in the same rounds, up to twice, before it counts as over.
-	next := firstInvokeRounds
-	for range 2 {
-		names := []string{res[0].name}
-		for _, r := range res[1:] {
-			if r.ratio() > boundOf(r.name) {
-				names = append(names, r.name)
-			}
-		}
-		if len(names) == 1 {
-			break
-		}
-		again := measureFirstInvokesFrom(t, b, names, firstInvokeRounds, next)
-		next += firstInvokeRounds
-		for _, a := range again {
-			for i := range res {
-				if res[i].name == a.name {
-					res[i].cpuMs = append(res[i].cpuMs, a.cpuMs...)
-					res[i].wallMs = append(res[i].wallMs, a.wallMs...)
-					res[i].rounds = append(res[i].rounds, a.rounds...)
-				}
-			}
+	names := functionNames(t)
+	var summary strings.Builder
+	for _, name := range names {
+		p := measurePackageInit(t, b, name)
+		fmt.Fprintf(&summary, "%s %d KiB/%d allocs/%d packages; ", name, p.bytes>>10, p.allocs, p.packages)
+		if err := checkInitBudget(name, p); err != nil {
+			t.Error(err)
 		}
 	}
-	var summary strings.Builder
+	t.Log("package init: " + summary.String())
+
+	res := measureFirstInvokes(t, b, names, firstInvokeRounds)
+	summary.Reset()
 	for _, r := range res {
 		fmt.Fprintf(&summary, "%s %.1f ms CPU (x%.2f), %.1f ms wall; ", r.name, r.cpu(), r.ratio(), r.wall())
 	}
-	t.Log(summary.String())
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("first invoke (CPU time x health's, median of %d paired rounds; load %s): %s", firstInvokeRounds, strings.Fields(string(load) + " ?")[0], summary.String())
 	for _, r := range res[1:] {
-		bound, why := boundOf(r.name), ""
-		if o, ok := overTwice[r.name]; ok {
-			why = " (held to " + strconv.FormatFloat(o.bound, 'f', 1, 64) + " meanwhile: " + o.why + ")"
-		}
-		ratio := r.ratio()
-		switch {
-		case ratio > bound:
-			t.Errorf("%s: first invoke %.2f times health's CPU time (median of %d paired rounds; at most %.1f%s): least %.1f ms against %.1f ms; rounds %v, health's %v",
-				r.name, ratio, len(r.cpuMs), bound, why, r.cpu(), res[0].cpu(), r.cpuMs, res[0].cpuMs)
-		case why != "" && ratio <= maxFirstInvokeRatio:
-			t.Logf("%s: %.2f times health's, within %.1f: its entry in overTwice may go", r.name, ratio, maxFirstInvokeRatio)
+		if ratio := r.ratio(); ratio > maxFirstInvokeRatio {
+			note := "not asserted: it moves with load; make bench measures it on a quiet machine"
+			if why, ok := firstInvokeNotes[r.name]; ok {
+				note = "known: " + why
+			}
+			t.Logf("%s: first invoke %.2f times health's CPU time, over the %.1f reported against (%s)", r.name, ratio, maxFirstInvokeRatio, note)
 		}
 	}
 }
 
-// boundOf is the most function name's first invoke may cost, as a ratio
-// to health's.
-func boundOf(name string) float64 {
-	if o, ok := overTwice[name]; ok {
-		return o.bound
+// TestInitBudgetCatchesHeavyInit keeps the check above honest: an init
+// trace with a heavy package added is over budget, and the message names it.
+func TestInitBudgetCatchesHeavyInit(t *testing.T) {
+	const light = "init runtime @0.010 ms, 0.013 ms clock, 0 bytes, 0 allocs\n" +
+		"init github.com/aws/aws-sdk-go-v2/service/dynamodb/schemas @1.2 ms, 0.9 ms clock, 1500000 bytes, 11000 allocs\n"
+	if err := checkInitBudget("tools", parseInitTrace(light)); err != nil {
+		t.Fatalf("a light init over budget: %v", err)
 	}
-	return maxFirstInvokeRatio
+	heavy := light + "init github.com/santhosh-tekuri/jsonschema/v6 @3.1 ms, 9.5 ms clock, 1790000 bytes, 21300 allocs\n"
+	err := checkInitBudget("tools", parseInitTrace(heavy))
+	if err == nil || !strings.Contains(err.Error(), "santhosh-tekuri/jsonschema/v6 1748 KiB/21300 allocs") {
+		t.Fatalf("a heavy init: %v, want over budget naming the package", err)
+	}
+	if err := checkInitBudget("health", parseInitTrace(light)); err == nil {
+		t.Fatal("health with the DynamoDB client's init: within budget, want over")
+	}
 }
 
 // TestReport measures, per function, the linux/arm64 bootstrap (the
 // deployed size) and its zip, and the first invocation under the emulator
-// as TestFirstInvokeWithinTwiceHealth does, against health in the same
+// as TestColdStartInitWithinBudget does, against health in the same
 // run (medians of LAMBDART_ROUNDS rounds, default firstInvokeRounds). It
 // needs LAMBDART_REPORT=1 (it builds every function twice) and prints
 // docs/benchmarks.md's table: one row per function, the last column the

@@ -190,6 +190,11 @@ func functionEnv(b backend, name string) []string {
 	case "mcpservers":
 		// No KMS here: listing servers unwraps no key (a create would).
 		return b.env("VAULT_KMS_KEY=alias/rie-vault", "KMS_ENDPOINT=http://127.0.0.1:9")
+	case "knowledgeindex":
+		// Bedrock and S3 Vectors as the stack configures them: neither
+		// is called by a reference whose document does not exist.
+		return b.env("KNOWLEDGE_EMBEDDER=bedrock", "KNOWLEDGE_VECTOR_BUCKET=arn:aws:s3vectors:us-east-1:123456789012:bucket/rie",
+			"KNOWLEDGE_VECTOR_INDEX=arn:aws:s3vectors:us-east-1:123456789012:bucket/rie/index/chunks")
 	}
 	return b.env()
 }

@@ -101,6 +101,9 @@ var wantBlobGrants = map[string]map[string][]string{
 		// stores and the attachments above) and erases them with the
 		// account.
 		"exports/": {"s3:PutObject", "s3:DeleteObject"},
+		// ... and an erased account's knowledge bases lose their
+		// documents' segments.
+		"knowledge/": {"s3:DeleteObject"},
 	},
 	// A completed export's presigned download.
 	"AuthFunction": {
@@ -115,11 +118,20 @@ var wantBlobGrants = map[string]map[string][]string{
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 	},
 	// The attachments documents are made from (checked first when
-	// pending, as above); documents' segments.
+	// pending, as above); documents' segments, read by queries and
+	// deleted with their document (KnowledgeIndexFunction writes them).
 	"KnowledgeFunction": {
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"knowledge/":   {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"knowledge/":   {"s3:GetObject", "s3:DeleteObject"},
+	},
+	// The attachment a document is indexed from (checked first when
+	// pending, as above); its segment, written, and deleted when the
+	// attempt fails or the document is gone.
+	"KnowledgeIndexFunction": {
+		"uploads/":     {"s3:GetObject", "s3:PutObject"},
+		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		"knowledge/":   {"s3:PutObject", "s3:DeleteObject"},
 	},
 	// Tool inputs passed by reference, results too large for a
 	// response.

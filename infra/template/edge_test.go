@@ -619,7 +619,7 @@ type bedrockStatement struct {
 // bedrockStatements walks every function's Policies in the structural
 // tree.
 func bedrockStatements(s *stack) []bedrockStatement {
-	return statementsOf(s, func(actions []string) bool { return countBedrock(actions) > 0 })
+	return statementsOf(s, func(actions []string) bool { return countBedrock(actions) > 0 && !isEmbeddingActions(actions) })
 }
 
 // statementsOf walks every function's Policies in the structural tree for

@@ -4,7 +4,7 @@
 // IAM each function needs.
 //
 // The template is read three times through goformation's intrinsic
-// processor: typed (goformation.ParseYAMLWithOptions) for functions,
+// processor: typed (goformation's cloudformation.Template) for functions,
 // events, tables and globals, and as a generic JSON tree
 // (intrinsics.ProcessYAML) for the parts goformation's union types
 // represent lossily (inline IAM policies, CORS, outputs, resource types),
@@ -42,7 +42,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 	"github.com/awslabs/goformation/v7/cloudformation/global"
@@ -328,7 +327,10 @@ var wantGrants = map[string]map[string][]string{
 		// DeleteKnowledgeBase, CreateDocument, FinishDocument,
 		// RenewIndexing, ClaimIndexing, DeleteDocument (transactions of
 		// Put, Update, Delete and ConditionCheck); UpdateKnowledgeBase
-		// (UpdateItem); a deleted knowledge base's items (BatchWriteItem).
+		// (UpdateItem); the purges of deleted documents' and knowledge
+		// bases' vectors (knowledge.Purge: Put in the delete's tx,
+		// UpdateItem to defer, DeleteItem at the end, and a knowledge
+		// base's collection, Query and BatchWriteItem).
 		// The attachment a document is made from: its read and settle,
 		// as TriggersFunction's.
 		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
@@ -338,6 +340,17 @@ var wantGrants = map[string]map[string][]string{
 		// the rate limit of documents added: store.RateLimits.Hit
 		// (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
+	},
+	// The indexing of a knowledge base document (knowledge.Service.Index
+	// over store.Knowledge): the document (GetItem), the lease's renewal
+	// (tx: ConditionCheck of the document, Update of the job's head), the
+	// outcome (tx: Updates of the document, the knowledge base, the
+	// head); the attachment it is made from: the read (TransactGetItems),
+	// MarkReady / MarkFailed (a tx of Updates with a ConditionCheck).
+	"KnowledgeIndexFunction": {
+		"DataTable": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
+		"DataTable/index/GSI1": {"dynamodb:Query"},
 	},
 	"TriggersFunction": {
 		// the auth middleware.
@@ -469,10 +482,6 @@ var parseMu sync.Mutex
 func parse(data []byte) (*stack, error) {
 	parseMu.Lock()
 	defer parseMu.Unlock()
-	tmpl, err := goformation.ParseYAMLWithOptions(data, processorOptions)
-	if err != nil {
-		return nil, fmt.Errorf("goformation: %w", err)
-	}
 	js, err := intrinsics.ProcessYAML(data, processorOptions)
 	if err != nil {
 		return nil, fmt.Errorf("intrinsics: %w", err)
@@ -480,6 +489,10 @@ func parse(data []byte) (*stack, error) {
 	var raw map[string]any
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return nil, err
+	}
+	tmpl, err := typed(raw)
+	if err != nil {
+		return nil, fmt.Errorf("goformation: %w", err)
 	}
 	js, err = intrinsics.ProcessYAML(data, structuralOptions)
 	if err != nil {
@@ -500,6 +513,35 @@ func parse(data []byte) (*stack, error) {
 		s.globalFn = g
 	}
 	return s, nil
+}
+
+// typed is goformation's typed view of the processed template raw (what
+// goformation.ParseYAMLWithOptions makes of it), without the resources
+// of types goformation has no struct for (the S3 Vectors bucket and
+// index): it fails on those, and the checks read them in the raw view.
+func typed(raw map[string]any) (*cloudformation.Template, error) {
+	known := cloudformation.AllResources()
+	copied := make(map[string]any, len(raw))
+	for k, v := range raw {
+		copied[k] = v
+	}
+	resources := map[string]any{}
+	for id, r := range asMap(raw["Resources"]) {
+		typ, _ := asMap(r)["Type"].(string)
+		if _, ok := known[typ]; ok || strings.HasPrefix(typ, "Custom::") {
+			resources[id] = r
+		}
+	}
+	copied["Resources"] = resources
+	js, err := json.Marshal(copied)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := cloudformation.NewTemplate()
+	if err := json.Unmarshal(js, tmpl); err != nil {
+		return nil, err
+	}
+	return tmpl, nil
 }
 
 // resources returns the raw Resources section.
@@ -656,8 +698,8 @@ func checkRunnerInvokes(s *stack, _ *codeFacts) []string {
 			stmts, _ := asMap(d)["Statement"].([]any)
 			for _, st := range stmts {
 				stmt := asMap(st)
-				if !isInvokeStatement(stmt) {
-					continue
+				if !isInvokeStatement(stmt) || isKnowledgeIndexInvoke(stmt) {
+					continue // an indexing job's invoke is TestKnowledgeIndexInvokes'
 				}
 				invokes++
 				target := getAttMark + runnerID + ".Arn"
@@ -1636,7 +1678,7 @@ func checkFunctionURLs(s *stack, f *codeFacts) []string {
 	for _, id := range sortedKeys(s.functions) {
 		fn := s.functions[id]
 		url := fn.FunctionUrlConfig
-		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID && id != fireID {
+		if len(httpAPIEvents(fn)) == 0 && url == nil && len(scheduleEvents(fn)) == 0 && id != runnerID && id != fireID && id != knowledgeIndexID {
 			probs = append(probs, fmt.Sprintf("%s: neither HttpApi events, a FunctionUrlConfig nor a Schedule; nothing can reach it", id))
 		}
 		if url != nil && url.AuthType != "NONE" {

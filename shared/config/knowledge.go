@@ -28,6 +28,11 @@ type Knowledge struct {
 	// DATA_FILE.
 	KnowledgeVectorBucket string `env:"KNOWLEDGE_VECTOR_BUCKET"`
 	KnowledgeVectorIndex  string `env:"KNOWLEDGE_VECTOR_INDEX"`
+	// KnowledgeIndexFunction (KNOWLEDGE_INDEX_FUNCTION) is the name or
+	// ARN of the Lambda function that indexes documents
+	// (KnowledgeIndexFunction), invoked asynchronously with each
+	// indexing job; unset (the dev server) the jobs run in process.
+	KnowledgeIndexFunction string `env:"KNOWLEDGE_INDEX_FUNCTION"`
 	// KnowledgeBasesPerUser (KNOWLEDGE_BASES_PER_USER, a positive integer;
 	// default 50) caps each user's knowledge bases: 409
 	// KNOWLEDGE_BASE_LIMIT past it.

@@ -37,8 +37,11 @@ type Store interface {
 	// UpdateKnowledgeBase writes kb's name and description, conditioned on
 	// its version (Conflict when it changed).
 	UpdateKnowledgeBase(ctx context.Context, kb KnowledgeBase) error
-	// DeleteKnowledgeBase deletes kb with its documents and jobs.
-	DeleteKnowledgeBase(ctx context.Context, kb KnowledgeBase) error
+	// DeleteKnowledgeBase deletes kb and stores p, the purge of its
+	// documents' vectors and segments, in one transaction; its collection
+	// (documents, jobs) stays, unreachable (every route reads the
+	// knowledge base first), as the purge's list until FinishPurge.
+	DeleteKnowledgeBase(ctx context.Context, kb KnowledgeBase, p Purge) error
 	// CreateDocument stores d (status indexing) and starts its indexing
 	// job with a lease until lease, conditioned on the knowledge base
 	// holding fewer than MaxDocuments: Conflict DOCUMENT_LIMIT otherwise,
@@ -66,9 +69,17 @@ type Store interface {
 	// NOT_ACTIVE otherwise, NotFound when the document is gone, Conflict
 	// CHUNK_LIMIT when the chunks would pass MaxChunks.
 	FinishDocument(ctx context.Context, ref Ref, d Document) error
-	// DeleteDocument deletes d and takes its counts off its knowledge
-	// base; its job, if still active, is ended.
-	DeleteDocument(ctx context.Context, d Document) error
+	// DeleteDocument deletes d, takes its counts off its knowledge base
+	// and stores p, the purge of its vectors and segment, in one
+	// transaction; its job, if still active, is ended.
+	DeleteDocument(ctx context.Context, d Document, p Purge) error
+	// Purges returns up to limit purges due at now, the oldest due first.
+	Purges(ctx context.Context, now time.Time, limit int) ([]Purge, error)
+	// DeferPurge makes p due at at; deferring a finished one succeeds.
+	DeferPurge(ctx context.Context, p Purge, at time.Time) error
+	// FinishPurge removes p and, for a knowledge base's, what is left of
+	// its collection.
+	FinishPurge(ctx context.Context, p Purge) error
 }
 
 // Files reads the user's attachments (the attachment service).
@@ -246,26 +257,21 @@ func (s *Service) Update(ctx context.Context, userID, id string, in UpdateReques
 	return kb, nil
 }
 
-// Delete deletes a knowledge base, its documents, their vectors and
-// segments. The items go first, in one transaction per batch; vectors
-// and segments after (an indexing still under way finds its document
-// gone and removes its own).
+// Delete deletes a knowledge base with its documents, their vectors and
+// segments: the knowledge base and the purge of the rest go in one
+// transaction, the purge's first pass runs at once (a Purge: the
+// sweeper finishes what a crash or an unreachable index left).
 func (s *Service) Delete(ctx context.Context, userID, id string) error {
 	const op = "knowledge.Delete"
 	kb, err := s.o.Store.KnowledgeBase(ctx, userID, id)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	docs, err := s.o.Store.Documents(ctx, id)
-	if err != nil {
+	p := s.newPurge(id, "", 0)
+	if err := s.o.Store.DeleteKnowledgeBase(ctx, kb, p); err != nil {
 		return errs.Wrap(op, err)
 	}
-	if err := s.o.Store.DeleteKnowledgeBase(ctx, kb); err != nil {
-		return errs.Wrap(op, err)
-	}
-	for _, d := range docs {
-		s.dropIndexes(ctx, d)
-	}
+	s.purgeNow(ctx, p)
 	return nil
 }
 
@@ -355,17 +361,23 @@ func (s *Service) Documents(ctx context.Context, userID, kbID string, page pagin
 	return docs, next, errs.Wrap(op, err)
 }
 
-// DeleteDocument deletes a document with its vectors and segment.
+// DeleteDocument deletes a document with its vectors and segment (a
+// Purge, as Delete's).
 func (s *Service) DeleteDocument(ctx context.Context, userID, kbID, id string) error {
 	const op = "knowledge.DeleteDocument"
 	d, err := s.Document(ctx, userID, kbID, id)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	if err := s.o.Store.DeleteDocument(ctx, d); err != nil {
+	n := 0
+	if d.Status == StatusReady && d.ChunkCount != nil {
+		n = *d.ChunkCount
+	}
+	p := s.newPurge(kbID, id, n)
+	if err := s.o.Store.DeleteDocument(ctx, d, p); err != nil {
 		return errs.Wrap(op, err)
 	}
-	s.dropIndexes(ctx, d)
+	s.purgeNow(ctx, p)
 	return nil
 }
 
@@ -386,6 +398,14 @@ func (s *Service) Index(ctx context.Context, ref Ref) error {
 		return errs.Wrap(op, err)
 	}
 	if d.Status != StatusIndexing || d.Attempt != ref.Attempt {
+		return nil
+	}
+	if _, err := s.o.Store.KnowledgeBase(ctx, d.UserID, d.KnowledgeBaseID); errs.Is(err, errs.NotFound) {
+		// Deleted: its purge removes the document; end the job.
+		d.Status, d.Error, d.UpdatedAt = StatusFailed, "the knowledge base was deleted", s.now()
+		if err := s.o.Store.FinishDocument(ctx, ref, d); err != nil && !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Conflict) {
+			return errs.Wrap(op, err)
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.IndexTimeout)
@@ -563,6 +583,11 @@ func (s *Service) Resume(ctx context.Context, e job.Expired) error {
 		err := s.o.Store.FinishDocument(ctx, ref, d)
 		if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
 			return nil
+		}
+		if err == nil {
+			// What the interrupted attempts wrote (vectors, a segment)
+			// belongs to no ready document.
+			s.dropIndexes(ctx, d)
 		}
 		return errs.Wrap(op, err)
 	}

@@ -117,17 +117,17 @@ func TestClientRefusesNonLoopback(t *testing.T) {
 			if safehttp.CheckAddr(netip.MustParseAddr(tt.addr)) == nil {
 				t.Fatalf("classifier allows %s; refusing to send a request", tt.addr)
 			}
-			start := time.Now()
+			// A refusal comes before any connection: these addresses are not
+			// routed here, so a connection attempt would end in the client's
+			// timeout, an error other than ErrForbiddenAddress (no timing
+			// asserted: on a loaded machine an immediate refusal can take
+			// seconds).
 			_, err := get(t.Context(), c, tt.url)
 			if !errors.Is(err, safehttp.ErrForbiddenAddress) {
 				t.Fatalf("GET %s: err = %v, want ErrForbiddenAddress", tt.url, err)
 			}
 			if !strings.Contains(err.Error(), tt.reason) {
 				t.Errorf("GET %s: err = %q, want reason %q", tt.url, err, tt.reason)
-			}
-			// A refusal is immediate; a connection attempt would wait for a timeout.
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("refusal took %v, want immediate", d)
 			}
 		})
 	}

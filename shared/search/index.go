@@ -27,6 +27,19 @@ type Posting struct {
 	Length    int
 }
 
+// Postings is a word's postings as the index reads them: the first ones in
+// the index's order, its messages best first (by Impact), and what it
+// knows of the rest.
+type Postings struct {
+	List []Posting
+	// More is true when the word has postings past List.
+	More bool
+	// Count is the word's message count as the index recorded it when
+	// the user's index held CountedAt messages (CountedAt 0: none
+	// recorded; Index.CountPostings records one).
+	Count, CountedAt int64
+}
+
 // Stats are the totals BM25 needs of a user's index: how many messages it
 // holds and their length in words.
 type Stats struct {
@@ -38,10 +51,14 @@ type Stats struct {
 // every chat whose place in the user's chat list (ChatChange.Position) is
 // at or before Seen is indexed, but the Pending ones, which had a reply
 // still being written. Version orders the writes of Progress.
+// Migrated is true once no chat of the user is indexed in the previous
+// format (postings in message order, read whole): until then a search
+// reads those postings too, and each catch-up converts some chats.
 type Progress struct {
-	Seen    string
-	Pending []string
-	Version int64
+	Seen     string
+	Pending  []string
+	Version  int64
+	Migrated bool
 }
 
 // ChatChange is a chat whose place in its owner's list moved: it took a
@@ -54,10 +71,24 @@ type ChatChange struct {
 
 // ChatProgress is how far a chat is indexed: every message up to the one
 // at Through (a store position, opaque here; "" for none).
+// Format is how its messages are indexed: FormatPrevious (0, what an
+// index written before impact ordering holds), FormatConverting (being
+// indexed again from its start; the messages through Previous, the last
+// one the previous format indexed, are still in the previous format past
+// Through, and each Add replaces their items) or FormatImpact.
 type ChatProgress struct {
-	Through string
-	Exists  bool
+	Through  string
+	Exists   bool
+	Format   int
+	Previous string
 }
+
+// The formats of a chat's index items (ChatProgress.Format).
+const (
+	FormatPrevious   = 0
+	FormatConverting = 1
+	FormatImpact     = 2
+)
 
 // Message is a stored message as the indexer reads it.
 type Message struct {
@@ -112,15 +143,34 @@ type Index interface {
 	// them with chatID's progress moved from old to p: the commit is one
 	// transaction, conditioned on the chat being writable and its progress
 	// still old, so a crash or a concurrent indexer never counts a message
-	// twice. Conflict INDEX_CHANGED when the condition failed.
+	// twice. Conflict INDEX_CHANGED when the condition failed. For a chat
+	// FormatConverting, the docs through old.Previous replace their items
+	// of the previous format (counted in the totals already).
 	Add(ctx context.Context, userID, chatID string, docs []Doc, old, p ChatProgress) error
 	// RemoveChat removes chatID's messages from userID's index. It is
 	// idempotent: a retry after a failure finishes the job.
 	RemoveChat(ctx context.Context, userID, chatID string) error
 	// Stats returns userID's totals.
 	Stats(ctx context.Context, userID string) (Stats, error)
-	// Postings returns up to limit postings of term in userID's index.
-	Postings(ctx context.Context, userID, term string, limit int) ([]Posting, error)
+	// Postings returns the first limit postings of term in userID's
+	// index, best first (by Impact), with the word's recorded count.
+	Postings(ctx context.Context, userID, term string, limit int) (Postings, error)
+	// CountPostings counts the postings of term in userID's index (all of
+	// them: its reads grow with the word's messages) and records the
+	// count, taken when the index held docs messages, for Postings.
+	CountPostings(ctx context.Context, userID, term string, docs int64) (int64, error)
+	// PreviousPostings returns up to limit postings of term in userID's
+	// index written in the previous format (in no useful order).
+	PreviousPostings(ctx context.Context, userID, term string, limit int) ([]Posting, error)
+	// UnconvertedChats returns up to limit chats of userID whose index
+	// items are not FormatImpact.
+	UnconvertedChats(ctx context.Context, userID string, limit int) ([]string, error)
+	// ResetChat sets the progress of userID's chat chatID, old (of the
+	// previous format), to FormatConverting with none indexed again
+	// (Previous: old.Through), on condition that it is still old:
+	// Conflict INDEX_CHANGED otherwise. It removes nothing: the messages
+	// stay found in the previous format until Add replaces them.
+	ResetChat(ctx context.Context, userID, chatID string, old ChatProgress) error
 	// Find reads back the chats and messages of hits.
 	Find(ctx context.Context, hits []Hit) (Found, error)
 }
@@ -183,8 +233,11 @@ const (
 
 // indexChat indexes the messages of userID's chat chatID not yet indexed,
 // in conversation order up to the first reply still being written, within
-// budget postings (one message at least). It returns the state reached
-// and the postings written. Storage errors.
+// budget postings (one message at least). A chat indexed in the previous
+// format is indexed again from its start, its messages found in that
+// format until replaced (its progress stays FormatConverting until every
+// message is). It returns the state reached and the postings written.
+// Storage errors.
 func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget int) (chatState, int, error) {
 	const op = "search.indexChat"
 	used := 0
@@ -195,6 +248,16 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 		p, err := x.index.ChatProgress(ctx, userID, chatID)
 		if err != nil {
 			return 0, used, errs.Wrap(op, err)
+		}
+		if p.Exists && p.Format == FormatPrevious {
+			err := x.index.ResetChat(ctx, userID, chatID, p)
+			if errs.CodeOf(err) == codeIndexChanged {
+				return chatIncomplete, used, nil
+			}
+			if err != nil {
+				return 0, used, errs.Wrap(op, err)
+			}
+			continue
 		}
 		msgs, err := x.index.MessagesAfter(ctx, chatID, p.Through, MaxDocsPerAdd)
 		if err != nil {
@@ -220,7 +283,13 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 				cost += len(a.Terms)
 			}
 		}
-		if next.Through != p.Through {
+		// A chat being converted is FormatImpact once every message it
+		// holds is indexed; a new one is from its first commit.
+		next.Format = FormatImpact
+		if p.Exists && p.Format == FormatConverting && (state != chatDone || len(msgs) == MaxDocsPerAdd) {
+			next.Format = FormatConverting
+		}
+		if next.Through != p.Through || p.Exists && next.Format != p.Format {
 			err := x.index.Add(ctx, userID, chatID, docs, p, next)
 			if errs.CodeOf(err) == codeIndexChanged {
 				return chatIncomplete, used, nil
@@ -244,16 +313,27 @@ func (x *Indexer) indexChat(ctx context.Context, userID, chatID string, budget i
 // than Settle ago, left incomplete, or pending when MaxPending are
 // already: the next call looks at those again. Storage errors.
 func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
+	_, err := x.catchUp(ctx, userID)
+	return err
+}
+
+// catchUp is CatchUp, answering whether the user's index holds nothing of
+// the previous format (Progress.Migrated). Until it does, the catch-up
+// converts the chats indexed in that format, with what is left of its
+// budget once the changed chats are indexed: an index written before
+// impact ordering keeps answering (a search reads both formats) while it
+// is rebuilt, and nothing is migrated by hand.
+func (x *Indexer) catchUp(ctx context.Context, userID string) (bool, error) {
 	const op = "search.CatchUp"
 	prog, err := x.index.Progress(ctx, userID)
 	if err != nil {
-		return errs.Wrap(op, err)
+		return false, errs.Wrap(op, err)
 	}
 	changed, err := x.index.ChatsChangedAfter(ctx, userID, prog.Seen, CatchUpChats)
 	if err != nil {
-		return errs.Wrap(op, err)
+		return false, errs.Wrap(op, err)
 	}
-	next := Progress{Seen: prog.Seen, Version: prog.Version + 1}
+	next := Progress{Seen: prog.Seen, Version: prog.Version + 1, Migrated: prog.Migrated}
 	budget := CatchUpPostings
 	states := map[string]chatState{}
 	index := func(id string) (chatState, error) {
@@ -268,7 +348,7 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 	for _, id := range prog.Pending {
 		st, err := index(id)
 		if err != nil {
-			return errs.Wrap(op, err)
+			return false, errs.Wrap(op, err)
 		}
 		if st != chatDone {
 			next.Pending = append(next.Pending, id)
@@ -282,7 +362,7 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 		}
 		st, err := index(c.ChatID)
 		if err != nil {
-			return errs.Wrap(op, err)
+			return false, errs.Wrap(op, err)
 		}
 		switch {
 		case st == chatIncomplete || c.UpdatedAt.After(settled):
@@ -298,12 +378,33 @@ func (x *Indexer) CatchUp(ctx context.Context, userID string) error {
 			next.Seen = c.Position
 		}
 	}
-	if next.Seen == prog.Seen && slices.Equal(next.Pending, prog.Pending) {
-		return nil
+	if !prog.Migrated && budget > 0 {
+		ids, err := x.index.UnconvertedChats(ctx, userID, CatchUpChats)
+		if err != nil {
+			return false, errs.Wrap(op, err)
+		}
+		// The index is migrated once every chat the look found (all
+		// there are) is done: a chat done is FormatImpact.
+		next.Migrated = len(ids) < CatchUpChats
+		for _, id := range ids {
+			st := chatIncomplete
+			if budget > 0 {
+				if st, err = index(id); err != nil {
+					return false, errs.Wrap(op, err)
+				}
+			}
+			next.Migrated = next.Migrated && st == chatDone
+		}
+	}
+	if next.Seen == prog.Seen && slices.Equal(next.Pending, prog.Pending) && next.Migrated == prog.Migrated {
+		return prog.Migrated, nil
 	}
 	err = x.index.SetProgress(ctx, userID, prog, next)
 	if errs.CodeOf(err) == codeIndexChanged {
-		return nil // another search caught up meanwhile
+		return prog.Migrated, nil // another search caught up meanwhile
 	}
-	return errs.Wrap(op, err)
+	if err != nil {
+		return false, errs.Wrap(op, err)
+	}
+	return next.Migrated, nil
 }

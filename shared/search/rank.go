@@ -14,6 +14,41 @@ const (
 	bm25B  = 0.75
 )
 
+// Impact is the weight of a word in a message by which the index orders
+// the word's postings, best first: BM25's term frequency part (without the
+// word's idf, the same for all its postings) at the reference length
+// ImpactLength instead of the user's mean length, which moves with every
+// message while a posting's key must not, times ImpactScale, rounded
+// down. It grows with freq and falls with length, from 0 to under
+// (bm25K1+1)*ImpactScale, so that ImpactMax - Impact sorts best first.
+// For postings of one count (most of a chat's: a word once in a message)
+// the order is exactly BM25's whatever the mean length; between counts it
+// is BM25's at the reference length.
+func Impact(freq, length int) int {
+	return int(ImpactScale * termWeight(float64(freq), float64(length), ImpactLength))
+}
+
+// The scale of Impact: ImpactMax bounds it, and ImpactLength (words) is
+// the message length it normalises to, about a chat message's.
+const (
+	ImpactScale  = 10000
+	ImpactMax    = 99999
+	ImpactLength = 32
+)
+
+// termWeight is BM25's term frequency part for a word freq times in a
+// message of length words, where the mean length is avg.
+func termWeight(freq, length, avg float64) float64 {
+	return freq * (bm25K1 + 1) / (freq + bm25K1*(1-bm25B+bm25B*length/avg))
+}
+
+// termList is a query word's postings read and the number of the user's
+// messages it occurs in (its idf's df).
+type termList struct {
+	postings []Posting
+	df       int64
+}
+
 // scored is a message's score for a query.
 type scored struct {
 	Hit
@@ -23,7 +58,7 @@ type scored struct {
 // rank scores the messages of postings (one list per query word) with
 // BM25 over stats and answers the best message of each chat, best chat
 // first (ties by chat id, so pages are stable).
-func rank(stats Stats, postings [][]Posting) []scored {
+func rank(stats Stats, postings []termList) []scored {
 	n := float64(max(stats.Docs, 1))
 	avg := 1.0
 	if stats.Docs > 0 && stats.Length > 0 {
@@ -31,12 +66,10 @@ func rank(stats Stats, postings [][]Posting) []scored {
 	}
 	byMsg := map[string]*scored{}
 	for _, list := range postings {
-		df := float64(len(list))
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-		for _, p := range list {
-			tf := float64(p.Freq)
-			norm := bm25K1 * (1 - bm25B + bm25B*float64(p.Length)/avg)
-			s := idf * tf * (bm25K1 + 1) / (tf + norm)
+		df := float64(max(list.df, int64(len(list.postings))))
+		idf := math.Log(1 + max(n-df+0.5, 0)/(df+0.5))
+		for _, p := range list.postings {
+			s := idf * termWeight(float64(p.Freq), float64(p.Length), avg)
 			m := byMsg[p.MessageID]
 			if m == nil {
 				m = &scored{Hit: Hit{ChatID: p.ChatID, MessageID: p.MessageID, Key: p.Key}}

@@ -25,11 +25,26 @@ const (
 	MaxQuery = 200
 )
 
-// MaxPostingsPerTerm bounds the postings read for one word of a query: a
-// word in more messages than that (of one user) is ranked over the first
-// MaxPostingsPerTerm the index holds. Such a word weighs almost nothing in
-// BM25.
-const MaxPostingsPerTerm = 20000
+// TopPostings is how many postings of a query word a search reads: its
+// best ones (by Impact; the index keeps them in that order). A word in
+// more of the user's messages is ranked over those (its count, for its
+// idf, is recorded by the index: see countStale), so a common word costs
+// a bounded read. MaxPostingsPerTerm bounds the postings read of a word
+// in the previous format (in message order, read whole while an index
+// written before is converted).
+const (
+	TopPostings        = 1000
+	MaxPostingsPerTerm = 20000
+)
+
+// countStale reports whether a word's count recorded when the index held
+// at messages is too old to weigh the word by now that it holds docs:
+// when the index grew or shrank by more than a tenth since. The count
+// moves the word's idf only, which moves little for a word that common.
+func countStale(at, docs int64) bool {
+	d := docs - at
+	return at <= 0 || 10*max(d, -d) > at
+}
 
 // Result is one chat of a search's answer: its best matching message and a
 // snippet of it with the matching words marked.
@@ -87,7 +102,8 @@ func (s *Service) Search(ctx context.Context, userID, q string, page paging.Curs
 	if limit <= 0 {
 		limit = paging.DefaultLimit
 	}
-	if err := s.indexer.CatchUp(ctx, userID); err != nil {
+	migrated, err := s.indexer.catchUp(ctx, userID)
+	if err != nil {
 		return Page{}, errs.Wrap(op, err)
 	}
 	terms := QueryTerms(q)
@@ -95,7 +111,8 @@ func (s *Service) Search(ctx context.Context, userID, q string, page paging.Curs
 		return Page{Results: []Result{}}, nil
 	}
 	var stats Stats
-	lists := make([][]Posting, len(terms))
+	read := make([]Postings, len(terms))
+	previous := make([][]Posting, len(terms))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		stats, err = s.index.Stats(gctx, userID)
@@ -103,12 +120,39 @@ func (s *Service) Search(ctx context.Context, userID, q string, page paging.Curs
 	})
 	for i, t := range terms {
 		g.Go(func() (err error) {
-			lists[i], err = s.index.Postings(gctx, userID, t, MaxPostingsPerTerm)
+			read[i], err = s.index.Postings(gctx, userID, t, TopPostings)
 			return err
 		})
+		if !migrated {
+			g.Go(func() (err error) {
+				previous[i], err = s.index.PreviousPostings(gctx, userID, t, MaxPostingsPerTerm)
+				return err
+			})
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return Page{}, errs.Wrap(op, err)
+	}
+	lists := make([]termList, len(terms))
+	g, gctx = errgroup.WithContext(ctx)
+	for i, t := range terms {
+		r := read[i]
+		lists[i] = termList{postings: r.List, df: int64(len(r.List))}
+		if r.More {
+			lists[i].df = r.Count
+			if countStale(r.CountedAt, stats.Docs) {
+				g.Go(func() (err error) {
+					lists[i].df, err = s.index.CountPostings(gctx, userID, t, stats.Docs)
+					return err
+				})
+			}
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return Page{}, errs.Wrap(op, err)
+	}
+	for i := range lists {
+		lists[i] = withPrevious(lists[i], previous[i])
 	}
 	ranked := rank(stats, lists)
 	out := Page{Results: []Result{}}
@@ -138,6 +182,27 @@ func (s *Service) Search(ctx context.Context, userID, q string, page paging.Curs
 		out.NextCursor = encodeCursor(end)
 	}
 	return out, nil
+}
+
+// withPrevious adds to l the postings of the previous format not already
+// in it (a chat converted while the search read both holds a message in
+// each format for a moment).
+func withPrevious(l termList, previous []Posting) termList {
+	if len(previous) == 0 {
+		return l
+	}
+	seen := make(map[string]bool, len(l.postings))
+	for _, p := range l.postings {
+		seen[p.MessageID] = true
+	}
+	for _, p := range previous {
+		if !seen[p.MessageID] {
+			seen[p.MessageID] = true
+			l.postings = append(l.postings, p)
+			l.df++
+		}
+	}
+	return l
 }
 
 // A cursor is the offset of the page's first result in the ranking,

@@ -160,7 +160,10 @@ func (a *Accounts) EraseUserItems(ctx context.Context, d account.Deletion) error
 		return errs.Wrap(op, err)
 	}
 	// The search index's own items (its totals and progress; each chat's
-	// postings went with the chat).
+	// postings went with the chat), the words' counts first.
+	if err := eraseSearchCounts(ctx, op, a.data, uid); err != nil {
+		return err
+	}
 	if err := deleteCollection(ctx, a.data, searchPK(uid), ""); err != nil {
 		return errs.Wrap(op, err)
 	}

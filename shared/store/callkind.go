@@ -80,7 +80,7 @@ func itemKind(key map[string]types.AttributeValue) string {
 	sk := str("SK")
 	switch {
 	case strings.HasPrefix(str("PK"), "TERM#"):
-		return "TERM" // a search posting: its sort key is a chat's and a message's ids
+		return "TERM" // a search posting (its sort key a rank and a chat's and a message's ids) or a word's count
 	case strings.HasPrefix(sk, logPrefix) && strings.HasSuffix(sk, "#"+logHeadSuffix):
 		return "log head"
 	case strings.HasPrefix(sk, logPrefix):

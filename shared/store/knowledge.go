@@ -28,6 +28,10 @@ import (
 //     attempt; its indexing job's log head (job kind knowledge_index) in
 //     the same collection, STREAM#<docId>#~, active with a lease while
 //     indexing, so the sweeper finds an indexing whose process died.
+//   - A purge (knowledge.Purge): PK KBPURGE#<kbId>, SK DOC#<docId> for
+//     a deleted document or KB for a deleted knowledge base, in GSI1
+//     under KBPURGES by the time it is due (sparse), written in the
+//     delete's transaction, removed by its last pass.
 type Knowledge struct {
 	db    *dynamo.DB
 	table dynamo.Table
@@ -183,39 +187,108 @@ func (s *Knowledge) UpdateKnowledgeBase(ctx context.Context, kb knowledge.Knowle
 	return storeError(op, err)
 }
 
-// DeleteKnowledgeBase deletes the knowledge base's item and lowers the
-// user's counter in one transaction, then every item of its collection
-// (documents, job heads), in batches: once the first transaction is done
-// nothing reaches the collection (every route reads the knowledge base
-// first).
-func (s *Knowledge) DeleteKnowledgeBase(ctx context.Context, kb knowledge.KnowledgeBase) error {
+// DeleteKnowledgeBase deletes the knowledge base's item, lowers the
+// user's counter and puts the purge in one transaction. Its collection
+// (documents, job heads) stays until FinishPurge: once the transaction
+// is done nothing reaches it (every route reads the knowledge base
+// first), and it lists the documents whose vectors the purge deletes.
+func (s *Knowledge) DeleteKnowledgeBase(ctx context.Context, kb knowledge.KnowledgeBase, p knowledge.Purge) error {
 	const op = "store.DeleteKnowledgeBase"
 	tx := s.db.WriteTx()
 	tx.Delete(s.table.Delete("PK", kbUserPK(kb.UserID)).Range("SK", kbPrefix+kb.ID).If("attribute_exists(PK)"))
 	tx.Update(s.table.Update("PK", kbUserPK(kb.UserID)).Range("SK", kbCounterSK).Add("n", -1).If("n > ?", 0))
+	tx.Put(s.table.Put(newPurgeItem(p)))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errKBNotFound)
 	}
+	return storeError(op, err)
+}
+
+const (
+	purgePrefix = "KBPURGE#"
+	purgesGSI   = "KBPURGES"
+	purgeWhole  = "KB"
+	// purgeTime is the due time in GSI1SK: fixed width, so that the
+	// keys sort by time.
+	purgeTime = "2006-01-02T15:04:05.000000000Z"
+)
+
+type purgeItem struct {
+	PK, SK         string
+	GSI1PK, GSI1SK string
+	KBID           string    `dynamo:"kbId"`
+	DocID          string    `dynamo:"docId"`
+	Chunks         int       `dynamo:"chunks"`
+	DueAt          time.Time `dynamo:"dueAt"`
+	FinalAt        time.Time `dynamo:"finalAt"`
+}
+
+func purgeKey(p knowledge.Purge) (string, string) {
+	if p.DocumentID == "" {
+		return purgePrefix + p.KnowledgeBaseID, purgeWhole
+	}
+	return purgePrefix + p.KnowledgeBaseID, docPrefix + p.DocumentID
+}
+
+func purgeGSISK(p knowledge.Purge, due time.Time) string {
+	return due.UTC().Format(purgeTime) + "#" + p.KnowledgeBaseID + "#" + p.DocumentID
+}
+
+func newPurgeItem(p knowledge.Purge) purgeItem {
+	pk, sk := purgeKey(p)
+	return purgeItem{PK: pk, SK: sk, GSI1PK: purgesGSI, GSI1SK: purgeGSISK(p, p.DueAt), KBID: p.KnowledgeBaseID, DocID: p.DocumentID,
+		Chunks: p.Chunks, DueAt: p.DueAt.UTC(), FinalAt: p.FinalAt.UTC()}
+}
+
+// Purges queries GSI1's KBPURGES entries due at now.
+func (s *Knowledge) Purges(ctx context.Context, now time.Time, limit int) ([]knowledge.Purge, error) {
+	var items []purgeItem
+	err := s.table.Get("GSI1PK", purgesGSI).Index("GSI1").Range("GSI1SK", dynamo.Less, now.UTC().Format(purgeTime)+"#\uffff").
+		SearchLimit(limit).Limit(limit).All(ctx, &items)
 	if err != nil {
-		return storeError(op, err)
+		return nil, storeError("store.Purges", err)
 	}
-	var keys []dynamo.Keyed
-	var items []struct{ PK, SK string }
-	if err := s.table.Get("PK", kbPK(kb.ID)).Project("PK", "SK").All(ctx, &items); err != nil {
-		return storeError(op, err)
+	out := make([]knowledge.Purge, len(items))
+	for i, it := range items {
+		out[i] = knowledge.Purge{KnowledgeBaseID: it.KBID, DocumentID: it.DocID, Chunks: it.Chunks, DueAt: it.DueAt, FinalAt: it.FinalAt}
 	}
-	for _, it := range items {
-		keys = append(keys, dynamo.Keys{it.PK, it.SK})
+	return out, nil
+}
+
+// DeferPurge moves the purge's due time, conditioned on it existing.
+func (s *Knowledge) DeferPurge(ctx context.Context, p knowledge.Purge, at time.Time) error {
+	pk, sk := purgeKey(p)
+	err := s.table.Update("PK", pk).Range("SK", sk).Set("GSI1SK", purgeGSISK(p, at)).Set("dueAt", at.UTC()).If("attribute_exists(PK)").Run(ctx)
+	if isConditionFailure(err) {
+		return nil
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), 25)
-		if _, err := s.table.Batch("PK", "SK").Write().Delete(keys[:n]...).Run(ctx); err != nil {
+	return storeError("store.DeferPurge", err)
+}
+
+// FinishPurge deletes, for a knowledge base's purge, every item of its
+// collection (documents, job heads) in batches, then the purge.
+func (s *Knowledge) FinishPurge(ctx context.Context, p knowledge.Purge) error {
+	const op = "store.FinishPurge"
+	if p.DocumentID == "" {
+		var keys []dynamo.Keyed
+		var items []struct{ PK, SK string }
+		if err := s.table.Get("PK", kbPK(p.KnowledgeBaseID)).Project("PK", "SK").All(ctx, &items); err != nil {
 			return storeError(op, err)
 		}
-		keys = keys[n:]
+		for _, it := range items {
+			keys = append(keys, dynamo.Keys{it.PK, it.SK})
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 25)
+			if _, err := s.table.Batch("PK", "SK").Write().Delete(keys[:n]...).Run(ctx); err != nil {
+				return storeError(op, err)
+			}
+			keys = keys[n:]
+		}
 	}
-	return nil
+	pk, sk := purgeKey(p)
+	return storeError(op, s.table.Delete("PK", pk).Range("SK", sk).Run(ctx))
 }
 
 // CreateDocument puts d, raises the knowledge base's documentCount
@@ -380,9 +453,10 @@ func (s *Knowledge) FinishDocument(ctx context.Context, ref knowledge.Ref, d kno
 }
 
 // DeleteDocument deletes d (conditioned on its status being the one
-// read) and takes its counts off its knowledge base in one transaction,
+// read), takes its counts off its knowledge base and puts the purge of
+// its vectors in one transaction,
 // then ends its job if it is still active.
-func (s *Knowledge) DeleteDocument(ctx context.Context, d knowledge.Document) error {
+func (s *Knowledge) DeleteDocument(ctx context.Context, d knowledge.Document, p knowledge.Purge) error {
 	const op = "store.DeleteDocument"
 	tx := s.db.WriteTx()
 	tx.Delete(s.table.Delete("PK", kbPK(d.KnowledgeBaseID)).Range("SK", docPrefix+d.ID).If("$ = ?", "status", string(d.Status)))
@@ -391,6 +465,7 @@ func (s *Knowledge) DeleteDocument(ctx context.Context, d knowledge.Document) er
 		u.Add("chunkCount", -*d.ChunkCount)
 	}
 	tx.Update(u)
+	tx.Put(s.table.Put(newPurgeItem(p)))
 	err := tx.Run(ctx)
 	if isConditionFailure(err) {
 		return errs.E(op, errs.Conflict, "", "the document changed meanwhile; retry")

@@ -111,7 +111,7 @@ func TestKnowledgeLimits(t *testing.T) {
 	}
 	// Deleting a ready document gives its chunks back.
 	ready, _ := s.Document(ctx, kb.ID, docs[0].ID)
-	if err := s.DeleteDocument(ctx, ready); err != nil {
+	if err := s.DeleteDocument(ctx, ready, knowledge.Purge{KnowledgeBaseID: kb.ID, DocumentID: ready.ID, DueAt: time.Now(), FinalAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.KnowledgeBase(ctx, user, kb.ID); got.ChunkCount != 1 || got.DocumentCount != knowledge.MaxDocuments-1 {
@@ -177,5 +177,89 @@ func TestKnowledgeJobs(t *testing.T) {
 	h, err := jobs.Head(ctx, job.Ref{Kind: knowledge.JobKind, Collection: kb.ID, ID: d2.ID})
 	if err != nil || h.Active {
 		t.Fatalf("head after the claim: %+v, %v; want ended", h, err)
+	}
+}
+
+// TestKnowledgePurges, on the embedded engine: deleting a document or a
+// knowledge base puts its purge in the same transaction; Purges finds
+// only those due (a deferred one later), oldest first; finishing a
+// knowledge base's purge deletes what was left of its collection, and
+// the purge.
+func TestKnowledgePurges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.New(t)
+	s := store.NewKnowledge(db.DB, db.Data())
+	user := uuid.NewString()
+	kb := newKB(t, s, user)
+	d := newDoc(kb)
+	if err := s.CreateDocument(ctx, d, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// Far in the past, so that no other test's purge sorts before these.
+	t0 := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	pd := knowledge.Purge{KnowledgeBaseID: kb.ID, DocumentID: d.ID, Chunks: 0, DueAt: t0, FinalAt: t0.Add(time.Hour)}
+	if err := s.DeleteDocument(ctx, d, pd); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDoc(kb)
+	if err := s.CreateDocument(ctx, d2, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	pk := knowledge.Purge{KnowledgeBaseID: kb.ID, DueAt: t0.Add(time.Minute), FinalAt: t0.Add(time.Hour)}
+	if err := s.DeleteKnowledgeBase(ctx, kb, pk); err != nil {
+		t.Fatal(err)
+	}
+	due := func(at time.Time) []knowledge.Purge {
+		t.Helper()
+		var mine []knowledge.Purge
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			ps, err := s.Purges(ctx, at, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine = mine[:0]
+			for _, p := range ps {
+				if p.KnowledgeBaseID == kb.ID {
+					mine = append(mine, p)
+				}
+			}
+			// GSI1 is eventually consistent: wait for the writes.
+			if len(mine) > 0 || time.Now().After(deadline) {
+				return mine
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if got := due(t0.Add(30 * time.Second)); len(got) != 1 || got[0].DocumentID != d.ID || !got[0].FinalAt.Equal(pd.FinalAt) {
+		t.Fatalf("due at t0+30s: %+v, want the document's purge", got)
+	}
+	if got := due(t0.Add(2 * time.Minute)); len(got) != 2 || got[0].DocumentID != d.ID || got[1].DocumentID != "" {
+		t.Fatalf("due at t0+2m: %+v, want both, oldest first", got)
+	}
+	if err := s.DeferPurge(ctx, pd, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := due(t0.Add(2 * time.Minute)); len(got) != 1 || got[0].DocumentID != "" {
+		t.Fatalf("after deferring the document's: %+v", got)
+	}
+	// The knowledge base's collection stays until its purge is finished.
+	if docs, err := s.Documents(ctx, kb.ID); err != nil || len(docs) != 1 || docs[0].ID != d2.ID {
+		t.Fatalf("collection of the deleted knowledge base: %+v, %v", docs, err)
+	}
+	if err := s.FinishPurge(ctx, pk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishPurge(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := s.Documents(ctx, kb.ID); err != nil || len(docs) != 0 {
+		t.Fatalf("after the purge: %+v, %v", docs, err)
+	}
+	if err := s.DeferPurge(ctx, pd, t0); err != nil {
+		t.Fatalf("deferring a finished purge: %v", err)
+	}
+	if got := due(t0.Add(2 * time.Hour)); len(got) != 0 {
+		t.Fatalf("after finishing: %+v", got)
 	}
 }

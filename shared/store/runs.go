@@ -89,6 +89,10 @@ type runItem struct {
 	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
 	Input       string     `dynamo:"input,omitempty"`   // JSON
 	InputFiles  []string   `dynamo:"inputFiles,omitempty,set"`
+	// LogSeq is the last event of the run's log as the last checkpoint
+	// wrote it (the head's lastSeq lags when that checkpoint left the
+	// head alone: SaveCheckpoint).
+	LogSeq int64 `dynamo:"logSeq,omitempty"`
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
@@ -228,16 +232,27 @@ func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
 const attemptIs = "attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (attribute_not_exists(attempt) AND ? = ?))"
 
 // SaveCheckpoint writes c in one transaction: the run item (conditioned
-// on its status and attempt), the events and the log head (conditioned on
-// the log being active and the events following its last one). A failed
-// condition is Conflict RUN_STATE_CHANGED: the run was cancelled, another
-// attempt took it over, or the sweeper ended it.
+// on its status and attempt, and holding the log's last event, logSeq),
+// the events (conditioned on their slot being free: they follow the log's
+// last write, and no stop or end took the slot) and, when c renews the
+// lease or ends the log, the log head (conditioned on the log being
+// active). A checkpoint of events that leaves the lease as it is (most
+// step transitions: the lease is renewed every third of it) leaves the
+// head alone too, two items instead of three: the run's condition already
+// fails once the run is cancelled, taken over or ended (each of which
+// writes the run item), and a reader of the log takes its last event from
+// the slots or from the run item (LoggedRun), not from the head's
+// lastSeq. A failed condition is Conflict RUN_STATE_CHANGED: the run was
+// cancelled, another attempt took it over, or the sweeper ended it.
 func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
 	const op = "store.SaveCheckpoint"
 	r := c.Run
 	u, err := s.runUpdate(r)
 	if err != nil {
 		return errs.Wrap(op, err)
+	}
+	if n := len(c.Events); n > 0 {
+		u.Set("logSeq", c.Events[n-1].Seq)
 	}
 	u.If(attemptIs, c.IfStatus, r.Attempt, r.Attempt, 1)
 	tx := s.db.WriteTx().Update(u)
@@ -246,6 +261,8 @@ func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error 
 	switch {
 	case c.End:
 		err = s.logs().end(tx, pk, r.ID, r.Status, c.Events, c.ExpiredBefore, now)
+	case len(c.Events) > 0 && c.LeaseUntil.IsZero():
+		err = s.logs().putSlots(tx, pk, r.ID, c.Events, 0, slotFree, now)
 	case len(c.Events) > 0:
 		err = s.logs().appendTx(tx, pk, r.ID, c.Events, job.Lease{Until: c.LeaseUntil}, now)
 	default:
@@ -283,6 +300,7 @@ func (s *Runs) LoggedRun(ctx context.Context, runID string) (workflow.Run, job.H
 	if err != nil {
 		return workflow.Run{}, job.Head{}, errs.Wrap(op, err)
 	}
+	h.LastSeq = max(h.LastSeq, it.LogSeq) // a checkpoint may have left the head behind
 	return r, h.job(), nil
 }
 

@@ -17,15 +17,30 @@ import (
 // SearchIndex keeps each user's full-text index of chat messages in the
 // Data table (it implements search.Index):
 //   - a posting per word and message: PK TERM#<userId>#<word>, SK
-//     <chatId>#<messageId>, with the word's count in the message (f), the
-//     message's length in words (l) and its sort key in its chat (k), so
-//     a query word is one Query of its partition;
+//     #<rank>#<chatId>#<messageId>, rank being search.ImpactMax minus the
+//     word's search.Impact in the message in five digits, so that the
+//     partition holds the word's best messages first; with the word's
+//     count in the message (f), the message's length in words (l) and its
+//     sort key in its chat (k). A query word is one Query of the first
+//     postings of its partition;
+//   - in the same partition, SK # (before every posting): the word's
+//     message count (c) when the user's index held at messages, written
+//     by CountPostings, so that the Query of a common word also reads its
+//     count; beside it, COUNT#<word> in the user's partition names the
+//     word for the account's erasure (EraseSearchCounts);
 //   - in the user's partition SEARCH#<userId>: STATS (n messages and len
 //     words, BM25's totals), PROGRESS (how far the index has caught up
-//     with the user's chat list), CHAT#<chatId> (how far a chat is
-//     indexed: through, the sort key of its last indexed message) and
-//     DOC#<chatId>#<messageId> (a message's words: what removing it
-//     deletes).
+//     with the user's chat list; mig once nothing is in the previous
+//     format), CHAT#<chatId> (how far a chat is indexed: through, the
+//     sort key of its last indexed message; fmt, its format) and
+//     DOC#<chatId>#<messageId> (a message's words and their counts: what
+//     removing it deletes).
+//
+// The previous format (an index written before impact ordering) kept a
+// posting at SK <chatId>#<messageId> in the same partition, DOC items
+// without counts and CHAT# items without fmt: PreviousPostings reads
+// those postings (they sort after the # ones), ResetChat removes a chat's,
+// and the catch-up converts chat after chat (search.Indexer).
 //
 // A message's postings are put first (idempotent puts); its DOC item, the
 // totals and its chat's progress are then written in one transaction, on
@@ -45,10 +60,32 @@ func NewSearchIndex(db *dynamo.DB, dataTable string) *SearchIndex {
 
 var _ search.Index = (*SearchIndex)(nil)
 
-func searchPK(userID string) string             { return "SEARCH#" + userID }
-func termPK(userID, term string) string         { return "TERM#" + userID + "#" + term }
-func postingSK(chatID, messageID string) string { return chatID + "#" + messageID }
-func searchChatSK(chatID string) string         { return "CHAT#" + chatID }
+func searchPK(userID string) string     { return "SEARCH#" + userID }
+func termPK(userID, term string) string { return "TERM#" + userID + "#" + term }
+
+// postingSK is the sort key of a posting of a word freq times in a
+// message of length words: best first.
+func postingSK(chatID, messageID string, freq, length int) string {
+	return fmt.Sprintf("#%05d#%s#%s", search.ImpactMax-search.Impact(freq, length), chatID, messageID)
+}
+
+// previousPostingSK is a posting's sort key in the previous format.
+func previousPostingSK(chatID, messageID string) string { return chatID + "#" + messageID }
+
+// Sort keys in a word's partition: its count, and the range of its
+// postings (after the count, before the previous format's).
+const (
+	termCountSK    = "#"
+	postingSKFirst = "#0"
+	postingSKLast  = "#:"
+	previousSKFrom = "$"
+)
+
+func searchChatSK(chatID string) string { return "CHAT#" + chatID }
+func searchCountSK(term string) string  { return searchCountPrefix + term }
+
+const searchCountPrefix = "COUNT#"
+
 func searchDocSK(chatID, messageID string) string {
 	return "DOC#" + chatID + "#" + messageID
 }
@@ -65,9 +102,12 @@ type postingItem struct {
 	K      string `dynamo:"k"`
 }
 
+// searchDocItem is a message's words; F their counts (absent in the
+// previous format, whose postings' keys do not need them).
 type searchDocItem struct {
 	PK, SK string
 	Terms  []string `dynamo:"terms"`
+	F      []int    `dynamo:"f,omitempty"`
 	L      int      `dynamo:"l"`
 }
 
@@ -75,6 +115,7 @@ type progressItem struct {
 	Seen    string   `dynamo:"seen"`
 	Pending []string `dynamo:"pending"`
 	V       int64    `dynamo:"v"`
+	Mig     bool     `dynamo:"mig"`
 }
 
 // Progress returns userID's progress; the zero Progress when none.
@@ -88,14 +129,14 @@ func (s *SearchIndex) Progress(ctx context.Context, userID string) (search.Progr
 	if err != nil {
 		return search.Progress{}, storeError(op, err)
 	}
-	return search.Progress{Seen: it.Seen, Pending: it.Pending, Version: it.V}, nil
+	return search.Progress{Seen: it.Seen, Pending: it.Pending, Version: it.V, Migrated: it.Mig}, nil
 }
 
 // SetProgress replaces userID's progress old with p, on condition that it
 // is still old (its version). Conflict INDEX_CHANGED otherwise.
 func (s *SearchIndex) SetProgress(ctx context.Context, userID string, old, p search.Progress) error {
 	const op = "store.SearchIndex.SetProgress"
-	u := s.table.Update("PK", searchPK(userID)).Range("SK", searchProgressSK).Set("seen", p.Seen).Set("v", p.Version)
+	u := s.table.Update("PK", searchPK(userID)).Range("SK", searchProgressSK).Set("seen", p.Seen).Set("v", p.Version).Set("mig", p.Migrated)
 	if len(p.Pending) > 0 {
 		u.Set("pending", p.Pending)
 	} else {
@@ -153,6 +194,8 @@ func (s *SearchIndex) ChatProgress(ctx context.Context, userID, chatID string) (
 	const op = "store.SearchIndex.ChatProgress"
 	var it struct {
 		Through string `dynamo:"through"`
+		Fmt     int    `dynamo:"fmt"`
+		Prev    string `dynamo:"prev"`
 	}
 	err := s.table.Get("PK", searchPK(userID)).Range("SK", dynamo.Equal, searchChatSK(chatID)).Consistent(true).One(ctx, &it)
 	if errors.Is(err, dynamo.ErrNotFound) {
@@ -161,7 +204,7 @@ func (s *SearchIndex) ChatProgress(ctx context.Context, userID, chatID string) (
 	if err != nil {
 		return search.ChatProgress{}, storeError(op, err)
 	}
-	return search.ChatProgress{Through: it.Through, Exists: true}, nil
+	return search.ChatProgress{Through: it.Through, Exists: true, Format: it.Fmt, Previous: it.Prev}, nil
 }
 
 // MessagesAfter returns up to limit messages of chatID after the one with
@@ -206,28 +249,64 @@ func (s *SearchIndex) Add(ctx context.Context, userID, chatID string, docs []sea
 	if len(docs) > search.MaxDocsPerAdd {
 		return errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("%d docs in one add", len(docs)))
 	}
+	// Add writes the impact format: a progress of the previous format (a
+	// caller's zero value) is that format's.
+	if p.Format == search.FormatPrevious {
+		p.Format = search.FormatImpact
+	}
 	var postings []any
-	var words int64
+	var previous []dynamo.Keyed
+	var counted, words int64
 	tx := s.db.WriteTx()
 	for _, d := range docs {
+		// A message the previous format indexed: its postings there go
+		// (the analysis is the same, so are its words), its DOC item is
+		// replaced, and it is in the totals already.
+		replaces := old.Format == search.FormatConverting && d.Key <= old.Previous
 		terms := make([]string, len(d.Terms))
+		freqs := make([]int, len(d.Terms))
 		for i, t := range d.Terms {
-			terms[i] = t.Text
-			postings = append(postings, postingItem{PK: termPK(userID, t.Text), SK: postingSK(chatID, d.MessageID), F: t.Freq, L: d.Length, K: d.Key})
+			terms[i], freqs[i] = t.Text, t.Freq
+			postings = append(postings, postingItem{PK: termPK(userID, t.Text), SK: postingSK(chatID, d.MessageID, t.Freq, d.Length), F: t.Freq, L: d.Length, K: d.Key})
+			if replaces {
+				previous = append(previous, dynamo.Keys{termPK(userID, t.Text), previousPostingSK(chatID, d.MessageID)})
+			}
 		}
-		words += int64(d.Length)
-		tx.Put(s.table.Put(searchDocItem{PK: searchPK(userID), SK: searchDocSK(chatID, d.MessageID), Terms: terms, L: d.Length}))
+		if !replaces {
+			counted++
+			words += int64(d.Length)
+		}
+		tx.Put(s.table.Put(searchDocItem{PK: searchPK(userID), SK: searchDocSK(chatID, d.MessageID), Terms: terms, F: freqs, L: d.Length}))
 	}
+	// The new postings before the previous ones go: a search meanwhile
+	// finds a message in both (and counts it once), never in neither.
 	if err := batchPut(ctx, op, s.table, postings); err != nil {
 		return err
 	}
-	if len(docs) > 0 {
-		tx.Update(s.table.Update("PK", searchPK(userID)).Range("SK", searchStatsSK).Add("n", len(docs)).Add("len", words))
+	if err := batchDelete(ctx, op, s.table, previous); err != nil {
+		return err
 	}
-	prog := s.table.Update("PK", searchPK(userID)).Range("SK", searchChatSK(chatID)).Set("through", p.Through)
-	if old.Exists {
-		prog.If("through = ?", old.Through)
-	} else {
+	if counted > 0 {
+		tx.Update(s.table.Update("PK", searchPK(userID)).Range("SK", searchStatsSK).Add("n", counted).Add("len", words))
+	}
+	prog := s.table.Update("PK", searchPK(userID)).Range("SK", searchChatSK(chatID)).Set("through", p.Through).Set("fmt", p.Format)
+	if p.Format == search.FormatImpact {
+		prog.Remove("prev")
+	}
+	// A chat being converted has indexed nothing again at first: no
+	// through (the store writes no empty strings).
+	through := func() (string, []any) {
+		if old.Through == "" {
+			return "attribute_not_exists(through)", nil
+		}
+		return "through = ?", []any{old.Through}
+	}
+	switch cond, args := through(); {
+	case old.Exists && old.Format == search.FormatPrevious:
+		prog.If(cond+" AND (attribute_not_exists(fmt) OR fmt = ?)", append(args, search.FormatPrevious)...)
+	case old.Exists:
+		prog.If(cond+" AND fmt = ?", append(args, old.Format)...)
+	default:
 		prog.If("attribute_not_exists(PK)")
 	}
 	tx.Update(prog)
@@ -272,8 +351,12 @@ func (s *SearchIndex) removeDocs(ctx context.Context, userID, chatID string, doc
 	var keys []dynamo.Keyed
 	for _, d := range docs {
 		id := strings.TrimPrefix(d.SK, "DOC#"+chatID+"#")
-		for _, t := range d.Terms {
-			keys = append(keys, dynamo.Keys{termPK(userID, t), postingSK(chatID, id)})
+		for i, t := range d.Terms {
+			if len(d.F) == len(d.Terms) {
+				keys = append(keys, dynamo.Keys{termPK(userID, t), postingSK(chatID, id, d.F[i], d.L)})
+			} else {
+				keys = append(keys, dynamo.Keys{termPK(userID, t), previousPostingSK(chatID, id)})
+			}
 		}
 	}
 	if err := batchDelete(ctx, op, s.table, keys); err != nil {
@@ -318,12 +401,88 @@ func (s *SearchIndex) Stats(ctx context.Context, userID string) (search.Stats, e
 	return search.Stats{Docs: it.N, Length: it.Len}, nil
 }
 
-// Postings returns up to limit postings of term in userID's index: one
-// eventually consistent Query of the term's partition (pages of 1 MB).
-func (s *SearchIndex) Postings(ctx context.Context, userID, term string, limit int) ([]search.Posting, error) {
+// Postings returns the first limit postings of term in userID's index,
+// best first, with the word's count when one is recorded: one eventually
+// consistent Query of the first limit + 2 items of the term's partition
+// (the count, the postings, and one more to tell whether there are).
+func (s *SearchIndex) Postings(ctx context.Context, userID, term string, limit int) (search.Postings, error) {
 	const op = "store.SearchIndex.Postings"
+	var items []struct {
+		postingItem
+		C  int64 `dynamo:"c"`
+		At int64 `dynamo:"at"`
+	}
+	err := s.table.Get("PK", termPK(userID, term)).Range("SK", dynamo.BeginsWith, termCountSK).Limit(limit+2).All(ctx, &items)
+	if err != nil {
+		return search.Postings{}, storeError(op, err)
+	}
+	out := search.Postings{List: make([]search.Posting, 0, min(len(items), limit))}
+	for _, it := range items {
+		if it.SK == termCountSK {
+			out.Count, out.CountedAt = it.C, it.At
+			continue
+		}
+		if len(out.List) == limit {
+			out.More = true
+			break
+		}
+		// #<rank>#<chatId>#<messageId>
+		parts := strings.SplitN(it.SK, "#", 4)
+		if len(parts) != 4 {
+			continue
+		}
+		out.List = append(out.List, search.Posting{ChatID: parts[2], MessageID: parts[3], Key: it.K, Freq: it.F, Length: it.L})
+	}
+	return out, nil
+}
+
+// CountPostings counts term's postings in userID's index (a Query with
+// Select COUNT over the postings' range: its reads are those of every
+// posting) and records the count, at docs, where Postings reads it.
+func (s *SearchIndex) CountPostings(ctx context.Context, userID, term string, docs int64) (int64, error) {
+	const op = "store.SearchIndex.CountPostings"
+	n, err := s.table.Get("PK", termPK(userID, term)).Range("SK", dynamo.Between, postingSKFirst, postingSKLast).Count(ctx)
+	if err != nil {
+		return 0, storeError(op, err)
+	}
+	// The marker first: a count is never left that the erasure cannot
+	// find.
+	if err := s.table.Put(struct{ PK, SK string }{searchPK(userID), searchCountSK(term)}).Run(ctx); err != nil {
+		return 0, storeError(op, err)
+	}
+	err = s.table.Put(struct {
+		PK, SK string
+		C      int64 `dynamo:"c"`
+		At     int64 `dynamo:"at"`
+	}{termPK(userID, term), termCountSK, int64(n), docs}).Run(ctx)
+	if err != nil {
+		return 0, storeError(op, err)
+	}
+	return int64(n), nil
+}
+
+// eraseSearchCounts deletes the words' counts CountPostings recorded for
+// userID (the postings go with the chats; the markers with the user's
+// search partition, after this).
+func eraseSearchCounts(ctx context.Context, op string, table dynamo.Table, userID string) error {
+	var markers []struct{ SK string }
+	if err := table.Get("PK", searchPK(userID)).Range("SK", dynamo.BeginsWith, searchCountPrefix).Project("SK").Consistent(true).All(ctx, &markers); err != nil {
+		return storeError(op, err)
+	}
+	keys := make([]dynamo.Keyed, 0, len(markers))
+	for _, m := range markers {
+		keys = append(keys, dynamo.Keys{termPK(userID, strings.TrimPrefix(m.SK, searchCountPrefix)), termCountSK})
+	}
+	return batchDelete(ctx, op, table, keys)
+}
+
+// PreviousPostings returns up to limit postings of term in userID's index
+// in the previous format: one eventually consistent Query of the keys
+// after the # ones (pages of 1 MB).
+func (s *SearchIndex) PreviousPostings(ctx context.Context, userID, term string, limit int) ([]search.Posting, error) {
+	const op = "store.SearchIndex.PreviousPostings"
 	var items []postingItem
-	if err := s.table.Get("PK", termPK(userID, term)).Limit(limit).All(ctx, &items); err != nil {
+	if err := s.table.Get("PK", termPK(userID, term)).Range("SK", dynamo.Greater, previousSKFrom).Limit(limit).All(ctx, &items); err != nil {
 		return nil, storeError(op, err)
 	}
 	out := make([]search.Posting, 0, len(items))
@@ -335,6 +494,38 @@ func (s *SearchIndex) Postings(ctx context.Context, userID, term string, limit i
 		out = append(out, search.Posting{ChatID: chatID, MessageID: msgID, Key: it.K, Freq: it.F, Length: it.L})
 	}
 	return out, nil
+}
+
+// UnconvertedChats returns up to limit chats of userID whose progress is
+// not search.FormatImpact: one consistent Query of the user's CHAT#
+// items, filtered.
+func (s *SearchIndex) UnconvertedChats(ctx context.Context, userID string, limit int) ([]string, error) {
+	const op = "store.SearchIndex.UnconvertedChats"
+	var items []struct{ SK string }
+	err := s.table.Get("PK", searchPK(userID)).Range("SK", dynamo.BeginsWith, "CHAT#").Filter("attribute_not_exists(fmt) OR fmt <> ?", search.FormatImpact).
+		Project("SK").Consistent(true).Limit(limit).All(ctx, &items)
+	if err != nil {
+		return nil, storeError(op, err)
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, strings.TrimPrefix(it.SK, "CHAT#"))
+	}
+	return out, nil
+}
+
+// ResetChat moves chatID's progress old, of the previous format, to
+// search.FormatConverting with nothing indexed again and prev, the last
+// message the previous format indexed, on condition that it is still old:
+// one conditional UpdateItem. Conflict INDEX_CHANGED otherwise.
+func (s *SearchIndex) ResetChat(ctx context.Context, userID, chatID string, old search.ChatProgress) error {
+	const op = "store.SearchIndex.ResetChat"
+	err := s.table.Update("PK", searchPK(userID)).Range("SK", searchChatSK(chatID)).Remove("through").Set("fmt", search.FormatConverting).
+		Set("prev", old.Through).If("through = ? AND (attribute_not_exists(fmt) OR fmt = ?)", old.Through, search.FormatPrevious).Run(ctx)
+	if isConditionFailure(err) {
+		return errs.Wrap(op, search.ErrIndexChanged)
+	}
+	return storeError(op, err)
 }
 
 // Find reads back the chats and messages of hits: BatchGetItem, 100 keys

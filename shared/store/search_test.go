@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/account"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
@@ -429,5 +431,291 @@ func TestSearchCatchUpIsBounded(t *testing.T) {
 	}
 	if st, _ := f.index.Stats(context.Background(), u); st.Docs != msgs {
 		t.Errorf("after two searches: %d messages indexed, want %d", st.Docs, msgs)
+	}
+}
+
+// TestSearchReadsTheBestPostings: a word in more messages than a search
+// reads (search.TopPostings) ranks its chats by their best messages from
+// the postings read first, and its count (for its idf) is recorded in its
+// partition, taken again once the index grew by more than a tenth.
+func TestSearchReadsTheBestPostings(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	u := uuid.NewString()
+	// chat i's messages hold "common" once among i+1 to i+100 words: its
+	// best message is its shortest, so the chats rank in order.
+	const chats, perChat = 11, 100
+	var want []string
+	storeMsgs := func(c chat.Chat, from, n int) {
+		msgs := make([]chat.Message, n)
+		for j := range msgs {
+			f.at = f.at.Add(time.Millisecond)
+			msgs[j] = chat.Message{ID: uuid.NewString(), ChatID: c.ID, Role: "user", Status: chat.StatusCompleted, CreatedAt: f.at,
+				Content: "common" + strings.Repeat(" filler", from+j)}
+		}
+		for len(msgs) > 0 {
+			k := min(len(msgs), 25)
+			if err := f.raw.AddMessages(ctx, c, msgs[:k]...); err != nil {
+				t.Fatal(err)
+			}
+			msgs = msgs[k:]
+		}
+	}
+	var all []chat.Chat
+	for i := range chats {
+		c, _ := f.chat(t, f.raw, u, fmt.Sprint("chat ", i), fmt.Sprint("title of ", i))
+		storeMsgs(c, i, perChat)
+		want = append(want, c.ID)
+		all = append(all, c)
+	}
+	if chats*perChat <= search.TopPostings {
+		t.Fatal("the test needs more messages than a search reads")
+	}
+	p, err := f.search(t, u, "common", paging.Cursor{Limit: 100})
+	if err != nil || fmt.Sprint(ids(p)) != fmt.Sprint(want) {
+		t.Fatalf("common: %v %v, want %v", ids(p), err, want)
+	}
+	if s := p.Results[0].Snippet; s != "<mark>common</mark>" {
+		t.Errorf("snippet %q", s)
+	}
+	// Half the messages: "filler" is in every message but the shortest
+	// of chat 0, so its postings are read up to TopPostings too.
+	count := func(term string) (int64, int64) {
+		l, err := f.index.Postings(ctx, u, term, 1)
+		if err != nil || !l.More {
+			t.Fatalf("postings of %s: %+v %v", term, l, err)
+		}
+		return l.Count, l.CountedAt
+	}
+	docs := int64(chats*perChat + chats) // and the titles' messages
+	if c, at := count("common"); c != chats*perChat || at != docs {
+		t.Errorf("count of common %d at %d, want %d at %d", c, at, chats*perChat, docs)
+	}
+	// A few more messages leave the count; more than a tenth take it
+	// again.
+	storeMsgs(all[0], 0, 10)
+	if _, err := f.search(t, u, "common", paging.Cursor{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := count("common"); c != chats*perChat {
+		t.Errorf("count of common %d after 10 more messages, want the one recorded", c)
+	}
+	storeMsgs(all[0], 0, 150)
+	if _, err := f.search(t, u, "common", paging.Cursor{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, at := count("common"); c != chats*perChat+160 || at != docs+160 {
+		t.Errorf("count of common %d at %d after 160 more messages, want %d at %d", c, at, chats*perChat+160, docs+160)
+	}
+	// A word with fewer postings than a search reads records no count.
+	if l, err := f.index.Postings(ctx, u, "title", search.TopPostings); err != nil || l.More || l.CountedAt != 0 || len(l.List) != chats {
+		t.Errorf("postings of title: %d more %v count at %d, %v", len(l.List), l.More, l.CountedAt, err)
+	}
+	// The account's erasure removes the counts (the postings go with the
+	// chats, erased by the chats' part).
+	if c := scanKeys(t, f.db, "TERM#"+u+"#common"); !slices.Contains(c, "TERM#"+u+"#common #") {
+		t.Fatal("no count of common stored")
+	}
+	accounts := store.NewAccounts(f.db.DB, f.db.Users(), f.db.Sessions(), f.db.Data(), f.db.OAuth())
+	if err := accounts.EraseUserItems(ctx, account.Deletion{UserID: u, RequestedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range scanKeys(t, f.db, "TERM#"+u+"#", "SEARCH#"+u) {
+		if pk, sk, _ := strings.Cut(k, " "); sk == "#" || strings.HasPrefix(pk, "SEARCH#") {
+			t.Errorf("left by the erasure: %s", k)
+		}
+	}
+}
+
+// previousFormat writes userID's index of chats as the previous format
+// did (postings at <chatId>#<messageId>, DOC items without counts, CHAT#
+// items without fmt, PROGRESS without mig), as a deployment finds it.
+func (f *searchFixture) previousFormat(t *testing.T, userID string, chats ...chat.Chat) {
+	t.Helper()
+	ctx := context.Background()
+	table := f.db.DB.Table(f.db.Data())
+	var n, words int64
+	for _, c := range chats {
+		msgs, err := f.index.MessagesAfter(ctx, c.ID, "", search.MaxDocsPerAdd)
+		if err != nil || len(msgs) == 0 {
+			t.Fatalf("messages of %s: %d %v", c.ID, len(msgs), err)
+		}
+		for _, m := range msgs {
+			a := search.Analyze(m.Content)
+			var terms []string
+			for _, term := range a.Terms {
+				terms = append(terms, term.Text)
+				if err := table.Put(map[string]any{"PK": "TERM#" + userID + "#" + term.Text, "SK": c.ID + "#" + m.ID, "f": term.Freq, "l": a.Length, "k": m.Key}).Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := table.Put(map[string]any{"PK": "SEARCH#" + userID, "SK": "DOC#" + c.ID + "#" + m.ID, "terms": terms, "l": a.Length}).Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			words += int64(a.Length)
+		}
+		if err := table.Put(map[string]any{"PK": "SEARCH#" + userID, "SK": "CHAT#" + c.ID, "through": msgs[len(msgs)-1].Key}).Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed, err := f.index.ChatsChangedAfter(ctx, userID, "", 100)
+	if err != nil || len(changed) != len(chats) {
+		t.Fatalf("%d chats changed, %v", len(changed), err)
+	}
+	for _, it := range []map[string]any{
+		{"PK": "SEARCH#" + userID, "SK": "STATS", "n": n, "len": words},
+		{"PK": "SEARCH#" + userID, "SK": "PROGRESS", "seen": changed[len(changed)-1].Position, "v": 1},
+	} {
+		if err := table.Put(it).Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSearchConvertsThePreviousFormat: an index written before impact
+// ordering answers as before while the searches convert it, chat after
+// chat, with no message counted twice or lost; once converted, nothing of
+// the previous format is left and searches read only the new postings.
+func TestSearchConvertsThePreviousFormat(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	u := uuid.NewString()
+	a, _ := f.chat(t, f.raw, u, "a", "apple pie recipe", "apple crumble and apple tart")
+	b, _ := f.chat(t, f.raw, u, "b", "banana bread", "apple juice")
+	f.previousFormat(t, u, a, b)
+	before, err := f.index.Stats(ctx, u)
+	if err != nil || before.Docs != 4 {
+		t.Fatalf("stats %+v %v", before, err)
+	}
+	// The previous format's postings are found as they are.
+	if l, err := f.index.PreviousPostings(ctx, u, "apple", 100); err != nil || len(l) != 3 {
+		t.Fatalf("previous postings of apple: %v %v", l, err)
+	}
+	// A chat half converted (its first message again, the second still
+	// in the previous format) is found whole, each message once.
+	p, err := f.index.ChatProgress(ctx, u, a.ID)
+	if err != nil || !p.Exists || p.Format != search.FormatPrevious {
+		t.Fatalf("progress of a: %+v %v", p, err)
+	}
+	if err := f.index.ResetChat(ctx, u, a.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.index.ResetChat(ctx, u, a.ID, p); errs.CodeOf(err) != "INDEX_CHANGED" {
+		t.Errorf("a second reset: %v, want INDEX_CHANGED", err)
+	}
+	conv, _ := f.index.ChatProgress(ctx, u, a.ID)
+	msgs, _ := f.index.MessagesAfter(ctx, a.ID, "", 1)
+	half := conv
+	half.Through = msgs[0].Key
+	if err := f.index.Add(ctx, u, a.ID, []search.Doc{{ChatID: a.ID, MessageID: msgs[0].ID, Key: msgs[0].Key, Analysis: search.Analyze(msgs[0].Content)}}, conv, half); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.index.Stats(ctx, u); st != before {
+		t.Errorf("stats moved by a replaced message: %+v, want %+v", st, before)
+	}
+	if l, _ := f.index.PreviousPostings(ctx, u, "apple", 100); len(l) != 2 {
+		t.Errorf("previous postings of apple after one replaced: %v", l)
+	}
+
+	// The search: the same answer, and the rest converted.
+	pg, err := f.search(t, u, "apple", paging.Cursor{})
+	if err != nil || fmt.Sprint(ids(pg)) != fmt.Sprint([]string{a.ID, b.ID}) || !strings.Contains(pg.Results[0].Snippet, "<mark>apple</mark>") {
+		t.Fatalf("apple: %+v %v", pg, err)
+	}
+	if st, _ := f.index.Stats(ctx, u); st != before {
+		t.Errorf("stats after the conversion %+v, want %+v", st, before)
+	}
+	for _, c := range []chat.Chat{a, b} {
+		if p, err := f.index.ChatProgress(ctx, u, c.ID); err != nil || p.Format != search.FormatImpact {
+			t.Errorf("progress of %s: %+v %v", c.Title, p, err)
+		}
+	}
+	if prog, err := f.index.Progress(ctx, u); err != nil || !prog.Migrated {
+		t.Errorf("progress %+v %v, want migrated", prog, err)
+	}
+	for _, k := range scanKeys(t, f.db, "TERM#"+u+"#") {
+		if _, sk, _ := strings.Cut(k, " "); !strings.HasPrefix(sk, "#") {
+			t.Errorf("a posting of the previous format is left: %s", k)
+		}
+	}
+	if l, _ := f.index.PreviousPostings(ctx, u, "apple", 100); len(l) != 0 {
+		t.Errorf("previous postings of apple after the conversion: %v", l)
+	}
+	if l, err := f.index.Postings(ctx, u, "apple", 100); err != nil || len(l.List) != 3 || l.List[0].ChatID != a.ID {
+		t.Errorf("postings of apple: %+v %v, want 3, the best (twice in a message) first", l, err)
+	}
+	// A new message is found; a deleted chat leaves nothing.
+	c, _ := f.chat(t, f.raw, u, "c", "cherry apple")
+	if pg, err := f.search(t, u, "cherry", paging.Cursor{}); err != nil || fmt.Sprint(ids(pg)) != fmt.Sprint([]string{c.ID}) {
+		t.Errorf("cherry: %v %v", ids(pg), err)
+	}
+	if err := f.chats.DeleteChat(ctx, a.ID, u, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := scanKeys(t, f.db, "TERM#"+u+"#", "SEARCH#"+u); strings.Contains(fmt.Sprint(left), a.ID) {
+		t.Errorf("the deleted chat's index items remain: %v", left)
+	}
+}
+
+// TestSearchDeletesAChatHalfConverted: a chat deleted while converted
+// leaves no item of either format.
+func TestSearchDeletesAChatHalfConverted(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	u := uuid.NewString()
+	a, _ := f.chat(t, f.raw, u, "a", "apple pie recipe", "apple crumble and apple tart")
+	f.previousFormat(t, u, a)
+	p, _ := f.index.ChatProgress(ctx, u, a.ID)
+	if err := f.index.ResetChat(ctx, u, a.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	conv, _ := f.index.ChatProgress(ctx, u, a.ID)
+	msgs, _ := f.index.MessagesAfter(ctx, a.ID, "", 1)
+	half := conv
+	half.Through = msgs[0].Key
+	if err := f.index.Add(ctx, u, a.ID, []search.Doc{{ChatID: a.ID, MessageID: msgs[0].ID, Key: msgs[0].Key, Analysis: search.Analyze(msgs[0].Content)}}, conv, half); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.chats.DeleteChat(ctx, a.ID, u, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := scanKeys(t, f.db, "TERM#"+u+"#", "SEARCH#"+u+"#"); len(left) != 0 {
+		for _, k := range left {
+			if !strings.HasSuffix(k, " STATS") && !strings.HasSuffix(k, " PROGRESS") {
+				t.Errorf("left after the delete: %s", k)
+			}
+		}
+	}
+	if st, err := f.index.Stats(ctx, u); err != nil || st.Docs != 0 || st.Length != 0 {
+		t.Errorf("stats %+v %v, want none", st, err)
+	}
+}
+
+// TestSearchAddWritesTheImpactFormat: Add given a progress of no format
+// (a caller's zero value) records the impact format, which it writes, so
+// that no search takes the chat for one to convert.
+func TestSearchAddWritesTheImpactFormat(t *testing.T) {
+	t.Parallel()
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	u := uuid.NewString()
+	c, _ := f.chat(t, f.raw, u, "a", "apple pie")
+	msgs, err := f.index.MessagesAfter(ctx, c.ID, "", 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("messages %v %v", msgs, err)
+	}
+	doc := search.Doc{ChatID: c.ID, MessageID: msgs[0].ID, Key: msgs[0].Key, Analysis: search.Analyze(msgs[0].Content)}
+	if err := f.index.Add(ctx, u, c.ID, []search.Doc{doc}, search.ChatProgress{}, search.ChatProgress{Through: msgs[0].Key, Exists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.index.ChatProgress(ctx, u, c.ID); err != nil || p.Format != search.FormatImpact {
+		t.Errorf("progress %+v %v, want the impact format", p, err)
+	}
+	if ids, err := f.index.UnconvertedChats(ctx, u, 10); err != nil || len(ids) != 0 {
+		t.Errorf("unconverted %v %v", ids, err)
 	}
 }

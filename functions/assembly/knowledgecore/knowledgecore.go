@@ -6,10 +6,12 @@ package knowledgecore
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
@@ -41,10 +43,42 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, emb knowle
 		return nil, err
 	}
 	s := knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
-		Blobs: blobs, Embedder: emb, Vectors: vectors, Lease: cfg.GenerationLease, MaxKnowledgeBases: cfg.KnowledgeBasesPerUser,
-		Now: d.Now, Logger: d.Logger})
+		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: Dispatcher(cfg), Lease: cfg.GenerationLease,
+		MaxKnowledgeBases: cfg.KnowledgeBasesPerUser, Now: d.Now, Logger: d.Logger})
 	actual, _ := services.LoadOrStore(d.DB, s)
 	return actual.(*knowledge.Service), nil
+}
+
+// Dispatcher returns what hands indexing jobs to their worker: the
+// LambdaDispatcher of KNOWLEDGE_INDEX_FUNCTION when it is set (AWS: the
+// routes and the sweeper hand jobs to KnowledgeIndexFunction), else nil,
+// the service's own worker in process (the dev server).
+func Dispatcher(cfg config.Config) knowledge.Dispatcher {
+	if cfg.KnowledgeIndexFunction == "" {
+		return nil
+	}
+	return LambdaDispatcher{Client: assembly.AWSAPI(cfg), Function: cfg.KnowledgeIndexFunction}
+}
+
+// LambdaDispatcher hands indexing jobs to the indexing function through
+// the Lambda Invoke API, asynchronously (InvocationType Event): Lambda
+// queues the job's reference and answers 202 at once. A job whose event
+// is lost (refused, dropped, or its function killed) keeps its lease
+// only until the lease ends; the sweeper then claims it as a new attempt
+// and dispatches it again (knowledge.Service.Resume).
+type LambdaDispatcher struct {
+	Client   *awsapi.Client
+	Function string
+}
+
+// Dispatch queues ref for the indexing function. It fails when Lambda
+// does not accept the event or cannot be reached.
+func (l LambdaDispatcher) Dispatch(ctx context.Context, ref knowledge.Ref) error {
+	payload, err := json.Marshal(ref)
+	if err != nil {
+		return err
+	}
+	return l.Client.Invoke(ctx, l.Function, payload)
 }
 
 // Vectors returns the vector index: S3 Vectors when

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -36,12 +37,17 @@ type Options struct {
 
 // Embedder embeds with Bedrock.
 type Embedder struct {
-	client *bedrockruntime.Client
+	// client returns the client, made at the first call.
+	client func() (*bedrockruntime.Client, error)
 	model  string
 }
 
-// New returns an Embedder. It fails when the AWS configuration cannot be
-// loaded or names no region.
+// New returns an Embedder. With a region given, the AWS configuration
+// (the SDK's default chain) is loaded at the first Embed, not here, so
+// that a cold start that embeds nothing does not pay for it, and a
+// failure to load it fails that call (Unavailable). Without one, it is
+// loaded here, and New fails when it cannot be loaded or names no
+// region.
 func New(ctx context.Context, o Options) (*Embedder, error) {
 	if o.Model == "" {
 		o.Model = DefaultModel
@@ -52,20 +58,31 @@ func New(ctx context.Context, o Options) (*Embedder, error) {
 		}
 	}
 	if o.Credentials != nil {
-		return &Embedder{client: bedrockruntime.New(bedrockruntime.Options{Region: o.Region, Credentials: o.Credentials}, opt), model: o.Model}, nil
+		c := bedrockruntime.New(bedrockruntime.Options{Region: o.Region, Credentials: o.Credentials}, opt)
+		return &Embedder{client: func() (*bedrockruntime.Client, error) { return c, nil }, model: o.Model}, nil
 	}
-	var loaders []func(*awsconfig.LoadOptions) error
+	load := func() (*bedrockruntime.Client, error) {
+		var loaders []func(*awsconfig.LoadOptions) error
+		if o.Region != "" {
+			loaders = append(loaders, awsconfig.WithRegion(o.Region))
+		}
+		cfg, err := awsconfig.LoadDefaultConfig(context.WithoutCancel(ctx), loaders...)
+		if err != nil {
+			return nil, fmt.Errorf("bedrockembed: load AWS config: %w", err)
+		}
+		if cfg.Region == "" {
+			return nil, fmt.Errorf("bedrockembed: no AWS region configured")
+		}
+		return bedrockruntime.NewFromConfig(cfg, opt), nil
+	}
 	if o.Region != "" {
-		loaders = append(loaders, awsconfig.WithRegion(o.Region))
+		return &Embedder{client: sync.OnceValues(load), model: o.Model}, nil
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, loaders...)
+	c, err := load()
 	if err != nil {
-		return nil, fmt.Errorf("bedrockembed: load AWS config: %w", err)
+		return nil, err
 	}
-	if cfg.Region == "" {
-		return nil, fmt.Errorf("bedrockembed: no AWS region configured")
-	}
-	return &Embedder{client: bedrockruntime.NewFromConfig(cfg, opt), model: o.Model}, nil
+	return &Embedder{client: func() (*bedrockruntime.Client, error) { return c, nil }, model: o.Model}, nil
 }
 
 // Name is "bedrock/<model>".
@@ -89,13 +106,17 @@ type response struct {
 // vector of the wrong length.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	const op = "bedrockembed.Embed"
+	client, err := e.client()
+	if err != nil {
+		return nil, errs.E(op, errs.Unavailable, "EMBEDDING_UNAVAILABLE", "the embedding model could not be reached; retry shortly").WithCause(err)
+	}
 	out := make([][]float32, len(texts))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
 	for i, t := range texts {
 		g.Go(func() error {
 			body, _ := json.Marshal(request{InputText: t, Dimensions: knowledge.Dimensions, Normalize: true})
-			res, err := e.client.InvokeModel(gctx, &bedrockruntime.InvokeModelInput{ModelId: aws.String(e.model), Body: body,
+			res, err := client.InvokeModel(gctx, &bedrockruntime.InvokeModelInput{ModelId: aws.String(e.model), Body: body,
 				ContentType: aws.String("application/json"), Accept: aws.String("application/json")})
 			if err != nil {
 				return errs.E(op, errs.Unavailable, "EMBEDDING_UNAVAILABLE", "the embedding model could not be reached; retry shortly").WithCause(err)

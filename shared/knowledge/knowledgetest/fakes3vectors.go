@@ -10,7 +10,8 @@ import (
 
 // FakeS3Vectors serves the part of the S3 Vectors REST API the service
 // uses (PutVectors, QueryVectors with an $eq filter on one metadata key,
-// DeleteVectors) over vectors in memory, with the service's limits (500
+// DeleteVectors; the index named by bucket and index or by its ARN) over
+// vectors in memory, with the service's limits (500
 // vectors a call, topK 1-100, one bucket and index): what the S3 Vectors
 // index is checked against, as a real endpoint would be.
 type FakeS3Vectors struct {
@@ -20,6 +21,16 @@ type FakeS3Vectors struct {
 	vectors       map[string]fakeVector
 	// Calls counts the calls per operation.
 	Calls map[string]int
+	// refuse makes every call fail (Refuse).
+	refuse bool
+}
+
+// Refuse makes every call fail (AccessDeniedException, which the SDK
+// does not retry) while on is true: an index that cannot be reached.
+func (f *FakeS3Vectors) Refuse(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = on
 }
 
 type fakeVector struct {
@@ -30,6 +41,26 @@ type fakeVector struct {
 // NewFakeS3Vectors returns a fake of one bucket and index of dims.
 func NewFakeS3Vectors(bucket, index string, dims int) *FakeS3Vectors {
 	return &FakeS3Vectors{Bucket: bucket, Index: index, Dims: dims, vectors: map[string]fakeVector{}, Calls: map[string]int{}}
+}
+
+// ARN is the index's ARN (what the stack passes as
+// KNOWLEDGE_VECTOR_INDEX): in us-east-1 of account 123456789012.
+func (f *FakeS3Vectors) ARN() string {
+	return "arn:aws:s3vectors:us-east-1:123456789012:bucket/" + f.Bucket + "/index/" + f.Index
+}
+
+// Reset empties the index.
+func (f *FakeS3Vectors) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vectors = map[string]fakeVector{}
+}
+
+// Count returns how many vectors the index holds.
+func (f *FakeS3Vectors) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.vectors)
 }
 
 func fail(w http.ResponseWriter, status int, typ, msg string) {
@@ -43,6 +74,7 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		VectorBucketName string `json:"vectorBucketName"`
 		IndexName        string `json:"indexName"`
+		IndexArn         string `json:"indexArn"`
 		Vectors          []struct {
 			Key      string                      `json:"key"`
 			Data     struct{ Float32 []float32 } `json:"data"`
@@ -58,6 +90,9 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, "ValidationException", "bad request")
 		return
 	}
+	if in.IndexArn != "" && f.ARN() == in.IndexArn {
+		in.VectorBucketName, in.IndexName = f.Bucket, f.Index
+	}
 	if in.VectorBucketName != f.Bucket || in.IndexName != f.Index {
 		fail(w, 404, "NotFoundException", "no such index")
 		return
@@ -65,6 +100,10 @@ func (f *FakeS3Vectors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls[r.URL.Path]++
+	if f.refuse {
+		fail(w, 403, "AccessDeniedException", "refused")
+		return
+	}
 	switch r.URL.Path {
 	case "/PutVectors":
 		if len(in.Vectors) == 0 || len(in.Vectors) > 500 {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -43,13 +44,18 @@ type Options struct {
 
 // Index is the S3 Vectors index.
 type Index struct {
-	client *s3vectors.Client
+	// client returns the client, made at the first call.
+	client func() (*s3vectors.Client, error)
 	// bucket and index name the index; arn does instead when set.
 	bucket, index, arn *string
 }
 
-// New returns an Index. It fails when the AWS configuration cannot be
-// loaded or names no region.
+// New returns an Index. With a region given, the AWS configuration (the
+// SDK's default chain: credentials, AWS_ENDPOINT_URL_S3VECTORS) is
+// loaded at the first call, not here, so that a cold start that makes
+// none does not pay for it, and a failure to load it fails that call
+// (Unavailable). Without one, it is loaded here, and New fails when it
+// cannot be loaded or names no region.
 func New(ctx context.Context, o Options) (*Index, error) {
 	opt := func(co *s3vectors.Options) {
 		if o.Endpoint != "" {
@@ -61,21 +67,33 @@ func New(ctx context.Context, o Options) (*Index, error) {
 		x.bucket, x.index, x.arn = nil, nil, aws.String(o.Index)
 	}
 	if o.Credentials != nil {
-		x.client = s3vectors.New(s3vectors.Options{Region: o.Region, Credentials: o.Credentials}, opt)
+		c := s3vectors.New(s3vectors.Options{Region: o.Region, Credentials: o.Credentials}, opt)
+		x.client = func() (*s3vectors.Client, error) { return c, nil }
 		return x, nil
 	}
-	var loaders []func(*awsconfig.LoadOptions) error
+	load := func() (*s3vectors.Client, error) {
+		var loaders []func(*awsconfig.LoadOptions) error
+		if o.Region != "" {
+			loaders = append(loaders, awsconfig.WithRegion(o.Region))
+		}
+		cfg, err := awsconfig.LoadDefaultConfig(context.WithoutCancel(ctx), loaders...)
+		if err != nil {
+			return nil, fmt.Errorf("s3vectorindex: load AWS config: %w", err)
+		}
+		if cfg.Region == "" {
+			return nil, fmt.Errorf("s3vectorindex: no AWS region configured")
+		}
+		return s3vectors.NewFromConfig(cfg, opt), nil
+	}
 	if o.Region != "" {
-		loaders = append(loaders, awsconfig.WithRegion(o.Region))
+		x.client = sync.OnceValues(load)
+		return x, nil
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, loaders...)
+	c, err := load()
 	if err != nil {
-		return nil, fmt.Errorf("s3vectorindex: load AWS config: %w", err)
+		return nil, err
 	}
-	if cfg.Region == "" {
-		return nil, fmt.Errorf("s3vectorindex: no AWS region configured")
-	}
-	x.client = s3vectors.NewFromConfig(cfg, opt)
+	x.client = func() (*s3vectors.Client, error) { return c, nil }
 	return x, nil
 }
 
@@ -88,6 +106,10 @@ func unavailable(op string, err error) error {
 // the same keys again.
 func (x *Index) PutDocument(ctx context.Context, kbID, docID string, vectors [][]float32) error {
 	const op = "s3vectorindex.PutDocument"
+	client, err := x.client()
+	if err != nil {
+		return unavailable(op, err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for first := 0; first < len(vectors); first += MaxBatch {
@@ -99,7 +121,7 @@ func (x *Index) PutDocument(ctx context.Context, kbID, docID string, vectors [][
 					Data:     &types.VectorDataMemberFloat32{Value: vectors[i]},
 					Metadata: document.NewLazyDocument(map[string]any{"kb": kbID, "doc": docID})})
 			}
-			_, err := x.client.PutVectors(gctx, &s3vectors.PutVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn, Vectors: batch})
+			_, err := client.PutVectors(gctx, &s3vectors.PutVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn, Vectors: batch})
 			if err != nil {
 				return unavailable(op, err)
 			}
@@ -112,8 +134,12 @@ func (x *Index) PutDocument(ctx context.Context, kbID, docID string, vectors [][
 // Query asks for the nearest topK (at most MaxTopK) of kbID's vectors.
 func (x *Index) Query(ctx context.Context, kbID string, q []float32, topK int) ([]knowledge.Match, error) {
 	const op = "s3vectorindex.Query"
+	client, err := x.client()
+	if err != nil {
+		return nil, unavailable(op, err)
+	}
 	k := int32(min(max(topK, 1), MaxTopK))
-	res, err := x.client.QueryVectors(ctx, &s3vectors.QueryVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn,
+	res, err := client.QueryVectors(ctx, &s3vectors.QueryVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn,
 		QueryVector: &types.VectorDataMemberFloat32{Value: q}, TopK: &k, ReturnDistance: true,
 		Filter: document.NewLazyDocument(map[string]any{"kb": map[string]any{"$eq": kbID}})})
 	if err != nil {
@@ -135,12 +161,16 @@ func (x *Index) Query(ctx context.Context, kbID string, q []float32, topK int) (
 // (deleting keys that are not there succeeds).
 func (x *Index) DeleteDocument(ctx context.Context, kbID, docID string, count int) error {
 	const op = "s3vectorindex.DeleteDocument"
+	client, err := x.client()
+	if err != nil {
+		return unavailable(op, err)
+	}
 	for first := 0; first < count; first += MaxBatch {
 		keys := make([]string, 0, MaxBatch)
 		for i := first; i < min(first+MaxBatch, count); i++ {
 			keys = append(keys, knowledge.ChunkID(docID, i))
 		}
-		if _, err := x.client.DeleteVectors(ctx, &s3vectors.DeleteVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn, Keys: keys}); err != nil {
+		if _, err := client.DeleteVectors(ctx, &s3vectors.DeleteVectorsInput{VectorBucketName: x.bucket, IndexName: x.index, IndexArn: x.arn, Keys: keys}); err != nil {
 			return unavailable(op, err)
 		}
 	}

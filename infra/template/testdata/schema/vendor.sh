@@ -49,11 +49,16 @@ for section in ("parameters", "outputs", "resources"):
     with open(os.path.join(base, "other", section, "configuration.json")) as f:
         write("cfn-%s.json" % section, json.load(f))
 from cfnlint.data.schemas.providers import us_east_1
-for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm", "AWS::Scheduler::ScheduleGroup", "AWS::IAM::Role", "AWS::S3::Bucket", "AWS::S3::BucketPolicy", "AWS::CloudFront::Function", "AWS::SecretsManager::Secret", "AWS::KMS::Key"):
+for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm", "AWS::Scheduler::ScheduleGroup", "AWS::IAM::Role", "AWS::S3::Bucket", "AWS::S3::BucketPolicy", "AWS::CloudFront::Function", "AWS::SecretsManager::Secret", "AWS::KMS::Key", "AWS::S3Vectors::VectorBucket", "AWS::S3Vectors::Index"):
     with open(os.path.join(base, "resources", us_east_1.types[typ] + ".json")) as f:
         schema = strip(json.load(f))
         # The meta-schema some name is on the network; it validates the
         # schema, not the template.
         schema.pop("$schema", None)
+        if typ == "AWS::S3Vectors::Index":
+            # cfn-lint's patch gives VectorBucketArn an ARN pattern, which
+            # the !GetAtt of the template's bucket (known only at
+            # deployment) cannot be checked against here.
+            schema["definitions"]["VectorBucketArn"].pop("pattern")
         write(typ.replace("::", "-") + ".json", go_patterns(schema))
 PY
