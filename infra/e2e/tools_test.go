@@ -126,7 +126,7 @@ func TestToolsJourney(t *testing.T) {
 	var listed struct {
 		Data toolserver.ToolsResult `json:"data"`
 	}
-	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 13 { // the 11 of before, code and agent
+	if err := json.Unmarshal(body, &listed); status != 200 || err != nil || len(listed.Data.Tools) != 15 { // the 11 of before, code, agent, run_workflow and knowledge_search
 		t.Errorf("listTools: %d %s", status, body)
 	}
 	status, body = post(srv.Key, `{"method":"runTool","params":{"toolId":"json_query","input":{"input":{"a":[1,2,3]},"query":".a | add"}}}`)

@@ -46,6 +46,9 @@ var wantBlobGrants = map[string]map[string][]string{
 		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"list":         {"chats/", "runs/"},
+		// The segments of the knowledge bases a chat names, read by its
+		// replies' retrieval and knowledge_search.
+		"knowledge/": {"s3:GetObject"},
 	},
 	// Streamed replies' and in-stream runs' values (a reply deletes the
 	// keys it wrote when its chat was deleted while it was generating); a message's
@@ -58,6 +61,8 @@ var wantBlobGrants = map[string]map[string][]string{
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		// As ChatsFunction's: the knowledge bases' segments, read.
+		"knowledge/": {"s3:GetObject"},
 	},
 	// Runs' values, deleted with their workflow; run inputs naming an
 	// attachment.

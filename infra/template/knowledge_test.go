@@ -33,18 +33,23 @@ const (
 // GetVectors too), all on the stack's one index: KnowledgeFunction
 // queries and deletes with documents and knowledge bases, the indexing
 // function writes and deletes a failed attempt's, the sweeper's account
-// erasure deletes.
+// erasure deletes, and the chat functions query (a reply's retrieval
+// from the knowledge bases its chat names, knowledge_search) without
+// writing.
 var wantVectorGrants = map[string][]string{
 	"KnowledgeFunction": {"s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:DeleteVectors"},
 	knowledgeIndexID:    {"s3vectors:PutVectors", "s3vectors:DeleteVectors"},
 	"SweeperFunction":   {"s3vectors:DeleteVectors"},
+	"ChatsFunction":     {"s3vectors:QueryVectors", "s3vectors:GetVectors"},
+	"StreamFunction":    {"s3vectors:QueryVectors", "s3vectors:GetVectors"},
 }
 
 // wantEmbedders embed with Bedrock (a query's question, a document's
-// chunks); wantIndexInvokers hand indexing jobs to the indexing function
-// (a document added; an expired job's next attempt).
+// chunks; the chat functions a reply's query, with the documents' model);
+// wantIndexInvokers hand indexing jobs to the indexing function (a
+// document added; an expired job's next attempt).
 var (
-	wantEmbedders     = []string{"KnowledgeFunction", knowledgeIndexID}
+	wantEmbedders     = []string{"KnowledgeFunction", knowledgeIndexID, "ChatsFunction", "StreamFunction"}
 	wantIndexInvokers = []string{"KnowledgeFunction", "SweeperFunction"}
 )
 
@@ -251,6 +256,13 @@ func TestKnowledge(t *testing.T) {
 		{"Lambda retries attempts", "        MaximumRetryAttempts: 0\n", "        MaximumRetryAttempts: 2\n", "MaximumRetryAttempts 2"},
 		{"the invoke of the index function dropped", "            - Sid: InvokeKnowledgeIndex\n              Effect: Allow\n              Action: [lambda:InvokeFunction]\n              Resource: [!GetAtt KnowledgeIndexFunction.Arn]\n",
 			"", "invoke statements of KnowledgeIndexFunction, want 1"},
+		{"a chat function writes vectors", "Action: [s3vectors:QueryVectors, s3vectors:GetVectors]\n",
+			"Action: [s3vectors:QueryVectors, s3vectors:GetVectors, s3vectors:PutVectors]\n", "ChatsFunction: S3 Vectors actions"},
+		{"a chat function on a hand-made index", "Action: [s3vectors:QueryVectors, s3vectors:GetVectors]\n              Resource: [!GetAtt KnowledgeVectorIndex.IndexArn]",
+			"Action: [s3vectors:QueryVectors, s3vectors:GetVectors]\n              Resource: [!Sub \"arn:${AWS::Partition}:s3vectors:${AWS::Region}:${AWS::AccountId}:bucket/kb/index/chunks\"]", "ChatsFunction: S3 Vectors on"},
+		{"a chat function embeds with another model", "KNOWLEDGE_EMBEDDER: !Ref KnowledgeEmbedder\n", "KNOWLEDGE_EMBEDDER: builtin\n", "ChatsFunction: KNOWLEDGE_EMBEDDER"},
+		{"a chat function embeds without Bedrock's grant", "        - !If\n          - KnowledgeBedrockEmbeddings\n          - Version: \"2012-10-17\"\n            Statement:\n              - Sid: Embeddings\n                Effect: Allow\n                Action: [bedrock:InvokeModel]\n                Resource: [!Sub \"arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/amazon.titan-embed-text-v2:0\"]\n          - !Ref AWS::NoValue\n        # Amazon Bedrock, only when BedrockModels is set",
+			"        # Amazon Bedrock, only when BedrockModels is set", "ChatsFunction: embeds with Bedrock but has no bedrock:InvokeModel"},
 		{"an attempt outlives its function", "      Timeout: 900\n      MemorySize: 1024\n      EventInvokeConfig:", "      Timeout: 300\n      MemorySize: 1024\n      EventInvokeConfig:", "Timeout 300"},
 	}
 	for _, c := range cases {

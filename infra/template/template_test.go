@@ -339,6 +339,9 @@ var wantGrants = map[string]map[string][]string{
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
+		// the rate limit of documents added: store.RateLimits.Hit
+		// (UpdateItem).
+		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},
 	// The indexing of a knowledge base document (knowledge.Service.Index
 	// over store.Knowledge): the document (GetItem), the lease's renewal

@@ -65,6 +65,9 @@ type Chat struct {
 	UserID     string `json:"userId"`
 	Title      string `json:"title"`
 	WorkflowID string `json:"workflowId,omitempty"`
+	// KnowledgeBaseIDs are the user's knowledge bases the chat's replies
+	// retrieve from (at most MaxKnowledgeBases).
+	KnowledgeBaseIDs []string `json:"knowledgeBaseIds,omitempty"`
 	// Pinned chats are listed first; Archived ones only on request.
 	Pinned    bool      `json:"pinned"`
 	Archived  bool      `json:"archived"`
@@ -106,6 +109,9 @@ type Message struct {
 	// AttachmentIDs are the attachments a user message carried (at most
 	// MaxAttachments, each ready and of the same chat when it was sent).
 	AttachmentIDs []string `json:"attachmentIds,omitempty"`
+	// Citations are the passages of the chat's knowledge bases an
+	// assistant message was given, in the order the model saw them.
+	Citations []Citation `json:"citations,omitempty"`
 	// Pending is the state of a reply paused for a tool approval (status
 	// awaiting_approval), kept with the message so that any instance can
 	// continue it; Decision is the user's answer (approved or denied)
@@ -146,6 +152,9 @@ type Pending struct {
 	Messages []model.Message  `json:"messages"`
 	Calls    []model.ToolCall `json:"calls"`
 	Round    int              `json:"round"`
+	// System is the system prompt of the reply when it is not the
+	// chat's alone (passages of its knowledge bases were added).
+	System string `json:"system,omitempty"`
 }
 
 // Decisions on a tool call awaiting approval.
@@ -324,6 +333,8 @@ type Store interface {
 type ChatUpdate struct {
 	Title            *string
 	Pinned, Archived *bool
+	// KnowledgeBaseIDs, when set, replaces the chat's (empty: none).
+	KnowledgeBaseIDs *[]string
 }
 
 // Tools lists the tools offered to models (toolclient.Catalog); the
@@ -342,11 +353,16 @@ type Preferences interface {
 type CreateRequest struct {
 	Title      *string `json:"title"`
 	WorkflowID *string `json:"workflowId"`
+	// KnowledgeBaseIDs name the user's knowledge bases the chat's
+	// replies retrieve from.
+	KnowledgeBaseIDs []string `json:"knowledgeBaseIds"`
 }
 
-// Validate checks the title's length and the workflow id's format.
+// Validate checks the title's length, the workflow id's format and the
+// knowledge base ids.
 func (r CreateRequest) Validate() error {
 	var f errs.FieldErrors
+	validateKnowledgeBases(&f, r.KnowledgeBaseIDs)
 	if r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen {
 		f.Add("title", "must be at most %d characters", MaxTitleLen)
 	}
@@ -357,20 +373,50 @@ func (r CreateRequest) Validate() error {
 }
 
 // UpdateRequest is the body of PATCH /api/chats/{chatId}: any of a new
-// title, pinned and archived.
+// title, pinned, archived and knowledgeBaseIds (the list replaces the
+// chat's; [] or null removes them all).
 type UpdateRequest struct {
-	Title    *string `json:"title"`
-	Pinned   *bool   `json:"pinned"`
-	Archived *bool   `json:"archived"`
+	Title            *string  `json:"title"`
+	Pinned           *bool    `json:"pinned"`
+	Archived         *bool    `json:"archived"`
+	KnowledgeBaseIDs KBIDsRef `json:"knowledgeBaseIds"`
 }
 
-// Validate requires one of title, pinned and archived, and a title of at
-// most MaxTitleLen characters.
+// KBIDsRef is an optional knowledgeBaseIds: absent (Set false), null or
+// a list of ids. A value of another JSON type is kept as Bad.
+type KBIDsRef struct {
+	Set bool
+	IDs []string
+	Bad bool
+}
+
+// UnmarshalJSON reads null or a list of strings; anything else marks r
+// Bad.
+func (r *KBIDsRef) UnmarshalJSON(b []byte) error {
+	*r = KBIDsRef{Set: true}
+	if string(b) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(b, &r.IDs); err != nil {
+		r.IDs, r.Bad = nil, true
+	}
+	return nil
+}
+
+// Validate requires one of title, pinned, archived and
+// knowledgeBaseIds, a title of at most MaxTitleLen characters and
+// knowledge base ids as CreateRequest's.
 func (r UpdateRequest) Validate() error {
 	var f errs.FieldErrors
 	switch {
-	case r.Title == nil && r.Pinned == nil && r.Archived == nil:
-		f.Add("title", "is required (or pinned, or archived)")
+	case r.KnowledgeBaseIDs.Bad:
+		f.Add("knowledgeBaseIds", "must be a list of knowledge base ids (UUIDs) or null")
+	case r.KnowledgeBaseIDs.Set:
+		validateKnowledgeBases(&f, r.KnowledgeBaseIDs.IDs)
+	}
+	switch {
+	case r.Title == nil && r.Pinned == nil && r.Archived == nil && !r.KnowledgeBaseIDs.Set:
+		f.Add("title", "is required (or pinned, archived, knowledgeBaseIds)")
 	case r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen:
 		f.Add("title", "must be at most %d characters", MaxTitleLen)
 	}

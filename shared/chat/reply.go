@@ -71,21 +71,28 @@ const SystemPrompt = "You are the assistant of Workflow Chat, a service where us
 // tool_result events, at most MaxToolRounds rounds (see generate). held,
 // when not nil, is the budget reservation of its first model call
 // (reserveReply).
-func (s *Service) reply(ctx context.Context, history []Message, user Message, atts []model.Attachment, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
+// The passages of the chat's knowledge bases go with the system prompt
+// (systemWith) and are the reply's citations.
+func (s *Service) reply(ctx context.Context, history []Message, user Message, atts []model.Attachment, passages []Passage, modelID, id string, held *usage.Reservation, emit func(Event) error) (Message, error) {
 	parent := user.ID
-	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, ParentID: &parent, Status: StatusCompleted}
-	return s.generate(ctx, msg, Pending{Messages: toModelMessages(history, user, atts)}, "", held, emit)
+	msg := Message{ID: id, ChatID: user.ChatID, Role: model.RoleAssistant, ModelID: modelID, ReplyTo: user.ID, ParentID: &parent, Status: StatusCompleted,
+		Citations: citations(passages)}
+	p := Pending{Messages: toModelMessages(history, user, atts)}
+	if len(passages) > 0 {
+		p.System = systemWith(passages)
+	}
+	return s.generate(ctx, msg, p, "", held, emit)
 }
 
 // reserveReply reserves userID's budget for the first model call of a
 // reply to msgs with modelID (the request generate will make), so that a
 // reply over budget is refused before anything is stored. Without a
 // budget it writes nothing. Its errors are usage.Meter.Reserve's.
-func (s *Service) reserveReply(ctx context.Context, userID, modelID string, msgs []model.Message) (*usage.Reservation, error) {
+func (s *Service) reserveReply(ctx context.Context, userID, modelID, system string, msgs []model.Message) (*usage.Reservation, error) {
 	if !s.usage.Budgeted() {
 		return s.usage.Reserve(ctx, userID, 0, 0)
 	}
-	return s.usage.ReserveCall(ctx, s.models, userID, model.Request{ModelID: modelID, System: SystemPrompt, Messages: msgs, Tools: s.specs(ctx)})
+	return s.usage.ReserveCall(ctx, s.models, userID, model.Request{ModelID: modelID, System: system, Messages: msgs, Tools: s.specs(ctx)})
 }
 
 // specs returns the tools offered to models, none when the catalog is
@@ -123,7 +130,7 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 	first := true // the first call run is the one decision answers
 	o := toolloop.Options{
 		Meter: s.usage, Models: s.models, UserID: userID,
-		ModelID: msg.ModelID, System: SystemPrompt, Tools: s.specs(ctx), MaxRounds: MaxToolRounds, Held: held,
+		ModelID: msg.ModelID, System: firstNonEmpty(p.System, SystemPrompt), Tools: s.specs(ctx), MaxRounds: MaxToolRounds, Held: held,
 		Delta: func(delta string) error { return emit(Event{Type: EventContent, Delta: delta}) },
 		Call: func(ctx context.Context, call model.ToolCall) (toolloop.CallOutcome, error) {
 			d := toolgate.Undecided
@@ -158,7 +165,7 @@ func (s *Service) generate(ctx context.Context, msg Message, p Pending, decision
 	msg.InputTokens += res.Usage.InputTokens
 	msg.OutputTokens += res.Usage.OutputTokens
 	if err == nil && res.Paused != nil {
-		msg.Pending = &Pending{Messages: res.Paused.Messages, Calls: res.Paused.Calls, Round: res.Paused.Round}
+		msg.Pending = &Pending{Messages: res.Paused.Messages, Calls: res.Paused.Calls, Round: res.Paused.Round, System: p.System}
 		call := res.Paused.Calls[0]
 		if err = emit(Event{Type: EventToolApproval, ToolCallID: call.ID, ToolName: call.Name, ToolArgs: call.Args}); err == nil {
 			err = errAwaitingApproval

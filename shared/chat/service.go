@@ -36,6 +36,7 @@ type Service struct {
 	gate         *toolgate.Gate
 	blobs        blob.Store
 	atts         Attachments
+	knowledge    Knowledge
 	defaultModel string
 	shares       ShareStore
 	shareBase    string
@@ -67,6 +68,10 @@ type Options struct {
 	// Attachments reads the attachments messages carry; nil refuses
 	// attachmentIds (ATTACHMENTS_UNAVAILABLE).
 	Attachments Attachments
+	// Knowledge is the knowledge bases chats name (knowledgeBaseIds) and
+	// their replies retrieve from; nil refuses knowledgeBaseIds
+	// (KNOWLEDGE_UNAVAILABLE).
+	Knowledge Knowledge
 	// Shares keeps the chats' shares; nil refuses to create any
 	// (SHARES_UNAVAILABLE). ShareBaseURL (an origin, or empty) prefixes
 	// the path of a share's url.
@@ -87,7 +92,7 @@ func NewService(o Options) *Service {
 	if o.Lease <= 0 {
 		o.Lease = job.LeaseTime
 	}
-	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, blobs: o.Blobs, atts: o.Attachments, defaultModel: o.DefaultModelID,
+	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, blobs: o.Blobs, atts: o.Attachments, knowledge: o.Knowledge, defaultModel: o.DefaultModelID,
 		shares: o.Shares, shareBase: o.ShareBaseURL,
 		now: o.Now, lease: o.Lease}
 }
@@ -97,7 +102,8 @@ func (s *Service) clock() time.Time { return s.now().UTC() }
 // Create creates a chat for the signed-in user, attached to one of the
 // user's workflows when req names one: NotFound WORKFLOW_NOT_FOUND, then
 // Forbidden for another user's; Invalid WORKFLOWS_UNAVAILABLE where this
-// deployment has no workflows.
+// deployment has no workflows. The knowledge bases req names must be the
+// user's: NotFound KNOWLEDGE_BASE_NOT_FOUND (another user's too).
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 	const op = "chat.Create"
 	now := s.clock()
@@ -110,6 +116,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Chat, error) {
 			return Chat{}, errs.Wrap(op, err)
 		}
 		c.WorkflowID = *req.WorkflowID
+	}
+	if len(req.KnowledgeBaseIDs) > 0 {
+		ids, err := s.checkKnowledgeBases(ctx, op, c.UserID, req.KnowledgeBaseIDs)
+		if err != nil {
+			return Chat{}, err
+		}
+		c.KnowledgeBaseIDs = ids
 	}
 	if req.Title != nil {
 		c.Title = strings.TrimSpace(*req.Title)
@@ -129,10 +142,23 @@ func (s *Service) Get(ctx context.Context, id string) (Chat, error) {
 		func(c Chat) string { return c.UserID })
 }
 
-// Update renames, pins or archives the chat id (the fields req sets).
-// NotFound, Forbidden.
+// Update renames, pins or archives the chat id, or replaces its
+// knowledge bases (the fields req sets). NotFound, Forbidden, then for
+// a knowledge base not the user's NotFound KNOWLEDGE_BASE_NOT_FOUND.
 func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Chat, error) {
+	const op = "chat.Update"
 	u := ChatUpdate{Pinned: req.Pinned, Archived: req.Archived}
+	if req.KnowledgeBaseIDs.Set {
+		// The chat's 404 and 403 come before the knowledge bases'.
+		if _, err := s.Get(ctx, id); err != nil {
+			return Chat{}, err
+		}
+		ids, err := s.checkKnowledgeBases(ctx, op, auth.UserID(ctx), req.KnowledgeBaseIDs.IDs)
+		if err != nil {
+			return Chat{}, err
+		}
+		u.KnowledgeBaseIDs = &ids
+	}
 	if req.Title != nil {
 		title := strings.TrimSpace(*req.Title)
 		if title == "" {
@@ -141,7 +167,7 @@ func (s *Service) Update(ctx context.Context, id string, req UpdateRequest) (Cha
 		u.Title = &title
 	}
 	c, err := s.store.UpdateChat(ctx, id, auth.UserID(ctx), u, s.clock())
-	return c, errs.Wrap("chat.Update", err)
+	return c, errs.Wrap(op, err)
 }
 
 // Delete removes the chat id with its messages and runs, and first, once
@@ -331,6 +357,8 @@ type exchange struct {
 	fresh   bool
 	atts    []model.Attachment
 	modelID string
+	// passages are what the chat's knowledge bases gave for user.
+	passages []Passage
 }
 
 // load reads chat id with its messages and, with pref, the caller's
@@ -393,7 +421,8 @@ func (s *Service) newExchange(ctx context.Context, op, id string, req MessageReq
 	user := s.newMessage(c.ID, model.RoleUser, req.Content)
 	user.AttachmentIDs = ids
 	user.ParentID = t.idOf(p)
-	return exchange{chat: c, history: t.path(p), user: user, fresh: true, atts: atts, modelID: modelID}, nil
+	return exchange{chat: c, history: t.path(p), user: user, fresh: true, atts: atts, modelID: modelID,
+		passages: s.retrieve(ctx, c, user.Content)}, nil
 }
 
 // regenExchange checks a regenerate of reply messageID of chat chatID and
@@ -441,7 +470,8 @@ func (s *Service) regenExchange(ctx context.Context, op, chatID, messageID strin
 	if err != nil {
 		return exchange{}, errs.Wrap(op, err)
 	}
-	return exchange{chat: c, history: path[:len(path)-1], user: user, atts: atts, modelID: modelID}, nil
+	return exchange{chat: c, history: path[:len(path)-1], user: user, atts: atts, modelID: modelID,
+		passages: s.retrieve(ctx, c, user.Content)}, nil
 }
 
 // answer generates ex's whole reply under a generation of its chat and
@@ -450,7 +480,7 @@ func (s *Service) regenExchange(ctx context.Context, op, chatID, messageID strin
 // nothing. Errors: Send's after its checks.
 func (s *Service) answer(ctx context.Context, op string, ex exchange) (Message, error) {
 	c, user := ex.chat, ex.user
-	held, err := s.reserveReply(ctx, c.UserID, ex.modelID, toModelMessages(ex.history, user, ex.atts))
+	held, err := s.reserveReply(ctx, c.UserID, ex.modelID, systemWith(ex.passages), toModelMessages(ex.history, user, ex.atts))
 	if err != nil {
 		return Message{}, errs.Wrap(op, err)
 	}
@@ -460,7 +490,7 @@ func (s *Service) answer(ctx context.Context, op string, ex exchange) (Message, 
 		s.usage.Release(ctx, held)
 		return Message{}, errs.Wrap(op, err)
 	}
-	reply, err := s.reply(ctx, ex.history, user, ex.atts, ex.modelID, gen.ID, held, func(Event) error { return nil })
+	reply, err := s.reply(ctx, ex.history, user, ex.atts, ex.passages, ex.modelID, gen.ID, held, func(Event) error { return nil })
 	if errors.Is(err, errAwaitingApproval) {
 		reply.Status, err = StatusAwaitingApproval, s.keepPending(ctx, &reply)
 	}

@@ -47,7 +47,10 @@ type Turn struct {
 	// Attachments are the user message's attachments as the model reads
 	// them.
 	Attachments []model.Attachment
-	ModelID     string
+	// Passages are what the chat's knowledge bases gave for User: the
+	// model reads them, the reply cites them.
+	Passages []Passage
+	ModelID  string
 	// ReplyID is the id of the assistant message, announced in start.
 	ReplyID string
 	// Reply is the assistant message as stored at the start (streaming).
@@ -144,7 +147,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 		err  error
 	)
 	if run == nil {
-		if held, err = s.reserveReply(ctx, c.UserID, ex.modelID, toModelMessages(ex.history, user, ex.atts)); err != nil {
+		if held, err = s.reserveReply(ctx, c.UserID, ex.modelID, systemWith(ex.passages), toModelMessages(ex.history, user, ex.atts)); err != nil {
 			return nil, errs.Wrap(op, err)
 		}
 	}
@@ -152,7 +155,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(StreamLease), Lease: s.newLease(now, 1)}
 	parent := user.ID
 	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: ex.modelID, ReplyTo: user.ID, ParentID: &parent,
-		Status: StatusStreaming, CreatedAt: now}
+		Status: StatusStreaming, CreatedAt: now, Citations: citations(ex.passages)}
 	stored := Message{} // a regenerated reply's user message is stored
 	if ex.fresh {
 		// The reply sorts right after its user message.
@@ -167,7 +170,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: ex.history, User: user, Attachments: ex.atts, ModelID: ex.modelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
+	return &Turn{Chat: c, History: ex.history, User: user, Attachments: ex.atts, Passages: ex.passages, ModelID: ex.modelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
 		FirstSeq: 1, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
@@ -245,7 +248,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case t.Workflow != nil:
 		msg, genErr = s.renderRun(genCtx, t, emit)
 	default:
-		msg, genErr = s.reply(genCtx, t.History, t.User, t.Attachments, t.ModelID, t.ReplyID, t.Held, emit)
+		msg, genErr = s.reply(genCtx, t.History, t.User, t.Attachments, t.Passages, t.ModelID, t.ReplyID, t.Held, emit)
 	}
 	pending, next, werr := w.Close()
 	msg.CreatedAt, msg.ParentID, msg.DeferLeaf = t.Reply.CreatedAt, t.Reply.ParentID, t.Reply.DeferLeaf

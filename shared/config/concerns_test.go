@@ -242,9 +242,10 @@ func TestRateLimits(t *testing.T) {
 	defaults := config.RateLimits{
 		RateLimitMessages: rule("messages", "30/m"), RateLimitStreams: rule("streams", "30/m"), RateLimitRuns: rule("runs", "20/m"),
 		RateLimitResumes: rule("resumes", "120/m"), RateLimitMCP: rule("mcp requests", "120/m"), RateLimitAttachments: rule("attachments", "20/m,200/h"),
-		RateLimitSearch:      rule("searches", "60/m,600/h"),
-		RateLimitExports:     rule("exports", "3/h"),
-		RateLimitSignInEmail: rule("sign-ins", "5/m,30/h"), RateLimitSignInAddress: rule("sign-ins", "30/m,300/h"), RateLimitSignUpAddress: rule("sign-ups", "10/m,100/h"),
+		RateLimitSearch:             rule("searches", "60/m,600/h"),
+		RateLimitKnowledgeDocuments: rule("knowledge documents", "30/m,300/h"),
+		RateLimitExports:            rule("exports", "3/h"),
+		RateLimitSignInEmail:        rule("sign-ins", "5/m,30/h"), RateLimitSignInAddress: rule("sign-ins", "30/m,300/h"), RateLimitSignUpAddress: rule("sign-ups", "10/m,100/h"),
 		RateLimitOAuthToken: rule("token requests", "60/m,600/h"), RateLimitOAuthRegister: rule("client registrations", "10/m,50/h"),
 		RateLimitOAuthDocument: rule("client metadata document fetches", "10/m,100/h"),
 	}

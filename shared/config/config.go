@@ -155,6 +155,9 @@ const (
 	DefaultRateLimitAttachments = "20/m,200/h"
 	// DefaultRateLimitSearch is RATE_LIMIT_SEARCH's default.
 	DefaultRateLimitSearch = "60/m,600/h"
+	// DefaultRateLimitKnowledgeDocuments is RATE_LIMIT_KNOWLEDGE_DOCUMENTS's
+	// default.
+	DefaultRateLimitKnowledgeDocuments = "30/m,300/h"
 
 	DefaultRateLimitSignInEmail   = "5/m,30/h"
 	DefaultRateLimitSignInAddress = "30/m,300/h"
@@ -537,6 +540,10 @@ type RateLimits struct {
 	// RATE_LIMIT_SEARCH; default 60/m,600/h: searches of a user's chats
 	// (each reads the user's index, and may first index new messages).
 	RateLimitSearch ratelimit.Rule `env:"RATE_LIMIT_SEARCH" envDefault:"60/m,600/h" rule:"searches"`
+	// RATE_LIMIT_KNOWLEDGE_DOCUMENTS; default 30/m,300/h: documents added
+	// to knowledge bases (each one an indexing: extraction, chunking,
+	// embedding).
+	RateLimitKnowledgeDocuments ratelimit.Rule `env:"RATE_LIMIT_KNOWLEDGE_DOCUMENTS" envDefault:"30/m,300/h" rule:"knowledge documents"`
 	// RATE_LIMIT_EXPORTS; default 3/h: data exports requested (each one
 	// a zip of the whole account written by the sweeper).
 	RateLimitExports ratelimit.Rule `env:"RATE_LIMIT_EXPORTS" envDefault:"3/h" rule:"exports"`

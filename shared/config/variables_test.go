@@ -63,21 +63,22 @@ func TestVariables(t *testing.T) {
 func TestDefaultConstants(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{
-		"SANDBOX_PER_USER":           strconv.Itoa(config.DefaultSandboxPerUser),
-		"USER_STORAGE_QUOTA":         strconv.Itoa(config.DefaultUserStorageQuota),
-		"RATE_LIMIT_MESSAGES":        config.DefaultRateLimitMessages,
-		"RATE_LIMIT_STREAMS":         config.DefaultRateLimitStreams,
-		"RATE_LIMIT_RUNS":            config.DefaultRateLimitRuns,
-		"RATE_LIMIT_RESUMES":         config.DefaultRateLimitResumes,
-		"RATE_LIMIT_MCP":             config.DefaultRateLimitMCP,
-		"RATE_LIMIT_ATTACHMENTS":     config.DefaultRateLimitAttachments,
-		"RATE_LIMIT_SEARCH":          config.DefaultRateLimitSearch,
-		"RATE_LIMIT_SIGN_IN_EMAIL":   config.DefaultRateLimitSignInEmail,
-		"RATE_LIMIT_SIGN_IN_ADDRESS": config.DefaultRateLimitSignInAddress,
-		"RATE_LIMIT_SIGN_UP_ADDRESS": config.DefaultRateLimitSignUpAddress,
-		"RATE_LIMIT_OAUTH_TOKEN":     config.DefaultRateLimitOAuthToken,
-		"RATE_LIMIT_OAUTH_REGISTER":  config.DefaultRateLimitOAuthRegister,
-		"RATE_LIMIT_OAUTH_DOCUMENT":  config.DefaultRateLimitOAuthDocument,
+		"SANDBOX_PER_USER":               strconv.Itoa(config.DefaultSandboxPerUser),
+		"USER_STORAGE_QUOTA":             strconv.Itoa(config.DefaultUserStorageQuota),
+		"RATE_LIMIT_MESSAGES":            config.DefaultRateLimitMessages,
+		"RATE_LIMIT_STREAMS":             config.DefaultRateLimitStreams,
+		"RATE_LIMIT_RUNS":                config.DefaultRateLimitRuns,
+		"RATE_LIMIT_RESUMES":             config.DefaultRateLimitResumes,
+		"RATE_LIMIT_MCP":                 config.DefaultRateLimitMCP,
+		"RATE_LIMIT_ATTACHMENTS":         config.DefaultRateLimitAttachments,
+		"RATE_LIMIT_SEARCH":              config.DefaultRateLimitSearch,
+		"RATE_LIMIT_KNOWLEDGE_DOCUMENTS": config.DefaultRateLimitKnowledgeDocuments,
+		"RATE_LIMIT_SIGN_IN_EMAIL":       config.DefaultRateLimitSignInEmail,
+		"RATE_LIMIT_SIGN_IN_ADDRESS":     config.DefaultRateLimitSignInAddress,
+		"RATE_LIMIT_SIGN_UP_ADDRESS":     config.DefaultRateLimitSignUpAddress,
+		"RATE_LIMIT_OAUTH_TOKEN":         config.DefaultRateLimitOAuthToken,
+		"RATE_LIMIT_OAUTH_REGISTER":      config.DefaultRateLimitOAuthRegister,
+		"RATE_LIMIT_OAUTH_DOCUMENT":      config.DefaultRateLimitOAuthDocument,
 	}
 	for _, v := range config.Variables() {
 		if w, ok := want[v.Name]; ok {

@@ -7,10 +7,24 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/paging"
+	"github.com/workflowchat/service/shared/ratelimit"
 )
 
-// Routes returns the knowledge base routes, each behind a session.
-func Routes(s *Service, authn *auth.Service) *httpapi.Router {
+// Limits are the rate limits of the knowledge base routes.
+type Limits struct {
+	Limiter *ratelimit.Limiter
+	// Documents limits POST .../documents per user
+	// (RATE_LIMIT_KNOWLEDGE_DOCUMENTS): each is an indexing.
+	Documents ratelimit.Rule
+}
+
+// Routes returns the knowledge base routes, each behind a session,
+// without rate limits (RoutesWith).
+func Routes(s *Service, authn *auth.Service) *httpapi.Router { return RoutesWith(s, authn, Limits{}) }
+
+// RoutesWith returns the knowledge base routes, each behind a session,
+// adding documents limited by l.
+func RoutesWith(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r := httpapi.NewRouter()
 	const kb = "/api/knowledge-bases/{knowledgeBaseId}"
 	r.Handle("POST /api/knowledge-bases", authn.Require(handleCreate(s)))
@@ -18,7 +32,7 @@ func Routes(s *Service, authn *auth.Service) *httpapi.Router {
 	r.Handle("GET "+kb, authn.Require(httpapi.PathIDs(handleGet(s), "knowledgeBaseId")))
 	r.Handle("PATCH "+kb, authn.Require(httpapi.PathIDs(handleUpdate(s), "knowledgeBaseId")))
 	r.Handle("DELETE "+kb, authn.Require(httpapi.PathIDs(handleDelete(s), "knowledgeBaseId")))
-	r.Handle("POST "+kb+"/documents", authn.Require(httpapi.PathIDs(handleAdd(s), "knowledgeBaseId")))
+	r.Handle("POST "+kb+"/documents", authn.Require(l.Limiter.Limit(l.Documents)(httpapi.PathIDs(handleAdd(s), "knowledgeBaseId"))))
 	r.Handle("GET "+kb+"/documents", authn.Require(httpapi.PathIDs(handleDocuments(s), "knowledgeBaseId")))
 	r.Handle("GET "+kb+"/documents/{documentId}", authn.Require(httpapi.PathIDs(handleDocument(s), "knowledgeBaseId", "documentId")))
 	r.Handle("DELETE "+kb+"/documents/{documentId}", authn.Require(httpapi.PathIDs(handleDeleteDocument(s), "knowledgeBaseId", "documentId")))

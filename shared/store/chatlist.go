@@ -75,7 +75,7 @@ const updateAttempts = 5
 // updateAttempts). NotFound, Forbidden, or Unavailable after the attempts.
 func (s *Chats) UpdateChat(ctx context.Context, id, userID string, u chat.ChatUpdate, now time.Time) (chat.Chat, error) {
 	const op = "store.UpdateChat"
-	if u.Title != nil && u.Pinned == nil && u.Archived == nil {
+	if u.Title != nil && u.Pinned == nil && u.Archived == nil && u.KnowledgeBaseIDs == nil {
 		// A rename moves no chat between lists: one conditional
 		// UpdateItem, its sort key in the list it is in.
 		var it chatItem
@@ -110,10 +110,18 @@ func (s *Chats) UpdateChat(ctx context.Context, id, userID string, u chat.ChatUp
 		if u.Archived != nil {
 			c.Archived = *u.Archived
 		}
+		if u.KnowledgeBaseIDs != nil {
+			c.KnowledgeBaseIDs = *u.KnowledgeBaseIDs
+		}
 		list := chatListGSI(c)
 		upd := s.table.Update("PK", chatPK(id)).Range("SK", chatSK).
 			Set("title", c.Title).Set("updatedAt", c.UpdatedAt).Set("GSI1PK", list).Set("GSI1SK", chatGSISK(c)).
 			If(collectionWritable+" AND userId = ? AND GSI1PK = ? AND GSI1SK = ?", userID, it.GSI1PK, it.GSI1SK)
+		if len(c.KnowledgeBaseIDs) > 0 {
+			upd.Set("knowledgeBaseIds", c.KnowledgeBaseIDs)
+		} else {
+			upd.Remove("knowledgeBaseIds")
+		}
 		for attr, on := range map[string]bool{"pinned": c.Pinned, "archived": c.Archived} {
 			if on {
 				upd.Set(attr, true)

@@ -84,6 +84,9 @@ type chatItem struct {
 	Leaf           string    `dynamo:"leaf,omitempty"`
 	Pinned         bool      `dynamo:"pinned,omitempty"`
 	Archived       bool      `dynamo:"archived,omitempty"`
+	// KnowledgeBaseIDs are the chat's knowledge bases
+	// (chat.Chat.KnowledgeBaseIDs).
+	KnowledgeBaseIDs []string `dynamo:"knowledgeBaseIds,omitempty"`
 }
 
 type messageItem struct {
@@ -112,6 +115,8 @@ type messageItem struct {
 	// parents (chat.Message.Legacy).
 	ParentID string `dynamo:"parentId,omitempty"`
 	Root     bool   `dynamo:"root,omitempty"`
+	// Citations are an assistant message's citations, as JSON.
+	Citations string `dynamo:"citations,omitempty"`
 }
 
 // storedToolCall is a tool call as the toolCalls attribute holds it: the
@@ -145,19 +150,20 @@ type collectionItem struct {
 	AttachmentIDs []string `dynamo:"attachmentIds"`
 	ParentID      string   `dynamo:"parentId"`
 	Root          bool     `dynamo:"root"`
+	Citations     string   `dynamo:"citations"`
 }
 
 func newChatItem(c chat.Chat) chatItem {
 	return chatItem{
 		PK: chatPK(c.ID), SK: chatSK, GSI1PK: chatListGSI(c), GSI1SK: chatGSISK(c), Type: "chat",
 		ID: c.ID, UserID: c.UserID, Title: c.Title, WorkflowID: c.WorkflowID, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-		Pinned: c.Pinned, Archived: c.Archived,
+		Pinned: c.Pinned, Archived: c.Archived, KnowledgeBaseIDs: c.KnowledgeBaseIDs,
 	}
 }
 
 func (it chatItem) chat() chat.Chat {
 	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Generation: it.Generation, Decided: it.Decided, Leaf: it.Leaf, Pinned: it.Pinned, Archived: it.Archived}
+		Generation: it.Generation, Decided: it.Decided, Leaf: it.Leaf, Pinned: it.Pinned, Archived: it.Archived, KnowledgeBaseIDs: it.KnowledgeBaseIDs}
 	if it.LeaseUntil != 0 {
 		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
 	}
@@ -195,6 +201,13 @@ func newMessageItem(m chat.Message) (messageItem, error) {
 		}
 		it.Pending = string(b)
 	}
+	if len(m.Citations) > 0 {
+		b, err := json.Marshal(m.Citations)
+		if err != nil {
+			return it, err
+		}
+		it.Citations = string(b)
+	}
 	it.Decision = m.Decision
 	return it, nil
 }
@@ -222,6 +235,11 @@ func (it collectionItem) message() (chat.Message, error) {
 		for i, c := range calls {
 			m.ToolCalls[i] = chat.ToolCall{ToolName: c.ToolName, ToolArgs: c.ToolArgs, Result: c.Result, Truncated: c.Truncated,
 				ResultSize: c.ResultSize, ResultKey: c.ResultKey}
+		}
+	}
+	if it.Citations != "" {
+		if err := decodeAttr(it.PK, it.SK, "citations", it.Citations, &m.Citations); err != nil {
+			return chat.Message{}, err
 		}
 	}
 	if it.Pending != "" {

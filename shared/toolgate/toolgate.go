@@ -175,6 +175,29 @@ type Gate struct {
 	tools    Tools
 	policies Policies
 	meter    *usage.Meter
+	// local are the tools served in process (WithLocal), by id.
+	local map[string]Local
+}
+
+// Local is a tool served in process instead of by the tool server (a
+// built-in tool over the service's own data, e.g. a knowledge base
+// search). It calls no model (it is never metered) and runs for the
+// user the call is made for.
+type Local interface {
+	Run(ctx context.Context, userID string, input map[string]any) (map[string]any, error)
+}
+
+// WithLocal returns a Gate like g that runs tool id in process with t:
+// the same policies decide its calls, no budget is reserved, and its
+// errors are the call's tool error. g is left as it was.
+func (g *Gate) WithLocal(id string, t Local) *Gate {
+	c := *g
+	c.local = make(map[string]Local, len(g.local)+1)
+	for k, v := range g.local {
+		c.local[k] = v
+	}
+	c.local[id] = t
+	return &c
 }
 
 // New returns a Gate.
@@ -232,6 +255,16 @@ func (g *Gate) run(ctx context.Context, c Call) (Outcome, error) {
 	input := c.Input
 	if input == nil {
 		input = map[string]any{}
+	}
+	if t, ok := g.local[c.ToolID]; ok {
+		if err := announce(c); err != nil {
+			return Outcome{}, errs.Wrap(op, err)
+		}
+		out, err := t.Run(ctx, c.UserID, input)
+		if err != nil {
+			return Outcome{Kind: Run, ToolError: err}, nil
+		}
+		return Outcome{Kind: Run, Output: out}, nil
 	}
 	var r *usage.Reservation
 	if g.meter.Budgeted() {

@@ -68,7 +68,9 @@ type Config struct {
 // html_extract, json_query, csv_parse, text_template, regex_extract,
 // math_evaluate, datetime_now, llm_generate, hash, ask_human (which only
 // the workflow engine carries out), code, agent and run_workflow
-// (which only the workflow runner carries out). Each call returns new Tool values.
+// (which only the workflow runner carries out) and knowledge_search
+// (which the service carries out over the caller's knowledge bases).
+// Each call returns new Tool values.
 func Builtin(cfg Config) []*Tool {
 	if cfg.HTTPTimeout <= 0 {
 		cfg.HTTPTimeout = DefaultHTTPTimeout
@@ -94,6 +96,7 @@ func Builtin(cfg Config) []*Tool {
 		codeTool(),
 		agentTool(),
 		runWorkflowTool(),
+		knowledgeSearchTool(),
 	}
 }
 

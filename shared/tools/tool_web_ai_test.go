@@ -185,8 +185,8 @@ func TestBuiltinReturnsFreshTools(t *testing.T) {
 	if b[0].Name == "changed" {
 		t.Fatal("Builtin shares Tool values between calls")
 	}
-	if len(a) != 14 { // 13, and run_workflow
-		t.Fatalf("Builtin returned %d tools, want 14", len(a))
+	if len(a) != 15 { // 13, run_workflow and knowledge_search
+		t.Fatalf("Builtin returned %d tools, want 15", len(a))
 	}
 	ids := map[string]bool{}
 	for _, tool := range a {

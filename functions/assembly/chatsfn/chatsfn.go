@@ -8,6 +8,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/attachment"
@@ -15,6 +16,7 @@ import (
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
@@ -90,11 +92,16 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 		return nil, err
 	}
 	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
-	gate := d.Gate(cfg, catalog)
+	// The knowledge bases chats name: the process's one knowledge
+	// service, with the configured embedder (a query is embedded as its
+	// documents were), built at its first use. knowledge_search runs in
+	// process behind the gate.
+	kb := knowledgefn.NewLazy(ctx, cfg, d, blobs)
+	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, kb)
 	jobs := store.NewJobs(d.DB, cfg.DataTable)
 	return chat.NewService(chat.Options{
 		Store: search.Watch(chats, d.Search(cfg).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
 		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
-		Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
+		Shares: chats, ShareBaseURL: cfg.PublicBaseURL, Knowledge: kb,
 	}), nil
 }

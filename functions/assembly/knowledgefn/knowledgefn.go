@@ -9,6 +9,8 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/knowledgecore"
+	"github.com/workflowchat/service/functions/assembly/knowledgeuse"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/knowledge"
@@ -19,7 +21,7 @@ import (
 // Knowledge is KnowledgeFunction.
 var Knowledge = assembly.Function{
 	LogicalID: "KnowledgeFunction",
-	Required:  []string{"SESSIONS_TABLE", "DATA_TABLE", "BLOB_BUCKET"},
+	Required:  []string{"SESSIONS_TABLE", "DATA_TABLE", "BLOB_BUCKET", "RATE_LIMITS_TABLE"},
 	Build:     build,
 }
 
@@ -28,7 +30,9 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
-	return knowledge.Routes(s, d.Auth(cfg)), nil
+	// Adding a document (an indexing) is limited per user by
+	// RATE_LIMIT_KNOWLEDGE_DOCUMENTS.
+	return knowledge.RoutesWith(s, d.Auth(cfg), knowledge.Limits{Limiter: d.Limiter(cfg), Documents: cfg.RateLimitKnowledgeDocuments}), nil
 }
 
 // Service returns the process's knowledge service with the embedder
@@ -59,4 +63,16 @@ func Embedder(ctx context.Context, cfg config.Config) (knowledge.Embedder, error
 		return e, nil
 	}
 	return knowledge.Lexical{}, nil
+}
+
+// NewLazy returns the process's knowledge service (Service) built at its
+// first use (knowledgeuse.Lazy), for the chat functions: their cold start
+// builds no embedder or vector client. blobs, when not nil, is the
+// function's blob store, shared instead of opened again.
+func NewLazy(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.Store) knowledgeuse.Lazy {
+	if blobs != nil {
+		d.Blobs = blobs
+	}
+	ctx = context.WithoutCancel(ctx)
+	return knowledgeuse.NewLazy(func() (*knowledge.Service, error) { return Service(ctx, cfg, d) })
 }

@@ -4,14 +4,16 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/knowledgeuse"
 	"github.com/workflowchat/service/shared/agentstep"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/usertools"
 )
 
 // AgentSteps builds the runner's tool runner: the tool gate over catalog
-// (Deps.Gate) for every step, and agent steps run with the configured
+// (Deps.Gate, with knowledge_search served in process) for every step, and agent steps run with the configured
 // models (DEFAULT_MODEL_ID when a step names none) under the usage meter,
 // their calls through the same gate and catalog a chat uses. It fails
 // when the models cannot be configured.
@@ -20,7 +22,11 @@ func AgentSteps(ctx context.Context, cfg config.Config, d assembly.Deps, catalog
 	if err != nil {
 		return nil, err
 	}
-	gate := d.Gate(cfg, catalog)
+	// knowledge_search, a step's or an agent's call, runs in process
+	// over the run's user's knowledge bases, ranked by BM25 alone: the
+	// vector index's and the embedders' clients would double the
+	// runner's cold start (docs/decisions.md, Knowledge in chats).
+	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, knowledgeuse.Lexical(cfg, d, d.Blobs))
 	return agentstep.New(agentstep.Options{
 		Next: gate.Steps(), Gate: gate, Tools: catalog, Models: models, Meter: d.Meter(cfg), DefaultModelID: cfg.DefaultModelID,
 	}), nil

@@ -62,6 +62,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 		return nil, err
 	}
 	catalog := d.UserTools(cfg, builtin, caller, usertools.DefaultTTL)
+	d.Blobs = blobs // the knowledge service of knowledge_search shares them
 	steps, err := AgentSteps(ctx, cfg, d, catalog)
 	if err != nil {
 		return nil, err

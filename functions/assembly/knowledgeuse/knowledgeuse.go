@@ -1,0 +1,123 @@
+// Package knowledgeuse is the knowledge bases as the functions that only
+// read them use them: the chat service's retrieval (chat.Knowledge) and
+// knowledge_search served in process behind the tool gate
+// (toolgate.Local), over a knowledge service built at its first use. It
+// links no vector index or embedding client: each function's builder
+// gives the service (knowledgefn's, with the configured embedder and
+// vector index, for the chat functions; Lexical's, for the runner).
+package knowledgeuse
+
+import (
+	"context"
+	"sync"
+
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/shared/blob"
+	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/toolgate"
+)
+
+// Lazy is a knowledge service built at its first use. A service that
+// cannot be built (a configuration KnowledgeFunction refuses to start
+// with) fails each use, Unavailable KNOWLEDGE_UNAVAILABLE.
+type Lazy struct {
+	get func() (*knowledge.Service, error)
+}
+
+var (
+	_ chat.Knowledge = Lazy{}
+	_ toolgate.Local = Lazy{}
+)
+
+// NewLazy returns the Lazy service build builds (once).
+func NewLazy(build func() (*knowledge.Service, error)) Lazy {
+	return Lazy{get: sync.OnceValues(func() (*knowledge.Service, error) {
+		s, err := build()
+		if err != nil {
+			return nil, errs.E("knowledgeuse.Lazy", errs.Unavailable, "KNOWLEDGE_UNAVAILABLE", "knowledge bases are unavailable").WithCause(err)
+		}
+		return s, nil
+	})}
+}
+
+// CheckKnowledgeBase returns nil when id is userID's knowledge base:
+// NotFound KNOWLEDGE_BASE_NOT_FOUND otherwise.
+func (l Lazy) CheckKnowledgeBase(ctx context.Context, userID, id string) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	_, err = s.Get(ctx, userID, id)
+	return err
+}
+
+// Search queries userID's knowledge base kbID with query cut to the
+// longest query allowed; a query without a word finds nothing.
+func (l Lazy) Search(ctx context.Context, userID, kbID, query string, topK int) ([]chat.Passage, error) {
+	s, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	if r := []rune(query); len(r) > knowledge.MaxQueryChars {
+		query = string(r[:knowledge.MaxQueryChars])
+	}
+	if len(knowledge.Terms(query)) == 0 {
+		return nil, nil
+	}
+	topK = min(max(topK, 1), knowledge.MaxTopK)
+	rs, err := s.Query(ctx, userID, kbID, knowledge.QueryRequest{Query: query, TopK: &topK})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]chat.Passage, len(rs))
+	for i, r := range rs {
+		out[i] = chat.Passage{KnowledgeBaseID: kbID, DocumentID: r.DocumentID, DocumentName: r.DocumentName, ChunkID: r.ChunkID,
+			Text: r.Text, Start: r.Start, End: r.End, Score: r.Score}
+	}
+	return out, nil
+}
+
+// Run is knowledge_search for userID (knowledge.Tool).
+func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map[string]any, error) {
+	s, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return knowledge.Tool{S: s}.Run(ctx, userID, input)
+}
+
+// Lexical returns a Lazy service that ranks by BM25 alone: the built-in
+// embedder and no vector index (its queries find no vectors), so that a
+// function links neither the vector index's client nor an embedder's
+// (the runner, whose cold start they would double). It indexes nothing
+// (adding documents is KnowledgeFunction's). blobs is the function's
+// blob store (the documents' segments).
+func Lexical(cfg config.Config, d assembly.Deps, blobs blob.Store) Lazy {
+	return NewLazy(func() (*knowledge.Service, error) {
+		return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
+			Blobs: blobs, Embedder: knowledge.Lexical{}, Vectors: noVectors{}, Dispatch: noIndexing{}, Now: d.Now, Logger: d.Logger}), nil
+	})
+}
+
+// noVectors is a vector index that holds nothing.
+type noVectors struct{}
+
+func (noVectors) PutDocument(context.Context, string, string, [][]float32) error {
+	return errs.E("knowledgeuse.noVectors", errs.Internal, "", "this function indexes no documents")
+}
+func (noVectors) Query(context.Context, string, []float32, int) ([]knowledge.Match, error) {
+	return nil, nil
+}
+func (noVectors) DeleteDocument(context.Context, string, string, int) error { return nil }
+
+// noIndexing refuses indexing jobs (this function starts none).
+type noIndexing struct{}
+
+func (noIndexing) Dispatch(context.Context, knowledge.Ref) error {
+	return errs.E("knowledgeuse.noIndexing", errs.Internal, "", "this function indexes no documents")
+}
