@@ -31,6 +31,7 @@ func TestBuiltinCatalog(t *testing.T) {
 		{"html_extract", "web", []string{"matches"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"http_request", "web", []string{"body", "headers", "json", "status"}, tools.Annotations{Destructive: true, OpenWorld: true}},
 		{"json_query", "data", []string{"result"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
+		{"knowledge_search", "data", []string{"results"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"llm_generate", "ai", []string{"text"}, tools.Annotations{ReadOnly: true}},
 		{"math_evaluate", "math", []string{"value"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
 		{"regex_extract", "text", []string{"groups", "matches"}, tools.Annotations{ReadOnly: true, Idempotent: true}},
@@ -291,8 +292,8 @@ func TestSearch(t *testing.T) {
 		{"no match", custom, "spaceship", nil},
 		{"empty query", custom, "", nil},
 		{"blank query", custom, "   ", nil},
-		{"builtin by id", builtin, "json", []string{"json_query", "agent", "ask_human", "code", "http_request", "text_template"}},
-		{"builtin by name", builtin, "csv", []string{"csv_parse"}},
+		{"builtin by id", builtin, "json", []string{"json_query", "agent", "ask_human", "code", "http_request", "knowledge_search", "text_template"}},
+		{"builtin by name", builtin, "csv", []string{"csv_parse", "knowledge_search"}},
 		{"builtin multi-word", builtin, "regular expression", []string{"regex_extract"}},
 		{"builtin description", builtin, "digest", []string{"hash"}},
 	}

@@ -29,7 +29,7 @@ func knowledgeSearchTool() *Tool {
 			`"topK":{"type":"integer","minimum":1,"maximum":50,"default":8,"description":"how many passages to return"}},` +
 			`"required":["knowledgeBaseId","query"],"additionalProperties":false}`),
 		OutputSchema: []byte(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
-			`"results":{"type":"array","items":{"type":"object","properties":{` +
+			`"results":{"type":"array","description":"the passages, best first: each chunk's document, text, score and byte offsets (start, end) in the document's text","items":{"type":"object","properties":{` +
 			`"documentId":{"type":"string"},"documentName":{"type":"string"},"chunkId":{"type":"string"},"text":{"type":"string"},` +
 			`"score":{"type":"number"},"start":{"type":"integer"},"end":{"type":"integer"}},` +
 			`"required":["documentId","documentName","chunkId","text","score","start","end"]}}},"required":["results"]}`),
