@@ -18,6 +18,7 @@ var LogicalIDs = map[string]string{
 	"mcpgateway": "McpGatewayFunction", "models": "ModelsFunction", "oauth": "OAuthFunction", "runner": "RunnerFunction",
 	"stream": "StreamFunction", "sweeper": "SweeperFunction", "tools": "ToolsFunction", "triggerfire": "TriggerFireFunction",
 	"triggers": "TriggersFunction", "workflows": "WorkflowsFunction", "mcpservers": "McpServersFunction", "knowledge": "KnowledgeFunction",
+	"knowledgeindex": "KnowledgeIndexFunction",
 }
 
 // FunctionURLs are the functions a client reaches through their own
