@@ -37,6 +37,10 @@ type hello struct {
 	// maxrss at the worker's exit not above it tells nothing of the
 	// worker's own peak.
 	StartMaxRSS int64 `json:"startMaxRss"`
+	// HeapClaimed is the part of the Go heap's first arena it pinned,
+	// untouched, before setting RLIMIT_AS, in bytes (see
+	// claimHeapRemainder); 0 where limits are not enforced.
+	HeapClaimed int64 `json:"heapClaimed,omitempty"`
 	// Error says why it could not put its limits in place; it then exits.
 	Error string `json:"error,omitempty"`
 }
