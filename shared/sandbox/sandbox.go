@@ -133,6 +133,10 @@ type LimitError struct {
 	Limit int64
 	// Detail describes the worker's end, for logs.
 	Detail string
+	// PeakRSS is, for Memory, the worker's own peak resident size in
+	// bytes as its exit status reports it; 0 when not known (the status
+	// then holds its parent's larger peak, see hello.StartMaxRSS).
+	PeakRSS int64
 }
 
 func (e *LimitError) Error() string {

@@ -223,7 +223,7 @@ func classify(state *os.ProcessState, killedByPool bool, stderr string, startMax
 	cpu := state.UserTime() + state.SystemTime()
 	switch {
 	case outOfMemory(stderr) || peak >= o.Memory/2:
-		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (%s)", detail, peakText)}
+		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (%s)", detail, peakText), PeakRSS: peak}
 	// Only the kernel's CPU limit sends SIGKILL to a worker the pool did
 	// not kill (short of the system's OOM killer); the worker's rusage can
 	// read well under the limit on a loaded machine, so the bound is loose.
