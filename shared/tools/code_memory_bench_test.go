@@ -108,7 +108,7 @@ const growing16MiB = "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 <
 // strings, within the bound (the worker is retired after it, its peak
 // having passed half the bound). bound_1GiB_string and bound_growing_list:
 // code that allocates 1 GiB at once, or strings of 32 MiB until it
-// cannot, each stopped at the bound (TOOL_RESOURCE_LIMIT, the call's
+// cannot, and bound_growing_list_16MiB strings of 16 MiB, each stopped at the bound (TOOL_RESOURCE_LIMIT, the call's
 // failure alone; `timeouts/op` counts the calls that a loaded machine
 // cut at their 15 s first, TOOL_TIMEOUT). `peak-MiB` is the largest VmHWM of the pool's workers
 // sampled during the case, `x-floor-peak` its ratio to the floor's; the
