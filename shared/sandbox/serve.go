@@ -47,12 +47,18 @@ func ServeWorker(h Handler) {
 		os.Exit(1)
 	}
 	runtime.GOMAXPROCS(1)
+	keep, claimed, base, err := claimHeapRemainder()
 	// The soft heap limit makes the collector work hard well before the
-	// kernel's limit; a stack over a quarter of the memory is an error
-	// rather than an address space exhausted by copying.
-	debug.SetMemoryLimit(mem / 2)
+	// kernel's limit (the claimed blocks count in the heap but are not
+	// resident); a stack over a quarter of the memory is an error rather
+	// than an address space exhausted by copying.
+	debug.SetMemoryLimit(mem/2 + claimed)
 	debug.SetMaxStack(int(min(mem/4, 1<<30)))
-	hi := applyLimits(mem, cpu)
+	hi := applyLimits(mem, cpu, base)
+	hi.HeapClaimed = claimed
+	if err != nil {
+		hi.Error = "claim the heap's first arena: " + err.Error()
+	}
 	b, _ := json.Marshal(hi)
 	if err := writeResponse(os.Stdout, response{status: statusHello, payload: b}); err != nil || hi.Error != "" {
 		os.Exit(1)
@@ -61,6 +67,7 @@ func ServeWorker(h Handler) {
 		fmt.Fprintln(os.Stderr, "sandbox worker:", err)
 		os.Exit(1)
 	}
+	runtime.KeepAlive(keep)
 	os.Exit(0)
 }
 

@@ -37,6 +37,10 @@ type hello struct {
 	// maxrss at the worker's exit not above it tells nothing of the
 	// worker's own peak.
 	StartMaxRSS int64 `json:"startMaxRss"`
+	// HeapClaimed is the part of the Go heap's first arena it pinned,
+	// untouched, before setting RLIMIT_AS, in bytes (see
+	// claimHeapRemainder); 0 where limits are not enforced.
+	HeapClaimed int64 `json:"heapClaimed,omitempty"`
 	// Error says why it could not put its limits in place; it then exits.
 	Error string `json:"error,omitempty"`
 }
@@ -219,7 +223,7 @@ func classify(state *os.ProcessState, killedByPool bool, stderr string, startMax
 	cpu := state.UserTime() + state.SystemTime()
 	switch {
 	case outOfMemory(stderr) || peak >= o.Memory/2:
-		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (%s)", detail, peakText)}
+		return &LimitError{Resource: Memory, Limit: o.Memory, Detail: fmt.Sprintf("%s (%s)", detail, peakText), PeakRSS: peak}
 	// Only the kernel's CPU limit sends SIGKILL to a worker the pool did
 	// not kill (short of the system's OOM killer); the worker's rusage can
 	// read well under the limit on a loaded machine, so the bound is loose.

@@ -93,6 +93,12 @@ func vmHWM(path string) int64 {
 	return 0
 }
 
+// growing16MiB is code that adds strings of 16 MiB until its worker's
+// memory limit stops it: the case whose peak, before the worker claimed
+// its first heap arena's unused remainder at start, passed the 168 MiB a
+// worker is counted at (177.3 MiB).
+const growing16MiB = "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 << 24) + i);"
+
 // BenchmarkCodeWorkerMemory measures the peak resident memory of the
 // sandbox worker running a code step, on Linux, where the kernel bounds a
 // worker's address space at its size at start plus the code tool's 128
@@ -102,7 +108,7 @@ func vmHWM(path string) int64 {
 // strings, within the bound (the worker is retired after it, its peak
 // having passed half the bound). bound_1GiB_string and bound_growing_list:
 // code that allocates 1 GiB at once, or strings of 32 MiB until it
-// cannot, each stopped at the bound (TOOL_RESOURCE_LIMIT, the call's
+// cannot, and bound_growing_list_16MiB strings of 16 MiB, each stopped at the bound (TOOL_RESOURCE_LIMIT, the call's
 // failure alone; `timeouts/op` counts the calls that a loaded machine
 // cut at their 15 s first, TOOL_TIMEOUT). `peak-MiB` is the largest VmHWM of the pool's workers
 // sampled during the case, `x-floor-peak` its ratio to the floor's; the
@@ -126,6 +132,7 @@ func BenchmarkCodeWorkerMemory(b *testing.B) {
 		{"heap_64MiB", "const a = []; for (let i = 0; i < 64; i++) a.push('x'.repeat(1 << 20) + i); return a.length;", false},
 		{"bound_1GiB_string", "return 'x'.repeat(1 << 30).length;", true},
 		{"bound_growing_list", "const a = []; for (let i = 0; ; i++) a.push('x'.repeat(1 << 25) + i);", true},
+		{"bound_growing_list_16MiB", growing16MiB, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			stop := workerPeaks(b)
