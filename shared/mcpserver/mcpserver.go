@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -175,12 +174,42 @@ type UpdateRequest struct {
 	Enabled *bool      `json:"enabled,omitempty"`
 }
 
-var (
-	namePattern     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-	// headerToken is RFC 9110's token, the form of a header name.
-	headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-)
+// The forms of names, checked by hand rather than by regular
+// expressions: a counted repetition such as {1,128} compiles into one copy
+// of its class per count, and every function that links this package
+// would pay for the compile at its cold start.
+
+// nameChar reports whether c may follow a server name's first letter:
+// [a-z0-9_].
+func nameChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' }
+
+// toolNameChar is [A-Za-z0-9_.-].
+func toolNameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// tokenChar is RFC 9110's tchar, the characters of a token (a header
+// name): [!#$%&'*+.^_`|~0-9A-Za-z-].
+func tokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// every reports whether s has from min to max bytes, each one ok.
+func every(s string, min, max int, ok func(byte) bool) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isHeaderToken reports whether s is a token (RFC 9110), the form of a
+// header name.
+func isHeaderToken(s string) bool { return every(s, 1, len(s), tokenChar) }
 
 // reservedHeaders are headers the transport sets itself or that change
 // how a request is routed or framed: a header auth may not name them.
@@ -192,11 +221,13 @@ var reservedHeaders = map[string]bool{
 }
 
 // ValidName reports whether name is a server name.
-func ValidName(name string) bool { return namePattern.MatchString(name) }
+func ValidName(name string) bool {
+	return name != "" && name[0] >= 'a' && name[0] <= 'z' && every(name[1:], 0, 31, nameChar)
+}
 
 // ValidToolName reports whether name is a remote tool's name the service
 // can name in a tool id.
-func ValidToolName(name string) bool { return toolNamePattern.MatchString(name) }
+func ValidToolName(name string) bool { return every(name, 1, 128, toolNameChar) }
 
 // ToolID returns the id of the tool tool of server: mcp/<server>/<tool>.
 func ToolID(server, tool string) string { return "mcp/" + server + "/" + tool }
@@ -282,7 +313,7 @@ func checkAuth(in *AuthInput, fe *errs.FieldErrors) (Auth, string) {
 	case AuthHeader:
 		name := http.CanonicalHeaderKey(in.Name)
 		switch {
-		case in.Name == "" || len(in.Name) > MaxHeaderNameLen || !headerToken.MatchString(in.Name):
+		case in.Name == "" || len(in.Name) > MaxHeaderNameLen || !isHeaderToken(in.Name):
 			fe.Add("auth.name", "must be a header name of 1-%d characters", MaxHeaderNameLen)
 		case reservedHeaders[name] || strings.HasPrefix(name, "Sec-") || strings.HasPrefix(name, "Proxy-"):
 			fe.Add("auth.name", "%s is set by the service and cannot carry a key", name)

@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -222,14 +223,19 @@ func handleCallback(s *Service, authn *auth.Service, l Limits) http.Handler {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 		w.WriteHeader(code)
-		_ = callbackTemplate.Execute(w, page)
+		_ = callbackTemplate().Execute(w, page)
 	})
 }
 
 type callbackPage struct{ Title, Message string }
 
-var callbackTemplate = template.Must(template.New("callback").Parse(`<!doctype html>
+// callbackTemplate is parsed on the first callback page, not at package
+// init: every function that calls remote servers links this package, and
+// html/template's parse is most of its init (cold starts pay for it).
+var callbackTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("callback").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}</style></head>
 <body><h1>{{.Title}}</h1><p>{{.Message}}</p></body></html>
 `))
+})
