@@ -69,6 +69,11 @@ type RunEvent struct {
 	// ChildRunID is the child run a run_workflow step's step_waiting
 	// waits for.
 	ChildRunID string `json:"childRunId,omitempty"`
+	// Reason, MCPServerID and AuthorizationURL are a step_waiting's for
+	// the authorization of a remote server (workflow.WaitAuthorization).
+	Reason           string `json:"reason,omitempty"`
+	MCPServerID      string `json:"mcpServerId,omitempty"`
+	AuthorizationURL string `json:"authorizationUrl,omitempty"`
 }
 
 // Last reports whether e is a run's final event.
