@@ -213,3 +213,58 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// AuthResumer continues the runs waiting for an authorization where no
+// runner can be reached (the function serving the OAuth callback): each
+// run still waiting for the server has its lease ended now, in one write
+// conditioned on the run still waiting, so that the sweeper's next pass
+// (within a minute) hands it to the runner (authDue), on its same
+// attempt. Now nil means time.Now.
+type AuthResumer struct {
+	Store     Store
+	AuthWaits AuthWaits
+	Now       func() time.Time
+}
+
+// Authorized is Service.Authorized for r: the wait items of userID's
+// server serverID are read, each run still waiting for it made due, and
+// the items removed. It returns the first error.
+func (r AuthResumer) Authorized(ctx context.Context, userID, serverID string) error {
+	const op = "runs.AuthResumer"
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	waits, err := r.AuthWaits.AuthWaits(ctx, userID, serverID)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	var failed error
+	for _, w := range waits {
+		err := r.due(ctx, w, now())
+		if err == nil {
+			err = r.AuthWaits.DeleteAuthWait(ctx, w)
+		}
+		if err != nil && failed == nil {
+			failed = errs.Wrap(op, err)
+		}
+	}
+	return failed
+}
+
+// due ends the lease of w's run when it still waits for w's server.
+func (r AuthResumer) due(ctx context.Context, w AuthWait, now time.Time) error {
+	run, head, err := r.Store.LoggedRun(ctx, w.RunID)
+	if errs.Is(err, errs.NotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	i := authStep(run)
+	if run.UserID != w.UserID || run.Status != workflow.RunWaiting || !head.Active || i < 0 || run.Steps[i].MCPServerID != w.ServerID {
+		return nil
+	}
+	err = r.Store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: workflow.RunWaiting, LeaseUntil: now})
+	return ignoreConflict(err)
+}

@@ -138,3 +138,36 @@ func TestAuthorizationWaitSweeper(t *testing.T) {
 		t.Fatalf("%s %+v", got.Status, got.Steps[0])
 	}
 }
+
+// TestAuthorizationResumer: where no runner can be reached (the OAuth
+// callback's function), the authorization ends the waiting run's lease;
+// the sweeper's next pass hands it to the runner on the same attempt and
+// it completes.
+func TestAuthorizationResumer(t *testing.T) {
+	f, tools := newAuthFixture(t)
+	w := f.workflow(t, f.user, step("remote", "mcp/srv/echo", nil))
+	run := f.start(t, w, nil)
+	f.waitStatus(t, run.ID, workflow.RunWaiting)
+	f.inproc.Wait()
+	tools.authorized.Store(true)
+	now := time.Now()
+	r := runs.AuthResumer{Store: f.runs, AuthWaits: f.runs, Now: func() time.Time { return now }}
+	if err := r.Authorized(context.Background(), f.user, tools.serverID); err != nil {
+		t.Fatal(err)
+	}
+	if _, head, err := f.runs.LoggedRun(context.Background(), run.ID); err != nil || head.LeaseUntil.After(now.Add(time.Second)) {
+		t.Fatalf("lease %v (now %v), %v", head.LeaseUntil, now, err)
+	}
+	sweep := runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Invoker: f.inproc, Lease: f.lease, Now: func() time.Time { return now.Add(time.Second) }, Ended: f.ended})
+	if err := sweep(context.Background(), job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitStatus(t, run.ID, workflow.RunCompleted)
+	f.inproc.Wait()
+	if got.Attempt != 1 || got.Steps[0].Output["text"] != "hi" {
+		t.Fatalf("attempt %d %+v", got.Attempt, got.Steps[0])
+	}
+	if waits, err := f.runs.AuthWaits(context.Background(), f.user, tools.serverID); err != nil || len(waits) != 0 {
+		t.Fatalf("wait items left %+v, %v", waits, err)
+	}
+}
