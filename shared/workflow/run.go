@@ -162,3 +162,14 @@ func MarkRest(run *Run, status string) {
 		}
 	}
 }
+
+// AuthWait is a run waiting for the authorization of a user's remote
+// server (package runs: its wait item).
+type AuthWait struct {
+	UserID, ServerID, RunID string
+	// ExpiresAt is when the item may go (the step's deadline and more).
+	ExpiresAt time.Time
+}
+
+// MaxAuthWaits bounds the wait items one authorization reads.
+const MaxAuthWaits = 100

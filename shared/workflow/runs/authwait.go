@@ -43,12 +43,9 @@ const AuthCheck = 5 * time.Minute
 // authorized within AuthorizationTimeout.
 const CodeAuthorizationTimeout = "AUTHORIZATION_TIMEOUT"
 
-// AuthWait is a run waiting for the authorization of a user's server.
-type AuthWait struct {
-	UserID, ServerID, RunID string
-	// ExpiresAt is when the item may go (the step's deadline and more).
-	ExpiresAt time.Time
-}
+// AuthWait is a run waiting for the authorization of a user's server
+// (kept in package workflow, which the store links without this one).
+type AuthWait = workflow.AuthWait
 
 // AuthWaits keeps the wait items (store.Runs).
 type AuthWaits interface {
@@ -63,7 +60,7 @@ type AuthWaits interface {
 
 // MaxAuthWaits bounds the runs one authorization continues at once (the
 // others go on at the sweeper's next AuthCheck).
-const MaxAuthWaits = 100
+const MaxAuthWaits = workflow.MaxAuthWaits
 
 // AuthorizeURL is the authorizationUrl a waiting step shows: the API
 // route that starts the server's authorization (POST; it answers the URL
