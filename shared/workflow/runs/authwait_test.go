@@ -171,3 +171,30 @@ func TestAuthorizationResumer(t *testing.T) {
 		t.Fatalf("wait items left %+v, %v", waits, err)
 	}
 }
+
+// TestAuthorizationWaitCancelled: a cancel ends the wait; the
+// authorization that comes later leaves the run cancelled, calls nothing,
+// and drops the wait item.
+func TestAuthorizationWaitCancelled(t *testing.T) {
+	f, tools := newAuthFixture(t)
+	w := f.workflow(t, f.user, step("remote", "mcp/srv/echo", nil))
+	run := f.start(t, w, nil)
+	f.waitStatus(t, run.ID, workflow.RunWaiting)
+	f.inproc.Wait()
+	if _, err := f.svc.Cancel(f.ctx(), runs.Scope{WorkflowID: w.ID}, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	calls := tools.calls.Load()
+	tools.authorized.Store(true)
+	if err := f.svc.Authorized(context.Background(), f.user, tools.serverID); err != nil {
+		t.Fatal(err)
+	}
+	f.inproc.Wait()
+	got, err := f.runs.Run(context.Background(), run.ID)
+	if err != nil || got.Status != workflow.RunCancelled || tools.calls.Load() != calls {
+		t.Fatalf("%s, calls %d then %d, %v", got.Status, calls, tools.calls.Load(), err)
+	}
+	if waits, err := f.runs.AuthWaits(context.Background(), f.user, tools.serverID); err != nil || len(waits) != 0 {
+		t.Fatalf("wait items left %+v, %v", waits, err)
+	}
+}
