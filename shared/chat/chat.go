@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/truncate"
+	"github.com/workflowchat/service/shared/usertools"
 )
 
 // Limits.
@@ -436,6 +437,11 @@ type MessageRequest struct {
 	// ParentID is the message the new one follows: absent, the chat's
 	// current leaf; null, none (a new first message).
 	ParentID ParentRef `json:"parentId"`
+	// ToolIDs, when present, narrow the remote tools (mcp/<server>/<tool>)
+	// offered to the model for this reply to those named (at most
+	// usertools.MaxOnly, no repeats; [] offers none); built-in tools are
+	// offered as always.
+	ToolIDs []string `json:"toolIds"`
 }
 
 // ParentRef is an optional parentId: absent (Set false), null (Set, ID
@@ -479,6 +485,7 @@ func (r MessageRequest) Validate() error {
 		f.Add("workflowId", "must be a UUID")
 	}
 	validateAttachments(&f, r)
+	validateToolIDs(&f, r)
 	r.ParentID.validate(&f)
 	return f.Err("chat.MessageRequest")
 }
@@ -519,6 +526,33 @@ func validateAttachments(f *errs.FieldErrors, r MessageRequest) {
 	}
 }
 
+// validateToolIDs checks r's toolIds: at most usertools.MaxOnly remote
+// tool ids (mcp/<server>/<tool>), none repeated, and none with a
+// workflowId (a message that runs a workflow goes to no model).
+func validateToolIDs(f *errs.FieldErrors, r MessageRequest) {
+	ids := r.ToolIDs
+	switch {
+	case ids == nil:
+		return
+	case len(ids) > usertools.MaxOnly:
+		f.Add("toolIds", "must hold at most %d tool ids, not %d", usertools.MaxOnly, len(ids))
+		return
+	case r.WorkflowID != nil:
+		f.Add("toolIds", "cannot be sent with workflowId: a workflow run offers no tools to a model")
+		return
+	}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		switch {
+		case !usertools.IsRemote(id):
+			f.Add(fmt.Sprintf("toolIds[%d]", i), "must be a remote tool id (mcp/<server>/<tool>)")
+		case seen[id]:
+			f.Add(fmt.Sprintf("toolIds[%d]", i), "repeats tool %s", id)
+		}
+		seen[id] = true
+	}
+}
+
 func validateContent(f *errs.FieldErrors, content string) {
 	switch n := utf8.RuneCountInString(content); {
 	case n == 0:
@@ -547,6 +581,7 @@ func (r StreamRequest) Validate() error {
 		f.Add("workflowId", "must be a UUID")
 	}
 	validateAttachments(&f, r.MessageRequest)
+	validateToolIDs(&f, r.MessageRequest)
 	r.ParentID.validate(&f)
 	return f.Err("chat.StreamRequest")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/paging"
 	"github.com/workflowchat/service/shared/toolgate"
 	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/usertools"
 )
 
 // DefaultTitle names a chat created or renamed without a title; such a
@@ -359,6 +360,8 @@ type exchange struct {
 	modelID string
 	// passages are what the chat's knowledge bases gave for user.
 	passages []Passage
+	// toolIDs narrow the remote tools offered (the message's toolIds).
+	toolIDs []string
 }
 
 // load reads chat id with its messages and, with pref, the caller's
@@ -422,7 +425,7 @@ func (s *Service) newExchange(ctx context.Context, op, id string, req MessageReq
 	user.AttachmentIDs = ids
 	user.ParentID = t.idOf(p)
 	return exchange{chat: c, history: t.path(p), user: user, fresh: true, atts: atts, modelID: modelID,
-		passages: s.retrieve(ctx, c, user.Content)}, nil
+		passages: s.retrieve(ctx, c, user.Content), toolIDs: req.ToolIDs}, nil
 }
 
 // regenExchange checks a regenerate of reply messageID of chat chatID and
@@ -480,6 +483,7 @@ func (s *Service) regenExchange(ctx context.Context, op, chatID, messageID strin
 // nothing. Errors: Send's after its checks.
 func (s *Service) answer(ctx context.Context, op string, ex exchange) (Message, error) {
 	c, user := ex.chat, ex.user
+	ctx = usertools.WithOnly(ctx, ex.toolIDs)
 	held, err := s.reserveReply(ctx, c.UserID, ex.modelID, systemWith(ex.passages), toModelMessages(ex.history, user, ex.atts))
 	if err != nil {
 		return Message{}, errs.Wrap(op, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/model"
 	"github.com/workflowchat/service/shared/tracing"
 	"github.com/workflowchat/service/shared/usage"
+	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -59,6 +60,9 @@ type Turn struct {
 	// request's workflowId) instead of a model reply: a durable run whose
 	// events the reply renders.
 	Workflow *workflow.Workflow
+	// ToolIDs narrow the remote tools offered to the model (the message's
+	// toolIds; a reply continued after an approval offers them all).
+	ToolIDs []string
 	// Continue, when not nil, is the state of a reply paused for a tool
 	// approval that this turn continues (Reply is the message as paused,
 	// Decision the user's); its events follow the log's event FirstSeq-1.
@@ -147,7 +151,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 		err  error
 	)
 	if run == nil {
-		if held, err = s.reserveReply(ctx, c.UserID, ex.modelID, systemWith(ex.passages), toModelMessages(ex.history, user, ex.atts)); err != nil {
+		if held, err = s.reserveReply(usertools.WithOnly(ctx, ex.toolIDs), c.UserID, ex.modelID, systemWith(ex.passages), toModelMessages(ex.history, user, ex.atts)); err != nil {
 			return nil, errs.Wrap(op, err)
 		}
 	}
@@ -170,7 +174,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 		s.usage.Release(ctx, held)
 		return nil, errs.Wrap(op, err)
 	}
-	return &Turn{Chat: c, History: ex.history, User: user, Attachments: ex.atts, Passages: ex.passages, ModelID: ex.modelID, ReplyID: gen.ID, Reply: reply, Workflow: run,
+	return &Turn{Chat: c, History: ex.history, User: user, Attachments: ex.atts, Passages: ex.passages, ModelID: ex.modelID, ReplyID: gen.ID, Reply: reply, Workflow: run, ToolIDs: ex.toolIDs,
 		FirstSeq: 1, Reserved: gen.Lease.Reserved, Held: held}, nil
 }
 
@@ -248,7 +252,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	case t.Workflow != nil:
 		msg, genErr = s.renderRun(genCtx, t, emit)
 	default:
-		msg, genErr = s.reply(genCtx, t.History, t.User, t.Attachments, t.Passages, t.ModelID, t.ReplyID, t.Held, emit)
+		msg, genErr = s.reply(usertools.WithOnly(genCtx, t.ToolIDs), t.History, t.User, t.Attachments, t.Passages, t.ModelID, t.ReplyID, t.Held, emit)
 	}
 	pending, next, werr := w.Close()
 	msg.CreatedAt, msg.ParentID, msg.DeferLeaf = t.Reply.CreatedAt, t.Reply.ParentID, t.Reply.DeferLeaf

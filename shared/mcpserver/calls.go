@@ -33,8 +33,25 @@ func (s *Service) Servers(ctx context.Context, userID string) ([]Server, error) 
 // ErrNeedsAuthorization.
 func AuthorizationError(srv Server) error {
 	return errs.E("mcpserver.CallTool", errs.Forbidden, CodeAuthorizationRequired,
-		"the MCP server "+srv.Name+" needs your authorization: POST /api/mcp-servers/"+srv.ID+"/authorize").WithCause(ErrNeedsAuthorization)
+		"the MCP server "+srv.Name+" needs your authorization: POST "+AuthorizePath(srv.ID)).WithCause(NeedsAuthorization{ServerID: srv.ID})
 }
+
+// AuthorizePath is the route that starts the authorization of server id
+// (POST, answering the URL the user's browser opens).
+func AuthorizePath(id string) string { return "/api/mcp-servers/" + id + "/authorize" }
+
+// NeedsAuthorization is the cause of AuthorizationError: it names the
+// server (a run's step waits for its authorization) and is
+// ErrNeedsAuthorization (errors.Is).
+type NeedsAuthorization struct{ ServerID string }
+
+func (n NeedsAuthorization) Error() string { return ErrNeedsAuthorization.Error() }
+
+// Is makes n ErrNeedsAuthorization.
+func (n NeedsAuthorization) Is(target error) bool { return target == ErrNeedsAuthorization }
+
+// AuthorizationServerID names the server to authorize.
+func (n NeedsAuthorization) AuthorizationServerID() string { return n.ServerID }
 
 // CallTool calls the tool tool of srv with args: with srv's API key, or
 // its OAuth bearer token (refreshed when it is about to expire), bounded

@@ -9,6 +9,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/paging"
 )
 
@@ -69,6 +70,11 @@ type Options struct {
 	// Caller calls the remote tools (remote.Remote); nil refuses every
 	// call (CallTool).
 	Caller Caller
+	// OnConnected, when set, is told of an oauth server a refresh (the
+	// authorization's callback's included) left connected: the runs of
+	// its user waiting for its authorization go on (runs.Service.Authorized).
+	// Its error is logged; the sweeper resumes what it missed.
+	OnConnected func(ctx context.Context, userID, serverID string) error
 }
 
 // Service is the users' remote MCP servers.
@@ -279,7 +285,13 @@ func (s *Service) Refresh(ctx context.Context, id string) (Server, error) {
 	if err := s.connect(ctx, op, &srv, secret); err != nil {
 		return Server{}, err
 	}
-	return s.save(ctx, op, srv, srv.Name)
+	saved, err := s.save(ctx, op, srv, srv.Name)
+	if err == nil && saved.Auth.Type == AuthOAuth && saved.Status == StatusConnected && s.o.OnConnected != nil {
+		if herr := s.o.OnConnected(context.WithoutCancel(ctx), saved.UserID, saved.ID); herr != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "continue the runs waiting for a server's authorization; the sweeper will", "serverId", saved.ID, "err", herr.Error())
+		}
+	}
+	return saved, err
 }
 
 // Delete removes the server id of the signed-in user: NotFound, Forbidden.

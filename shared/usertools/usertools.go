@@ -312,7 +312,34 @@ func (c *Catalog) Specs(ctx context.Context) ([]model.ToolSpec, error) {
 	if berr != nil && rerr != nil {
 		return nil, errs.Wrap("usertools.Specs", berr)
 	}
-	return append(specs, Offered(servers, nil)...), nil
+	return append(specs, Offered(servers, onlyFrom(ctx))...), nil
+}
+
+// MaxOnly bounds the remote tool ids a chat message narrows its offer to
+// (its toolIds).
+const MaxOnly = MaxOffered
+
+type onlyKey struct{}
+
+// WithOnly returns ctx under which Specs offers, of the remote tools,
+// only those of ids (a chat message's toolIds); nil ids leave ctx as it
+// is (every one offered), an empty list offers none. Built-in tools are
+// offered as always.
+func WithOnly(ctx context.Context, ids []string) context.Context {
+	if ids == nil {
+		return ctx
+	}
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
+	}
+	return context.WithValue(ctx, onlyKey{}, only)
+}
+
+// onlyFrom is the narrowing WithOnly put in ctx, nil when none.
+func onlyFrom(ctx context.Context) map[string]bool {
+	only, _ := ctx.Value(onlyKey{}).(map[string]bool)
+	return only
 }
 
 // Offered returns the specs of the remote tools of servers a chat offers

@@ -230,3 +230,36 @@ func TestOfferedBound(t *testing.T) {
 		t.Fatal("bad name")
 	}
 }
+
+// TestSpecsWithOnly: a chat message's toolIds narrow the remote tools
+// offered to those named (an empty list offers none, an unknown id
+// nothing); the built-in tools are offered as always.
+func TestSpecsWithOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.add(t, "u1", "files")
+	u1 := auth.ActingFor(context.Background(), "u1")
+	all, err := e.catalog.Specs(u1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ctx context.Context) map[string]bool {
+		t.Helper()
+		specs, err := e.catalog.Specs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(specs, func(s model.ToolSpec) string { return s.Name })
+	}
+	got := names(usertools.WithOnly(u1, []string{"mcp/files/read", "mcp/files/nope"}))
+	if !got["mcp/files/read"] || got["mcp/files/write"] || !got["json_query"] || len(got) != len(all)-1 {
+		t.Fatalf("narrowed to read: %v (all %d)", got, len(all))
+	}
+	got = names(usertools.WithOnly(u1, []string{}))
+	if got["mcp/files/read"] || got["mcp/files/write"] || !got["json_query"] || len(got) != len(all)-2 {
+		t.Fatalf("narrowed to none: %v", got)
+	}
+	if got := names(usertools.WithOnly(u1, nil)); !got["mcp/files/read"] || !got["mcp/files/write"] {
+		t.Fatalf("nil narrows: %v", got)
+	}
+}

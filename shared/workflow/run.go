@@ -69,6 +69,11 @@ type RunEvent struct {
 	// ChildRunID is the child run a run_workflow step's step_waiting
 	// waits for.
 	ChildRunID string `json:"childRunId,omitempty"`
+	// Reason, MCPServerID and AuthorizationURL are a step_waiting's for
+	// the authorization of a remote server (workflow.WaitAuthorization).
+	Reason           string `json:"reason,omitempty"`
+	MCPServerID      string `json:"mcpServerId,omitempty"`
+	AuthorizationURL string `json:"authorizationUrl,omitempty"`
 }
 
 // Last reports whether e is a run's final event.
@@ -157,3 +162,14 @@ func MarkRest(run *Run, status string) {
 		}
 	}
 }
+
+// AuthWait is a run waiting for the authorization of a user's remote
+// server (package runs: its wait item).
+type AuthWait struct {
+	UserID, ServerID, RunID string
+	// ExpiresAt is when the item may go (the step's deadline and more).
+	ExpiresAt time.Time
+}
+
+// MaxAuthWaits bounds the wait items one authorization reads.
+const MaxAuthWaits = 100

@@ -377,4 +377,14 @@ type RunStep struct {
 	// ChildRunID is the child run a run_workflow step started, which it
 	// waits for.
 	ChildRunID string `json:"childRunId,omitempty"`
+	// Reason is why a waiting step that is not a person's waits:
+	// WaitAuthorization for a remote tool whose server the user has to
+	// authorize (MCPServerID), at AuthorizationURL.
+	Reason           string `json:"reason,omitempty"`
+	MCPServerID      string `json:"mcpServerId,omitempty"`
+	AuthorizationURL string `json:"authorizationUrl,omitempty"`
 }
+
+// WaitAuthorization is the Reason of a step that waits for the user to
+// authorize the remote MCP server of its tool.
+const WaitAuthorization = "authorization"

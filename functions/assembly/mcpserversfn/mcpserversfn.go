@@ -18,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/usertools"
 	"github.com/workflowchat/service/shared/vault"
 	"github.com/workflowchat/service/shared/vault/kmskeys"
+	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // McpServers is McpServersFunction.
@@ -51,7 +52,12 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*mcpserve
 	rm := remote.New(cfg.ToolsAllowPrivateNetworks)
 	return mcpserver.NewService(mcpserver.Options{Store: st, Vault: v, Audit: d.Audit(cfg),
 		Remote: rm, Caller: rm, AllowPrivate: cfg.ToolsAllowPrivateNetworks, Now: d.Now,
-		Tokens: oc, OAuth: oc, Document: func(base string) any { return oc.Document(base) }, AllowedOrigins: cfg.AllowedOrigins}), nil
+		Tokens: oc, OAuth: oc, Document: func(base string) any { return oc.Document(base) }, AllowedOrigins: cfg.AllowedOrigins,
+		// A server the callback (or a refresh) leaves connected continues
+		// the runs waiting for its authorization: their lease ends, and
+		// the sweeper's next pass hands them to the runner (this function
+		// invokes none).
+		OnConnected: authResumer(cfg, d).Authorized}), nil
 }
 
 // Caller returns what calls the users' remote tools for the functions
@@ -82,4 +88,11 @@ func Vault(ctx context.Context, cfg config.Config, d assembly.Deps) (*vault.Vaul
 		return nil, err
 	}
 	return vault.New(keys, d.Now), nil
+}
+
+// authResumer is what continues the runs waiting for a server's
+// authorization from this function: the Data table's runs and wait items.
+func authResumer(cfg config.Config, d assembly.Deps) runs.AuthResumer {
+	rs := store.NewRuns(d.DB, cfg.DataTable)
+	return runs.AuthResumer{Store: rs, AuthWaits: rs, Now: d.Now}
 }

@@ -73,6 +73,10 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 		// run_workflow steps start their child runs through the one run
 		// service, as every run starts.
 		Children: rs.Service,
+		// A remote tool whose server needs the user's authorization
+		// leaves its run waiting, with a wait item the authorization's
+		// callback finds (mcpserversfn).
+		AuthWaits: rs.Store,
 		Idempotent: func(ctx context.Context, toolID string) (bool, error) {
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err

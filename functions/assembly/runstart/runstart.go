@@ -97,6 +97,9 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 		Workflows: store.NewWorkflows(d.DB, cfg.DataTable), Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now,
 		Ended: ended, Values: blobs, Files: blobstore.Attachments(cfg, d, blobs),
 		Limiter: d.Limiter(cfg), Rule: cfg.RateLimitRuns,
+		// The runs waiting for a remote server's authorization
+		// (USER#/MCPWAIT# items), which Authorized continues.
+		AuthWaits: runStore,
 	})
 	started := runs.Triggered{Service: svc}
 	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: started, Now: d.Now, Logger: d.Logger})

@@ -105,6 +105,9 @@ type RunnerOptions struct {
 	// Children starts the child runs of run_workflow steps (the run
 	// service, EngineOptions.Children).
 	Children Children
+	// AuthWaits keeps the runs waiting for an authorization
+	// (EngineOptions.AuthWaits).
+	AuthWaits AuthWaits
 }
 
 // Runner executes durable runs: one attempt per Run call.
@@ -138,7 +141,7 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.CancelCheck <= 0 {
 		o.CancelCheck = DefaultCancelCheck
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children})
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children, AuthWaits: o.AuthWaits})
 	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, check: o.CancelCheck, now: o.Now, ended: o.Ended}
 }
 
@@ -339,6 +342,8 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 		case run.Status == workflow.RunWaiting && childStep(run) >= 0:
 			d := parentDeps{store: o.Store, values: o.Values, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended}
 			return errs.Wrap(op, childDue(ctx, d, l, run, childStep(run)))
+		case run.Status == workflow.RunWaiting && authStep(run) >= 0:
+			return errs.Wrap(op, authDue(ctx, o.Invoker, l, run, authStep(run), now))
 		case run.Status == workflow.RunWaiting:
 			return errs.Wrap(op, timeOut(ctx, o.Invoker, l, run, now))
 		case run.Attempt >= workflow.MaxRunAttempts:
@@ -509,6 +514,9 @@ func leaseUntil(run workflow.Run, now time.Time, lease time.Duration) time.Time 
 		if s.Status == workflow.StepWaiting && s.ChildRunID != "" {
 			return now.Add(ChildCheck * lease) // children.go
 		}
+		if s.Status == workflow.StepWaiting && s.Reason == workflow.WaitAuthorization && s.ExpiresAt != nil {
+			return minTime(now.Add(AuthCheck), *s.ExpiresAt) // authwait.go
+		}
 		if s.Status == workflow.StepWaiting && s.ExpiresAt != nil {
 			return *s.ExpiresAt
 		}
@@ -601,6 +609,7 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 			ev.Type, ev.Error = workflow.EventStepFailed, s.Error
 		case workflow.StepWaiting:
 			ev.Type, ev.Input, ev.ExpiresAt, ev.ChildRunID = workflow.EventStepWaiting, s.Input, s.ExpiresAt, s.ChildRunID
+			ev.Reason, ev.MCPServerID, ev.AuthorizationURL = s.Reason, s.MCPServerID, s.AuthorizationURL
 		case workflow.StepPending:
 			if s.RetryAt == nil {
 				continue

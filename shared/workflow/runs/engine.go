@@ -85,6 +85,8 @@ type Engine struct {
 	values *valueGate
 	// children starts the child runs of run_workflow steps.
 	children Children
+	// authWaits keeps the runs waiting for an authorization.
+	authWaits AuthWaits
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -108,6 +110,10 @@ type EngineOptions struct {
 	// Children starts the child runs of run_workflow steps (the run
 	// service); nil: such a step fails.
 	Children Children
+	// AuthWaits keeps the wait items of the runs waiting for the
+	// authorization of a remote server (authwait.go); nil: such a run
+	// waits until the sweeper's AuthCheck.
+	AuthWaits AuthWaits
 }
 
 // MaxElements bounds the array a forEach step runs over.
@@ -126,7 +132,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -268,6 +274,9 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			out, msg, err = x.forEach(ctx, op, i, step, scope)
 		default:
 			out, msg, err = x.single(ctx, op, i, step, scope, timeout)
+			if x.paused {
+				return err // waiting for an authorization (authwait.go)
+			}
 			if err == nil && !x.over {
 				var waiting bool
 				if waiting, err = x.attempted(ctx, op, i, step, msg); waiting {
@@ -332,6 +341,11 @@ func busy(run *workflow.Run, now time.Time) time.Duration {
 // the run's time limit: recorded) or could not be recorded.
 func (x *execution) single(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope, timeout time.Duration) (map[string]any, string, error) {
 	rs := &x.run.Steps[i]
+	var deadline *time.Time // of an authorization it waited for before
+	if rs.Reason == workflow.WaitAuthorization {
+		deadline = rs.ExpiresAt
+		rs.Reason, rs.ExpiresAt = "", nil
+	}
 	started := x.e.clock()
 	rs.Status, rs.StartedAt = workflow.StepRunning, &started
 	input, err := resolve(scope, step.Inputs)
@@ -374,6 +388,9 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &done
 		x.over = true
 		return nil, "", x.finish(ctx, op, workflow.RunFailed, msg)
+	}
+	if serverID, ok := authServer(err); ok {
+		return nil, "", x.waitAuth(ctx, op, i, serverID, deadline)
 	}
 	return nil, err.Error(), nil
 }
@@ -678,8 +695,18 @@ func (e *Engine) runStep(ctx context.Context, toolID string, input map[string]an
 	if msg, ok := valueTooLarge(err); ok {
 		return nil, errors.New(msg) // the tool server refused a value: the code says which limit
 	}
+	if id, ok := authServer(err); ok {
+		return nil, authNeeded{msg: errs.MessageOf(err, "the MCP server needs your authorization"), serverID: id}
+	}
 	return nil, errors.New(errs.MessageOf(err, "the tool failed"))
 }
+
+// authNeeded is a call's error when its server needs the user's
+// authorization: its message, and the server (authServer).
+type authNeeded struct{ msg, serverID string }
+
+func (a authNeeded) Error() string                 { return a.msg }
+func (a authNeeded) AuthorizationServerID() string { return a.serverID }
 
 // errStepTimedOut is the error of a call its step's timeout stopped: its
 // code is TOOL_TIMEOUT, as a tool's own timeout's.
@@ -841,6 +868,9 @@ type execution struct {
 	// unsaved is set while the run holds what no checkpoint recorded
 	// yet (a step's result, a skip): the next one records it.
 	unsaved bool
+	// paused is set once a step's call left the run waiting for an
+	// authorization (recorded: authwait.go).
+	paused bool
 }
 
 // failStep fails step i with msg, skips the rest and fails the run.

@@ -49,6 +49,7 @@ type Service struct {
 	files     Files
 	limiter   *ratelimit.Limiter
 	rule      ratelimit.Rule
+	authWaits AuthWaits
 }
 
 // Options are the dependencies of NewService. Lease zero means
@@ -76,6 +77,10 @@ type Options struct {
 	// its checks, whatever started it. A nil Limiter limits nothing.
 	Limiter *ratelimit.Limiter
 	Rule    ratelimit.Rule
+	// AuthWaits keeps the runs waiting for the authorization of a remote
+	// server, which Authorized continues; nil: none is found (the
+	// sweeper's AuthCheck resumes them).
+	AuthWaits AuthWaits
 }
 
 // Files are the attachments a run's input may name (attachment.Service).
@@ -96,7 +101,7 @@ func NewService(o Options) *Service {
 		o.Lease = job.LeaseTime
 	}
 	return &Service{store: o.Store, jobs: o.Jobs, workflows: o.Workflows, invoker: o.Invoker, lease: o.Lease, now: o.Now, ended: o.Ended, values: o.Values, files: o.Files,
-		limiter: o.Limiter, rule: o.Rule}
+		limiter: o.Limiter, rule: o.Rule, authWaits: o.AuthWaits}
 }
 
 // ownedWorkflow returns the caller's workflow id: NotFound
@@ -600,6 +605,9 @@ func (s *Service) Respond(ctx context.Context, sc Scope, runID, stepID string, a
 		return workflow.Run{}, errs.E(op, errs.NotFound, "STEP_NOT_FOUND", fmt.Sprintf("the workflow run has no step %q", stepID))
 	}
 	rs := run.Steps[i]
+	if rs.Reason == workflow.WaitAuthorization {
+		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s waits for the authorization of an MCP server (%s), not for an answer", stepID, rs.AuthorizationURL))
+	}
 	if run.Status != workflow.RunWaiting || rs.Status != workflow.StepWaiting {
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeStepNotWaiting, fmt.Sprintf("step %s is %s, not waiting for an answer", stepID, rs.Status))
 	}
