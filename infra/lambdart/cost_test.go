@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,13 +26,16 @@ import (
 
 	"github.com/workflowchat/service/infra/cost/costmodel"
 	"github.com/workflowchat/service/infra/cost/measure"
+	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/knowledge/knowledgetest"
 )
 
 // TestCostWorkload runs make cost's workload (infra/cost/measure) on the
 // functions' real bootstraps, each under its own emulator, as Lambda
 // would run them: the client's requests as API Gateway and function URL
-// events, the runs queued through a stand-in of Lambda's Invoke API
-// (AWS_ENDPOINT_URL_LAMBDA) and run by the runner's emulator, the tool
+// events, the runs and the indexing jobs queued through a stand-in of
+// Lambda's Invoke API (AWS_ENDPOINT_URL_LAMBDA) and run by the runner's
+// and the knowledge indexer's emulators, the tool
 // calls through McpFunction's emulator behind MCP_URL, S3 through a
 // counting proxy, the stand-in model at a model's pace. It measures, per
 // unit of work, each function's invocations and their wall time, the
@@ -150,8 +154,9 @@ type costHost struct {
 	t     *testing.T
 	tally *measure.Tally
 	fns   map[string]*emulatedFn
-	// runs are the runner's invocations in flight, queued through the
-	// stand-in Lambda API; runErrs their failures.
+	// runs are the invocations in flight queued through the stand-in
+	// Lambda API (the runner's, the knowledge indexer's); runErrs their
+	// failures.
 	runs      sync.WaitGroup
 	mu        sync.Mutex
 	runErrs   []error
@@ -173,6 +178,23 @@ type emulatedFn struct {
 // the rest.
 var costFunctions = []string{"auth", "chats", "stream", "workflows", "runner", "mcp", "sweeper"}
 
+// queued are the functions the stand-in Lambda API runs an asynchronous
+// invoke of (InvocationType Event), by the name the callers are given
+// (RUNNER_FUNCTION, KNOWLEDGE_INDEX_FUNCTION), with their emulators.
+var queued = map[string]string{"RunnerFunction": "runner", "KnowledgeIndexFunction": "knowledgeindex"}
+
+// withEnv is env with each of kv ("KEY=value") set, replacing the key's
+// value where env has it.
+func withEnv(env []string, kv ...string) []string {
+	out := slices.Clone(env)
+	for _, e := range kv {
+		k, _, _ := strings.Cut(e, "=")
+		out = slices.DeleteFunc(out, func(x string) bool { return strings.HasPrefix(x, k+"=") })
+		out = append(out, e)
+	}
+	return out
+}
+
 func newCostHost(t *testing.T, b backend, modelURL string, coverage bool) *costHost {
 	t.Helper()
 	h := &costHost{t: t, tally: measure.NewTally(), fns: map[string]*emulatedFn{}}
@@ -193,6 +215,20 @@ func newCostHost(t *testing.T, b backend, modelURL string, coverage bool) *costH
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(s3Proxy.Close)
+	// The knowledge bases' S3 Vectors index (a stand-in of the service,
+	// named by its ARN as the stack names it), which KnowledgeFunction
+	// and KnowledgeIndexFunction reach at AWS_ENDPOINT_URL_S3VECTORS.
+	vectors := knowledgetest.NewFakeS3Vectors("cost-vectors", "chunks", knowledge.Dimensions)
+	vectorsURL := httptest.NewServer(vectors)
+	t.Cleanup(vectorsURL.Close)
+	// KnowledgeFunction and the sweeper hand indexing jobs to
+	// KnowledgeIndexFunction through the Lambda API, as the stack
+	// configures them; both the function and the indexer embed with the
+	// built-in embedder (no stand-in of Bedrock) and write the vectors to
+	// S3 Vectors.
+	knowledgeEnv := []string{"KNOWLEDGE_INDEX_FUNCTION=KnowledgeIndexFunction", "KNOWLEDGE_EMBEDDER=builtin",
+		"KNOWLEDGE_VECTOR_BUCKET=arn:aws:s3vectors:us-east-1:123456789012:bucket/cost-vectors", "KNOWLEDGE_VECTOR_INDEX=" + vectors.ARN(),
+		"AWS_ENDPOINT_URL_S3VECTORS=" + vectorsURL.URL}
 
 	names := costFunctions
 	if coverage {
@@ -212,6 +248,9 @@ func newCostHost(t *testing.T, b backend, modelURL string, coverage bool) *costH
 		}
 		if name == "runner" {
 			env = append(env, "RUNNER_FUNCTION=RunnerFunction")
+		}
+		if name == "knowledge" || name == "knowledgeindex" || name == "sweeper" {
+			env = withEnv(env, knowledgeEnv...)
 		}
 		h.fns[name] = &emulatedFn{name: name, f: start(t, name, env)}
 	}
@@ -349,7 +388,8 @@ func (h *costHost) Invoke(ctx context.Context, fn string, event any) error {
 	return err
 }
 
-// Settle waits for the runner's invocations in flight.
+// Settle waits for the invocations queued through the Lambda API in
+// flight (the runner's, the knowledge indexer's).
 func (h *costHost) Settle(context.Context) error {
 	h.runs.Wait()
 	h.mu.Lock()
@@ -360,19 +400,21 @@ func (h *costHost) Settle(context.Context) error {
 }
 
 // serveInvoke is Lambda's Invoke API for InvocationType Event: it queues
-// the payload for the runner's emulator and answers 202.
+// the payload for the emulator of the function named (queued: the
+// runner's, the knowledge indexer's) and answers 202.
 func (h *costHost) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	fn, ok := strings.CutPrefix(r.URL.Path, "/2015-03-31/functions/")
 	fn, _ = strings.CutSuffix(fn, "/invocations")
 	payload, err := io.ReadAll(r.Body)
-	if !ok || err != nil || fn != "RunnerFunction" || r.Header.Get("X-Amz-Invocation-Type") != "Event" {
+	name, known := queued[fn]
+	if !ok || err != nil || !known || r.Header.Get("X-Amz-Invocation-Type") != "Event" {
 		http.Error(w, fmt.Sprintf(`{"message":"unexpected invoke of %q"}`, fn), http.StatusBadRequest)
 		return
 	}
 	h.runs.Add(1)
 	go func() {
 		defer h.runs.Done()
-		if _, err := h.invoke(context.Background(), "runner", json.RawMessage(payload)); err != nil {
+		if _, err := h.invoke(context.Background(), name, json.RawMessage(payload)); err != nil {
 			h.mu.Lock()
 			h.runErrs = append(h.runErrs, err)
 			h.mu.Unlock()

@@ -367,7 +367,8 @@ func (c *client) run(ctx context.Context, chat, workflowID string, n int) error 
 // whole reply and the messages (ChatsFunction), the workflow chat's
 // proposal and its apply, a run whose one step
 // outputs 7.96 MiB (near the isolated tools' 8 MiB cap), a webhook trigger, a schedule's fire, a personal
-// access token (OAuthFunction) and the MCP gateway's tool list with it.
+// access token (OAuthFunction) and the MCP gateway's tool list with it,
+// and a knowledge base's document indexed (KnowledgeIndexFunction).
 func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) error {
 	var errs []error
 	try := func(_ *Response, err error) { errs = append(errs, err) }
@@ -380,6 +381,7 @@ func (c *client) coverage(ctx context.Context, h Host, chat, workflowID string) 
 	try(c.do(ctx, "knowledge", "GET", "/api/knowledge-bases", nil, http.StatusOK))
 	try(c.do(ctx, "chats", "POST", "/api/chats/"+chat+"/messages", map[string]any{"content": "hello", "modelId": "openai/" + ShortModel}, http.StatusCreated))
 	try(c.do(ctx, "chats", "GET", "/api/chats/"+chat+"/messages", nil, http.StatusOK))
+	errs = append(errs, c.knowledge(ctx, h, chat))
 	// The workflow chat: a proposal from the built-in model, applied
 	// (JSON Schema validation of the changes).
 	if draft, err := c.id(ctx, "workflows", "POST", "/api/workflows", map[string]any{"userId": c.userID, "name": "draft"}, http.StatusCreated); err != nil {
@@ -438,4 +440,66 @@ func (c *client) propose(ctx context.Context, workflowID string) error {
 	}
 	_, err = c.do(ctx, "workflows", "POST", "/api/workflows/"+workflowID+"/messages/apply", map[string]any{"proposalId": out.Data.AssistantMessage.Proposal.ID}, http.StatusOK)
 	return err
+}
+
+// knowledgeText is the document the coverage indexes: a few chunks of
+// text (knowledge.ChunkTokens words each).
+var knowledgeText = strings.Repeat("The refund policy allows returns within thirty days of delivery. Shipping costs depend on the country. ", 40)
+
+// knowledge indexes a text attachment of chat into a new knowledge base:
+// the attachment uploaded to its signed URL, the document added
+// (KnowledgeFunction hands its indexing job to KnowledgeIndexFunction,
+// asynchronously), and, once the host has settled that invocation, the
+// document ready.
+func (c *client) knowledge(ctx context.Context, h Host, chat string) error {
+	resp, err := c.do(ctx, "chats", "POST", "/api/chats/"+chat+"/attachments",
+		map[string]any{"name": "policy.txt", "contentType": "text/plain", "size": len(knowledgeText)}, http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	var att struct {
+		Data struct {
+			ID            string
+			UploadURL     string `json:"uploadUrl"`
+			UploadHeaders map[string]string
+		}
+	}
+	if err := json.Unmarshal(resp.Body, &att); err != nil || att.Data.ID == "" || att.Data.UploadURL == "" {
+		return fmt.Errorf("no attachment or upload URL in %.300s", resp.Body)
+	}
+	put, err := http.NewRequestWithContext(ctx, http.MethodPut, att.Data.UploadURL, strings.NewReader(knowledgeText))
+	if err != nil {
+		return err
+	}
+	for k, v := range att.Data.UploadHeaders {
+		put.Header.Set(k, v)
+	}
+	up, err := http.DefaultClient.Do(put)
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	up.Body.Close()
+	if up.StatusCode != http.StatusOK {
+		return fmt.Errorf("upload: %d", up.StatusCode)
+	}
+	kb, err := c.id(ctx, "knowledge", "POST", "/api/knowledge-bases", map[string]any{"name": "cost"}, http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	doc, err := c.id(ctx, "knowledge", "POST", "/api/knowledge-bases/"+kb+"/documents", map[string]any{"attachmentId": att.Data.ID}, http.StatusAccepted)
+	if err != nil {
+		return err
+	}
+	if err := h.Settle(ctx); err != nil {
+		return fmt.Errorf("indexing: %w", err)
+	}
+	resp, err = c.do(ctx, "knowledge", "GET", "/api/knowledge-bases/"+kb+"/documents/"+doc, nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var got struct{ Data struct{ Status string } }
+	if err := json.Unmarshal(resp.Body, &got); err != nil || got.Data.Status != "ready" {
+		return fmt.Errorf("the document is not ready once indexed: %.500s", resp.Body)
+	}
+	return nil
 }
