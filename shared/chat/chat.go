@@ -514,16 +514,31 @@ func validateAttachments(f *errs.FieldErrors, r MessageRequest) {
 		f.Add("attachmentIds", "cannot be sent with workflowId: a workflow run takes no attachments")
 		return
 	}
+	validateUUIDs(f, "attachmentIds", "attachment", ids)
+}
+
+// validateUUIDs adds an error for each of ids, the list field, that is
+// not a UUID or repeats an earlier one (case folded); noun names what the
+// ids are in the messages.
+func validateUUIDs(f *errs.FieldErrors, field, noun string, ids []string) {
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
 		switch {
 		case !httpapi.IsUUID(id):
-			f.Add(fmt.Sprintf("attachmentIds[%d]", i), "must be an attachment id (a UUID)")
+			f.Add(fmt.Sprintf("%s[%d]", field, i), "must be %s id (a UUID)", article(noun))
 		case seen[strings.ToLower(id)]:
-			f.Add(fmt.Sprintf("attachmentIds[%d]", i), "repeats attachment %s", id)
+			f.Add(fmt.Sprintf("%s[%d]", field, i), "repeats %s %s", noun, id)
 		}
 		seen[strings.ToLower(id)] = true
 	}
+}
+
+// article puts "a" or "an" before noun.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }
 
 // validateToolIDs checks r's toolIds: at most usertools.MaxOnly remote

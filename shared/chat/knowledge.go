@@ -2,13 +2,11 @@ package chat
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/workflowchat/service/shared/errs"
-	"github.com/workflowchat/service/shared/httpapi"
 )
 
 // Bounds of a chat's knowledge bases and of what a reply retrieves.
@@ -72,16 +70,7 @@ func validateKnowledgeBases(f *errs.FieldErrors, ids []string) {
 		f.Add("knowledgeBaseIds", "must hold at most %d knowledge base ids, not %d", MaxKnowledgeBases, len(ids))
 		return
 	}
-	seen := make(map[string]bool, len(ids))
-	for i, id := range ids {
-		switch {
-		case !httpapi.IsUUID(id):
-			f.Add(fmt.Sprintf("knowledgeBaseIds[%d]", i), "must be a knowledge base id (a UUID)")
-		case seen[strings.ToLower(id)]:
-			f.Add(fmt.Sprintf("knowledgeBaseIds[%d]", i), "repeats knowledge base %s", id)
-		}
-		seen[strings.ToLower(id)] = true
-	}
+	validateUUIDs(f, "knowledgeBaseIds", "knowledge base", ids)
 }
 
 // checkKnowledgeBases checks that every id is a knowledge base of userID

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -140,7 +141,7 @@ func authDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run workf
 		}
 		return invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt})
 	}
-	unwait(&run, i)
+	unwait(&run, authStep(run))
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}
@@ -178,22 +179,32 @@ func (s *Service) Authorized(ctx context.Context, userID, serverID string) error
 	return failed
 }
 
-// authorized continues the run of w if it still waits for w's server.
-func (s *Service) authorized(ctx context.Context, w AuthWait) error {
-	run, head, err := s.store.LoggedRun(ctx, w.RunID)
+// stillWaiting reads w's run with its log's head; ok is false (and err
+// nil) when the run is gone or no longer waits for w's server.
+func stillWaiting(ctx context.Context, st Store, w AuthWait) (workflow.Run, job.Head, bool, error) {
+	run, head, err := st.LoggedRun(ctx, w.RunID)
 	if errs.Is(err, errs.NotFound) {
-		return nil
+		return workflow.Run{}, job.Head{}, false, nil
 	}
 	if err != nil {
-		return err
+		return workflow.Run{}, job.Head{}, false, err
 	}
 	i := authStep(run)
 	if run.UserID != w.UserID || run.Status != workflow.RunWaiting || !head.Active || i < 0 || run.Steps[i].MCPServerID != w.ServerID {
-		return nil
+		return workflow.Run{}, job.Head{}, false, nil
+	}
+	return run, head, true, nil
+}
+
+// authorized continues the run of w if it still waits for w's server.
+func (s *Service) authorized(ctx context.Context, w AuthWait) error {
+	run, head, ok, err := stillWaiting(ctx, s.store, w)
+	if !ok || err != nil {
+		return err
 	}
 	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
 	l.values = s.runValues(run.ID)
-	unwait(&run, i)
+	unwait(&run, authStep(run))
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}
@@ -251,16 +262,9 @@ func (r AuthResumer) Authorized(ctx context.Context, userID, serverID string) er
 
 // due ends the lease of w's run when it still waits for w's server.
 func (r AuthResumer) due(ctx context.Context, w AuthWait, now time.Time) error {
-	run, head, err := r.Store.LoggedRun(ctx, w.RunID)
-	if errs.Is(err, errs.NotFound) {
-		return nil
-	}
-	if err != nil {
+	run, _, ok, err := stillWaiting(ctx, r.Store, w)
+	if !ok || err != nil {
 		return err
-	}
-	i := authStep(run)
-	if run.UserID != w.UserID || run.Status != workflow.RunWaiting || !head.Active || i < 0 || run.Steps[i].MCPServerID != w.ServerID {
-		return nil
 	}
 	err = r.Store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: workflow.RunWaiting, LeaseUntil: now})
 	return ignoreConflict(err)
