@@ -48,8 +48,14 @@ const MaxOffered = 128
 // DefaultTTL is how long a user's servers are kept in memory.
 const DefaultTTL = 5 * time.Second
 
-// maxUsers bounds the users whose servers are kept in memory.
-const maxUsers = 4096
+// maxUsers bounds the users whose servers are kept in memory, and
+// maxCachedBytes the size of their tool lists together (a user's 20
+// servers may hold 3.8 MiB of tool lists, so a count of users alone would
+// let a process keep gigabytes).
+const (
+	maxUsers       = 4096
+	maxCachedBytes = 32 << 20
+)
 
 // Builtin is the tool server's catalog (toolclient.Catalog).
 type Builtin interface {
@@ -104,11 +110,29 @@ type Catalog struct {
 	group singleflight.Group
 	mu    sync.Mutex
 	users map[string]cached
+	bytes int // the listSize of users' lists together
 }
 
 type cached struct {
 	servers []mcpserver.Server
 	expires time.Time
+	size    int
+}
+
+// listSize is about what list holds in memory: its tools' names,
+// descriptions, schemas and titles, and a little for each server.
+func listSize(list []mcpserver.Server) int {
+	n := 0
+	for _, srv := range list {
+		n += 512 + len(srv.Name) + len(srv.URL)
+		for _, t := range srv.Tools {
+			n += 64 + len(t.Name) + len(t.Description) + len(t.InputSchema)
+			if t.Annotations != nil {
+				n += len(t.Annotations.Title)
+			}
+		}
+	}
+	return n
 }
 
 // New returns the Catalog of o.
@@ -146,12 +170,7 @@ func (c *Catalog) read(ctx context.Context, userID string, fresh bool) ([]mcpser
 			return nil, err
 		}
 		if c.o.TTL > 0 {
-			c.mu.Lock()
-			if len(c.users) >= maxUsers {
-				clear(c.users) // bounded memory: the next reads fill it again
-			}
-			c.users[userID] = cached{servers: list, expires: c.o.Now().Add(c.o.TTL)}
-			c.mu.Unlock()
+			c.keep(userID, list)
 		}
 		return list, nil
 	})
@@ -161,10 +180,34 @@ func (c *Catalog) read(ctx context.Context, userID string, fresh bool) ([]mcpser
 	return v.([]mcpserver.Server), nil
 }
 
+// keep puts userID's list in memory. When the users or their lists'
+// bytes would pass their bounds, what is kept is dropped first (bounded
+// memory: the next reads fill it again); a list over the bytes' bound
+// alone is not kept.
+func (c *Catalog) keep(userID string, list []mcpserver.Server) {
+	size := listSize(list)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.users[userID]; ok {
+		c.bytes -= old.size
+		delete(c.users, userID)
+	}
+	if size > maxCachedBytes {
+		return
+	}
+	if len(c.users) >= maxUsers || c.bytes+size > maxCachedBytes {
+		clear(c.users)
+		c.bytes = 0
+	}
+	c.users[userID] = cached{servers: list, expires: c.o.Now().Add(c.o.TTL), size: size}
+	c.bytes += size
+}
+
 // Forget drops what is kept of userID's servers (after a change made in
 // this process).
 func (c *Catalog) Forget(userID string) {
 	c.mu.Lock()
+	c.bytes -= c.users[userID].size
 	delete(c.users, userID)
 	c.mu.Unlock()
 }
