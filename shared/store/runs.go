@@ -535,7 +535,7 @@ func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr st
 		return dup
 	})
 	var (
-		runs  []workflow.Run
+		runs  = make([]workflow.Run, 0, len(entries))
 		bytes int
 		next  string
 	)
