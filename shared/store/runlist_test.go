@@ -310,7 +310,8 @@ func TestRunsPageBytes(t *testing.T) {
 
 // TestCheckpointWriteUnits: a checkpoint writes the run item and its
 // events, and no index copy of the run item, which a run of the old shape
-// (its index keys on the run item, in GSI1 and GSI2) wrote twice more.
+// (its index keys on the run item, in GSI1 and GSI2) wrote twice more
+// until LoggedRun converted it.
 // The units are the embedded engine's, by DynamoDB's rules: a run item
 // between 2 and 3 KB (3 units, and so are its index copies), an events
 // slot of 1, doubled in a transaction.
@@ -331,12 +332,15 @@ func TestCheckpointWriteUnits(t *testing.T) {
 	}
 	lease := job.Lease{Until: time.Now().Add(time.Minute)}
 	for _, tc := range []struct {
-		name       string
-		old        bool
-		writeUnits float64
+		name           string
+		old, converted bool
+		writeUnits     float64
 	}{
-		{"list entry", false, 2*3 + 2*1},
-		{"old shape", true, 2*3*3 + 2*1},
+		{"list entry", false, false, 2*3 + 2*1},
+		{"old shape", true, false, 2*3*3 + 2*1},
+		// LoggedRun, as the runner reads the run before it goes on, moved
+		// the keys to a list entry.
+		{"old shape, converted", true, true, 2*3 + 2*1},
 	} {
 		r := newRun(c.ID, uuid.NewString(), "u1", time.Now(), workflow.RunPending)
 		if err := runs.CreateRun(ctx, r, lease); err != nil {
@@ -344,6 +348,11 @@ func TestCheckpointWriteUnits(t *testing.T) {
 		}
 		if tc.old {
 			toOldShape(t, tables, r.ID)
+		}
+		if tc.converted {
+			if _, _, err := runs.LoggedRun(ctx, r.ID); err != nil {
+				t.Fatal(err)
+			}
 		}
 		r.Status = workflow.RunRunning
 		r.Steps[0].Status, r.Steps[0].Output = workflow.StepCompleted, map[string]any{"text": strings.Repeat("x", 2000)}

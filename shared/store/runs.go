@@ -21,15 +21,15 @@ import (
 // Runs stores workflow runs in the Data table, each in an item collection
 // of its own, PK RUN#<runId>:
 //   - SK RUN: the run item: status, steps and plan (JSON), attempt,
-//     version (incremented by every write), trigger, input; GSI1 (GSI1PK
+//     version (incremented by every write), trigger, input;
+//   - the run's event log (joblog.go), kind workflow.RunKind, whose head
+//     names the run item (target) and holds the run's lease;
+//   - SK LIST: the run's list entry (runListItem): GSI1 (GSI1PK
 //     WFRUNS#<workflowId>, GSI1SK <startedAt>#<runId>) lists a workflow's
 //     runs and finds them when the workflow is deleted, and for a run
 //     started in a chat GSI2 (GSI2PK CHATRUNS#<chatId>, GSI2SK
-//     <startedAt>#<runId>) lists the chat's runs;
-//   - the run's event log (joblog.go), kind workflow.RunKind, whose head
-//     names the run item (target) and holds the run's lease;
-//   - SK LIST: the run's list entry (runListItem), which carries the
-//     GSI1 and GSI2 keys instead of the run item, so that a checkpoint,
+//     <startedAt>#<runId>) lists the chat's runs. The entry carries
+//     those keys instead of the run item, so that a checkpoint,
 //     which rewrites the run item with all its steps, writes no index
 //     copy of it (a run item's index copies were two thirds of a
 //     checkpoint's write units). Its attributes never change (the
