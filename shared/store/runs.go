@@ -137,7 +137,7 @@ func newRunListItem(r workflow.Run) runListItem {
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
-	steps, err := encodeSteps(r.Steps)
+	steps, err := encodeSteps(r.Steps, nil)
 	if err != nil {
 		return runItem{}, err
 	}
@@ -165,11 +165,10 @@ func newRunItem(r workflow.Run) (runItem, error) {
 	return it, nil
 }
 
-func encodeSteps(steps []workflow.RunStep) (string, error) {
-	if steps == nil {
-		steps = []workflow.RunStep{}
-	}
-	b, err := json.Marshal(steps)
+// encodeSteps is the JSON of a run's steps, with the values c already
+// holds taken from it (nil c: all encoded here).
+func encodeSteps(steps []workflow.RunStep, c *workflow.ValueJSON) (string, error) {
+	b, err := workflow.EncodeSteps(steps, c)
 	if err != nil {
 		return "", fmt.Errorf("encode run steps: %w", err)
 	}
@@ -245,10 +244,11 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	return storeError(op, err)
 }
 
-// runUpdate returns the update of r's item that writes its status, steps,
-// error and completedAt and increments its version, without condition.
-func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
-	steps, err := encodeSteps(r.Steps)
+// runUpdate returns the update of r's item that writes its status, steps
+// (their values from c where it holds them), error and completedAt and
+// increments its version, without condition.
+func (s *Runs) runUpdate(r workflow.Run, c *workflow.ValueJSON) (*dynamo.Update, error) {
+	steps, err := encodeSteps(r.Steps, c)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ const attemptIs = "attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (at
 func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
 	const op = "store.SaveCheckpoint"
 	r := c.Run
-	u, err := s.runUpdate(r)
+	u, err := s.runUpdate(r, c.Values)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -415,7 +415,7 @@ func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (wo
 	const op = "store.CancelRun"
 	prev := r.Status
 	workflow.CancelRun(&r, now)
-	u, err := s.runUpdate(r)
+	u, err := s.runUpdate(r, nil)
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
