@@ -30,7 +30,11 @@ import (
 // deadline); once the deadline has passed, the step fails
 // AUTHORIZATION_TIMEOUT. A cancel ends the wait as any wait's; the wait
 // item it leaves is dropped by the next authorization or by the table's
-// TTL.
+// TTL. A forEach step waits the same way once an element's call needs
+// the authorization: the calls already running finish and are recorded
+// (each element's output is its own write), no other element starts,
+// and once authorized the step runs only the elements with no recorded
+// output, so that none runs twice.
 
 // AuthorizationTimeout is how long a step waits for the authorization of
 // its remote server (docs/limits.md).
@@ -75,6 +79,22 @@ func authServer(err error) (string, bool) {
 		return n.AuthorizationServerID(), true
 	}
 	return "", false
+}
+
+// authServerOf is authServer's server, or "".
+func authServerOf(err error) string {
+	id, _ := authServer(err)
+	return id
+}
+
+// halted reports whether c is closed.
+func halted(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitAuth records step i and the run waiting for the authorization of
