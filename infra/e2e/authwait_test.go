@@ -27,6 +27,7 @@ type authWaitRun struct {
 		Reason           string         `json:"reason"`
 		MCPServerID      string         `json:"mcpServerId"`
 		AuthorizationURL string         `json:"authorizationUrl"`
+		WaitedMs         int64          `json:"authorizationWaitedMs"`
 	} `json:"steps"`
 }
 
@@ -60,7 +61,8 @@ func waitAuthRun(t *testing.T, c *client, wfID, runID, what string, done func(au
 // still shows them waiting, its authorize route and OAuth callback
 // authorize the server again, and both runs complete there on their
 // first attempt with the tool's output, each call of the remote tool run
-// once (the remote workflow behind it ran three times in all).
+// once (the remote workflow behind it ran three times in all), each step
+// saying how long it waited (authorizationWaitedMs).
 func TestKillWhileWaitingForAuthorization(t *testing.T) {
 	t.Parallel()
 	dataFile := filepath.Join(t.TempDir(), "data.json")
@@ -162,12 +164,12 @@ func TestKillWhileWaitingForAuthorization(t *testing.T) {
 	}
 	got := waitAuthRun(t, c, single, runs[single], "ended", done)
 	if got.Status != "completed" || got.Attempt != 1 || !strings.Contains(fmt.Sprint(got.Steps[0].Output["text"]), sha256Hex("across")) ||
-		got.Steps[0].Reason != "" || got.Steps[0].ExpiresAt != nil || got.Steps[1].Status != "completed" {
+		got.Steps[0].Reason != "" || got.Steps[0].ExpiresAt != nil || got.Steps[0].WaitedMs <= 0 || got.Steps[1].Status != "completed" {
 		t.Fatalf("the step's run on the new server: %+v", got)
 	}
 	got = waitAuthRun(t, c, each, runs[each], "ended", done)
 	results, _ := got.Steps[0].Output["results"].([]any)
-	if got.Status != "completed" || got.Attempt != 1 || len(results) != 2 {
+	if got.Status != "completed" || got.Attempt != 1 || len(results) != 2 || got.Steps[0].WaitedMs <= 0 {
 		t.Fatalf("the forEach run on the new server: %+v", got)
 	}
 	for i, text := range []string{"one", "two"} {

@@ -135,9 +135,13 @@ func authStep(run workflow.Run) int {
 }
 
 // unwait makes step i of run, waiting for an authorization, pending again
-// (its deadline and reason kept, for its next wait) and the run running.
-func unwait(run *workflow.Run, i int) {
+// (its deadline and reason kept, for its next wait) and the run running;
+// the time it waited, to now, is added to its AuthorizationWaitedMs.
+func unwait(run *workflow.Run, i int, now time.Time) {
 	rs := &run.Steps[i]
+	if rs.StartedAt != nil && now.After(*rs.StartedAt) {
+		rs.AuthorizationWaitedMs += now.Sub(*rs.StartedAt).Milliseconds()
+	}
 	rs.Status, rs.StartedAt, rs.MCPServerID, rs.AuthorizationURL = workflow.StepPending, nil, "", ""
 	run.Status = workflow.RunRunning
 }
@@ -161,7 +165,7 @@ func authDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run workf
 		}
 		return invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt})
 	}
-	unwait(&run, authStep(run))
+	unwait(&run, authStep(run), now)
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}
@@ -224,7 +228,7 @@ func (s *Service) authorized(ctx context.Context, w AuthWait) error {
 	}
 	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
 	l.values = s.runValues(run.ID)
-	unwait(&run, authStep(run))
+	unwait(&run, authStep(run), s.now())
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}

@@ -327,12 +327,16 @@ func (x *execution) timeout() (time.Duration, bool) {
 }
 
 // busy is how long run has been going at now, the time its human steps
-// and its child runs waited left out.
+// and its child runs waited, and its steps waited for authorizations,
+// left out.
 func busy(run *workflow.Run, now time.Time) time.Duration {
 	d := now.Sub(run.StartedAt)
 	for _, s := range run.Steps {
 		if (s.ToolID == workflow.AskHumanToolID || s.ChildRunID != "") && s.StartedAt != nil && s.CompletedAt != nil {
 			d -= s.CompletedAt.Sub(*s.StartedAt)
+		}
+		if !s.Reused { // a retry's reused step waited in the run it retries
+			d -= time.Duration(s.AuthorizationWaitedMs) * time.Millisecond
 		}
 	}
 	return d
