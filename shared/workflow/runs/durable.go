@@ -204,6 +204,16 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 	if err := l.values.plan(ctx, &run); err != nil {
 		return errs.Wrap(op, err)
 	}
+	for i := range run.Steps {
+		rs := &run.Steps[i]
+		if rs.Status == workflow.StepPending && rs.Reason == workflow.WaitAuthorization && i < len(run.Plan) && run.Plan[i].ForEach != "" {
+			// A forEach step that waited for an authorization runs only
+			// the elements with no recorded output.
+			if rs.Elements, err = r.elements(ctx, run.ID, rs.ID); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
+	}
 	l.files = r.files
 	if len(run.Plan) != len(run.Steps) {
 		now := r.now().UTC()
