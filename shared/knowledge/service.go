@@ -440,18 +440,23 @@ func (s *Service) Index(ctx context.Context, ref Ref) error {
 		}
 		return nil
 	}
+	// A failure's writes are deleted before it is recorded: once the
+	// document is no longer indexing, a purge of its knowledge base does
+	// not wait for it (a crash between would leave them behind).
 	d.UpdatedAt = s.now()
 	if ierr != nil {
 		d.Status, d.Error = StatusFailed, message(ierr)
+		s.dropIndexes(context.WithoutCancel(ctx), d)
 	} else {
 		d.Status, d.ChunkCount = StatusReady, &n
 	}
 	err = s.o.Store.FinishDocument(context.WithoutCancel(ctx), ref, d)
 	if errs.CodeOf(err) == CodeChunkLimit {
 		d.Status, d.ChunkCount, d.Error = StatusFailed, nil, fmt.Sprintf("the document's %d chunks would take the knowledge base past %d", n, MaxChunks)
+		s.dropIndexes(context.WithoutCancel(ctx), d)
 		err = s.o.Store.FinishDocument(context.WithoutCancel(ctx), ref, d)
 	}
-	if d.Status == StatusFailed || err != nil {
+	if d.Status == StatusReady && err != nil {
 		s.dropIndexes(context.WithoutCancel(ctx), d)
 	}
 	if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
@@ -590,14 +595,13 @@ func (s *Service) Resume(ctx context.Context, e job.Expired) error {
 	ref := Ref{KnowledgeBaseID: d.KnowledgeBaseID, DocumentID: d.ID, Attempt: d.Attempt}
 	if d.Attempt > MaxAttempts {
 		d.Status, d.Error, d.UpdatedAt = StatusFailed, fmt.Sprintf("indexing was interrupted %d times", MaxAttempts), now
+		// What the interrupted attempts wrote (vectors, a segment)
+		// belongs to no ready document: deleted before the failure is
+		// recorded, as Index does.
+		s.dropIndexes(ctx, d)
 		err := s.o.Store.FinishDocument(ctx, ref, d)
 		if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
 			return nil
-		}
-		if err == nil {
-			// What the interrupted attempts wrote (vectors, a segment)
-			// belongs to no ready document.
-			s.dropIndexes(ctx, d)
 		}
 		return errs.Wrap(op, err)
 	}
