@@ -1,20 +1,15 @@
 package dynamolocal
 
 import (
-	"fmt"
-
 	"github.com/truora/minidyn/types"
 )
 
 // encodeStored is the DynamoDB JSON the layer keeps of an item and the
 // snapshot holds: every value with its type, empty lists, maps and
 // binaries included, without HTML escaping, attributes sorted.
+// It never fails (the error is kept for its callers' sake).
 func encodeStored(item map[string]*types.Item) ([]byte, error) {
-	b, err := marshalRaw(encodeItem(item))
-	if err != nil {
-		return nil, fmt.Errorf("encode item: %w", err)
-	}
-	return b, nil
+	return appendStored(make([]byte, 0, 64+itemSize(item)+16*len(item)), item), nil
 }
 
 // outItem encodes an item for an answer as minidyn answered it, so that

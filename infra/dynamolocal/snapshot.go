@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/truora/minidyn/types"
 )
 
 // Options configure StartWith.
@@ -833,8 +832,8 @@ func (h *handler) restore(ctx context.Context, snap *snapshotFile) error {
 			return fmt.Errorf("table %s: %s", t.Name, bytes.TrimSpace(rep.body))
 		}
 		for i, raw := range t.Items {
-			var item map[string]*types.Item
-			if err := json.Unmarshal(raw, &item); err != nil {
+			item, err := decodeStored(raw)
+			if err != nil {
 				return fmt.Errorf("table %s item %d: %w", t.Name, i, err)
 			}
 			if err := ti.checkItemKey(item); err != nil {

@@ -1,0 +1,158 @@
+package dynamolocal
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/truora/minidyn/types"
+)
+
+// randomItem is an item of every attribute type, nested, with strings
+// that need escaping, non-ASCII text, invalid UTF-8 and empty values.
+func randomItem(r *rand.Rand, depth int) map[string]*types.Item {
+	item := map[string]*types.Item{}
+	for range r.IntN(6) {
+		item[randomString(r)] = randomAV(r, depth)
+	}
+	return item
+}
+
+var stringPieces = []string{"a", "Zz", "0", " ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<&>", "é", "日本", "\u2028", "\u2029", "\xff", "\xe2\x80", "😀", "/", "{}", "\\u0041"}
+
+func randomString(r *rand.Rand) string {
+	var b []byte
+	for range r.IntN(5) {
+		b = append(b, stringPieces[r.IntN(len(stringPieces))]...)
+	}
+	return string(b)
+}
+
+func randomAV(r *rand.Rand, depth int) *types.Item {
+	s := func() *string { v := randomString(r); return &v }
+	n := func() *string { v := strconv.Itoa(r.IntN(2000) - 1000); return &v }
+	bin := func() []byte {
+		b := make([]byte, r.IntN(5))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	}
+	kinds := 10
+	if depth <= 0 {
+		kinds = 8
+	}
+	switch r.IntN(kinds) {
+	case 0:
+		return &types.Item{S: s()}
+	case 1:
+		return &types.Item{N: n()}
+	case 2:
+		return &types.Item{B: bin()}
+	case 3:
+		v := r.IntN(2) == 0
+		return &types.Item{BOOL: &v}
+	case 4:
+		v := true
+		return &types.Item{NULL: &v}
+	case 5:
+		ss := []*string{}
+		for range r.IntN(3) {
+			ss = append(ss, s())
+		}
+		return &types.Item{SS: ss}
+	case 6:
+		ns := []*string{}
+		for range r.IntN(3) {
+			ns = append(ns, n())
+		}
+		return &types.Item{NS: ns}
+	case 7:
+		bs := [][]byte{}
+		for range r.IntN(3) {
+			bs = append(bs, bin())
+		}
+		return &types.Item{BS: bs}
+	case 8:
+		l := []*types.Item{}
+		for range r.IntN(4) {
+			l = append(l, randomAV(r, depth-1))
+		}
+		return &types.Item{L: l}
+	default:
+		return &types.Item{M: randomItem(r, depth-1)}
+	}
+}
+
+// TestStoredJSONMatchesEncodingJSON checks that appendStored writes what
+// encoding/json wrote of an item, byte for byte, and that decodeStored
+// reads it (and anything json.Unmarshal reads) as json.Unmarshal does.
+func TestStoredJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		item := randomItem(r, 3)
+		want, err := marshalRaw(encodeItem(item))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendStored(nil, item)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("item %d: appendStored\n got %s\nwant %s", i, got, want)
+		}
+		checkDecode(t, want)
+	}
+	// Forms the layer never writes, decoded as encoding/json decodes them.
+	for _, in := range []string{
+		`{}`, ` {"a":{"S":"x"}} `, `{"a":{"s":"x"}}`, `{"a":{"S":"x","N":"1"}}`, `{"a":{}}`, `{"a":null}`,
+		`{"a":{"B":null}}`, `{"a":{"BS":[null,"AA=="]}}`, `{"a":{"L":[]},"a":{"S":"last"}}`, `{"a":{"NULL":false}}`,
+		`{"a":{"S":"\u00e9\ud83d\ude00"}}`, `{"\u0061":{"M":{"b":{"SS":[]}}}}`, `{"a":{"N":"1" }}`, `{"a":{"BOOL":true}}`,
+	} {
+		checkDecode(t, []byte(in))
+	}
+	for _, in := range []string{``, `null`, `[]`, `{"a":{"B":"!!"}}`, `{"a":{"S":"x"}`, `{"a":{"S":"x"}}x`, `{"a":{"BOOL":"true"}}`, "{\"a\":{\"S\":\"\x01\"}}"} {
+		var want map[string]*types.Item
+		wantErr := json.Unmarshal([]byte(in), &want)
+		got, err := decodeStored([]byte(in))
+		// On an error json.Unmarshal leaves what it decoded so far; the
+		// layer reads only the error.
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Errorf("decodeStored(%q) = %v, %v; json.Unmarshal: %v, %v", in, got, err, want, wantErr)
+		}
+	}
+}
+
+func checkDecode(t *testing.T, data []byte) {
+	t.Helper()
+	var want map[string]*types.Item
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatalf("json.Unmarshal(%s): %v", data, err)
+	}
+	got, err := decodeStored(data)
+	if err != nil {
+		t.Fatalf("decodeStored(%s): %v", data, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeStored(%s):\n got %s\nwant %s", data, mustJSON(encodeItem(got)), mustJSON(encodeItem(want)))
+	}
+}
+
+// FuzzDecodeStored checks decodeStored against json.Unmarshal on any
+// input.
+func FuzzDecodeStored(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		f.Add(appendStored(nil, randomItem(r, 2)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want map[string]*types.Item
+		wantErr := json.Unmarshal(data, &want)
+		got, err := decodeStored(data)
+		if (err == nil) != (wantErr == nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("decodeStored(%q) = %v, %v; json.Unmarshal: %v, %v", data, got, err, want, wantErr)
+		}
+	})
+}
