@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
 )
 
 // Options configure StartWith.

@@ -3,9 +3,9 @@ package dynamolocal
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"slices"
-	"strings"
+	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/truora/minidyn/types"
@@ -59,22 +59,28 @@ func (d *storedDecoder) literal(s string) bool {
 	return false
 }
 
-// str reads a JSON string: as it is when it holds no escape, no control
-// character and only valid UTF-8 (what json.Unmarshal would return
-// unchanged), otherwise through json.Unmarshal.
+// str reads a JSON string as json.Unmarshal reads one: unescaped here
+// when it holds only the escapes encoding/json writes of printable text
+// (\" \\ \/ \b \f \n \r \t \u) and valid UTF-8, otherwise through
+// json.Unmarshal (surrogates, invalid UTF-8 it replaces).
 func (d *storedDecoder) str() (string, bool) {
 	if !d.next('"') {
 		return "", false
 	}
-	start, plain := d.pos, true
+	start, escapes, ascii := d.pos, 0, true
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
 		switch {
 		case c == '"':
 			raw := d.data[start:d.pos]
 			d.pos++
-			if plain && utf8.Valid(raw) {
-				return string(raw), true
+			if ascii || utf8.Valid(raw) {
+				if escapes == 0 {
+					return string(raw), true
+				}
+				if s, ok := unescape(raw, escapes); ok {
+					return s, true
+				}
 			}
 			var s string
 			if json.Unmarshal(d.data[start-1:d.pos], &s) != nil {
@@ -82,15 +88,64 @@ func (d *storedDecoder) str() (string, bool) {
 			}
 			return s, true
 		case c == '\\':
-			plain = false
+			escapes++
 			d.pos += 2
 			continue
 		case c < 0x20:
 			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 		d.pos++
 	}
 	return "", false
+}
+
+// unescape is the text of raw, a JSON string's contents holding n
+// escapes; false for an escape it leaves to json.Unmarshal (a \u of a
+// surrogate).
+func unescape(raw []byte, n int) (string, bool) {
+	out := make([]byte, 0, len(raw)-n)
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i == len(raw) {
+			return "", false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			// A code point outside the surrogates, as json.Unmarshal
+			// reads it; a surrogate (half of a pair, or alone) is its.
+			if i+4 >= len(raw) {
+				return "", false
+			}
+			r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 32)
+			if err != nil || utf16.IsSurrogate(rune(r)) {
+				return "", false
+			}
+			out = utf8.AppendRune(out, rune(r))
+			i += 4
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // bytes reads a base64 string as json.Unmarshal reads one into []byte.
@@ -342,32 +397,55 @@ func appendStoredAV(b []byte, v *types.Item) []byte {
 }
 
 // appendJSONString appends s as encoding/json encodes a string without
-// HTML escaping: as it is when every byte is printable ASCII other than
-// a quote or a backslash, or valid UTF-8 other than U+2028 and U+2029;
-// otherwise through the encoder itself.
+// HTML escaping (its appendString, escapeHTML false).
 func appendJSONString(b []byte, s string) []byte {
-	plain, ascii := true, true
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c == 0x7f {
-			plain = false
-			break
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
 		}
-		if c >= utf8.RuneSelf {
-			ascii = false
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
 		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
 	}
-	if plain && !ascii && (!utf8.ValidString(s) || strings.ContainsRune(s, '\u2028') || strings.ContainsRune(s, '\u2029')) {
-		plain = false
-	}
-	if plain {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	e, err := marshalRaw(s)
-	if err != nil { // a string always encodes
-		panic(fmt.Sprintf("dynamolocal: encode string: %v", err))
-	}
-	return append(b, e...)
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

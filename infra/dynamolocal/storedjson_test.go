@@ -21,7 +21,7 @@ func randomItem(r *rand.Rand, depth int) map[string]*types.Item {
 	return item
 }
 
-var stringPieces = []string{"a", "Zz", "0", " ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<&>", "é", "日本", "\u2028", "\u2029", "\xff", "\xe2\x80", "😀", "/", "{}", "\\u0041"}
+var stringPieces = []string{"a", "Zz", "0", " ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<&>", "é", "日本", "\u2028", "\u2029", "\xff", "\xe2\x80", "😀", "/", "{}", "\\u0041", "\b", "\f", "\r", "\x1f", "[{\\\"id\\\":1}]"}
 
 func randomString(r *rand.Rand) string {
 	var b []byte
@@ -109,7 +109,7 @@ func TestStoredJSONMatchesEncodingJSON(t *testing.T) {
 	for _, in := range []string{
 		`{}`, ` {"a":{"S":"x"}} `, `{"a":{"s":"x"}}`, `{"a":{"S":"x","N":"1"}}`, `{"a":{}}`, `{"a":null}`,
 		`{"a":{"B":null}}`, `{"a":{"BS":[null,"AA=="]}}`, `{"a":{"L":[]},"a":{"S":"last"}}`, `{"a":{"NULL":false}}`,
-		`{"a":{"S":"\u00e9\ud83d\ude00"}}`, `{"\u0061":{"M":{"b":{"SS":[]}}}}`, `{"a":{"N":"1" }}`, `{"a":{"BOOL":true}}`,
+		`{"a":{"S":"\u00e9\ud83d\ude00"}}`, `{"a":{"S":"\ud800 lone"}}`, `{"a":{"S":"a\/b\b\f\r\n\t\"\\"}}`, "{\"a\":{\"S\":\"\xff\\n\"}}", `{"\u0061":{"M":{"b":{"SS":[]}}}}`, `{"a":{"N":"1" }}`, `{"a":{"BOOL":true}}`,
 	} {
 		checkDecode(t, []byte(in))
 	}

@@ -284,7 +284,9 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Item, in.ReturnValues, in.ReturnConsumedCapacity = w.conditional(), w.Item, w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	return h.writeItem(ctx, body, itemWrite{op: "PutItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
@@ -314,7 +316,9 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Key, in.ReturnValues, in.ReturnConsumedCapacity = w.conditional(), w.Key, w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	return h.writeItem(ctx, body, itemWrite{op: "DeleteItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
@@ -435,7 +439,10 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Key, in.UpdateExpression = w.conditional(), w.Key, w.UpdateExpression
+		in.ReturnValues, in.ReturnConsumedCapacity = w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
@@ -736,7 +743,30 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	type wire struct {
+		TransactItems          []map[string]*writeWire
+		ReturnConsumedCapacity string
+	}
+	if err := decodeWrite(body, &in, func(w *wire) {
+		in.ReturnConsumedCapacity = w.ReturnConsumedCapacity
+		if w.TransactItems == nil {
+			return
+		}
+		in.TransactItems = make([]map[string]*txAction, len(w.TransactItems))
+		for i, raw := range w.TransactItems {
+			if raw == nil {
+				continue
+			}
+			in.TransactItems[i] = make(map[string]*txAction, len(raw))
+			for kind, a := range raw {
+				if a == nil {
+					in.TransactItems[i][kind] = nil
+					continue
+				}
+				in.TransactItems[i][kind] = &txAction{updateInput: updateInput{conditional: a.conditional(), Key: a.Key, UpdateExpression: a.UpdateExpression}, Item: a.Item}
+			}
+		}
+	}); err != nil {
 		return nil, err
 	}
 	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
