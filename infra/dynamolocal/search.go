@@ -386,8 +386,13 @@ func checkPlaceholders(names map[string]string, values map[string]*types.Item, e
 // probeFailure asks minidyn whether a failure is emulated for the table
 // or index (Engine.WithBackend), without searching: the probe is a
 // request minidyn refuses as invalid right after its failure check, in
-// constant time. It returns the emulated failure's reply, or nil.
+// constant time. It returns the emulated failure's reply, or nil. An
+// engine's backend is probed only once Engine.WithBackend has run (only
+// it may set a failure), a handler's from NewHandler always.
 func (h *handler) probeFailure(ctx context.Context, op, table, index string) *reply {
+	if !h.probe.Load() {
+		return nil
+	}
 	req := map[string]any{"TableName": table, "ExpressionAttributeNames": map[string]string{"#dynamolocalProbe": "p"}}
 	if index != "" {
 		req["IndexName"] = index
