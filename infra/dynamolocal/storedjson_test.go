@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -155,4 +156,109 @@ func FuzzDecodeStored(f *testing.F) {
 			t.Fatalf("decodeStored(%q) = %v, %v; json.Unmarshal: %v, %v", data, got, err, want, wantErr)
 		}
 	})
+}
+
+// BenchmarkStoredItem compares, on a run's record as stored (about 3
+// KB, its steps a JSON string), reading it with encoding/json and with
+// decodeStored, and what a cache of decoded items would pay on a hit
+// instead: a deep copy (its callers change the maps they get); and
+// writing it with encoding/json and with appendStored.
+func BenchmarkStoredItem(b *testing.B) {
+	item := map[string]*types.Item{"PK": sv("RUN#f6175c56-20c2-465e-8159-200920a9fe23"), "SK": sv("RUN"), "status": sv("running"), "attempt": nv("1"),
+		"version": nv("7"), "workflowId": sv("w"), "chatId": sv("c"), "userId": sv("u"), "GSI1PK": sv("USER#u"), "GSI1SK": sv("RUN#2026-12-02T16:35:35Z"),
+		"definition": sv(string(mustJSON(map[string]any{"steps": []string{"a", "b"}, "pad": string(make([]byte, 300))}))), "steps": sv(checkpointSteps(4)), "logSeq": nv("9")}
+	data := appendStored(nil, item)
+	b.Logf("%d bytes", len(data))
+	b.Run("decode/encoding_json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m map[string]*types.Item
+			if err := json.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode/decodeStored", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeStored(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode/cache_hit_deep_copy", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			deepCopy(item)
+		}
+	})
+	b.Run("encode/encoding_json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := marshalRaw(encodeItem(item)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode/appendStored", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			encodeStored(item)
+		}
+	})
+}
+
+// deepCopy copies item and every value in it, strings shared (they are
+// immutable).
+func deepCopy(item map[string]*types.Item) map[string]*types.Item {
+	out := make(map[string]*types.Item, len(item))
+	for k, v := range item {
+		out[k] = deepCopyAV(v)
+	}
+	return out
+}
+
+func deepCopyAV(v *types.Item) *types.Item {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	if v.S != nil {
+		s := *v.S
+		c.S = &s
+	}
+	if v.N != nil {
+		n := *v.N
+		c.N = &n
+	}
+	if v.BOOL != nil {
+		x := *v.BOOL
+		c.BOOL = &x
+	}
+	if v.NULL != nil {
+		x := *v.NULL
+		c.NULL = &x
+	}
+	if v.B != nil {
+		c.B = slices.Clone(v.B)
+	}
+	if v.L != nil {
+		c.L = make([]*types.Item, len(v.L))
+		for i, e := range v.L {
+			c.L[i] = deepCopyAV(e)
+		}
+	}
+	if v.M != nil {
+		c.M = deepCopy(v.M)
+	}
+	if v.SS != nil {
+		c.SS = slices.Clone(v.SS)
+	}
+	if v.NS != nil {
+		c.NS = slices.Clone(v.NS)
+	}
+	if v.BS != nil {
+		c.BS = slices.Clone(v.BS)
+	}
+	return &c
 }
