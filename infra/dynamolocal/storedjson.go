@@ -1,10 +1,12 @@
 package dynamolocal
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -67,85 +69,99 @@ func (d *storedDecoder) str() (string, bool) {
 	if !d.next('"') {
 		return "", false
 	}
-	start, escapes, ascii := d.pos, 0, true
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		switch {
-		case c == '"':
-			raw := d.data[start:d.pos]
-			d.pos++
-			if ascii || utf8.Valid(raw) {
-				if escapes == 0 {
-					return string(raw), true
-				}
-				if s, ok := unescape(raw, escapes); ok {
-					return s, true
-				}
-			}
-			var s string
-			if json.Unmarshal(d.data[start-1:d.pos], &s) != nil {
+	// The closing quote is the first quote no escape takes: q, the next
+	// quote, is looked for again only when an escape took it.
+	start, i, escapes := d.pos, d.pos, 0
+	q := -1
+	for {
+		if q < i {
+			if q = bytes.IndexByte(d.data[i:], '"'); q < 0 {
 				return "", false
 			}
-			return s, true
-		case c == '\\':
-			escapes++
-			d.pos += 2
-			continue
-		case c < 0x20:
+			q += i
+		}
+		k := bytes.IndexByte(d.data[i:q], '\\')
+		if k < 0 {
+			break
+		}
+		escapes++
+		i += k + 2 // past the escaped character (q itself, when it is the quote)
+	}
+	end := q
+	raw := d.data[start:end]
+	d.pos = end + 1
+	ascii := true
+	for _, c := range raw {
+		if c < 0x20 {
 			return "", false
-		case c >= utf8.RuneSelf:
+		}
+		if c >= utf8.RuneSelf {
 			ascii = false
 		}
-		d.pos++
 	}
-	return "", false
+	if ascii || utf8.Valid(raw) {
+		if escapes == 0 {
+			return string(raw), true
+		}
+		if s, ok := unescape(raw, escapes); ok {
+			return s, true
+		}
+	}
+	var s string
+	if json.Unmarshal(d.data[start-1:d.pos], &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // unescape is the text of raw, a JSON string's contents holding n
 // escapes; false for an escape it leaves to json.Unmarshal (a \u of a
 // surrogate).
 func unescape(raw []byte, n int) (string, bool) {
-	out := make([]byte, 0, len(raw)-n)
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
+	var out strings.Builder // its String is the bytes written, not a copy
+	out.Grow(len(raw) - n)
+	for len(raw) > 0 {
+		k := bytes.IndexByte(raw, '\\')
+		if k < 0 {
+			out.Write(raw)
+			break
 		}
-		i++
-		if i == len(raw) {
+		out.Write(raw[:k])
+		if k+1 >= len(raw) {
 			return "", false
 		}
-		switch raw[i] {
+		next := k + 2
+		switch raw[k+1] {
 		case '"', '\\', '/':
-			out = append(out, raw[i])
+			out.WriteByte(raw[k+1])
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			// A code point outside the surrogates, as json.Unmarshal
 			// reads it; a surrogate (half of a pair, or alone) is its.
-			if i+4 >= len(raw) {
+			if k+6 > len(raw) {
 				return "", false
 			}
-			r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 32)
+			r, err := strconv.ParseUint(string(raw[k+2:k+6]), 16, 32)
 			if err != nil || utf16.IsSurrogate(rune(r)) {
 				return "", false
 			}
-			out = utf8.AppendRune(out, rune(r))
-			i += 4
+			out.WriteRune(rune(r))
+			next = k + 6
 		default:
 			return "", false
 		}
+		raw = raw[next:]
 	}
-	return string(out), true
+	return out.String(), true
 }
 
 // bytes reads a base64 string as json.Unmarshal reads one into []byte.

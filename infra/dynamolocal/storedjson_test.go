@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/truora/minidyn/types"
 )
@@ -171,6 +172,7 @@ func BenchmarkStoredItem(b *testing.B) {
 	b.Logf("%d bytes", len(data))
 	b.Run("decode/encoding_json", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			var m map[string]*types.Item
 			if err := json.Unmarshal(data, &m); err != nil {
@@ -180,6 +182,7 @@ func BenchmarkStoredItem(b *testing.B) {
 	})
 	b.Run("decode/decodeStored", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			if _, err := decodeStored(data); err != nil {
 				b.Fatal(err)
@@ -188,12 +191,14 @@ func BenchmarkStoredItem(b *testing.B) {
 	})
 	b.Run("decode/cache_hit_deep_copy", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			deepCopy(item)
 		}
 	})
 	b.Run("encode/encoding_json", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			if _, err := marshalRaw(encodeItem(item)); err != nil {
 				b.Fatal(err)
@@ -202,10 +207,17 @@ func BenchmarkStoredItem(b *testing.B) {
 	})
 	b.Run("encode/appendStored", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			encodeStored(item)
 		}
 	})
+}
+
+// reportCPU reports the process's CPU time since cpu0 per iteration
+// (cpu-ns/op: steadier than ns/op on a loaded machine).
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // deepCopy copies item and every value in it, strings shared (they are
