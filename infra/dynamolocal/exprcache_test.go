@@ -331,10 +331,6 @@ func TestWireDecodesAsRequestTypes(t *testing.T) {
 		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
-	type txWire struct {
-		TransactItems          []map[string]*writeWire
-		ReturnConsumedCapacity string
-	}
 	bodies := []string{
 		string(checkpointBody("r", 3)),
 		`{"TransactItems":[{"Put":{"TableName":"t","Item":{"PK":{"S":"a"},"l":{"L":[{"M":{"x":{"NULL":true}}}]}}}},{"Delete":null},null,{}]}`,
@@ -352,25 +348,7 @@ func TestWireDecodesAsRequestTypes(t *testing.T) {
 		wantErr := decodeRequest([]byte(body), &want)
 		var got txReq
 		err := decodeWrite([]byte(body), &got, func(w *txWire) {
-			// as transactWrite fills it
-			got.ReturnConsumedCapacity = w.ReturnConsumedCapacity
-			if w.TransactItems == nil {
-				return
-			}
-			got.TransactItems = make([]map[string]*txAction, len(w.TransactItems))
-			for i, raw := range w.TransactItems {
-				if raw == nil {
-					continue
-				}
-				got.TransactItems[i] = map[string]*txAction{}
-				for k, a := range raw {
-					if a == nil {
-						got.TransactItems[i][k] = nil
-						continue
-					}
-					got.TransactItems[i][k] = &txAction{updateInput: updateInput{conditional: a.conditional(), Key: a.Key, UpdateExpression: a.UpdateExpression}, Item: a.Item}
-				}
-			}
+			got.TransactItems, got.ReturnConsumedCapacity = w.actions(), w.ReturnConsumedCapacity
 		})
 		if errText(err) != errText(wantErr) || (wantErr == nil && !reflect.DeepEqual(got, want)) {
 			t.Errorf("%s:\n got %+v, %v\nwant %+v, %v", body, got, err, want, wantErr)

@@ -74,3 +74,32 @@ func decodeWrite[W any](body []byte, v any, fill func(w *W)) error {
 	}
 	return decodeRequest(body, v)
 }
+
+// txWire is a TransactWriteItems request through writeWire.
+type txWire struct {
+	TransactItems          []map[string]*writeWire
+	ReturnConsumedCapacity string
+}
+
+// actions are the request's actions as encoding/json decodes them into
+// []map[string]*txAction (null actions and elements kept).
+func (w *txWire) actions() []map[string]*txAction {
+	if w.TransactItems == nil {
+		return nil
+	}
+	out := make([]map[string]*txAction, len(w.TransactItems))
+	for i, raw := range w.TransactItems {
+		if raw == nil {
+			continue
+		}
+		out[i] = make(map[string]*txAction, len(raw))
+		for kind, a := range raw {
+			if a == nil {
+				out[i][kind] = nil
+				continue
+			}
+			out[i][kind] = &txAction{updateInput: updateInput{conditional: a.conditional(), Key: a.Key, UpdateExpression: a.UpdateExpression}, Item: a.Item}
+		}
+	}
+	return out
+}

@@ -743,29 +743,8 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
-	type wire struct {
-		TransactItems          []map[string]*writeWire
-		ReturnConsumedCapacity string
-	}
-	if err := decodeWrite(body, &in, func(w *wire) {
-		in.ReturnConsumedCapacity = w.ReturnConsumedCapacity
-		if w.TransactItems == nil {
-			return
-		}
-		in.TransactItems = make([]map[string]*txAction, len(w.TransactItems))
-		for i, raw := range w.TransactItems {
-			if raw == nil {
-				continue
-			}
-			in.TransactItems[i] = make(map[string]*txAction, len(raw))
-			for kind, a := range raw {
-				if a == nil {
-					in.TransactItems[i][kind] = nil
-					continue
-				}
-				in.TransactItems[i][kind] = &txAction{updateInput: updateInput{conditional: a.conditional(), Key: a.Key, UpdateExpression: a.UpdateExpression}, Item: a.Item}
-			}
-		}
+	if err := decodeWrite(body, &in, func(w *txWire) {
+		in.TransactItems, in.ReturnConsumedCapacity = w.actions(), w.ReturnConsumedCapacity
 	}); err != nil {
 		return nil, err
 	}
