@@ -1,16 +1,31 @@
 package dynamolocal
 
 import (
+	"bytes"
+	"sync"
+
 	"github.com/truora/minidyn/types"
 )
 
 // encodeStored is the DynamoDB JSON the layer keeps of an item and the
 // snapshot holds: every value with its type, empty lists, maps and
 // binaries included, without HTML escaping, attributes sorted.
-// It never fails (the error is kept for its callers' sake).
+// It never fails (the error is kept for its callers' sake). The bytes
+// are exactly as long as the JSON (they are kept with the item: spare
+// capacity would be memory held per stored item); they are written in a
+// pooled buffer first.
 func encodeStored(item map[string]*types.Item) ([]byte, error) {
-	return appendStored(make([]byte, 0, 64+itemSize(item)+16*len(item)), item), nil
+	bp := encodeBufs.Get().(*[]byte)
+	b := appendStored((*bp)[:0], item)
+	out := bytes.Clone(b)
+	if cap(b) <= 1<<20 { // a buffer grown by a rare large item is not kept
+		*bp = b
+		encodeBufs.Put(bp)
+	}
+	return out, nil
 }
+
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // outItem encodes an item for an answer as minidyn answered it, so that
 // clients see what they always saw: an empty list, map, binary or set
