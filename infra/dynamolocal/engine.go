@@ -21,8 +21,11 @@ import (
 // Engine is a running embedded DynamoDB-compatible server on loopback.
 // Create it with Start or StartWith and stop it with Close.
 type Engine struct {
-	URL     string         // e.g. http://127.0.0.1:43121, usable as the SDK BaseEndpoint
-	Backend *server.Server // the minidyn server, exposed for failure emulation in fault tests
+	URL string // e.g. http://127.0.0.1:43121, usable as the SDK BaseEndpoint
+	// Backend is the minidyn server, exposed for failure emulation in
+	// fault tests: change it only through WithBackend (the engine asks it
+	// for emulated failures only once WithBackend has run).
+	Backend *server.Server
 	// Restored describes the snapshot StartWith restored from
 	// Options.DataFile and the journaled writes it replayed after it; nil
 	// when it restored nothing.
@@ -350,6 +353,7 @@ func (e *Engine) track(c net.Conn, state http.ConnState) {
 // journaled; with Options.DataFile the next snapshot saves them. fn must
 // not send requests to the engine (that would deadlock).
 func (e *Engine) WithBackend(fn func(backend *server.Server)) {
+	e.h.probe.Store(true) // fn may emulate failures: probeFailure asks from now on
 	defer e.writes.Add(1)
 	e.h.lock.Lock()
 	defer e.h.lock.Unlock()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,10 @@ type handler struct {
 	inflight sync.WaitGroup // requests being served
 	// itemsRead counts the stored items read to answer Query and Scan.
 	itemsRead atomic.Int64
+	// probe tells that the backend may emulate a failure (probeFailure):
+	// set by NewHandler, whose caller holds the backend, and by
+	// Engine.WithBackend, the one way to change an engine's backend.
+	probe atomic.Bool
 }
 
 // enter registers a request; false once stop was called.
@@ -131,7 +136,9 @@ func (h *handler) stop() {
 // translates. It never fails to construct; request-level problems are
 // answered as AWS JSON errors.
 func NewHandler(backend http.Handler) http.Handler {
-	return newHandler(backend)
+	h := newHandler(backend)
+	h.probe.Store(true)
+	return h
 }
 
 func newHandler(backend http.Handler) *handler {
@@ -230,9 +237,19 @@ func (h *handler) dispatch(ctx context.Context, op string, body []byte, region s
 	return h.shared(ctx, op, body), nil
 }
 
+// rejectLegacy refuses a request that has one of its operation's
+// legacy parameters, and a body that is not JSON (as decodeRequest
+// does). A body that is an object without a \u escape (the other
+// escapes spell no letter, so no key can spell a parameter through one)
+// and without any parameter's name is not decoded here: the operation's own decoding fails it with the same error if it
+// is not JSON (encoding/json checks the whole syntax before decoding).
 func rejectLegacy(op string, body []byte) error {
 	params := legacyParams[op]
 	if len(params) == 0 {
+		return nil
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '{' && !bytes.Contains(body, []byte(`\u`)) &&
+		!slices.ContainsFunc(params, func(p string) bool { return bytes.Contains(body, []byte(p)) }) {
 		return nil
 	}
 	var req map[string]json.RawMessage

@@ -3,7 +3,6 @@ package dynamolocal
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -121,8 +120,8 @@ func isPlain(item map[string]*types.Item) bool {
 // item decodes the stored item; every call returns a new map the caller
 // may change.
 func (e *entry) item() (map[string]*types.Item, error) {
-	var item map[string]*types.Item
-	if err := json.Unmarshal(e.data, &item); err != nil {
+	item, err := decodeStored(e.data)
+	if err != nil {
 		return nil, fmt.Errorf("decode stored item %s: %w", e.id, err)
 	}
 	return item, nil

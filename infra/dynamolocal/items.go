@@ -1,7 +1,8 @@
 package dynamolocal
 
 import (
-	"fmt"
+	"bytes"
+	"sync"
 
 	"github.com/truora/minidyn/types"
 )
@@ -9,13 +10,22 @@ import (
 // encodeStored is the DynamoDB JSON the layer keeps of an item and the
 // snapshot holds: every value with its type, empty lists, maps and
 // binaries included, without HTML escaping, attributes sorted.
+// It never fails (the error is kept for its callers' sake). The bytes
+// are exactly as long as the JSON (they are kept with the item: spare
+// capacity would be memory held per stored item); they are written in a
+// pooled buffer first.
 func encodeStored(item map[string]*types.Item) ([]byte, error) {
-	b, err := marshalRaw(encodeItem(item))
-	if err != nil {
-		return nil, fmt.Errorf("encode item: %w", err)
+	bp := encodeBufs.Get().(*[]byte)
+	b := appendStored((*bp)[:0], item)
+	out := bytes.Clone(b)
+	if cap(b) <= 1<<20 { // a buffer grown by a rare large item is not kept
+		*bp = b
+		encodeBufs.Put(bp)
 	}
-	return b, nil
+	return out, nil
 }
+
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // outItem encodes an item for an answer as minidyn answered it, so that
 // clients see what they always saw: an empty list, map, binary or set

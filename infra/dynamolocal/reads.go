@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/truora/minidyn/interpreter"
 	"github.com/truora/minidyn/types"
 )
 
@@ -127,7 +126,6 @@ func (h *handler) readItems(ctx context.Context, op string, body []byte) (*reply
 	if rep.status != http.StatusOK {
 		return rep, nil
 	}
-	var lang interpreter.Language
 	u := newUsage()
 	// read returns the item g names, projected, and counts its read.
 	read := func(g *getOp, consistent bool, factor float64) (map[string]*types.Item, error) {
@@ -147,7 +145,7 @@ func (h *handler) readItems(ctx context.Context, op string, body []byte) (*reply
 		if item == nil || g.ProjectionExpression == "" {
 			return item, nil
 		}
-		p, err := lang.Project(interpreter.ProjectInput{Expression: g.ProjectionExpression, Item: item, Aliases: g.ExpressionAttributeNames})
+		p, err := evalProjection(g.ProjectionExpression, g.ExpressionAttributeNames, item)
 		if err != nil {
 			return nil, validation("%s", err.Error())
 		}

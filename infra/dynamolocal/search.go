@@ -121,7 +121,6 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 	forward := !query || in.ScanIndexForward == nil || *in.ScanIndexForward
 	cur := newCursor(ord, query, cond, forward, in.ExclusiveStartKey, keys, sch.keys)
 
-	var lang interpreter.Language
 	limit := -1
 	if in.Limit != nil {
 		limit = int(*in.Limit)
@@ -171,11 +170,11 @@ func (h *handler) search(ctx context.Context, op string, body []byte) (*reply, e
 			size += itemSize(item)
 			scanned++
 			last = r
-			if ok, err := h.matchFilter(&lang, &in, item); err != nil {
+			if ok, err := h.matchFilter(&in, item); err != nil {
 				return nil, err
 			} else if ok {
 				if in.ProjectionExpression != "" {
-					item, err = lang.Project(interpreter.ProjectInput{Expression: in.ProjectionExpression, Item: item, Aliases: in.ExpressionAttributeNames})
+					item, err = evalProjection(in.ProjectionExpression, in.ExpressionAttributeNames, item)
 					if err != nil {
 						return nil, validation("%s", err.Error())
 					}
@@ -265,12 +264,11 @@ func searchReply(out searchOutput) (*reply, error) {
 	return &reply{status: http.StatusOK, contentType: amzJSON, body: b.Bytes()}, nil
 }
 
-func (h *handler) matchFilter(lang *interpreter.Language, in *searchInput, item map[string]*types.Item) (bool, error) {
+func (h *handler) matchFilter(in *searchInput, item map[string]*types.Item) (bool, error) {
 	if in.FilterExpression == "" {
 		return true, nil
 	}
-	ok, err := lang.Match(interpreter.MatchInput{TableName: in.TableName, Expression: in.FilterExpression, ExpressionType: interpreter.ExpressionTypeFilter,
-		Item: item, Aliases: in.ExpressionAttributeNames, Attributes: in.ExpressionAttributeValues})
+	ok, err := evalCondition(interpreter.ExpressionTypeFilter, in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, item)
 	if err != nil {
 		return false, validation("%s", err.Error())
 	}
@@ -307,22 +305,20 @@ func validateSearch(query bool, in *searchInput) error {
 		if e.text == "" {
 			continue
 		}
-		p := language.NewParser(language.NewLexer(e.text))
-		p.ParseConditionalExpression()
-		if errs := p.Errors(); len(errs) > 0 {
+		pe := exprs.get(exprCondition, e.text)
+		if errs := pe.errs; len(errs) > 0 {
 			return validation("Invalid %s: Syntax error; %s", e.name, strings.Join(errs, "; "))
 		}
-		if err := interpreter.ValidateExpressionAttributeNamesDeclared(e.name, e.text, in.ExpressionAttributeNames); err != nil {
+		if err := pe.undeclared(e.name, in.ExpressionAttributeNames); err != nil {
 			return validation("%s", err.Error())
 		}
 	}
 	if in.ProjectionExpression != "" {
-		p := language.NewParser(language.NewLexer(in.ProjectionExpression))
-		p.ParseProjectionExpression()
-		if errs := p.Errors(); len(errs) > 0 {
+		pe := exprs.get(exprProjection, in.ProjectionExpression)
+		if errs := pe.errs; len(errs) > 0 {
 			return validation("Invalid ProjectionExpression: Syntax error; %s", strings.Join(errs, "; "))
 		}
-		if err := interpreter.ValidateExpressionAttributeNamesDeclared("ProjectionExpression", in.ProjectionExpression, in.ExpressionAttributeNames); err != nil {
+		if err := pe.undeclared("ProjectionExpression", in.ExpressionAttributeNames); err != nil {
 			return validation("%s", err.Error())
 		}
 	}
@@ -390,8 +386,13 @@ func checkPlaceholders(names map[string]string, values map[string]*types.Item, e
 // probeFailure asks minidyn whether a failure is emulated for the table
 // or index (Engine.WithBackend), without searching: the probe is a
 // request minidyn refuses as invalid right after its failure check, in
-// constant time. It returns the emulated failure's reply, or nil.
+// constant time. It returns the emulated failure's reply, or nil. An
+// engine's backend is probed only once Engine.WithBackend has run (only
+// it may set a failure), a handler's from NewHandler always.
 func (h *handler) probeFailure(ctx context.Context, op, table, index string) *reply {
+	if !h.probe.Load() {
+		return nil
+	}
 	req := map[string]any{"TableName": table, "ExpressionAttributeNames": map[string]string{"#dynamolocalProbe": "p"}}
 	if index != "" {
 		req["IndexName"] = index
@@ -417,8 +418,7 @@ type keyCond struct {
 // and checks it as DynamoDB does: an equality on the hash key, at most one
 // condition on the sort key, operands of the key's type.
 func parseKeyCondition(text string, names map[string]string, values map[string]*types.Item, keys keyPair, attrTypes map[string]string) (keyCond, error) {
-	p := language.NewParser(language.NewLexer(text))
-	root := p.ParseConditionalExpression()
+	root := exprs.get(exprCondition, text).cond
 	var leaves []language.Expression
 	var walk func(e language.Expression)
 	walk = func(e language.Expression) {

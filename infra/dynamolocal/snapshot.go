@@ -19,8 +19,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/truora/minidyn/types"
 )
 
 // Options configure StartWith.
@@ -833,8 +831,8 @@ func (h *handler) restore(ctx context.Context, snap *snapshotFile) error {
 			return fmt.Errorf("table %s: %s", t.Name, bytes.TrimSpace(rep.body))
 		}
 		for i, raw := range t.Items {
-			var item map[string]*types.Item
-			if err := json.Unmarshal(raw, &item); err != nil {
+			item, err := decodeStored(raw)
+			if err != nil {
 				return fmt.Errorf("table %s item %d: %w", t.Name, i, err)
 			}
 			if err := ti.checkItemKey(item); err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/truora/minidyn/interpreter"
-	"github.com/truora/minidyn/interpreter/language"
 	"github.com/truora/minidyn/types"
 )
 
@@ -113,12 +112,7 @@ func match(table, expr string, names map[string]string, values, item map[string]
 	if expr == "" {
 		return true, nil
 	}
-	if item == nil {
-		item = map[string]*types.Item{}
-	}
-	var lang interpreter.Language
-	ok, err := lang.Match(interpreter.MatchInput{TableName: table, Expression: expr, ExpressionType: interpreter.ExpressionTypeConditional,
-		Item: item, Aliases: names, Attributes: values})
+	ok, err := evalCondition(interpreter.ExpressionTypeConditional, expr, names, values, item)
 	if err != nil {
 		return false, validation("%s", err.Error())
 	}
@@ -290,7 +284,9 @@ func (h *handler) putItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Item, in.ReturnValues, in.ReturnConsumedCapacity = w.conditional(), w.Item, w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	return h.writeItem(ctx, body, itemWrite{op: "PutItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
@@ -320,7 +316,9 @@ func (h *handler) deleteItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Key, in.ReturnValues, in.ReturnConsumedCapacity = w.conditional(), w.Key, w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	return h.writeItem(ctx, body, itemWrite{op: "DeleteItem", returnValues: in.ReturnValues, capacity: in.ReturnConsumedCapacity,
@@ -399,7 +397,7 @@ func (u *updateInput) checkMinidyn(ti *tableIndex) error {
 	if err := ti.keys.ValidatePrimaryKeyMap(u.Key); err != nil {
 		return validation("%s", err.Error())
 	}
-	if err := language.ValidateUpdateExpressionDoesNotTargetPrimaryKey(u.UpdateExpression, u.ExpressionAttributeNames, ti.sch.keys.hash, ti.sch.keys.rng); err != nil {
+	if err := updateTargetsKey(u.UpdateExpression, u.ExpressionAttributeNames, ti.sch.keys.hash, ti.sch.keys.rng); err != nil {
 		return validation("%s", err.Error())
 	}
 	return ti.checkItemKey(u.Key)
@@ -417,12 +415,13 @@ func (u *updateInput) apply(sch *schema, cur map[string]*types.Item) (item map[s
 	} else {
 		item = maps.Clone(cur)
 	}
-	var lang interpreter.Language
-	if err := lang.Update(interpreter.UpdateInput{TableName: u.TableName, Expression: u.UpdateExpression, Item: item,
-		Attributes: u.ExpressionAttributeValues, Aliases: u.ExpressionAttributeNames}); err != nil {
+	if err := evalUpdate(u.UpdateExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues, item); err != nil {
 		return nil, nil, validation("%s", err.Error())
 	}
-	for _, n := range topLevelRemoves(u.UpdateExpression, u.ExpressionAttributeNames) {
+	for _, n := range exprs.get(exprUpdate, u.UpdateExpression).removes {
+		if alias, ok := u.ExpressionAttributeNames[n]; ok {
+			n = alias
+		}
 		delete(item, n)
 	}
 	if err := sch.checkUpdated(item); err != nil {
@@ -440,7 +439,10 @@ func (h *handler) updateItem(ctx context.Context, body []byte) (*reply, error) {
 		ReturnValues           string
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *writeWire) {
+		in.conditional, in.Key, in.UpdateExpression = w.conditional(), w.Key, w.UpdateExpression
+		in.ReturnValues, in.ReturnConsumedCapacity = w.ReturnValues, w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
@@ -741,7 +743,9 @@ func (h *handler) transactWrite(ctx context.Context, body []byte) (*reply, error
 		TransactItems          []map[string]*txAction
 		ReturnConsumedCapacity string
 	}
-	if err := decodeRequest(body, &in); err != nil {
+	if err := decodeWrite(body, &in, func(w *txWire) {
+		in.TransactItems, in.ReturnConsumedCapacity = w.actions(), w.ReturnConsumedCapacity
+	}); err != nil {
 		return nil, err
 	}
 	mode, err := checkCapacityMode(in.ReturnConsumedCapacity)
