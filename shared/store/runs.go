@@ -82,36 +82,36 @@ func runIndexSK(r workflow.Run) string         { return r.StartedAt.UTC().Format
 // in: its list entry (SK LIST: the keys and the id only) or, for a run
 // stored before list entries, the run item itself (SK RUN, with the keys).
 type runItem struct {
-	PK, SK      string
-	GSI1PK      string     `dynamo:",omitempty"`
-	GSI1SK      string     `dynamo:",omitempty"`
-	GSI2PK      string     `dynamo:",omitempty"`
-	GSI2SK      string     `dynamo:",omitempty"`
-	Type        string     `dynamo:"type"`
-	ID          string     `dynamo:"id"`
-	ChatID      string     `dynamo:"chatId,omitempty"`
-	WorkflowID  string     `dynamo:"workflowId"`
-	UserID      string     `dynamo:"userId"`
-	Status      string     `dynamo:"status"`
+	PK, SK     string
+	GSI1PK     string `dynamo:",omitempty"`
+	GSI1SK     string `dynamo:",omitempty"`
+	GSI2PK     string `dynamo:",omitempty"`
+	GSI2SK     string `dynamo:",omitempty"`
+	Type       string `dynamo:"type"`
+	ID         string `dynamo:"id"`
+	ChatID     string `dynamo:"chatId,omitempty"`
+	WorkflowID string `dynamo:"workflowId"`
+	UserID     string `dynamo:"userId"`
+	Status     string `dynamo:"status"`
 	// StepMap holds each step's JSON under stepKey(i), so that a
 	// checkpoint rewrites only the steps that changed. Steps, the JSON
 	// array of them all, is how runs were stored before; a write of
 	// every step (stepsUpdate) replaces it with StepMap, and a reader
 	// takes Steps when it is there (only an older writer sets it).
-	StepMap map[string]string `dynamo:"stepMap,omitempty"`
-	Steps   string            `dynamo:"steps,omitempty"` // JSON
-	Error       string     `dynamo:"error,omitempty"`
-	StartedAt   time.Time  `dynamo:"startedAt"`
-	CompletedAt *time.Time `dynamo:"completedAt,omitempty"`
-	Version     int        `dynamo:"version"`
-	Attempt     int        `dynamo:"attempt,omitempty"`
-	WFVersion   int        `dynamo:"workflowVersion,omitempty"`
-	RetryOf     string     `dynamo:"retryOf,omitempty"`
-	Plan        string     `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
-	PlanRef     string     `dynamo:"planRef,omitempty"` // or its key in the blob store
-	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
-	Input       string     `dynamo:"input,omitempty"`   // JSON
-	InputFiles  []string   `dynamo:"inputFiles,omitempty,set"`
+	StepMap     map[string]string `dynamo:"stepMap,omitempty"`
+	Steps       string            `dynamo:"steps,omitempty"` // JSON
+	Error       string            `dynamo:"error,omitempty"`
+	StartedAt   time.Time         `dynamo:"startedAt"`
+	CompletedAt *time.Time        `dynamo:"completedAt,omitempty"`
+	Version     int               `dynamo:"version"`
+	Attempt     int               `dynamo:"attempt,omitempty"`
+	WFVersion   int               `dynamo:"workflowVersion,omitempty"`
+	RetryOf     string            `dynamo:"retryOf,omitempty"`
+	Plan        string            `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
+	PlanRef     string            `dynamo:"planRef,omitempty"` // or its key in the blob store
+	Trigger     string            `dynamo:"trigger,omitempty"` // JSON
+	Input       string            `dynamo:"input,omitempty"`   // JSON
+	InputFiles  []string          `dynamo:"inputFiles,omitempty,set"`
 	// LogSeq is the last event of the run's log as the last checkpoint
 	// wrote it (the head's lastSeq lags when that checkpoint left the
 	// head alone: SaveCheckpoint).
