@@ -82,30 +82,36 @@ func runIndexSK(r workflow.Run) string         { return r.StartedAt.UTC().Format
 // in: its list entry (SK LIST: the keys and the id only) or, for a run
 // stored before list entries, the run item itself (SK RUN, with the keys).
 type runItem struct {
-	PK, SK      string
-	GSI1PK      string     `dynamo:",omitempty"`
-	GSI1SK      string     `dynamo:",omitempty"`
-	GSI2PK      string     `dynamo:",omitempty"`
-	GSI2SK      string     `dynamo:",omitempty"`
-	Type        string     `dynamo:"type"`
-	ID          string     `dynamo:"id"`
-	ChatID      string     `dynamo:"chatId,omitempty"`
-	WorkflowID  string     `dynamo:"workflowId"`
-	UserID      string     `dynamo:"userId"`
-	Status      string     `dynamo:"status"`
-	Steps       string     `dynamo:"steps"` // JSON
-	Error       string     `dynamo:"error,omitempty"`
-	StartedAt   time.Time  `dynamo:"startedAt"`
-	CompletedAt *time.Time `dynamo:"completedAt,omitempty"`
-	Version     int        `dynamo:"version"`
-	Attempt     int        `dynamo:"attempt,omitempty"`
-	WFVersion   int        `dynamo:"workflowVersion,omitempty"`
-	RetryOf     string     `dynamo:"retryOf,omitempty"`
-	Plan        string     `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
-	PlanRef     string     `dynamo:"planRef,omitempty"` // or its key in the blob store
-	Trigger     string     `dynamo:"trigger,omitempty"` // JSON
-	Input       string     `dynamo:"input,omitempty"`   // JSON
-	InputFiles  []string   `dynamo:"inputFiles,omitempty,set"`
+	PK, SK     string
+	GSI1PK     string `dynamo:",omitempty"`
+	GSI1SK     string `dynamo:",omitempty"`
+	GSI2PK     string `dynamo:",omitempty"`
+	GSI2SK     string `dynamo:",omitempty"`
+	Type       string `dynamo:"type"`
+	ID         string `dynamo:"id"`
+	ChatID     string `dynamo:"chatId,omitempty"`
+	WorkflowID string `dynamo:"workflowId"`
+	UserID     string `dynamo:"userId"`
+	Status     string `dynamo:"status"`
+	// StepMap holds each step's JSON under stepKey(i), so that a
+	// checkpoint rewrites only the steps that changed. Steps, the JSON
+	// array of them all, is how runs were stored before; a write of
+	// every step (stepsUpdate) replaces it with StepMap, and a reader
+	// takes Steps when it is there (only an older writer sets it).
+	StepMap     map[string]string `dynamo:"stepMap,omitempty"`
+	Steps       string            `dynamo:"steps,omitempty"` // JSON
+	Error       string            `dynamo:"error,omitempty"`
+	StartedAt   time.Time         `dynamo:"startedAt"`
+	CompletedAt *time.Time        `dynamo:"completedAt,omitempty"`
+	Version     int               `dynamo:"version"`
+	Attempt     int               `dynamo:"attempt,omitempty"`
+	WFVersion   int               `dynamo:"workflowVersion,omitempty"`
+	RetryOf     string            `dynamo:"retryOf,omitempty"`
+	Plan        string            `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
+	PlanRef     string            `dynamo:"planRef,omitempty"` // or its key in the blob store
+	Trigger     string            `dynamo:"trigger,omitempty"` // JSON
+	Input       string            `dynamo:"input,omitempty"`   // JSON
+	InputFiles  []string          `dynamo:"inputFiles,omitempty,set"`
 	// LogSeq is the last event of the run's log as the last checkpoint
 	// wrote it (the head's lastSeq lags when that checkpoint left the
 	// head alone: SaveCheckpoint).
@@ -137,13 +143,13 @@ func newRunListItem(r workflow.Run) runListItem {
 }
 
 func newRunItem(r workflow.Run) (runItem, error) {
-	steps, err := encodeSteps(r.Steps, nil)
+	steps, err := stepMap(r.Steps, nil, nil)
 	if err != nil {
 		return runItem{}, err
 	}
 	it := runItem{
 		PK: runPK(r.ID), SK: runSK, Type: "run",
-		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
+		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, StepMap: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
 		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
 		ParentRunID: r.ParentRunID, Depth: r.Depth, Lineage: r.Lineage,
@@ -165,14 +171,41 @@ func newRunItem(r workflow.Run) (runItem, error) {
 	return it, nil
 }
 
-// encodeSteps is the JSON of a run's steps, with the values c already
-// holds taken from it (nil c: all encoded here).
-func encodeSteps(steps []workflow.RunStep, c *workflow.ValueJSON) (string, error) {
-	b, err := workflow.EncodeSteps(steps, c)
-	if err != nil {
-		return "", fmt.Errorf("encode run steps: %w", err)
+// stepKey is step i's key in a run item's stepMap.
+func stepKey(i int) string { return fmt.Sprintf("s%03d", i) }
+
+// stepMap is the stepMap of steps: encoded[i] when given (the writer's
+// encoding), else step i encoded here with the values c holds.
+func stepMap(steps []workflow.RunStep, encoded [][]byte, c *workflow.ValueJSON) (map[string]string, error) {
+	m := make(map[string]string, len(steps))
+	for i, s := range steps {
+		if i < len(encoded) && encoded[i] != nil {
+			m[stepKey(i)] = string(encoded[i])
+			continue
+		}
+		b, err := workflow.EncodeStep(s, c)
+		if err != nil {
+			return nil, fmt.Errorf("encode run step %d: %w", i, err)
+		}
+		m[stepKey(i)] = string(b)
 	}
-	return string(b), nil
+	return m, nil
+}
+
+// decodeStepMap returns the steps of a run item's stepMap, in order.
+func decodeStepMap(pk, sk string, m map[string]string) ([]workflow.RunStep, error) {
+	steps := make([]workflow.RunStep, len(m))
+	for i := range steps {
+		data, ok := m[stepKey(i)]
+		if !ok {
+			return nil, errs.E("store.Runs", errs.Internal, "", "internal error").
+				WithCause(fmt.Errorf("item %s %s: stepMap has %d steps but no %s", pk, sk, len(m), stepKey(i)))
+		}
+		if err := decodeAttr(pk, sk, "stepMap."+stepKey(i), data, &steps[i]); err != nil {
+			return nil, err
+		}
+	}
+	return steps, nil
 }
 
 func (it runItem) run() (workflow.Run, error) {
@@ -190,6 +223,13 @@ func (it runItem) run() (workflow.Run, error) {
 		if err := decodeAttr(it.PK, it.SK, f.attr, f.data, f.dst); err != nil {
 			return workflow.Run{}, err
 		}
+	}
+	if it.Steps == "" && len(it.StepMap) > 0 {
+		steps, err := decodeStepMap(it.PK, it.SK, it.StepMap)
+		if err != nil {
+			return workflow.Run{}, err
+		}
+		r.Steps = steps
 	}
 	return r, nil
 }
@@ -245,15 +285,14 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 }
 
 // runUpdate returns the update of r's item that writes its status, steps
-// (their values from c where it holds them), error and completedAt and
-// increments its version, without condition.
-func (s *Runs) runUpdate(r workflow.Run, c *workflow.ValueJSON) (*dynamo.Update, error) {
-	steps, err := encodeSteps(r.Steps, c)
-	if err != nil {
+// (see stepsUpdate), error and completedAt and increments its version,
+// without condition.
+func (s *Runs) runUpdate(r workflow.Run, c workflow.Checkpoint) (*dynamo.Update, error) {
+	u := s.table.Update("PK", runPK(r.ID)).Range("SK", runSK).
+		Set("status", r.Status).Add("version", 1)
+	if err := stepsUpdate(u, r.Steps, c); err != nil {
 		return nil, err
 	}
-	u := s.table.Update("PK", runPK(r.ID)).Range("SK", runSK).
-		Set("status", r.Status).Set("steps", steps).Add("version", 1)
 	if r.Error != "" {
 		u.Set("error", r.Error)
 	} else {
@@ -265,6 +304,43 @@ func (s *Runs) runUpdate(r workflow.Run, c *workflow.ValueJSON) (*dynamo.Update,
 		u.Remove("completedAt")
 	}
 	return u, nil
+}
+
+// stepsUpdate adds to u the write of steps: with c.Partial, of the steps
+// c.Changed names alone (one member of stepMap each: the request carries
+// what changed, not the whole run); otherwise of every step, as stepMap,
+// removing the older steps attribute (a run stored before stepMap thus
+// moves to it at its writer's first checkpoint).
+func stepsUpdate(u *dynamo.Update, steps []workflow.RunStep, c workflow.Checkpoint) error {
+	if c.Partial {
+		for _, i := range c.Changed {
+			if i < 0 || i >= len(steps) {
+				return fmt.Errorf("encode run steps: changed step %d of %d", i, len(steps))
+			}
+			b := []byte(nil)
+			if i < len(c.StepsJSON) {
+				b = c.StepsJSON[i]
+			}
+			if b == nil {
+				var err error
+				if b, err = workflow.EncodeStep(steps[i], c.Values); err != nil {
+					return fmt.Errorf("encode run step %d: %w", i, err)
+				}
+			}
+			u.Set("stepMap."+stepKey(i), string(b))
+		}
+		return nil
+	}
+	if len(steps) == 0 {
+		u.Set("steps", "[]").Remove("stepMap")
+		return nil
+	}
+	m, err := stepMap(steps, c.StepsJSON, c.Values)
+	if err != nil {
+		return err
+	}
+	u.Set("stepMap", m).Remove("steps")
+	return nil
 }
 
 // attemptIs is the condition that the run item exists, its status is the
@@ -288,7 +364,7 @@ const attemptIs = "attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (at
 func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
 	const op = "store.SaveCheckpoint"
 	r := c.Run
-	u, err := s.runUpdate(r, c.Values)
+	u, err := s.runUpdate(r, c)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -415,7 +491,7 @@ func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (wo
 	const op = "store.CancelRun"
 	prev := r.Status
 	workflow.CancelRun(&r, now)
-	u, err := s.runUpdate(r, nil)
+	u, err := s.runUpdate(r, workflow.Checkpoint{})
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
@@ -486,6 +562,9 @@ func (it runItem) size() int {
 		len(it.RetryOf) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
 	for _, v := range slices.Concat(it.InputFiles, it.Lineage) {
 		n += len(v) + 3
+	}
+	for k, v := range it.StepMap {
+		n += len(k) + len(v) + 3
 	}
 	return n
 }

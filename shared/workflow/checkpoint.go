@@ -29,6 +29,13 @@ type Checkpoint struct {
 	// already encoded, so that the record's steps are encoded without
 	// encoding them again (EncodeSteps).
 	Values *ValueJSON
+	// StepsJSON, when set, is each of Run's steps as EncodeStep encodes
+	// it. With Partial, only the steps Changed names are written: the
+	// others are as this writer's last checkpoint of the run wrote them
+	// (a writer's first checkpoint writes every step).
+	StepsJSON [][]byte
+	Partial   bool
+	Changed   []int
 }
 
 // RunRef names one attempt of a durable run: the Runner's input, and the

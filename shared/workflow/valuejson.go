@@ -101,9 +101,8 @@ func (c *ValueJSON) Len() int {
 	return len(c.m)
 }
 
-// EncodeSteps returns the JSON array of steps as json.Marshal encodes it,
-// but for the order of each step's members: its input and output come
-// last, their JSON from c (see Encode). It fails as json.Marshal does.
+// EncodeSteps returns the JSON array of steps, each as EncodeStep
+// encodes it. It fails as json.Marshal does.
 func EncodeSteps(steps []RunStep, c *ValueJSON) ([]byte, error) {
 	if c == nil {
 		if steps == nil {
@@ -117,38 +116,51 @@ func EncodeSteps(steps []RunStep, c *ValueJSON) ([]byte, error) {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		in, out := s.Input, s.Output
-		s.Input, s.Output = nil, nil
-		b, err := json.Marshal(s)
+		b, err := EncodeStep(s, c)
 		if err != nil {
 			return nil, err
 		}
-		if len(b) < 2 || b[len(b)-1] != '}' {
-			return nil, fmt.Errorf("encode step %d: not an object", i)
-		}
-		buf.Write(b[:len(b)-1])
-		empty := len(b) == 2 // "{}": no member yet
-		// As the members' omitempty does: an empty value is left out.
-		for _, m := range []struct {
-			name string
-			v    map[string]any
-		}{{"input", in}, {"output", out}} {
-			if len(m.v) == 0 {
-				continue
-			}
-			vb, err := c.Encode(m.v)
-			if err != nil {
-				return nil, err
-			}
-			if !empty {
-				buf.WriteByte(',')
-			}
-			empty = false
-			buf.WriteString(`"` + m.name + `":`)
-			buf.Write(vb)
-		}
-		buf.WriteByte('}')
+		buf.Write(b)
 	}
 	buf.WriteByte(']')
+	return buf.Bytes(), nil
+}
+
+// EncodeStep returns s's JSON as json.Marshal encodes it, but for the
+// order of its members: its input and output come last, their JSON from
+// c (see Encode; nil c: encoded here). It fails as json.Marshal does.
+func EncodeStep(s RunStep, c *ValueJSON) ([]byte, error) {
+	in, out := s.Input, s.Output
+	s.Input, s.Output = nil, nil
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("encode step %s: not an object", s.ID)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, len(b)+64))
+	buf.Write(b[:len(b)-1])
+	empty := len(b) == 2 // "{}": no member yet
+	// As the members' omitempty does: an empty value is left out.
+	for _, m := range []struct {
+		name string
+		v    map[string]any
+	}{{"input", in}, {"output", out}} {
+		if len(m.v) == 0 {
+			continue
+		}
+		vb, err := c.Encode(m.v)
+		if err != nil {
+			return nil, err
+		}
+		if !empty {
+			buf.WriteByte(',')
+		}
+		empty = false
+		buf.WriteString(`"` + m.name + `":`)
+		buf.Write(vb)
+	}
+	buf.WriteByte('}')
 	return buf.Bytes(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -293,5 +294,57 @@ func BenchmarkStepOutput(b *testing.B) {
 			b.ReportMetric(float64(f.blobs.written.Load())/n, "blob-written-B/op")
 			b.ReportMetric(float64(f.blobs.read.Load())/n, "blob-read-B/op")
 		})
+	}
+}
+
+// checkpointLog is the real store, noting which steps each checkpoint
+// wrote.
+type checkpointLog struct {
+	*store.Runs
+	mu      sync.Mutex
+	written [][]int // nil: every step
+}
+
+func (c *checkpointLog) SaveCheckpoint(ctx context.Context, cp workflow.Checkpoint) error {
+	c.mu.Lock()
+	if cp.Partial {
+		c.written = append(c.written, append([]int{}, cp.Changed...))
+	} else {
+		c.written = append(c.written, nil)
+	}
+	c.mu.Unlock()
+	return c.Runs.SaveCheckpoint(ctx, cp)
+}
+
+// TestCheckpointsWriteTheStepsThatChanged: an attempt's first checkpoint
+// writes every step, each later one only the steps whose record changed
+// (the step that ended and the one that starts), so what a checkpoint
+// sends does not grow with the run; the run reads back whole.
+func TestCheckpointsWriteTheStepsThatChanged(t *testing.T) {
+	t.Parallel()
+	db, _, jobs, reg, chatID, userID := benchDurable(t)
+	rs := &checkpointLog{Runs: store.NewRuns(db.DB, db.Data())}
+	runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Lease: time.Hour, CancelCheck: time.Hour})
+	w := sizedSteps(userID, 5, 1000)
+	run := runs.NewRun(w, chatID, userID, time.Now())
+	ctx := context.Background()
+	if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{nil, {0, 1}, {1, 2}, {2, 3}, {3, 4}, {4}}
+	if fmt.Sprint(rs.written) != fmt.Sprint(want) {
+		t.Errorf("steps written per checkpoint %v, want %v (nil: all)", rs.written, want)
+	}
+	got, err := rs.Run(ctx, run.ID)
+	if err != nil || got.Status != workflow.RunCompleted || len(got.Steps) != 5 {
+		t.Fatalf("run %+v, %v", got, err)
+	}
+	for i, s := range got.Steps {
+		if s.Status != workflow.StepCompleted || len(s.Output) == 0 || s.StartedAt == nil || s.CompletedAt == nil {
+			t.Errorf("step %d read back as %+v", i, s)
+		}
 	}
 }

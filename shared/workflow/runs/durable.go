@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -462,6 +463,10 @@ type runLog struct {
 	renewed time.Time
 	// ended, when set, is told of the run once a checkpoint ended its log.
 	ended func(ctx context.Context, run workflow.Run) error
+	// written is each step's JSON as this log's last checkpoint wrote it
+	// (nil before its first), so that a checkpoint writes only the steps
+	// that changed since.
+	written [][]byte
 }
 
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
@@ -491,11 +496,26 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 	if end || run.Status == workflow.RunWaiting || l.renewed.IsZero() || now.Sub(l.renewed) >= l.lease/3 {
 		until = leaseUntil(run, now, l.lease)
 	}
+	steps := make([][]byte, len(run.Steps))
+	var changed []int
+	for i, s := range run.Steps {
+		b, err := workflow.EncodeStep(s, l.values.json)
+		if err != nil {
+			return errs.Wrap("runs.runLog", err)
+		}
+		steps[i] = b
+		if i >= len(l.written) || !bytes.Equal(b, l.written[i]) {
+			changed = append(changed, i)
+		}
+	}
+	partial := l.written != nil && len(l.written) == len(steps)
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
-		End: end, LeaseUntil: until, ExpiredBefore: l.expiredBefore, Values: l.values.json})
+		End: end, LeaseUntil: until, ExpiredBefore: l.expiredBefore, Values: l.values.json,
+		StepsJSON: steps, Partial: partial, Changed: changed})
 	if err != nil {
 		return err
 	}
+	l.written = steps
 	if !until.IsZero() {
 		l.renewed = now
 	}
