@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,6 +130,40 @@ func TestKnowledgeInChats(t *testing.T) {
 		t.Fatalf("streamed reply %s not in the messages", streamedID)
 	}
 	checkCited("streamed reply", streamed.Citations)
+	// The stream's end carries the citations, the same as stored; so do
+	// a regenerate's stream and a resume after the end (the logged end).
+	sameCitations := func(name string, end streamEvent, stored []citationJSON) {
+		t.Helper()
+		if end.Type != "end" || !slices.Equal(end.Citations, stored) {
+			t.Fatalf("%s: end event %+v with citations %+v, want the stored message's %+v", name, end, end.Citations, stored)
+		}
+	}
+	sameCitations("stream", res.Events[len(res.Events)-1], streamed.Citations)
+	replay := ada.resume(chatID, res.Events[len(res.Events)-2].ID, false)
+	if replay.Status != 200 || len(replay.Events) != 1 {
+		t.Fatalf("resume before the end: %d %s %+v", replay.Status, replay.Body, replay.Events)
+	}
+	sameCitations("resumed stream", replay.Events[0], streamed.Citations)
+	regen := ada.readStream(ada.openRegenerate(context.Background(), chatID, streamedID, `{"modelId": "builtin"}`))
+	if regen.Status != 200 || len(regen.Events) < 2 || regen.Events[len(regen.Events)-1].Reason != "completed" {
+		t.Fatalf("regenerate stream: %d %s %+v", regen.Status, regen.Body, regen.Events)
+	}
+	var regenerated *citedMessageJSON
+	for _, m := range citedMessages(t, ada, chatID) {
+		if m.ID == regen.Events[0].MessageID {
+			regenerated = &m
+		}
+	}
+	if regenerated == nil {
+		t.Fatalf("regenerated reply %s not in the messages", regen.Events[0].MessageID)
+	}
+	checkCited("regenerated reply", regenerated.Citations)
+	sameCitations("regenerate stream", regen.Events[len(regen.Events)-1], regenerated.Citations)
+	// A chat without knowledge bases: its end has none.
+	bare := ada.stream(plainChat(t, ada), map[string]any{"content": "vacation days after probation?", "modelId": "builtin", "userId": adaID})
+	if bare.Status != 200 || len(bare.Events) < 2 || len(bare.Events[len(bare.Events)-1].Citations) != 0 {
+		t.Fatalf("stream of a chat without knowledge bases: %d %+v", bare.Status, bare.Events)
+	}
 
 	// knowledge_search, called by the built-in model, runs behind the
 	// gate for the caller: the caller's knowledge base answers, another
