@@ -198,6 +198,41 @@ func TestKnowledgeInChats(t *testing.T) {
 	if err := json.Unmarshal(run.Steps[0].Output, &stepOut); err != nil || len(stepOut.Results) != 1 || stepOut.Results[0].DocumentID != doc.ID {
 		t.Fatalf("knowledge_search step output: %s", run.Steps[0].Output)
 	}
+	// A step's knowledge_search ranks as the chats do, by the hybrid
+	// (vectors fused with BM25 by rank): for the streamed message's
+	// words, the same chunks with the same scores as the knowledge
+	// base's query and, as far as it goes, the streamed reply's
+	// citations. BM25 alone would score no chunk above 1/(RRFK+1): a
+	// chunk ranked by both sides does.
+	const asked = "vacation days after probation?"
+	hybrid := queryKnowledge(t, ada, kb.ID, map[string]any{"query": asked, "topK": 8})
+	run = runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":%q,"topK":8}}]`, kb.ID, asked))
+	stepOut.Results = nil
+	if run.Status != "completed" || json.Unmarshal(run.Steps[0].Output, &stepOut) != nil {
+		t.Fatalf("knowledge_search step (hybrid): %+v", run)
+	}
+	type ranked struct {
+		chunk string
+		score float64
+	}
+	rankOf := func(rs []knowledgeResultJSON) []ranked {
+		out := make([]ranked, len(rs))
+		for i, r := range rs {
+			out[i] = ranked{r.ChunkID, r.Score}
+		}
+		return out
+	}
+	if got, want := rankOf(stepOut.Results), rankOf(hybrid); len(want) < 2 || !slices.Equal(got, want) {
+		t.Fatalf("knowledge_search step ranks %+v, want the hybrid query's %+v", got, want)
+	}
+	if top := hybrid[0].Score; top <= 1.0/61 {
+		t.Fatalf("top score %v: not fused from two rankings (BM25 alone gives at most 1/61)", top)
+	}
+	for i, c := range streamed.Citations {
+		if i >= len(hybrid) || c.ChunkID != hybrid[i].ChunkID || c.Score != hybrid[i].Score {
+			t.Fatalf("citation %d %+v, want the step's and query's %+v", i, c, hybrid)
+		}
+	}
 	run = runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":"anything"}}]`, bobKB.ID))
 	if run.Status != "failed" || !strings.Contains(run.Steps[0].Error, "KNOWLEDGE_BASE_NOT_FOUND") && !strings.Contains(run.Steps[0].Error, "knowledge base") {
 		t.Fatalf("knowledge_search step on another user's knowledge base: %+v", run)
