@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,6 +130,40 @@ func TestKnowledgeInChats(t *testing.T) {
 		t.Fatalf("streamed reply %s not in the messages", streamedID)
 	}
 	checkCited("streamed reply", streamed.Citations)
+	// The stream's end carries the citations, the same as stored; so do
+	// a regenerate's stream and a resume after the end (the logged end).
+	sameCitations := func(name string, end streamEvent, stored []citationJSON) {
+		t.Helper()
+		if end.Type != "end" || !slices.Equal(end.Citations, stored) {
+			t.Fatalf("%s: end event %+v with citations %+v, want the stored message's %+v", name, end, end.Citations, stored)
+		}
+	}
+	sameCitations("stream", res.Events[len(res.Events)-1], streamed.Citations)
+	replay := ada.resume(chatID, res.Events[len(res.Events)-2].ID, false)
+	if replay.Status != 200 || len(replay.Events) != 1 {
+		t.Fatalf("resume before the end: %d %s %+v", replay.Status, replay.Body, replay.Events)
+	}
+	sameCitations("resumed stream", replay.Events[0], streamed.Citations)
+	regen := ada.readStream(ada.openRegenerate(context.Background(), chatID, streamedID, `{"modelId": "builtin"}`))
+	if regen.Status != 200 || len(regen.Events) < 2 || regen.Events[len(regen.Events)-1].Reason != "completed" {
+		t.Fatalf("regenerate stream: %d %s %+v", regen.Status, regen.Body, regen.Events)
+	}
+	var regenerated *citedMessageJSON
+	for _, m := range citedMessages(t, ada, chatID) {
+		if m.ID == regen.Events[0].MessageID {
+			regenerated = &m
+		}
+	}
+	if regenerated == nil {
+		t.Fatalf("regenerated reply %s not in the messages", regen.Events[0].MessageID)
+	}
+	checkCited("regenerated reply", regenerated.Citations)
+	sameCitations("regenerate stream", regen.Events[len(regen.Events)-1], regenerated.Citations)
+	// A chat without knowledge bases: its end has none.
+	bare := ada.stream(plainChat(t, ada), map[string]any{"content": "vacation days after probation?", "modelId": "builtin", "userId": adaID})
+	if bare.Status != 200 || len(bare.Events) < 2 || len(bare.Events[len(bare.Events)-1].Citations) != 0 {
+		t.Fatalf("stream of a chat without knowledge bases: %d %+v", bare.Status, bare.Events)
+	}
 
 	// knowledge_search, called by the built-in model, runs behind the
 	// gate for the caller: the caller's knowledge base answers, another
@@ -161,6 +197,41 @@ func TestKnowledgeInChats(t *testing.T) {
 	}
 	if err := json.Unmarshal(run.Steps[0].Output, &stepOut); err != nil || len(stepOut.Results) != 1 || stepOut.Results[0].DocumentID != doc.ID {
 		t.Fatalf("knowledge_search step output: %s", run.Steps[0].Output)
+	}
+	// A step's knowledge_search ranks as the chats do, by the hybrid
+	// (vectors fused with BM25 by rank): for the streamed message's
+	// words, the same chunks with the same scores as the knowledge
+	// base's query and, as far as it goes, the streamed reply's
+	// citations. BM25 alone would score no chunk above 1/(RRFK+1): a
+	// chunk ranked by both sides does.
+	const asked = "vacation days after probation?"
+	hybrid := queryKnowledge(t, ada, kb.ID, map[string]any{"query": asked, "topK": 8})
+	run = runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":%q,"topK":8}}]`, kb.ID, asked))
+	stepOut.Results = nil
+	if run.Status != "completed" || json.Unmarshal(run.Steps[0].Output, &stepOut) != nil {
+		t.Fatalf("knowledge_search step (hybrid): %+v", run)
+	}
+	type ranked struct {
+		chunk string
+		score float64
+	}
+	rankOf := func(rs []knowledgeResultJSON) []ranked {
+		out := make([]ranked, len(rs))
+		for i, r := range rs {
+			out[i] = ranked{r.ChunkID, r.Score}
+		}
+		return out
+	}
+	if got, want := rankOf(stepOut.Results), rankOf(hybrid); len(want) < 2 || !slices.Equal(got, want) {
+		t.Fatalf("knowledge_search step ranks %+v, want the hybrid query's %+v", got, want)
+	}
+	if top := hybrid[0].Score; top <= 1.0/61 {
+		t.Fatalf("top score %v: not fused from two rankings (BM25 alone gives at most 1/61)", top)
+	}
+	for i, c := range streamed.Citations {
+		if i >= len(hybrid) || c.ChunkID != hybrid[i].ChunkID || c.Score != hybrid[i].Score {
+			t.Fatalf("citation %d %+v, want the step's and query's %+v", i, c, hybrid)
+		}
 	}
 	run = runSteps(t, ada, adaID, plainChat(t, ada), fmt.Sprintf(`[{"id":"find","toolId":"knowledge_search","inputs":{"knowledgeBaseId":%q,"query":"anything"}}]`, bobKB.ID))
 	if run.Status != "failed" || !strings.Contains(run.Steps[0].Error, "KNOWLEDGE_BASE_NOT_FOUND") && !strings.Contains(run.Steps[0].Error, "knowledge base") {

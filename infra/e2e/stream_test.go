@@ -35,6 +35,8 @@ type streamEvent struct {
 	// was cut and how large it is whole.
 	Truncated  bool  `json:"truncated"`
 	ResultSize int64 `json:"resultSize"`
+	// Citations, on an end event, are the reply's citations.
+	Citations []citationJSON `json:"citations"`
 	// ID is the event's SSE id, <messageId>:<seq>.
 	ID string `json:"-"`
 	// Size is the length of the event's data, its JSON.

@@ -78,6 +78,8 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+		// knowledge_search in steps: the knowledge bases' segments, read.
+		"knowledge/": {"s3:GetObject"},
 	},
 	// The functions that start runs through the one run service
 	// (runstart.Build) but read no run values: a large input or plan

@@ -42,6 +42,8 @@ var wantVectorGrants = map[string][]string{
 	"SweeperFunction":   {"s3vectors:DeleteVectors"},
 	"ChatsFunction":     {"s3vectors:QueryVectors", "s3vectors:GetVectors"},
 	"StreamFunction":    {"s3vectors:QueryVectors", "s3vectors:GetVectors"},
+	// knowledge_search in workflow steps, ranked as the chats rank.
+	"RunnerFunction": {"s3vectors:QueryVectors", "s3vectors:GetVectors"},
 }
 
 // wantEmbedders embed with Bedrock (a query's question, a document's
@@ -49,7 +51,7 @@ var wantVectorGrants = map[string][]string{
 // wantIndexInvokers hand indexing jobs to the indexing function (a
 // document added; an expired job's next attempt).
 var (
-	wantEmbedders     = []string{"KnowledgeFunction", knowledgeIndexID, "ChatsFunction", "StreamFunction"}
+	wantEmbedders     = []string{"KnowledgeFunction", knowledgeIndexID, "ChatsFunction", "StreamFunction", "RunnerFunction"}
 	wantIndexInvokers = []string{"KnowledgeFunction", "SweeperFunction"}
 )
 

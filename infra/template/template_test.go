@@ -281,7 +281,9 @@ var wantGrants = map[string]map[string][]string{
 		// Puts); an attachment a run's input names (the read,
 		// TransactGetItems; MarkReady / MarkFailed, a tx with a
 		// ConditionCheck on the chat).
-		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+		// knowledge_search: the knowledge base (GetItem) and its
+		// documents (store.Knowledge.Documents, a Query).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"},
 		// That attachment's chat (store.AttachmentChat): a Query of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		// The tool gate of the steps: the run's user's tool policies
@@ -1959,8 +1961,8 @@ func TestChecksCatchBrokenTemplates(t *testing.T) {
 		{"runner failures dropped", "m_runner_invokes",
 			"            Type: SQS\n", "            Type: SNS\n", "want Type SQS"},
 		{"runner named in the wrong function", "m_runner_invokes",
-			"          MODEL_PRICES: !Ref ModelPrices\n      EventInvokeConfig:",
-			"          MODEL_PRICES: !Ref ModelPrices\n          RUNNER_FUNCTION: !Ref RunnerFunction\n      EventInvokeConfig:",
+			"          KNOWLEDGE_EMBEDDER: !Ref KnowledgeEmbedder\n      EventInvokeConfig:",
+			"          KNOWLEDGE_EMBEDDER: !Ref KnowledgeEmbedder\n          RUNNER_FUNCTION: !Ref RunnerFunction\n      EventInvokeConfig:",
 			"RUNNER_FUNCTION"},
 		{"sweeper granted a Scan", "d_iam_least_privilege",
 			"Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem]", "Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem, dynamodb:Scan]", "dynamodb:Scan"},

@@ -37,6 +37,10 @@ type Event struct {
 	// Reason says why an end event ended the stream: completed, stopped,
 	// awaiting_approval or interrupted.
 	Reason string `json:"reason,omitempty"`
+	// Citations, on an end event, are the reply's citations as the
+	// assistant message stores them (none for a chat without knowledge
+	// bases, or when nothing was retrieved).
+	Citations []Citation `json:"citations,omitempty"`
 	// ID is the event's SSE id, <messageId>:<seq> (not part of its JSON).
 	ID string `json:"-"`
 }

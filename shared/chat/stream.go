@@ -273,7 +273,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		return msg, errs.Wrap("chat.RunStream", werr)
 	case errs.CodeOf(werr) == job.CodeStopRequested:
 		msg.Status, genErr = StatusStopped, nil
-		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonStopped}}
+		final = []Event{endEvent(t.ReplyID, ReasonStopped, msg.Citations)}
 	case werr == nil && errors.Is(genErr, errAwaitingApproval):
 		// The paused state goes to the blob store when the item cannot
 		// hold it; if it cannot be written, the reply fails (below).
@@ -282,7 +282,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		cancelPending()
 		if genErr == nil {
 			msg.Status = StatusAwaitingApproval
-			final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonAwaitingApproval}}
+			final = []Event{endEvent(t.ReplyID, ReasonAwaitingApproval, msg.Citations)}
 			break
 		}
 		msg.Pending = nil
@@ -300,11 +300,11 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		msg.Status = StatusFailed
 		final = []Event{
 			{Type: EventError, Error: errs.CodeOf(genErr), Message: errs.MessageOf(genErr, "the reply failed")},
-			{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted},
+			endEvent(t.ReplyID, ReasonInterrupted, msg.Citations),
 		}
 	default:
 		msg.Status = StatusCompleted
-		final = []Event{{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonCompleted}}
+		final = []Event{endEvent(t.ReplyID, ReasonCompleted, msg.Citations)}
 	}
 	recs, final, err := numbered(pending, next-1, next, t.ReplyID, final)
 	if err == nil {
@@ -325,7 +325,7 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 			genErr = errs.Wrap("chat.RunStream", err)
 		}
 		live(Event{Type: EventError, Error: errs.CodeOf(err), Message: errs.MessageOf(err, "the reply could not be saved")})
-		live(Event{Type: EventEnd, MessageID: t.ReplyID, Reason: ReasonInterrupted})
+		live(endEvent(t.ReplyID, ReasonInterrupted, msg.Citations))
 		return msg, genErr
 	}
 	for _, e := range final {
@@ -336,6 +336,14 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 		s.autoTitle(ctx, t.Chat, t.User, msg, t.ModelID)
 	}
 	return msg, genErr
+}
+
+// endEvent is the end event of reply id for reason: it carries the
+// reply's citations, as its message stores them, so that a client has
+// them with the end of the stream (and a client that resumes or replays
+// the log, from the logged end).
+func endEvent(id, reason string, cs []Citation) Event {
+	return Event{Type: EventEnd, MessageID: id, Reason: reason, Citations: cs}
 }
 
 // numbered appends events to the pending records, numbering them from
@@ -557,7 +565,7 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 		if n := len(recs); n == 0 || !isAnyEnd(recs[n-1]) {
 			if final, _, err = numbered(nil, head.LastSeq, head.Closing(), id, []Event{
 				interruptedEvent(msg.Content),
-				{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
+				endEvent(id, ReasonInterrupted, msg.Citations),
 			}); err != nil {
 				return errs.Wrap(op, err)
 			}
@@ -606,7 +614,7 @@ func (s *Service) Interrupt(ctx context.Context, chatID, id string) error {
 	bound(&msg)
 	final, _, err := numbered(nil, head.LastSeq, head.Closing(), id, []Event{
 		interruptedEvent(msg.Content),
-		{Type: EventEnd, MessageID: id, Reason: ReasonInterrupted},
+		endEvent(id, ReasonInterrupted, msg.Citations),
 	})
 	if err != nil {
 		return errs.Wrap(op, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,7 +402,8 @@ func TestInterruptKeepsKeptResults(t *testing.T) {
 	// its result kept.
 	reply := chat.Message{ID: g.ID, ChatID: id, Role: "assistant", ReplyTo: user.ID, Status: chat.StatusStreaming, CreatedAt: now.Add(time.Microsecond),
 		Content: "Before.", ToolCalls: []chat.ToolCall{{ToolName: "big_text", ToolArgs: json.RawMessage(`{}`), Result: json.RawMessage(`{"truncated":true,"preview":"{"}`),
-			Truncated: true, ResultSize: 40000, ResultKey: chat.ResultKey(id, g.ID, 0)}}}
+			Truncated: true, ResultSize: 40000, ResultKey: chat.ResultKey(id, g.ID, 0)}},
+		Citations: []chat.Citation{{KnowledgeBaseID: uuid.NewString(), DocumentID: uuid.NewString(), DocumentName: "a.md", ChunkID: "d:0", Start: 0, End: 10, Score: 0.03}}}
 	ev := func(e chat.Event) json.RawMessage { b, _ := json.Marshal(e); return b }
 	cut := json.RawMessage(`{"truncated":true,"preview":"{\"text\":\"xx"}`)
 	log := []json.RawMessage{
@@ -430,5 +432,15 @@ func TestInterruptKeepsKeptResults(t *testing.T) {
 		if c := m.ToolCalls[i]; c.ResultKey != want || !c.Truncated {
 			t.Errorf("tool call %d: key %q, want %q (truncated %v)", i, c.ResultKey, want, c.Truncated)
 		}
+	}
+	// The sweeper's end carries the reply's citations, as stored.
+	recs, _, err := store.NewJobs(f.db.DB, f.db.Data()).Read(ctx, job.Ref{Kind: chat.GenerationKind, Collection: id, ID: g.ID}, 0)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("the log after the interrupt: %d records, %v", len(recs), err)
+	}
+	var end chat.Event
+	if err := json.Unmarshal(recs[len(recs)-1].Data, &end); err != nil || end.Type != chat.EventEnd || end.Reason != chat.ReasonInterrupted ||
+		len(m.Citations) != 1 || !reflect.DeepEqual(end.Citations, m.Citations) {
+		t.Fatalf("the sweeper's end %s, want the stored citations %+v (%v)", recs[len(recs)-1].Data, m.Citations, err)
 	}
 }

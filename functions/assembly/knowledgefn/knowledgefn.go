@@ -66,7 +66,8 @@ func Embedder(ctx context.Context, cfg config.Config) (knowledge.Embedder, error
 }
 
 // NewLazy returns the process's knowledge service (Service) built at its
-// first use (knowledgeuse.Lazy), for the chat functions: their cold start
+// first use (knowledgeuse.Lazy), for the chat functions and the runner
+// (knowledge_search in steps): their cold start
 // builds no embedder or vector client. blobs, when not nil, is the
 // function's blob store, shared instead of opened again.
 func NewLazy(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.Store) knowledgeuse.Lazy {

@@ -2,23 +2,18 @@
 // read them use them: the chat service's retrieval (chat.Knowledge) and
 // knowledge_search served in process behind the tool gate
 // (toolgate.Local), over a knowledge service built at its first use. It
-// links no vector index or embedding client: each function's builder
+// links no vector index or embedding client: the function's builder
 // gives the service (knowledgefn's, with the configured embedder and
-// vector index, for the chat functions; Lexical's, for the runner).
+// vector index, for the chat functions and the runner).
 package knowledgeuse
 
 import (
 	"context"
 	"sync"
 
-	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/blobstore"
-	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
-	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
-	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolgate"
 )
 
@@ -89,35 +84,4 @@ func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map
 		return nil, err
 	}
 	return knowledge.Tool{S: s}.Run(ctx, userID, input)
-}
-
-// Lexical returns a Lazy service that ranks by BM25 alone: the built-in
-// embedder and no vector index (its queries find no vectors), so that a
-// function links neither the vector index's client nor an embedder's
-// (the runner, whose cold start they would double). It indexes nothing
-// (adding documents is KnowledgeFunction's). blobs is the function's
-// blob store (the documents' segments).
-func Lexical(cfg config.Config, d assembly.Deps, blobs blob.Store) Lazy {
-	return NewLazy(func() (*knowledge.Service, error) {
-		return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
-			Blobs: blobs, Embedder: knowledge.Lexical{}, Vectors: noVectors{}, Dispatch: noIndexing{}, Now: d.Now, Logger: d.Logger}), nil
-	})
-}
-
-// noVectors is a vector index that holds nothing.
-type noVectors struct{}
-
-func (noVectors) PutDocument(context.Context, string, string, [][]float32) error {
-	return errs.E("knowledgeuse.noVectors", errs.Internal, "", "this function indexes no documents")
-}
-func (noVectors) Query(context.Context, string, []float32, int) ([]knowledge.Match, error) {
-	return nil, nil
-}
-func (noVectors) DeleteDocument(context.Context, string, string, int) error { return nil }
-
-// noIndexing refuses indexing jobs (this function starts none).
-type noIndexing struct{}
-
-func (noIndexing) Dispatch(context.Context, knowledge.Ref) error {
-	return errs.E("knowledgeuse.noIndexing", errs.Internal, "", "this function indexes no documents")
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/workflowchat/service/functions/assembly"
-	"github.com/workflowchat/service/functions/assembly/knowledgeuse"
+	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/shared/agentstep"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/knowledge"
@@ -23,10 +23,13 @@ func AgentSteps(ctx context.Context, cfg config.Config, d assembly.Deps, catalog
 		return nil, err
 	}
 	// knowledge_search, a step's or an agent's call, runs in process
-	// over the run's user's knowledge bases, ranked by BM25 alone: the
-	// vector index's and the embedders' clients would double the
-	// runner's cold start (docs/decisions.md, Knowledge in chats).
-	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, knowledgeuse.Lexical(cfg, d, d.Blobs))
+	// over the run's user's knowledge bases with the chats' hybrid
+	// ranking (the configured embedder and vector index, fused with
+	// BM25), over the knowledge service built at its first use: a cold
+	// start that runs no knowledge_search builds no embedder or vector
+	// client, and linking them costs the runner's package init 62 KiB
+	// and 670 allocations (docs/decisions.md, Knowledge in chats).
+	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, knowledgefn.NewLazy(ctx, cfg, d, d.Blobs))
 	return agentstep.New(agentstep.Options{
 		Next: gate.Steps(), Gate: gate, Tools: catalog, Models: models, Meter: d.Meter(cfg), DefaultModelID: cfg.DefaultModelID,
 	}), nil
