@@ -47,7 +47,7 @@ var Chats = assembly.Function{
 		chats := store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs)
 		// The run service checks the workflow a new chat names; this
 		// function hands no run to the runner (no RUNNER_FUNCTION).
-		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,7 @@ var Stream = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 		if err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
+	"github.com/workflowchat/service/functions/assembly/schedules"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
@@ -60,7 +60,13 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	// index entries.
 	chats := chat.NewService(chat.Options{Store: search.Watch(store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), d.Search(cfg).Indexer()), Jobs: jobs,
 		Attachments: blobstore.Attachments(cfg, d, blobs), Blobs: blobs, Now: d.Now})
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	// The workflows of an erased account are deleted with their
+	// triggers and schedules, through the one trigger service.
+	sched, err := schedules.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := runstart.Build(ctx, cfg, d, blobs, sched)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +80,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	}
 	// The workflows of an erased account are deleted as their owner's
 	// delete does: with their triggers (and schedules) and runs.
-	triggers, err := triggersfn.Deleter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	workflows := workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Store, Triggers: triggers, Now: d.Now})
+	workflows := workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Store, Triggers: rs.Triggers, Now: d.Now})
 	eraser := Eraser(cfg, d, chats, workflows, blobs, kn)
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).
