@@ -28,6 +28,13 @@ var builtOnce = map[string]string{
 	// other: runstart.Build, over the schedules' keeper it is given.
 	module + "shared/workflow/runs.NewService": "functions/assembly/runstart",
 	module + "shared/trigger.NewService":       "functions/assembly/runstart",
+	// The workflow service, over the run store and trigger service
+	// (runstart.Runs.Workflows), checking steps with what the function
+	// gives.
+	module + "shared/workflow.NewService": "functions/assembly/runstart",
+	// The knowledge service (knowledgeuse.Service), over the embedder,
+	// vector index and dispatcher the function gives.
+	module + "shared/knowledge.NewService": "functions/assembly/knowledgeuse",
 	// The schedules' keeper in AWS: schedules.Open, which only the
 	// functions that keep schedules link.
 	module + "shared/trigger/eventbridge.New": "functions/assembly/schedules",

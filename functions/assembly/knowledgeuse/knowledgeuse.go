@@ -91,6 +91,18 @@ func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map
 	return knowledge.Tool{S: s}.Run(ctx, userID, input)
 }
 
+// Service builds a knowledge service, the one construction of it, with
+// every option: the Data table's knowledge bases, the attachments, the
+// blob store's segments (blobs), the lease of indexing jobs
+// (GENERATION_LEASE), the per-user cap (KNOWLEDGE_BASES_PER_USER), the
+// clock and the logger, over the embedder, vector index and dispatcher
+// the function gives (knowledgecore.Service's, or Lexical's).
+func Service(cfg config.Config, d assembly.Deps, blobs blob.Store, emb knowledge.Embedder, vectors knowledge.VectorIndex, dispatch knowledge.Dispatcher) *knowledge.Service {
+	return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
+		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: dispatch, Lease: cfg.GenerationLease,
+		MaxKnowledgeBases: cfg.KnowledgeBasesPerUser, Now: d.Now, Logger: d.Logger})
+}
+
 // Lexical returns a Lazy service that ranks by BM25 alone: the built-in
 // embedder and no vector index (its queries find no vectors), so that a
 // function links neither the vector index's client nor an embedder's
@@ -99,8 +111,7 @@ func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map
 // blob store (the documents' segments).
 func Lexical(cfg config.Config, d assembly.Deps, blobs blob.Store) Lazy {
 	return NewLazy(func() (*knowledge.Service, error) {
-		return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
-			Blobs: blobs, Embedder: knowledge.Lexical{}, Vectors: noVectors{}, Dispatch: noIndexing{}, Now: d.Now, Logger: d.Logger}), nil
+		return Service(cfg, d, blobs, knowledge.Lexical{}, noVectors{}, noIndexing{}), nil
 	})
 }
 

@@ -130,6 +130,18 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 	return Runs{Service: svc, Triggered: started, Triggers: triggers, Ended: ended, Store: runStore, Resume: resume}, nil
 }
 
+// Workflows returns the workflow service over the Data table's
+// workflows, r's run store (a workflow's runs are deleted with it) and
+// trigger service (its triggers and their schedules too: r must have been
+// built over schedules.Open), checking the steps and inputSchema of
+// creates and updates with defs. defs nil refuses them: the sweeper's,
+// which only deletes the workflows of erased accounts, and does not link
+// what checks steps (the tool catalog, the expression language).
+func (r Runs) Workflows(cfg config.Config, d assembly.Deps, defs workflow.Definitions) *workflow.Service {
+	return workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: r.Store, Triggers: r.Triggers,
+		Definitions: defs, Now: d.Now})
+}
+
 // NoSchedules is the schedules' keeper of the functions that keep no
 // schedules (no SCHEDULE_GROUP: they fire schedules, or end the runs
 // schedules started, and never create, change or delete a trigger):

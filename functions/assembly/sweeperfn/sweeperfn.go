@@ -80,7 +80,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	}
 	// The workflows of an erased account are deleted as their owner's
 	// delete does: with their triggers (and schedules) and runs.
-	workflows := workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Store, Triggers: rs.Triggers, Now: d.Now})
+	workflows := rs.Workflows(cfg, d, nil)
 	eraser := Eraser(cfg, d, chats, workflows, blobs, kn)
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).

@@ -61,7 +61,7 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 		return nil, err
 	}
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
-	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: rs.Store, Triggers: rs.Triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
+	svc := rs.Workflows(cfg, d, proposal.Definitions{Catalog: catalog})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Resumes: cfg.RateLimitResumes}
