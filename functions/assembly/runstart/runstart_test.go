@@ -105,7 +105,9 @@ func TestInvokerNeedsTheRunnerFunction(t *testing.T) {
 func TestNoSchedulesRefuses(t *testing.T) {
 	t.Parallel()
 	for name, call := range map[string]func() error{
-		"put":    func() error { return runstart.NoSchedules.Put(context.Background(), trigger.ScheduleSpec{TriggerID: "t1"}) },
+		"put": func() error {
+			return runstart.NoSchedules.Put(context.Background(), trigger.ScheduleSpec{TriggerID: "t1"})
+		},
 		"delete": func() error { return runstart.NoSchedules.Delete(context.Background(), "t1") },
 	} {
 		t.Run(name, func(t *testing.T) {
