@@ -35,6 +35,9 @@ var builtOnce = map[string]string{
 	// The knowledge service (knowledgeuse.Service), over the embedder,
 	// vector index and dispatcher the function gives.
 	module + "shared/knowledge.NewService": "functions/assembly/knowledgeuse",
+	// The chat service (chatcore.Service), with what makes replies given
+	// by the function.
+	module + "shared/chat.NewService": "functions/assembly/chatcore",
 	// The schedules' keeper in AWS: schedules.Open, which only the
 	// functions that keep schedules link.
 	module + "shared/trigger/eventbridge.New": "functions/assembly/schedules",
