@@ -105,7 +105,7 @@ CONFIRM ?= 1
 deploy:
 	sam build && sam deploy $(if $(filter 0,$(CONFIRM)),--no-confirm-changeset,)
 
-## bench: rewrite docs/benchmarks.md whole: Go benchmarks, cold start and first invoke per function, a 15 s load test (~10 min on 2 cores; BENCH_FLAGS="-only 'Cold start'" for some sections, -list names them).
+## bench: rewrite the generated sections of docs/benchmarks.md (those between its bench:begin/bench:end markers; the rest of the file is kept): Go benchmarks, cold start and first invoke per function, a 15 s load test (~10 min on 2 cores; BENCH_FLAGS="-only 'Cold start'" for some sections, -list names them).
 bench:
 	$(GO) run ./infra/bench -out docs/benchmarks.md $(BENCH_FLAGS)
 

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/blob/s3blob/s3blobtest"
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/knowledge/knowledgetest"
 	"github.com/workflowchat/service/shared/store"
@@ -73,16 +77,25 @@ type rig struct {
 	kn      *knowledge.Service
 	invoke  lambda.Handler
 	db      *storetest.DB
+	// hold, when set, is handed each PutVectors request before the fake
+	// index takes it (holdPut).
+	hold atomic.Pointer[func(w http.ResponseWriter, req *http.Request)]
 }
 
 const indexFunction = "KnowledgeIndexFunction"
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, extra ...string) *rig {
 	ctx := context.Background()
 	r := &rig{lambda: &lambdaAPI{events: map[string][][]byte{}}, vectors: knowledgetest.NewFakeS3Vectors("kb-vectors", "chunks", knowledge.Dimensions)}
 	lsrv := httptest.NewServer(r.lambda)
 	t.Cleanup(lsrv.Close)
-	vsrv := httptest.NewServer(r.vectors)
+	vsrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if h := r.hold.Load(); h != nil && req.URL.Path == "/PutVectors" {
+			(*h)(w, req)
+			return
+		}
+		r.vectors.ServeHTTP(w, req)
+	}))
 	t.Cleanup(vsrv.Close)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "SECRET")
@@ -91,9 +104,13 @@ func newRig(t *testing.T) *rig {
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
 	r.db = storetest.New(t)
-	r.getenv = r.db.Env(t, map[string]string{"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "LOG_LEVEL": "error",
+	env := map[string]string{"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "LOG_LEVEL": "error",
 		"KNOWLEDGE_VECTOR_BUCKET": "arn:aws:s3vectors:us-east-1:123456789012:bucket/kb-vectors", "KNOWLEDGE_VECTOR_INDEX": r.vectors.ARN(),
-		"KNOWLEDGE_INDEX_FUNCTION": indexFunction, "AWS_ENDPOINT_URL_LAMBDA": lsrv.URL, "RUNNER_FUNCTION": "RunnerFunction"})
+		"KNOWLEDGE_INDEX_FUNCTION": indexFunction, "AWS_ENDPOINT_URL_LAMBDA": lsrv.URL, "RUNNER_FUNCTION": "RunnerFunction"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	r.getenv = r.db.Env(t, env)
 	h, err := newHandler(ctx, r.getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -298,10 +315,12 @@ func TestInterruptedIndexingIsFinished(t *testing.T) {
 // TestDeletesNeverLeakVectors: a document deleted while the vector index
 // cannot be reached is gone at once (its delete succeeds), and its
 // purge, stored with the delete, deletes its vectors when the sweeper
-// runs it; what an attempt still running at the delete writes later is
-// deleted by the purge's last pass, after which the purge is gone. A
-// knowledge base deleted the same way loses every document's vectors,
-// then, at its purge's last pass, its collection.
+// runs it, and, the document having been ready, is gone with that pass.
+// A document deleted while indexing keeps its purge: what an attempt
+// still running at the delete writes later is deleted by the purge's
+// last pass, after which the purge is gone. A knowledge base deleted the
+// same way loses every document's vectors and, none indexing, its
+// collection and its purge at the sweeper's pass.
 func TestDeletesNeverLeakVectors(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -369,11 +388,15 @@ func TestDeletesNeverLeakVectors(t *testing.T) {
 		t.Fatal("the deleted document is still served")
 	}
 	sweep(2 * time.Minute)
-	if n := r.vectors.Count(); n != 0 {
-		t.Fatalf("after the sweeper's pass: %d vectors left", n)
+	if n, p := r.vectors.Count(), purges(doc.KnowledgeBaseID); n != 0 || p != 0 {
+		t.Fatalf("after the sweeper's pass: %d vectors, %d purges left", n, p)
 	}
-	// An attempt still running at the delete writes late.
-	r.vectors.Reset()
+	// A document deleted while indexing: an attempt still running at the
+	// delete writes late.
+	doc, _ = r.document(t, user, notes)
+	if err := r.kn.DeleteDocument(ctx, user, doc.KnowledgeBaseID, doc.ID); err != nil {
+		t.Fatal(err)
+	}
 	late, _ := json.Marshal(map[string]any{"indexArn": r.vectors.ARN(), "vectors": []map[string]any{{"key": knowledge.ChunkID(doc.ID, 0),
 		"data": map[string]any{"float32": make([]float32, knowledge.Dimensions)}, "metadata": map[string]any{"kb": doc.KnowledgeBaseID, "doc": doc.ID}}}})
 	rec := httptest.NewRecorder()
@@ -398,11 +421,206 @@ func TestDeletesNeverLeakVectors(t *testing.T) {
 		t.Fatal("the vectors went with an unreachable index")
 	}
 	sweep(2 * time.Minute)
-	if docs, err := st.Documents(ctx, doc.KnowledgeBaseID); r.vectors.Count() != 0 || err != nil || len(docs) != 1 {
-		t.Fatalf("after the sweeper's pass: %d vectors, collection %d documents (%v), want none and the list kept", r.vectors.Count(), len(docs), err)
+	if docs, err := st.Documents(ctx, doc.KnowledgeBaseID); r.vectors.Count() != 0 || err != nil || len(docs) != 0 || purges(doc.KnowledgeBaseID) != 0 {
+		t.Fatalf("after the sweeper's pass: %d vectors, collection %d documents (%v), %d purges; want none", r.vectors.Count(), len(docs), err, purges(doc.KnowledgeBaseID))
 	}
-	sweep(20 * time.Minute)
-	if docs, err := st.Documents(ctx, doc.KnowledgeBaseID); err != nil || len(docs) != 0 || purges(doc.KnowledgeBaseID) != 0 {
-		t.Fatalf("after the last pass: collection %d documents (%v), %d purges", len(docs), err, purges(doc.KnowledgeBaseID))
+}
+
+// holdPut makes the next PutVectors request wait: its body is read (so
+// that the client going away cannot lose it), arrived is closed, and
+// once release is closed the fake index takes it, whether or not its
+// client is still waiting (a write in flight that lands after its
+// writer gave up), then applied is closed. Later requests pass.
+func (r *rig) holdPut(t *testing.T) (arrived <-chan struct{}, release chan<- struct{}, applied <-chan struct{}) {
+	t.Helper()
+	a, rel, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := func(w http.ResponseWriter, req *http.Request) {
+		held := false
+		once.Do(func() { held = true })
+		if !held {
+			r.vectors.ServeHTTP(w, req)
+			return
+		}
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			t.Errorf("the held PutVectors' body: %v", err)
+		}
+		close(a)
+		<-rel
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		r.vectors.ServeHTTP(httptest.NewRecorder(), req)
+		close(done)
+		http.Error(w, "too late", http.StatusServiceUnavailable)
+	}
+	r.hold.Store(&h)
+	t.Cleanup(func() {
+		select {
+		case <-rel:
+		default:
+			close(rel)
+		}
+	})
+	return a, rel, done
+}
+
+// TestErasureWhileIndexingLeavesNothing: a user with three knowledge
+// bases (one ready document; none; one large document whose indexing
+// is under way, its first PutVectors in flight) deletes the account. The
+// erasure's first pass deletes the knowledge bases: right after it, of
+// the user's knowledge only the purge of the one indexing remains (its
+// item, naming the document still indexing), the collections, the
+// ready document's vectors and every segment are gone. The attempt under
+// way loses its lease at its next renewal and ends; its write in flight
+// then lands in the index (after the first pass and after the attempt
+// ended: only the purge can find it). Once the clock passes the purge's
+// and the erasure's last passes (one sweep 17 minutes on: the purges run
+// before the erasures), a scan of the Data and Users tables names none
+// of the user's ids, the vector index holds nothing and no segment is
+// left.
+func TestErasureWhileIndexingLeavesNothing(t *testing.T) {
+	r := newRig(t, "GENERATION_LEASE", "2s")
+	ctx := context.Background()
+	cfg, d, err := assembly.Load(ctx, r.getenv, sweeperfn.Required...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := func(at time.Duration) {
+		t.Helper()
+		cfg, d, err := assembly.Load(ctx, r.getenv, sweeperfn.Required...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Now = func() time.Time { return time.Now().Add(at) }
+		sw, err := sweeperfn.Sweeper(ctx, cfg, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sw.Sweep(ctx); err != nil {
+			t.Fatalf("sweep at +%s: %v", at, err)
+		}
+	}
+	now := time.Now().UTC()
+	u := auth.User{ID: uuid.NewString(), Email: "erased-while-indexing@example.com", Name: "Gone", CreatedAt: now.Add(-time.Hour), UpdatedAt: now}
+	if err := store.NewUsers(d.DB, cfg.UsersTable, cfg.SessionsTable).CreateUser(ctx, u, "hash",
+		auth.Session{TokenHash: uuid.NewString(), User: u, CreatedAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ready, ev := r.document(t, u.ID, notes)
+	if _, err := r.invoke.Invoke(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.stored(t, ready); got.Status != knowledge.StatusReady || r.vectors.Count() == 0 {
+		t.Fatalf("not indexed: %+v, %d vectors", got, r.vectors.Count())
+	}
+	empty, err := r.kn.Create(auth.ActingFor(ctx, u.ID), u.ID, knowledge.CreateRequest{Name: "empty"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, ev := r.document(t, u.ID, strings.Repeat(notes, 40))
+	arrived, release, applied := r.holdPut(t)
+	indexing := make(chan error, 1)
+	go func() {
+		_, err := r.invoke.Invoke(ctx, ev)
+		indexing <- err
+	}()
+	<-arrived
+	ids := map[string]string{"user": u.ID, "ready knowledge base": ready.KnowledgeBaseID, "ready document": ready.ID,
+		"empty knowledge base": empty.ID, "indexing knowledge base": big.KnowledgeBaseID, "indexing document": big.ID}
+
+	accounts := d.Accounts(cfg)
+	if err := accounts.BeginDeletion(ctx, u, now); err != nil {
+		t.Fatal(err)
+	}
+	sweep(0)
+	if pending, err := accounts.PendingDeletions(ctx, now.Add(time.Hour), 10); err != nil || len(pending) != 1 || pending[0].LastPassAt.IsZero() {
+		t.Fatalf("after the first pass the queue holds %+v, %v; want the deletion awaiting its last pass", pending, err)
+	}
+	// Right after the first pass: the deletion request, and the purge of
+	// the knowledge base whose document was indexing.
+	left := r.scan(t, ctx, ids)
+	if len(left) != 2 || left["DELETION#"+u.ID+" DELETION"] == "" || !strings.Contains(left["KBPURGE#"+big.KnowledgeBaseID+" KB"], big.ID) {
+		t.Errorf("after the first pass the tables hold %v; want only the deletion and the indexing knowledge base's purge", left)
+	}
+	if n := r.vectors.Count(); n != 0 {
+		t.Errorf("after the first pass %d vectors are left", n)
+	}
+	r.noSegments(t, ctx, ready, big)
+	// The attempt under way notices at its next renewal and ends; its
+	// write in flight lands afterwards.
+	select {
+	case err := <-indexing:
+		if err != nil {
+			t.Fatalf("the attempt under way: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the attempt under way did not end: it kept its lease on a deleted knowledge base")
+	}
+	close(release)
+	<-applied
+	if r.vectors.Count() == 0 {
+		t.Fatal("the late write did not land")
+	}
+
+	sweep(17 * time.Minute)
+	if pending, err := accounts.PendingDeletions(ctx, now.Add(time.Hour), 10); err != nil || len(pending) != 0 {
+		t.Fatalf("after the last pass the queue holds %+v, %v", pending, err)
+	}
+	for k, v := range r.scan(t, ctx, ids) {
+		t.Errorf("after the last passes: %s: %s", k, v)
+	}
+	if n := r.vectors.Count(); n != 0 {
+		t.Errorf("after the last passes %d vectors are left", n)
+	}
+	r.noSegments(t, ctx, ready, big)
+}
+
+// scan reads every item of the Data and Users tables (a Scan: the
+// tables are this test's own) and returns those that name any of ids,
+// by "PK SK" (or PK), as JSON.
+func (r *rig) scan(t *testing.T, ctx context.Context, ids map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, table := range []string{r.db.Data(), r.db.Users()} {
+		var items []map[string]any
+		if err := r.db.Table(table).Scan().Consistent(true).All(ctx, &items); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			b, err := json.Marshal(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				if strings.Contains(string(b), id) {
+					key := fmt.Sprint(it["PK"])
+					if sk, ok := it["SK"]; ok {
+						key += " " + fmt.Sprint(sk)
+					}
+					out[key] = string(b)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// noSegments fails the test for any segment of docs left in the blob
+// store.
+func (r *rig) noSegments(t *testing.T, ctx context.Context, docs ...knowledge.Document) {
+	t.Helper()
+	cfg, d, err := assembly.Load(ctx, r.getenv, "DATA_TABLE", "BLOB_BUCKET")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blobstore.Open(ctx, cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
+		if _, err := blobs.Stat(ctx, knowledge.SegmentKey(doc.KnowledgeBaseID, doc.ID)); !errs.Is(err, errs.NotFound) {
+			t.Errorf("document %s's segment: %v, want NotFound", doc.ID, err)
+		}
 	}
 }

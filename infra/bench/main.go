@@ -6,14 +6,17 @@
 // (the bare handler with no storage, the bare tool call, the storage-free
 // function), so the numbers mean something on a noisy shared machine.
 //
-// The file is made of sections, one per entry of sections, each written by
-// one function. To add a benchmark, add an entry: a goSuite for Go
-// benchmarks with a floor, or a section whose run measures and writes its
-// body. `-only REGEXP` measures just the sections whose titles match and
-// rewrites them in place, keeping the others as the file has them: the
-// whole run takes minutes on two cores. Nothing in the file is kept by
-// hand: a figure that cannot be measured here is a section's handNote,
-// printed with its date and its command.
+// The tool's part of the file is its sections, one per entry of sections,
+// each written by one function and held between two marker lines of its
+// own (splice.go); a run rewrites what lies between the markers of the
+// sections it measures and keeps every other byte of the file as it was:
+// the header, sections measured by hand, paragraphs after a section's end
+// marker. To add a benchmark, add an entry, a goSuite for Go benchmarks
+// with a floor or a section whose run measures and writes its body, and its
+// two markers where it belongs in the file. `-only REGEXP` measures just the
+// sections whose titles match: the whole run takes minutes on two cores. A
+// figure about a generated section measured by hand is best its handNote,
+// printed with its date and its command, so that it stays with the section.
 package main
 
 import (
@@ -42,10 +45,10 @@ type options struct {
 	loadC     int           // load test virtual users
 }
 
-// section is one "## title" part of the report. run measures and writes
-// its body (Markdown, after the title and the line saying when and where
-// it was measured); an error is reported and fails the run, and whatever
-// run wrote stays.
+// section is one "## title" part of the report, between its markers. run
+// measures and writes its body (Markdown, after the title and the line
+// saying when and where it was measured); an error is reported and fails
+// the run, and whatever run wrote is spliced in.
 type section struct {
 	title string
 	run   func(doc *bytes.Buffer, o options) error
@@ -168,7 +171,7 @@ type result struct {
 }
 
 func main() {
-	out := flag.String("out", "docs/benchmarks.md", "report to write")
+	out := flag.String("out", "docs/benchmarks.md", "report to write: only the sections between its bench markers are rewritten")
 	only := flag.String("only", "", "measure only the sections whose titles match this regular expression, keeping the others as -out has them")
 	list := flag.Bool("list", false, "list the sections' titles and exit")
 	var o options
@@ -192,39 +195,35 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	var old map[string]string
-	if match != nil {
-		b, err := os.ReadFile(*out)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		old = splitSections(string(b))
-	}
-	var doc bytes.Buffer
-	doc.WriteString(preamble)
-	failed, measured := false, 0
+	var selected []section
 	for _, s := range sections {
-		if match != nil && !match.MatchString(s.title) {
-			if body, ok := old[s.title]; ok {
-				doc.WriteString("\n## " + s.title + "\n" + body)
-			} else {
-				fmt.Fprintf(&doc, "\n## %s\n\nNot measured yet: `go run ./infra/bench -only '%s'`.\n", s.title, regexp.QuoteMeta(s.title))
-			}
-			continue
+		if match == nil || match.MatchString(s.title) {
+			selected = append(selected, s)
 		}
-		measured++
+	}
+	if len(selected) == 0 {
+		fmt.Fprintf(os.Stderr, "bench: no section matches %q (-list shows them)\n", *only)
+		os.Exit(2)
+	}
+	// The report is read and its markers checked before anything is
+	// measured: a report the tool cannot splice fails in a second, not
+	// after ten minutes, and is never written.
+	if err := updateReport(*out, titles(), nil); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fresh := map[string]string{}
+	failed := false
+	for _, s := range selected {
 		fmt.Fprintf(os.Stderr, "bench: %s\n", s.title)
+		var doc bytes.Buffer
 		if err := writeSection(&doc, s, o); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", s.title, err)
 			failed = true
 		}
+		fresh[s.title] = doc.String()
 	}
-	if match != nil && measured == 0 {
-		fmt.Fprintf(os.Stderr, "bench: no section matches %q (-list shows them)\n", *only)
-		os.Exit(2)
-	}
-	if err := os.WriteFile(*out, doc.Bytes(), 0o644); err != nil {
+	if err := updateReport(*out, titles(), fresh); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -234,7 +233,81 @@ func main() {
 	}
 }
 
-// preamble opens the report.
+// titles are the sections' titles, in order.
+func titles() []string {
+	t := make([]string, len(sections))
+	for i, s := range sections {
+		t[i] = s.title
+	}
+	return t
+}
+
+// readReport returns the report at path, or, when there is none, a new
+// one: the preamble and the markers of every section of known, holding
+// nothing yet.
+// Reading fails for any other reason.
+func readReport(path string, known []string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		var doc strings.Builder
+		doc.WriteString(preamble)
+		for _, t := range known {
+			doc.WriteString("\n" + beginMarker(t) + "\n" + endMarker(t) + "\n")
+		}
+		return doc.String(), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("readReport: %w", err)
+	}
+	return string(b), nil
+}
+
+// updateReport splices fresh (section titles to their text) into the
+// report at path as it is now, so that what was edited while the sections
+// were measured is kept, and writes it; with fresh nil it only checks that
+// the report can be spliced and writes nothing. Reading, splice's checks
+// (markers that do not pair up, unknown or missing sections) and writing
+// fail with the path named, and the file is then left as it was.
+func updateReport(path string, known []string, fresh map[string]string) error {
+	report, err := readReport(path, known)
+	if err == nil {
+		report, err = splice(report, known, fresh)
+	}
+	if err == nil && fresh != nil {
+		err = writeFileAtomic(path, []byte(report))
+	}
+	if err != nil {
+		return fmt.Errorf("updateReport %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory renamed over it, so that a failed write leaves the old report
+// whole. It fails if the directory cannot be written.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writeFileAtomic: %w", err)
+	}
+	defer os.Remove(f.Name()) // after the rename, there is nothing to remove
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writeFileAtomic: %w", err)
+	}
+	return nil
+}
+
+// preamble opens a new report; an existing report keeps its own.
 const preamble = "# Benchmarks\n\n" +
 	"Generated by `make bench` (`go run ./infra/bench`); every section is measured by infra/bench, and says when and on what machine. " +
 	"`go run ./infra/bench -only REGEXP` measures again only the sections whose titles match. " +
@@ -242,46 +315,25 @@ const preamble = "# Benchmarks\n\n" +
 	"ratios against a floor measured in the same run are the figures to compare. " +
 	"A figure measured by hand says so, with its date and command. " +
 	"What the service costs in AWS, from usage measured the same way (DynamoDB capacity per call, each function's duration and peak memory under the emulator), " +
-	"is [cost.md](cost.md), written by `make cost`.\n"
+	"is [cost.md](cost.md), written by `make cost`.\n\n" +
+	markerRule + "\n"
+
+// markerRule says, in the report, which of its parts the tool rewrites.
+const markerRule = "infra/bench rewrites only what lies between a `<!-- bench:begin TITLE -->` line and its `<!-- bench:end TITLE -->` line (the section of that title, from its heading to its last table row or hand note), and only for the sections it measures; " +
+	"everything outside a pair of markers (this header, sections measured by hand, paragraphs added after a section's end marker) is kept byte for byte. " +
+	"A marker naming a section infra/bench does not have (`-list`), a section of infra/bench without its markers, or markers that do not pair up fail the run before anything is measured, and the file is left as it was. " +
+	"A new benchmark is an entry in infra/bench's sections and its two marker lines where it belongs in this file."
 
 // writeSection measures s and writes it: its title, when and where it was
 // measured, its body and its hand notes.
 func writeSection(doc *bytes.Buffer, s section, o options) error {
-	fmt.Fprintf(doc, "\n## %s\n\n*Measured %s on %s, %d logical CPUs, %s memory, %s/%s, %s; load average %s at the start.*\n\n",
+	fmt.Fprintf(doc, "## %s\n\n*Measured %s on %s, %d logical CPUs, %s memory, %s/%s, %s; load average %s at the start.*\n\n",
 		s.title, time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAverage())
 	err := s.run(doc, o)
 	for _, n := range s.notes {
 		fmt.Fprintf(doc, "\nBy hand on %s (`%s`): %s\n", n.date, n.command, n.text)
 	}
 	return err
-}
-
-// splitSections returns the body of each "## title" section of a report
-// (everything after its title line up to the next section).
-func splitSections(doc string) map[string]string {
-	out := map[string]string{}
-	title, body := "", []string(nil)
-	flush := func() {
-		if title != "" {
-			out[title] = strings.Join(body, "")
-		}
-	}
-	for _, line := range strings.SplitAfter(doc, "\n") {
-		if t, ok := strings.CutPrefix(line, "## "); ok {
-			flush()
-			title, body = strings.TrimSpace(t), nil
-			continue
-		}
-		if title != "" {
-			body = append(body, line)
-		}
-	}
-	flush()
-	// The blank line before the next title belongs to the layout, not the body.
-	for t, b := range out {
-		out[t] = strings.TrimRight(b, "\n") + "\n"
-	}
-	return out
 }
 
 // loadAverage is the one-minute load average, "unknown" off Linux.

@@ -26,19 +26,6 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestSplitSections(t *testing.T) {
-	t.Parallel()
-	doc := "# Benchmarks\n\nintro\n\n## A\n\n*Measured x.*\n\n| t |\n\n## B: with, punctuation\n\nbody b\n"
-	got := splitSections(doc)
-	if len(got) != 2 || got["A"] != "\n*Measured x.*\n\n| t |\n" || got["B: with, punctuation"] != "\nbody b\n" {
-		t.Fatalf("got %q", got)
-	}
-	// A section kept by -only is written back as it was.
-	if re := "\n## A\n" + got["A"]; !strings.Contains(doc, re) {
-		t.Errorf("section A does not round-trip: %q", re)
-	}
-}
-
 // TestSections: every section has a title of its own and something to run.
 func TestSections(t *testing.T) {
 	t.Parallel()
@@ -46,6 +33,10 @@ func TestSections(t *testing.T) {
 	for _, s := range sections {
 		if s.title == "" || s.run == nil || seen[s.title] || strings.Contains(s.title, "\n") {
 			t.Errorf("section %q: empty, duplicate or without run", s.title)
+		}
+		// The title is written in its markers: it must read back as itself.
+		if kind, title, ok := parseMarker(beginMarker(s.title)); !ok || kind != "begin" || title != s.title {
+			t.Errorf("section %q: its marker reads back as %q %q %v", s.title, kind, title, ok)
 		}
 		seen[s.title] = true
 		for _, n := range s.notes {

@@ -174,3 +174,59 @@ func TestReplyStreamingDuringErasureWritesNoUsageBack(t *testing.T) {
 		t.Error(f)
 	}
 }
+
+// TestErasureOfKnowledgeBasesWhileIndexing: a user with three knowledge
+// bases (a ready document; none; a 20 MB document still indexing)
+// deletes the account while the large document is indexing. The
+// erasure's first pass deletes the knowledge bases under the attempt,
+// which ends (its lease refused once the collection is gone, or its
+// attachment gone first). Once the clock passes the purges' and the
+// erasure's last passes, nothing in the data file, the blob folder or
+// the vector folder names the user, a knowledge base, a document or an
+// attachment.
+func TestErasureOfKnowledgeBasesWhileIndexing(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "devserver.json")
+	clock := newClockFile(t)
+	env := []string{"DATA_FILE=" + file, "ALLOWED_ORIGINS=" + frontendOrigin, "DEV_CLOCK_FILE=" + string(clock), "LOG_LEVEL=info",
+		"GENERATION_LEASE=2s", "SWEEP_INTERVAL=200ms"}
+	srv := durableServer(t, env...)
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "erase-while-indexing@example.com")
+	chat := newChat(t, c, map[string]any{"title": "files"})
+	small := readyAttachment(t, c, chat.ID, "notes.md", "text/markdown", []byte("# Notes\n\nThe refund policy allows returns within thirty days.\n"))
+	ready := newKnowledgeBase(t, c, "ready")
+	readyDoc := addDocument(t, c, ready.ID, small.ID)
+	if got := indexed(t, c, ready.ID, readyDoc.ID); got.Status != "ready" {
+		t.Fatalf("small document: %+v", got)
+	}
+	empty := newKnowledgeBase(t, c, "empty")
+	var big strings.Builder
+	for i := 0; big.Len() < 20<<20; i++ {
+		fmt.Fprintf(&big, "line %d of the long report mentions quarterly revenue item%d and region%d.\n", i, i%977, i%31)
+	}
+	large := readyAttachment(t, c, chat.ID, "report.txt", "text/plain", []byte(big.String()))
+	busy := newKnowledgeBase(t, c, "busy")
+	busyDoc := addDocument(t, c, busy.ID, large.ID)
+	if r := c.do("DELETE", "/api/users/"+userID, map[string]string{"password": "chat-password-1"}); r.Status != 202 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	waitFor(t, "the erasure's first pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased; a last pass follows"`) })
+	waitFor(t, "the indexing attempt's end", func() bool {
+		for _, line := range strings.Split(srv.logs.String(), "\n") {
+			if strings.Contains(line, `"knowledge: indexing attempt ended"`) && strings.Contains(line, busyDoc.ID) {
+				return true
+			}
+		}
+		return false
+	})
+	clock.ahead(t, 17*time.Minute)
+	waitFor(t, "the erasure's last pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased"`) })
+	stopServer(t, srv)
+	traces := map[string]string{"user id": userID, "chat": chat.ID, "ready knowledge base": ready.ID, "ready document": readyDoc.ID,
+		"empty knowledge base": empty.ID, "busy knowledge base": busy.ID, "busy document": busyDoc.ID, "small attachment": small.ID,
+		"large attachment": large.ID}
+	for _, f := range tracesIn(t, filepath.Dir(file), traces) {
+		t.Error(f)
+	}
+}

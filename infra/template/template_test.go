@@ -254,7 +254,9 @@ var wantGrants = map[string]map[string][]string{
 	// (store.Accounts.EraseUserItems, RateLimits.DeleteWindows:
 	// BatchWriteItem of keys known or listed by the tables' user indexes).
 	"SweeperFunction": {
-		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"},
+		// A data export's runs: the pages of store.Runs (a Query of the
+		// index, BatchGetItem of the runs).
+		"DataTable":            {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"},
 		"DataTable/index/GSI1": {"dynamodb:Query"},
 		"DataTable/index/GSI2": {"dynamodb:Query"},
 		// the erasure's deletes; the export's profile, policies and
@@ -315,7 +317,8 @@ var wantGrants = map[string]map[string][]string{
 			"dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchWriteItem"},
 		// ListWorkflows and DeleteWorkflowRuns: Queries of GSI1.
 		"DataTable/index/GSI1": {"dynamodb:Query"},
-		// A chat's runs (ChatRunsPage): a Query of GSI2.
+		// A chat's runs (ChatRunsPage): a Query of GSI2 (and, as a
+		// workflow's runs, BatchGetItem of the runs its list entries name).
 		"DataTable/index/GSI2": {"dynamodb:Query"},
 		// the rate limits of the workflow chat and of runs:
 		// store.RateLimits.Hit (UpdateItem).

@@ -40,7 +40,8 @@ type Store interface {
 	// DeleteKnowledgeBase deletes kb and stores p, the purge of its
 	// documents' vectors and segments, in one transaction; its collection
 	// (documents, jobs) stays, unreachable (every route reads the
-	// knowledge base first), as the purge's list until FinishPurge.
+	// knowledge base first), as the purge's list until ListPurge or
+	// FinishPurge.
 	DeleteKnowledgeBase(ctx context.Context, kb KnowledgeBase, p Purge) error
 	// CreateDocument stores d (status indexing) and starts its indexing
 	// job with a lease until lease, conditioned on the knowledge base
@@ -77,6 +78,10 @@ type Store interface {
 	Purges(ctx context.Context, now time.Time, limit int) ([]Purge, error)
 	// DeferPurge makes p due at at; deferring a finished one succeeds.
 	DeferPurge(ctx context.Context, p Purge, at time.Time) error
+	// ListPurge records on knowledge base purge p that its collection
+	// was read, with p.Pending, makes it due at at, then deletes the
+	// collection; a finished purge is left as it is.
+	ListPurge(ctx context.Context, p Purge, at time.Time) error
 	// FinishPurge removes p and, for a knowledge base's, what is left of
 	// its collection.
 	FinishPurge(ctx context.Context, p Purge) error
@@ -267,7 +272,7 @@ func (s *Service) Delete(ctx context.Context, userID, id string) error {
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
-	p := s.newPurge(id, "", 0)
+	p := s.newPurge(id, "", 0, true)
 	if err := s.o.Store.DeleteKnowledgeBase(ctx, kb, p); err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -373,7 +378,7 @@ func (s *Service) DeleteDocument(ctx context.Context, userID, kbID, id string) e
 	if d.Status == StatusReady && d.ChunkCount != nil {
 		n = *d.ChunkCount
 	}
-	p := s.newPurge(kbID, id, n)
+	p := s.newPurge(kbID, id, n, d.Status == StatusIndexing)
 	if err := s.o.Store.DeleteDocument(ctx, d, p); err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -426,22 +431,32 @@ func (s *Service) Index(ctx context.Context, ref Ref) error {
 	}
 	if cause := context.Cause(work); ierr != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		// The lease was lost (the document was deleted, or another
-		// attempt took over): that attempt records the outcome.
+		// attempt took over): that attempt records the outcome. A
+		// deleted document's purge may have run its passes before this
+		// attempt's writes: they are deleted here.
 		s.o.Logger.InfoContext(ctx, "knowledge: indexing lost its lease", "documentId", d.ID, "err", cause.Error())
+		if _, err := s.o.Store.Document(context.WithoutCancel(ctx), d.KnowledgeBaseID, d.ID); errs.Is(err, errs.NotFound) {
+			s.dropIndexes(context.WithoutCancel(ctx), d)
+		}
 		return nil
 	}
+	// A failure's writes are deleted before it is recorded: once the
+	// document is no longer indexing, a purge of its knowledge base does
+	// not wait for it (a crash between would leave them behind).
 	d.UpdatedAt = s.now()
 	if ierr != nil {
 		d.Status, d.Error = StatusFailed, message(ierr)
+		s.dropIndexes(context.WithoutCancel(ctx), d)
 	} else {
 		d.Status, d.ChunkCount = StatusReady, &n
 	}
 	err = s.o.Store.FinishDocument(context.WithoutCancel(ctx), ref, d)
 	if errs.CodeOf(err) == CodeChunkLimit {
 		d.Status, d.ChunkCount, d.Error = StatusFailed, nil, fmt.Sprintf("the document's %d chunks would take the knowledge base past %d", n, MaxChunks)
+		s.dropIndexes(context.WithoutCancel(ctx), d)
 		err = s.o.Store.FinishDocument(context.WithoutCancel(ctx), ref, d)
 	}
-	if d.Status == StatusFailed || err != nil {
+	if d.Status == StatusReady && err != nil {
 		s.dropIndexes(context.WithoutCancel(ctx), d)
 	}
 	if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
@@ -580,14 +595,13 @@ func (s *Service) Resume(ctx context.Context, e job.Expired) error {
 	ref := Ref{KnowledgeBaseID: d.KnowledgeBaseID, DocumentID: d.ID, Attempt: d.Attempt}
 	if d.Attempt > MaxAttempts {
 		d.Status, d.Error, d.UpdatedAt = StatusFailed, fmt.Sprintf("indexing was interrupted %d times", MaxAttempts), now
+		// What the interrupted attempts wrote (vectors, a segment)
+		// belongs to no ready document: deleted before the failure is
+		// recorded, as Index does.
+		s.dropIndexes(ctx, d)
 		err := s.o.Store.FinishDocument(ctx, ref, d)
 		if errs.Is(err, errs.NotFound) || errs.Is(err, errs.Conflict) {
 			return nil
-		}
-		if err == nil {
-			// What the interrupted attempts wrote (vectors, a segment)
-			// belongs to no ready document.
-			s.dropIndexes(ctx, d)
 		}
 		return errs.Wrap(op, err)
 	}
@@ -622,6 +636,7 @@ func (p *InProcess) Dispatch(ctx context.Context, ref Ref) error {
 		if err := p.s.Index(ctx, ref); err != nil {
 			p.s.o.Logger.ErrorContext(ctx, "knowledge: index", "documentId", ref.DocumentID, "err", err.Error())
 		}
+		p.s.o.Logger.InfoContext(ctx, "knowledge: indexing attempt ended", "documentId", ref.DocumentID, "attempt", ref.Attempt)
 	}()
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/workflowchat/service/shared/blob"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -311,9 +312,9 @@ func (s *Chats) DeleteChat(ctx context.Context, id, userID string, beyond func(c
 }
 
 // deleteCollection batch-deletes every item of table under pk except the
-// one with sort key keep (the collection's own item, deleted last by the
+// ones with sort key keep (the collection's own item, deleted last by the
 // caller so that a failure part-way can be retried).
-func deleteCollection(ctx context.Context, table dynamo.Table, pk, keep string) error {
+func deleteCollection(ctx context.Context, table dynamo.Table, pk string, keep ...string) error {
 	const op = "store.deleteCollection"
 	var keys []struct{ PK, SK string }
 	if err := table.Get("PK", pk).Project("PK", "SK").Consistent(true).All(ctx, &keys); err != nil {
@@ -321,7 +322,7 @@ func deleteCollection(ctx context.Context, table dynamo.Table, pk, keep string) 
 	}
 	var del []dynamo.Keyed
 	for _, k := range keys {
-		if k.SK != keep {
+		if !slices.Contains(keep, k.SK) {
 			del = append(del, dynamo.Keys{k.PK, k.SK})
 		}
 	}

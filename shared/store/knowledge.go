@@ -32,6 +32,9 @@ import (
 //     a deleted document or KB for a deleted knowledge base, in GSI1
 //     under KBPURGES by the time it is due (sparse), written in the
 //     delete's transaction, removed by its last pass.
+//     A knowledge base's purge whose first pass found documents
+//     indexing keeps their ids (pending, with listed) and outlives the
+//     collection, deleted at that pass (ListPurge).
 type Knowledge struct {
 	db    *dynamo.DB
 	table dynamo.Table
@@ -220,6 +223,8 @@ type purgeItem struct {
 	KBID           string    `dynamo:"kbId"`
 	DocID          string    `dynamo:"docId"`
 	Chunks         int       `dynamo:"chunks"`
+	Listed         bool      `dynamo:"listed,omitempty"`
+	Pending        []string  `dynamo:"pending,omitempty"`
 	DueAt          time.Time `dynamo:"dueAt"`
 	FinalAt        time.Time `dynamo:"finalAt"`
 }
@@ -238,7 +243,7 @@ func purgeGSISK(p knowledge.Purge, due time.Time) string {
 func newPurgeItem(p knowledge.Purge) purgeItem {
 	pk, sk := purgeKey(p)
 	return purgeItem{PK: pk, SK: sk, GSI1PK: purgesGSI, GSI1SK: purgeGSISK(p, p.DueAt), KBID: p.KnowledgeBaseID, DocID: p.DocumentID,
-		Chunks: p.Chunks, DueAt: p.DueAt.UTC(), FinalAt: p.FinalAt.UTC()}
+		Chunks: p.Chunks, Listed: p.Listed, Pending: p.Pending, DueAt: p.DueAt.UTC(), FinalAt: p.FinalAt.UTC()}
 }
 
 // Purges queries GSI1's KBPURGES entries due at now.
@@ -251,7 +256,8 @@ func (s *Knowledge) Purges(ctx context.Context, now time.Time, limit int) ([]kno
 	}
 	out := make([]knowledge.Purge, len(items))
 	for i, it := range items {
-		out[i] = knowledge.Purge{KnowledgeBaseID: it.KBID, DocumentID: it.DocID, Chunks: it.Chunks, DueAt: it.DueAt, FinalAt: it.FinalAt}
+		out[i] = knowledge.Purge{KnowledgeBaseID: it.KBID, DocumentID: it.DocID, Chunks: it.Chunks, Listed: it.Listed, Pending: it.Pending,
+			DueAt: it.DueAt, FinalAt: it.FinalAt}
 	}
 	return out, nil
 }
@@ -266,25 +272,43 @@ func (s *Knowledge) DeferPurge(ctx context.Context, p knowledge.Purge, at time.T
 	return storeError("store.DeferPurge", err)
 }
 
-// FinishPurge deletes, for a knowledge base's purge, every item of its
-// collection (documents, job heads) in batches, then the purge.
+// ListPurge records, on a knowledge base's purge, that its collection
+// was read (listed) with p.Pending, the documents that were indexing,
+// and makes it due at at: one write conditioned on the purge existing
+// (finished meanwhile: nothing more is done). It then deletes the
+// collection (documents, job heads) in batches: an indexing attempt
+// still running loses its lease at its next renewal, and the purge's
+// later passes read the list instead. A failure after the write leaves
+// the rest of the collection to FinishPurge.
+func (s *Knowledge) ListPurge(ctx context.Context, p knowledge.Purge, at time.Time) error {
+	const op = "store.ListPurge"
+	if p.DocumentID != "" {
+		return errs.E(op, errs.Internal, "", "a document's purge has no list")
+	}
+	pk, sk := purgeKey(p)
+	u := s.table.Update("PK", pk).Range("SK", sk).Set("listed", true).Set("GSI1SK", purgeGSISK(p, at)).Set("dueAt", at.UTC())
+	if len(p.Pending) > 0 {
+		u.Set("pending", p.Pending)
+	} else {
+		u.Remove("pending")
+	}
+	err := u.If("attribute_exists(PK)").Run(ctx)
+	if isConditionFailure(err) {
+		return nil
+	}
+	if err != nil {
+		return storeError(op, err)
+	}
+	return errs.Wrap(op, deleteCollection(ctx, s.table, kbPK(p.KnowledgeBaseID), ""))
+}
+
+// FinishPurge deletes, for a knowledge base's purge, every item left of
+// its collection (documents, job heads) in batches, then the purge.
 func (s *Knowledge) FinishPurge(ctx context.Context, p knowledge.Purge) error {
 	const op = "store.FinishPurge"
 	if p.DocumentID == "" {
-		var keys []dynamo.Keyed
-		var items []struct{ PK, SK string }
-		if err := s.table.Get("PK", kbPK(p.KnowledgeBaseID)).Project("PK", "SK").All(ctx, &items); err != nil {
-			return storeError(op, err)
-		}
-		for _, it := range items {
-			keys = append(keys, dynamo.Keys{it.PK, it.SK})
-		}
-		for len(keys) > 0 {
-			n := min(len(keys), 25)
-			if _, err := s.table.Batch("PK", "SK").Write().Delete(keys[:n]...).Run(ctx); err != nil {
-				return storeError(op, err)
-			}
-			keys = keys[n:]
+		if err := deleteCollection(ctx, s.table, kbPK(p.KnowledgeBaseID), ""); err != nil {
+			return errs.Wrap(op, err)
 		}
 	}
 	pk, sk := purgeKey(p)

@@ -184,7 +184,8 @@ func TestKnowledgeJobs(t *testing.T) {
 // knowledge base puts its purge in the same transaction; Purges finds
 // only those due (a deferred one later), oldest first; finishing a
 // knowledge base's purge deletes what was left of its collection, and
-// the purge.
+// the purge; listing one (its documents indexing kept on it) deletes the
+// collection at once and makes it due later.
 func TestKnowledgePurges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -247,8 +248,27 @@ func TestKnowledgePurges(t *testing.T) {
 	if docs, err := s.Documents(ctx, kb.ID); err != nil || len(docs) != 1 || docs[0].ID != d2.ID {
 		t.Fatalf("collection of the deleted knowledge base: %+v, %v", docs, err)
 	}
+	// Listing it keeps the ids of the documents indexing on the purge,
+	// moves its due time and deletes the collection.
+	pk.Listed, pk.Pending = true, []string{d2.ID}
+	if err := s.ListPurge(ctx, pk, t0.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := s.Documents(ctx, kb.ID); err != nil || len(docs) != 0 {
+		t.Fatalf("collection of the listed purge: %+v, %v", docs, err)
+	}
+	if got := due(t0.Add(2 * time.Minute)); len(got) != 0 {
+		t.Fatalf("due at t0+2m after listing: %+v, want none", got)
+	}
+	if got := due(t0.Add(31 * time.Minute)); len(got) != 1 || !got[0].Listed || len(got[0].Pending) != 1 || got[0].Pending[0] != d2.ID ||
+		!got[0].DueAt.Equal(t0.Add(30*time.Minute)) {
+		t.Fatalf("due at t0+31m after listing: %+v, want the listed purge naming %s", got, d2.ID)
+	}
 	if err := s.FinishPurge(ctx, pk); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.ListPurge(ctx, pk, t0); err != nil {
+		t.Fatalf("listing a finished purge: %v", err)
 	}
 	if err := s.FinishPurge(ctx, pd); err != nil {
 		t.Fatal(err)

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/guregu/dynamo/v2"
 
 	"github.com/workflowchat/service/shared/blob"
@@ -21,13 +21,24 @@ import (
 // Runs stores workflow runs in the Data table, each in an item collection
 // of its own, PK RUN#<runId>:
 //   - SK RUN: the run item: status, steps and plan (JSON), attempt,
-//     version (incremented by every write), trigger, input; GSI1 (GSI1PK
+//     version (incremented by every write), trigger, input;
+//   - the run's event log (joblog.go), kind workflow.RunKind, whose head
+//     names the run item (target) and holds the run's lease;
+//   - SK LIST: the run's list entry (runListItem): GSI1 (GSI1PK
 //     WFRUNS#<workflowId>, GSI1SK <startedAt>#<runId>) lists a workflow's
 //     runs and finds them when the workflow is deleted, and for a run
 //     started in a chat GSI2 (GSI2PK CHATRUNS#<chatId>, GSI2SK
-//     <startedAt>#<runId>) lists the chat's runs;
-//   - the run's event log (joblog.go), kind workflow.RunKind, whose head
-//     names the run item (target) and holds the run's lease.
+//     <startedAt>#<runId>) lists the chat's runs. The entry carries
+//     those keys instead of the run item, so that a checkpoint,
+//     which rewrites the run item with all its steps, writes no index
+//     copy of it (a run item's index copies were two thirds of a
+//     checkpoint's write units). Its attributes never change (the
+//     run's id and its index keys, from its workflow, chat and start),
+//     so it is written once, with the run, and deleted last, with it.
+//     A run stored before it (its keys on the run item) is listed and
+//     deleted the same way, and moves its keys to a list entry when
+//     LoggedRun reads it with its log still active (moveListKeys),
+//     before the runner's next checkpoint.
 //
 // So a run is read by id with one GetItem, with its log head in one
 // transactional read, and a checkpoint writes the run item, the
@@ -57,13 +68,19 @@ func (s *Runs) WithBlobs(b blob.Backend) *Runs {
 // that the store can place a job by its kind (jobPK).
 const runKind = workflow.RunKind
 
-const runSK = "RUN"
+const (
+	runSK     = "RUN"
+	runListSK = "LIST"
+)
 
 func runPK(id string) string                   { return "RUN#" + id }
 func workflowRunsGSI(workflowID string) string { return "WFRUNS#" + workflowID }
 func chatRunsGSI(chatID string) string         { return "CHATRUNS#" + chatID }
 func runIndexSK(r workflow.Run) string         { return r.StartedAt.UTC().Format(timeKey) + "#" + r.ID }
 
+// runItem is a run item, and the shape the lists read a run's index entry
+// in: its list entry (SK LIST: the keys and the id only) or, for a run
+// stored before list entries, the run item itself (SK RUN, with the keys).
 type runItem struct {
 	PK, SK      string
 	GSI1PK      string     `dynamo:",omitempty"`
@@ -98,20 +115,38 @@ type runItem struct {
 	Lineage     []string `dynamo:"lineage,omitempty"` // a list: the root's workflow first
 }
 
+// runListItem is a run's list entry (SK LIST): its id and its index
+// keys, in GSI1 under its workflow and, for a run started in a chat, in
+// GSI2 under the chat.
+type runListItem struct {
+	PK, SK string
+	GSI1PK string
+	GSI1SK string
+	GSI2PK string `dynamo:",omitempty"`
+	GSI2SK string `dynamo:",omitempty"`
+	Type   string `dynamo:"type"`
+	ID     string `dynamo:"id"`
+}
+
+func newRunListItem(r workflow.Run) runListItem {
+	l := runListItem{PK: runPK(r.ID), SK: runListSK, GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runIndexSK(r), Type: "runlist", ID: r.ID}
+	if r.ChatID != "" {
+		l.GSI2PK, l.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
+	}
+	return l
+}
+
 func newRunItem(r workflow.Run) (runItem, error) {
-	steps, err := encodeSteps(r.Steps)
+	steps, err := encodeSteps(r.Steps, nil)
 	if err != nil {
 		return runItem{}, err
 	}
 	it := runItem{
-		PK: runPK(r.ID), SK: runSK, GSI1PK: workflowRunsGSI(r.WorkflowID), GSI1SK: runIndexSK(r), Type: "run",
+		PK: runPK(r.ID), SK: runSK, Type: "run",
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, Steps: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
 		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
 		ParentRunID: r.ParentRunID, Depth: r.Depth, Lineage: r.Lineage,
-	}
-	if r.ChatID != "" {
-		it.GSI2PK, it.GSI2SK = chatRunsGSI(r.ChatID), runIndexSK(r)
 	}
 	for _, f := range []struct {
 		dst *string
@@ -130,11 +165,10 @@ func newRunItem(r workflow.Run) (runItem, error) {
 	return it, nil
 }
 
-func encodeSteps(steps []workflow.RunStep) (string, error) {
-	if steps == nil {
-		steps = []workflow.RunStep{}
-	}
-	b, err := json.Marshal(steps)
+// encodeSteps is the JSON of a run's steps, with the values c already
+// holds taken from it (nil c: all encoded here).
+func encodeSteps(steps []workflow.RunStep, c *workflow.ValueJSON) (string, error) {
+	b, err := workflow.EncodeSteps(steps, c)
 	if err != nil {
 		return "", fmt.Errorf("encode run steps: %w", err)
 	}
@@ -169,8 +203,9 @@ var errRunNotFound = errs.E("store.Runs", errs.NotFound, workflow.CodeRunNotFoun
 func (s *Runs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
 
 // CreateRun stores the new run r with its event log, active with lease l
-// and no events yet, in one transaction; a run in a chat also checks
-// that the chat exists and is not being deleted. NotFound CHAT_NOT_FOUND,
+// and no events yet, and its list entry, in one transaction; a run in a
+// chat also checks that the chat exists and is not being deleted.
+// NotFound CHAT_NOT_FOUND,
 // Conflict RUN_EXISTS.
 func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error {
 	const op = "store.CreateRun"
@@ -195,6 +230,7 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	if err := s.logs().start(tx, logStart{PK: it.PK, Kind: workflow.RunKind, ID: r.ID, Status: r.Status, Target: it.SK, Lease: l}); err != nil {
 		return errs.Wrap(op, err)
 	}
+	tx.Put(s.table.Put(newRunListItem(r)))
 	if r.ChatID != "" {
 		tx.Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(collectionWritable))
 	}
@@ -208,10 +244,11 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	return storeError(op, err)
 }
 
-// runUpdate returns the update of r's item that writes its status, steps,
-// error and completedAt and increments its version, without condition.
-func (s *Runs) runUpdate(r workflow.Run) (*dynamo.Update, error) {
-	steps, err := encodeSteps(r.Steps)
+// runUpdate returns the update of r's item that writes its status, steps
+// (their values from c where it holds them), error and completedAt and
+// increments its version, without condition.
+func (s *Runs) runUpdate(r workflow.Run, c *workflow.ValueJSON) (*dynamo.Update, error) {
+	steps, err := encodeSteps(r.Steps, c)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +288,7 @@ const attemptIs = "attribute_exists(PK) AND 'status' = ? AND (attempt = ? OR (at
 func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error {
 	const op = "store.SaveCheckpoint"
 	r := c.Run
-	u, err := s.runUpdate(r)
+	u, err := s.runUpdate(r, c.Values)
 	if err != nil {
 		return errs.Wrap(op, err)
 	}
@@ -283,7 +320,11 @@ func (s *Runs) SaveCheckpoint(ctx context.Context, c workflow.Checkpoint) error 
 }
 
 // LoggedRun returns run runID and the head of its log, from one strongly
-// consistent transactional read of both. NotFound RUN_NOT_FOUND.
+// consistent transactional read of both. A run stored before list entries
+// whose log is still active (a run its runner goes on with) moves its
+// index keys to its list entry first (moveListKeys: one more call, once
+// per such run), so that its checkpoints write no index copy. NotFound
+// RUN_NOT_FOUND.
 func (s *Runs) LoggedRun(ctx context.Context, runID string) (workflow.Run, job.Head, error) {
 	const op = "store.LoggedRun"
 	var (
@@ -305,7 +346,25 @@ func (s *Runs) LoggedRun(ctx context.Context, runID string) (workflow.Run, job.H
 		return workflow.Run{}, job.Head{}, errs.Wrap(op, err)
 	}
 	h.LastSeq = max(h.LastSeq, it.LogSeq) // a checkpoint may have left the head behind
+	if it.GSI1PK != "" && h.Active {
+		// A failed move loses nothing (the old shape stays listed):
+		// the next read tries again.
+		_ = s.moveListKeys(ctx, it)
+	}
 	return r, h.job(), nil
+}
+
+// moveListKeys converts run item it, stored with its index keys, to the
+// current shape in one transaction: the keys, as they are, go to the
+// run's list entry and leave the run item (conditioned on it still
+// holding them: a run deleted or converted meanwhile is left alone). The
+// run's place in its lists, and so every cursor, stays the same. It fails
+// with the transaction's error.
+func (s *Runs) moveListKeys(ctx context.Context, it runItem) error {
+	l := runListItem{PK: it.PK, SK: runListSK, GSI1PK: it.GSI1PK, GSI1SK: it.GSI1SK, GSI2PK: it.GSI2PK, GSI2SK: it.GSI2SK, Type: "runlist", ID: it.ID}
+	u := s.table.Update("PK", it.PK).Range("SK", runSK).Remove("GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK").Add("version", 1).
+		If("GSI1PK = ? AND GSI1SK = ?", it.GSI1PK, it.GSI1SK)
+	return s.db.WriteTx().Update(u).Put(s.table.Put(l)).Run(ctx)
 }
 
 // ClaimRun takes over run r whose lease ended before expiredBefore for
@@ -356,7 +415,7 @@ func (s *Runs) CancelRun(ctx context.Context, r workflow.Run, now time.Time) (wo
 	const op = "store.CancelRun"
 	prev := r.Status
 	workflow.CancelRun(&r, now)
-	u, err := s.runUpdate(r)
+	u, err := s.runUpdate(r, nil)
 	if err != nil {
 		return workflow.Run{}, errs.Wrap(op, err)
 	}
@@ -397,9 +456,12 @@ var errBadRunsCursor = badCursor("store.RunsPage")
 // ChatRunsPage returns up to limit runs of chat chatID, oldest first,
 // after the run the cursor names (empty: from the first), and the cursor
 // of the next page, empty on the last: one Query of GSI2 (eventually
-// consistent) of at most limit+1 runs and one DynamoDB page (1 MB). It
-// does not check the chat: callers check its owner first (ChatOwner).
-// Invalid INVALID_PAGINATION for a cursor that is not one it returned.
+// consistent) of at most limit+1 list entries and one DynamoDB page
+// (1 MB), then the runs those entries name, strongly consistent, with a
+// BatchGetItem per 25 of them, while the page's runs stay under about
+// 1 MB (runsPageBytes). It does not check the chat: callers check its
+// owner first (ChatOwner). Invalid INVALID_PAGINATION for a cursor that
+// is not one it returned.
 func (s *Runs) ChatRunsPage(ctx context.Context, chatID string, limit int, cursor string) ([]workflow.Run, string, error) {
 	return s.page(ctx, "store.ChatRunsPage", "GSI2", "GSI2PK", chatRunsGSI(chatID), "GSI2SK", limit, cursor, dynamo.Ascending)
 }
@@ -411,6 +473,32 @@ func (s *Runs) WorkflowRunsPage(ctx context.Context, workflowID string, limit in
 	return s.page(ctx, "store.WorkflowRunsPage", "GSI1", "GSI1PK", workflowRunsGSI(workflowID), "GSI1SK", limit, cursor, dynamo.Descending)
 }
 
+// runsPageBytes bounds a page of runs, as DynamoDB's 1 MB bounded a
+// Query of the runs themselves: the page ends at the run that reaches it
+// (a page holds at least one run), and the next one starts after it.
+const runsPageBytes = 1 << 20
+
+// size is about the bytes DynamoDB counts for run item it: its values
+// and, roughly, its attribute names and numbers.
+func (it runItem) size() int {
+	n := 256 + len(it.PK) + len(it.SK) + len(it.GSI1PK) + len(it.GSI1SK) + len(it.GSI2PK) + len(it.GSI2SK) + len(it.Type) +
+		len(it.ID) + len(it.ChatID) + len(it.WorkflowID) + len(it.UserID) + len(it.Status) + len(it.Steps) + len(it.Error) +
+		len(it.RetryOf) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
+	for _, v := range slices.Concat(it.InputFiles, it.Lineage) {
+		n += len(v) + 3
+	}
+	return n
+}
+
+// page reads a page of the index (index, hashAttr = hash), whose entries
+// are runs' list entries or, for runs stored before those, the run items
+// themselves (complete, as the index projects every attribute): the first
+// are read from the table, the second used as they are. The cursor is the
+// last listed entry's index sort key (<startedAt>#<runId>, one per run
+// whatever its shape), and the next page's Query starts after it with its
+// key condition, so a run converted between two pages is not listed
+// twice; an entry met twice in one page (a run converted while the index
+// caught up) is listed once.
 func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr string, limit int, cursor string, order dynamo.Order) ([]workflow.Run, string, error) {
 	q := s.table.Get(hashAttr, hash).Index(index).SearchLimit(limit + 1).Order(order)
 	if cursor != "" {
@@ -419,15 +507,14 @@ func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr st
 		if err != nil || len(raw) > maxCursorLen || !ok || len(runID) != 36 || sk == "" {
 			return nil, "", errBadRunsCursor
 		}
-		q = q.StartFrom(dynamo.PagingKey{
-			hashAttr:  &types.AttributeValueMemberS{Value: hash},
-			rangeAttr: &types.AttributeValueMemberS{Value: string(raw)},
-			"PK":      &types.AttributeValueMemberS{Value: runPK(runID)},
-			"SK":      &types.AttributeValueMemberS{Value: runSK},
-		})
+		after := dynamo.Greater
+		if order == dynamo.Descending {
+			after = dynamo.Less
+		}
+		q = q.Range(rangeAttr, after, string(raw))
 	}
-	var items []runItem
-	lek, err := q.AllWithLastEvaluatedKey(ctx, &items)
+	var entries []runItem
+	lek, err := q.AllWithLastEvaluatedKey(ctx, &entries)
 	if err != nil {
 		return nil, "", storeError(op, err)
 	}
@@ -437,26 +524,89 @@ func (s *Runs) page(ctx context.Context, op, index, hashAttr, hash, rangeAttr st
 		}
 		return it.GSI1SK
 	}
-	var next string
-	switch {
-	case len(items) > limit:
-		items = items[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[limit-1])))
-	case lek != nil && len(items) > 0:
-		// DynamoDB's 1 MB page ended first.
-		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[len(items)-1])))
-	}
-	runs := make([]workflow.Run, len(items))
-	for i, it := range items {
-		if runs[i], err = it.run(); err != nil {
-			return nil, "", errs.Wrap(op, err)
+	// More follow when the Query found one past the limit, or when
+	// DynamoDB's 1 MB page ended first.
+	more := len(entries) > limit || lek != nil
+	entries = entries[:min(len(entries), limit)]
+	seen := make(map[string]bool, len(entries))
+	entries = slices.DeleteFunc(entries, func(it runItem) bool {
+		dup := seen[it.ID]
+		seen[it.ID] = true
+		return dup
+	})
+	var (
+		runs  = make([]workflow.Run, 0, len(entries))
+		bytes int
+		next  string
+	)
+	err = inBatches(ctx, op, len(entries), func(ctx context.Context, from, to int) error {
+		if next != "" {
+			return nil // the page is full
 		}
+		items, err := s.listedRuns(ctx, entries[from:to])
+		if err != nil {
+			return err
+		}
+		for i, e := range entries[from:to] {
+			it, ok := items[e.ID]
+			if !ok {
+				continue // deleted since the index listed it
+			}
+			r, err := it.run()
+			if err != nil {
+				return err
+			}
+			runs, bytes = append(runs, r), bytes+it.size()
+			if bytes >= runsPageBytes && from+i < len(entries)-1 {
+				next = base64.RawURLEncoding.EncodeToString([]byte(key(e)))
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if next == "" && more && len(entries) > 0 {
+		next = base64.RawURLEncoding.EncodeToString([]byte(key(entries[len(entries)-1])))
 	}
 	return runs, next, nil
 }
 
+// listedRuns returns the run items of index entries, by run id: the
+// entries that are run items (stored before list entries) as they are,
+// the others' runs with one strongly consistent BatchGetItem (none when
+// every entry is a run item). A run deleted since is missing.
+func (s *Runs) listedRuns(ctx context.Context, entries []runItem) (map[string]runItem, error) {
+	out := make(map[string]runItem, len(entries))
+	var keys []dynamo.Keyed
+	for _, e := range entries {
+		if e.SK == runSK {
+			out[e.ID] = e
+			continue
+		}
+		keys = append(keys, dynamo.Keys{runPK(e.ID), runSK})
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var items []runItem
+	err := s.table.Batch("PK", "SK").Get(keys...).Consistent(true).All(ctx, &items)
+	if err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		return nil, err
+	}
+	for _, it := range items {
+		out[it.ID] = it
+	}
+	return out, nil
+}
+
 // deleteRuns deletes the collections of the runs whose index entries
-// (index, hash) lists: each run item, its log's batches and head.
+// (index, hash) lists, list entries and run items of the old shape alike:
+// each run's values, its log and elements, its run item, and its list
+// entry last, through which a retry after a failure part-way finds the
+// run again (a run of the old shape: through its run item, deleted last
+// but for an entry it may have gained meanwhile).
 func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string) error {
 	var keys []struct {
 		ID string `dynamo:"id"`
@@ -464,20 +614,24 @@ func (s *Runs) deleteRuns(ctx context.Context, op, index, hashAttr, hash string)
 	if err := s.table.Get(hashAttr, hash).Index(index).Project("id").All(ctx, &keys); err != nil {
 		return storeError(op, err)
 	}
+	seen := map[string]bool{}
 	for _, k := range keys {
-		// The values and the log first, the run item last: a failure
-		// part-way leaves the item, through which a retry finds the run
-		// again.
+		if seen[k.ID] {
+			continue // a run listed by both shapes while it converted
+		}
+		seen[k.ID] = true
 		if s.blobs != nil {
 			if _, err := s.blobs.DeletePrefix(ctx, workflow.RunBlobPrefix(k.ID)); err != nil {
 				return errs.Wrap(op, err)
 			}
 		}
-		if err := deleteCollection(ctx, s.table, runPK(k.ID), runSK); err != nil {
+		if err := deleteCollection(ctx, s.table, runPK(k.ID), runSK, runListSK); err != nil {
 			return errs.Wrap(op, err)
 		}
-		if err := s.table.Delete("PK", runPK(k.ID)).Range("SK", runSK).Run(ctx); err != nil {
-			return storeError(op, err)
+		for _, sk := range []string{runSK, runListSK} {
+			if err := s.table.Delete("PK", runPK(k.ID)).Range("SK", sk).Run(ctx); err != nil {
+				return storeError(op, err)
+			}
 		}
 	}
 	return nil

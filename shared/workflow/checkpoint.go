@@ -25,6 +25,10 @@ type Checkpoint struct {
 	// ExpiredBefore, when set, also requires the lease to have ended
 	// before then (the sweeper's end of a run).
 	ExpiredBefore time.Time
+	// Values, when set, holds the JSON of Run's values the runner
+	// already encoded, so that the record's steps are encoded without
+	// encoding them again (EncodeSteps).
+	Values *ValueJSON
 }
 
 // RunRef names one attempt of a durable run: the Runner's input, and the

@@ -120,12 +120,13 @@ func CancelRun(r *Run, now time.Time) {
 // the largest values while they together pass truncate.MaxItem, become
 // {"truncated": true, "preview": "..."} with the step's Truncated set. The
 // engine keeps the whole outputs for the later steps' inputs; only the
-// record is cut. Values already cut stay as they are.
-func Bound(r *Run) {
+// record is cut. Values already cut stay as they are. Values c
+// remembers are not encoded again (nil c: every value is).
+func Bound(r *Run, c *ValueJSON) {
 	vals := make([]json.RawMessage, 0, 2*len(r.Steps))
 	for _, s := range r.Steps {
-		in, _ := json.Marshal(s.Input)
-		out, _ := json.Marshal(s.Output)
+		in, _ := c.Encode(s.Input)
+		out, _ := c.Encode(s.Output)
 		vals = append(vals, in, out)
 	}
 	cut := truncate.Fit(vals, truncate.MaxItem)

@@ -383,6 +383,10 @@ type RunStep struct {
 	Reason           string `json:"reason,omitempty"`
 	MCPServerID      string `json:"mcpServerId,omitempty"`
 	AuthorizationURL string `json:"authorizationUrl,omitempty"`
+	// AuthorizationWaitedMs is how long the step waited for its server's
+	// authorization, its waits summed (milliseconds): time left out of
+	// the run's time limit, as a person's or a child run's.
+	AuthorizationWaitedMs int64 `json:"authorizationWaitedMs,omitempty"`
 }
 
 // WaitAuthorization is the Reason of a step that waits for the user to

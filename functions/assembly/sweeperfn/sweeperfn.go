@@ -83,11 +83,13 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	eraser := Eraser(cfg, d, chats, workflows, blobs, kn)
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).
-		Also("account erasure", eraser.Sweep).
-		Also("account export", Exporter(cfg, d, blobs).Sweep).
 		// The purges of deleted documents' and knowledge bases' vectors
-		// and segments that are due (a first pass that failed, a last one).
-		Also("knowledge purges", kn.SweepPurges), nil
+		// and segments that are due (a first pass that failed, a last one),
+		// before the erasures: an erasure's last pass, later than the
+		// purges' of its knowledge bases, then finds them done.
+		Also("knowledge purges", kn.SweepPurges).
+		Also("account erasure", eraser.Sweep).
+		Also("account export", Exporter(cfg, d, blobs).Sweep), nil
 }
 
 // Lambda builds the scheduled handler of the Lambda bootstrap: one sweep

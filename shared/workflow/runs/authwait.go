@@ -30,7 +30,11 @@ import (
 // deadline); once the deadline has passed, the step fails
 // AUTHORIZATION_TIMEOUT. A cancel ends the wait as any wait's; the wait
 // item it leaves is dropped by the next authorization or by the table's
-// TTL.
+// TTL. A forEach step waits the same way once an element's call needs
+// the authorization: the calls already running finish and are recorded
+// (each element's output is its own write), no other element starts,
+// and once authorized the step runs only the elements with no recorded
+// output, so that none runs twice.
 
 // AuthorizationTimeout is how long a step waits for the authorization of
 // its remote server (docs/limits.md).
@@ -77,6 +81,22 @@ func authServer(err error) (string, bool) {
 	return "", false
 }
 
+// authServerOf is authServer's server, or "".
+func authServerOf(err error) string {
+	id, _ := authServer(err)
+	return id
+}
+
+// halted reports whether c is closed.
+func halted(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitAuth records step i and the run waiting for the authorization of
 // serverID: the wait item first (a crash after it leaves an item that
 // finds no run waiting), then the run's write. deadline is the step's
@@ -115,9 +135,13 @@ func authStep(run workflow.Run) int {
 }
 
 // unwait makes step i of run, waiting for an authorization, pending again
-// (its deadline and reason kept, for its next wait) and the run running.
-func unwait(run *workflow.Run, i int) {
+// (its deadline and reason kept, for its next wait) and the run running;
+// the time it waited, to now, is added to its AuthorizationWaitedMs.
+func unwait(run *workflow.Run, i int, now time.Time) {
 	rs := &run.Steps[i]
+	if rs.StartedAt != nil && now.After(*rs.StartedAt) {
+		rs.AuthorizationWaitedMs += now.Sub(*rs.StartedAt).Milliseconds()
+	}
 	rs.Status, rs.StartedAt, rs.MCPServerID, rs.AuthorizationURL = workflow.StepPending, nil, "", ""
 	run.Status = workflow.RunRunning
 }
@@ -141,7 +165,7 @@ func authDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run workf
 		}
 		return invoker.Invoke(ctx, workflow.RunRef{RunID: run.ID, Attempt: run.Attempt})
 	}
-	unwait(&run, authStep(run))
+	unwait(&run, authStep(run), now)
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}
@@ -204,7 +228,7 @@ func (s *Service) authorized(ctx context.Context, w AuthWait) error {
 	}
 	l := newRunLog(s.store, run, head.LastSeq, s.lease, s.now)
 	l.values = s.runValues(run.ID)
-	unwait(&run, authStep(run))
+	unwait(&run, authStep(run), s.now())
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
 	}

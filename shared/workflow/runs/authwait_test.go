@@ -2,7 +2,9 @@ package runs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,13 +42,20 @@ func (o *oauthTools) Run(ctx context.Context, toolID string, input map[string]an
 
 func newAuthFixture(t *testing.T) (*childFixture, *oauthTools) {
 	t.Helper()
+	return newAuthFixtureAt(t, nil)
+}
+
+// newAuthFixtureAt is newAuthFixture whose service and runner read the
+// clock now (nil: time.Now).
+func newAuthFixtureAt(t *testing.T, now func() time.Time) (*childFixture, *oauthTools) {
+	t.Helper()
 	db := storetest.New(t)
 	f := &childFixture{runs: store.NewRuns(db.DB, db.Data()), jobs: store.NewJobs(db.DB, db.Data()),
 		workflows: store.NewWorkflows(db.DB, db.Data()), lease: 2 * time.Second, user: uuid.NewString()}
 	f.inproc = &runs.InProcess{}
-	f.svc = runs.NewService(runs.Options{Store: f.runs, Jobs: f.jobs, Workflows: f.workflows, Invoker: f.inproc, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs})
+	f.svc = runs.NewService(runs.Options{Store: f.runs, Jobs: f.jobs, Workflows: f.workflows, Invoker: f.inproc, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs, Now: now})
 	tools := &oauthTools{ToolRunner: newRegistry(t), serverID: uuid.NewString()}
-	f.inproc.Runner = runs.NewRunner(runs.RunnerOptions{Store: f.runs, Jobs: f.jobs, Tools: tools, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs})
+	f.inproc.Runner = runs.NewRunner(runs.RunnerOptions{Store: f.runs, Jobs: f.jobs, Tools: tools, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs, Now: now})
 	t.Cleanup(f.inproc.Wait)
 	return f, tools
 }
@@ -196,5 +205,65 @@ func TestAuthorizationWaitCancelled(t *testing.T) {
 	}
 	if waits, err := f.runs.AuthWaits(context.Background(), f.user, tools.serverID); err != nil || len(waits) != 0 {
 		t.Fatalf("wait items left %+v, %v", waits, err)
+	}
+}
+
+// TestAuthorizationWaitLeftOutOfRunTime: a step (a forEach step too)
+// authorized an hour after it waited, far past the runner's run time
+// limit (RunnerRunTimeout), completes: the wait is left out of the run's
+// time, as a person's is, and the step says how long it waited; the
+// sweeper's check before the authorization adds its wait too.
+func TestAuthorizationWaitLeftOutOfRunTime(t *testing.T) {
+	t.Parallel()
+	for _, forEach := range []bool{false, true} {
+		t.Run(fmt.Sprint("forEach ", forEach), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			skew := time.Duration(0)
+			now := func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Now().Add(skew)
+			}
+			advance := func(d time.Duration) {
+				mu.Lock()
+				skew += d
+				mu.Unlock()
+			}
+			f, tools := newAuthFixtureAt(t, now)
+			s := step("remote", "mcp/srv/echo", map[string]any{"q": "{{input.q}}"})
+			input := map[string]any{"q": "x"}
+			if forEach {
+				s.ForEach, s.Concurrency, s.Inputs = "{{input.qs}}", one(1), map[string]any{"q": "{{item}}"}
+				input = map[string]any{"qs": []any{"a", "b"}}
+			}
+			w := f.workflow(t, f.user, s)
+			run := f.start(t, w, input)
+			f.waitStatus(t, run.ID, workflow.RunWaiting)
+			f.inproc.Wait()
+			// The sweeper's check half an hour on: still unauthorized, it
+			// waits again.
+			advance(30 * time.Minute)
+			sweep := runs.ResumeExpired(runs.ResumeOptions{Store: f.runs, Invoker: f.inproc, Lease: f.lease, Now: now, Ended: f.ended})
+			if err := sweep(context.Background(), job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil {
+				t.Fatal(err)
+			}
+			f.inproc.Wait()
+			again, err := f.runs.Run(context.Background(), run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAuthWait(t, again, tools.serverID)
+			advance(30 * time.Minute)
+			tools.authorized.Store(true)
+			if err := f.svc.Authorized(context.Background(), f.user, tools.serverID); err != nil {
+				t.Fatal(err)
+			}
+			got := f.waitStatus(t, run.ID, workflow.RunCompleted)
+			f.inproc.Wait()
+			if waited := time.Duration(got.Steps[0].AuthorizationWaitedMs) * time.Millisecond; waited < time.Hour || waited > time.Hour+time.Minute {
+				t.Fatalf("step %+v waited %s", got.Steps[0], waited)
+			}
+		})
 	}
 }

@@ -170,7 +170,7 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 	// started it (their tool policies and budget), on any host.
 	ctx = auth.ActingFor(ctx, run.UserID)
 	l := newRunLog(r.store, run, head.LastSeq, r.lease, r.now)
-	l.ended, l.values = r.ended, values{backend: r.values, runID: run.ID}
+	l.ended, l.values = r.ended, values{backend: r.values, runID: run.ID, json: workflow.NewValueJSON()}
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))
@@ -203,6 +203,16 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 	}
 	if err := l.values.plan(ctx, &run); err != nil {
 		return errs.Wrap(op, err)
+	}
+	for i := range run.Steps {
+		rs := &run.Steps[i]
+		if rs.Status == workflow.StepPending && rs.Reason == workflow.WaitAuthorization && i < len(run.Plan) && run.Plan[i].ForEach != "" {
+			// A forEach step that waited for an authorization runs only
+			// the elements with no recorded output.
+			if rs.Elements, err = r.elements(ctx, run.ID, rs.ID); err != nil {
+				return errs.Wrap(op, err)
+			}
+		}
 	}
 	l.files = r.files
 	if len(run.Plan) != len(run.Steps) {
@@ -482,7 +492,7 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 		until = leaseUntil(run, now, l.lease)
 	}
 	err := l.store.SaveCheckpoint(ctx, workflow.Checkpoint{Run: run, IfStatus: ifStatus, Events: recs,
-		End: end, LeaseUntil: until, ExpiredBefore: l.expiredBefore})
+		End: end, LeaseUntil: until, ExpiredBefore: l.expiredBefore, Values: l.values.json})
 	if err != nil {
 		return err
 	}

@@ -272,6 +272,9 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			}
 		case step.ForEach != "":
 			out, msg, err = x.forEach(ctx, op, i, step, scope)
+			if x.paused {
+				return err // waiting for an authorization (authwait.go)
+			}
 		default:
 			out, msg, err = x.single(ctx, op, i, step, scope, timeout)
 			if x.paused {
@@ -324,12 +327,16 @@ func (x *execution) timeout() (time.Duration, bool) {
 }
 
 // busy is how long run has been going at now, the time its human steps
-// and its child runs waited left out.
+// and its child runs waited, and its steps waited for authorizations,
+// left out.
 func busy(run *workflow.Run, now time.Time) time.Duration {
 	d := now.Sub(run.StartedAt)
 	for _, s := range run.Steps {
 		if (s.ToolID == workflow.AskHumanToolID || s.ChildRunID != "") && s.StartedAt != nil && s.CompletedAt != nil {
 			d -= s.CompletedAt.Sub(*s.StartedAt)
+		}
+		if !s.Reused { // a retry's reused step waited in the run it retries
+			d -= time.Duration(s.AuthorizationWaitedMs) * time.Millisecond
 		}
 	}
 	return d
@@ -424,7 +431,11 @@ func (x *execution) stepFailed(ctx context.Context, op string, i int, step workf
 // which records {"error": ...} as its result. The results are counted as
 // they grow: once their JSON passes MaxValueBytes the step fails
 // TOOL_VALUE_TOO_LARGE at once (the calls running are cancelled) and its
-// output is never stored. It returns the step's output {"results":
+// output is never stored. An element whose server needs the user's
+// authorization starts no more elements; once the calls running have
+// finished (each recorded) the step waits for the authorization as a
+// single step does (authwait.go), and afterwards runs only the elements
+// with no recorded output. It returns the step's output {"results":
 // [...]} in the form Keep returns, or the message of the step's failure;
 // err when the run ended or could not be recorded.
 func (x *execution) forEach(ctx context.Context, op string, i int, step workflow.Step, scope workflow.Scope) (map[string]any, string, error) {
@@ -438,6 +449,11 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 	}
 	if rs.Elements == nil {
 		rs.Elements = map[int]map[string]any{}
+	}
+	var deadline *time.Time // of an authorization it waited for before
+	if rs.Reason == workflow.WaitAuthorization {
+		deadline = rs.ExpiresAt
+		rs.Reason, rs.ExpiresAt = "", nil
 	}
 	started := x.e.clock()
 	rs.Status, rs.StartedAt = workflow.StepRunning, &started
@@ -460,6 +476,11 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		stop    error // a write that failed
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, step.Parallelism())
+		// authID is the server an element's call found needing the
+		// user's authorization; halt, closed then, starts no more
+		// elements while the calls running finish (authwait.go).
+		authID string
+		halt   = make(chan struct{})
 	)
 	for _, m := range rs.Elements { // recorded before a resume
 		size += keptSize(m) + 1
@@ -515,6 +536,18 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		}
 		cancel()
 	}
+	// needAuth stops the starts, not the calls running: a call cut
+	// midway could not run again (its tool may not be idempotent), one
+	// that finishes is recorded, and those its server refused ran
+	// nothing and run after the authorization.
+	needAuth := func(serverID string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if authID == "" {
+			authID = serverID
+			close(halt)
+		}
+	}
 	before := make(map[int]bool, len(rs.Elements)) // finished before a resume
 	for j := range rs.Elements {
 		before[j] = true
@@ -526,8 +559,9 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		select {
 		case sem <- struct{}{}:
 		case <-fctx.Done():
+		case <-halt:
 		}
-		if fctx.Err() != nil {
+		if fctx.Err() != nil || halted(halt) {
 			break
 		}
 		timeout, ok := x.timeout()
@@ -550,6 +584,8 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 				record(j, out)
 			case fctx.Err() != nil && ctx.Err() == nil && !errors.Is(err, errStepTimedOut):
 				// Cancelled by another element's failure: left unrecorded.
+			case ctx.Err() == nil && authServerOf(err) != "":
+				needAuth(authServerOf(err)) // left unrecorded: it runs once authorized
 			case step.ContinueOnError && ctx.Err() == nil:
 				record(j, map[string]any{"error": err.Error()})
 			default:
@@ -568,6 +604,10 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		return nil, "", x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
 	case failure != "":
 		return nil, failure, nil
+	case authID != "":
+		// The elements recorded are kept (each its own write); the
+		// others run once the server is authorized.
+		return nil, "", x.waitAuth(ctx, op, i, authID, deadline)
 	}
 	elements := make([]map[string]any, len(items))
 	for j := range items {

@@ -305,7 +305,7 @@ func (s *Service) forClient(ctx context.Context, run workflow.Run) (workflow.Run
 			}
 			*f.url = p.URL
 		}
-		if _, forEach := st.Input["forEach"]; st.Status == workflow.StepRunning && forEach {
+		if _, forEach := st.Input["forEach"]; forEach && (st.Status == workflow.StepRunning || st.Reason == workflow.WaitAuthorization) {
 			n, err := s.store.CountElements(ctx, run.ID, st.ID)
 			if err != nil {
 				return workflow.Run{}, errs.Wrap(op, err)

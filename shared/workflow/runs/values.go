@@ -66,6 +66,7 @@ func (v values) keep(ctx context.Context, what string, m map[string]any) (map[st
 		return nil, err
 	}
 	if !v.spillable() || len(b) <= SpillBytes {
+		v.json.Remember(m, b)
 		return m, nil
 	}
 	return v.put(ctx, b)
@@ -123,6 +124,8 @@ func (v values) results(ctx context.Context, elements []map[string]any) (map[str
 type values struct {
 	backend blob.Backend
 	runID   string
+	// json remembers the values' JSON between checkpoints (nil: none).
+	json *workflow.ValueJSON
 }
 
 // spillable reports whether values are spilled rather than cut.
@@ -174,8 +177,9 @@ type slot struct {
 // blob store the values are cut instead (workflow.Bound). It fails when
 // the blob store cannot be written.
 func (v values) fit(ctx context.Context, run *workflow.Run) error {
+	defer v.json.Retain(run)
 	if !v.spillable() {
-		workflow.Bound(run)
+		workflow.Bound(run, v.json)
 		return nil
 	}
 	var slots []*slot
@@ -195,7 +199,7 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 			continue
 		}
 		if _, spilled := workflow.SpilledKey(m); !spilled {
-			b, err := json.Marshal(m)
+			b, err := v.json.Encode(m)
 			if err != nil {
 				return errs.Wrap("runs.fit", err)
 			}

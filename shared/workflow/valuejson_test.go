@@ -1,0 +1,103 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/workflow"
+)
+
+func TestEncodeStepsDecodesAsMarshal(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	n := 3
+	big := map[string]any{"rows": []any{map[string]any{"a": 1.5, "b": "<&>"}, "x"}, "n": nil}
+	tests := []struct {
+		name  string
+		steps []workflow.RunStep
+	}{
+		{"nil", nil},
+		{"none", []workflow.RunStep{}},
+		{"empty step", []workflow.RunStep{{}}},
+		{"empty values left out", []workflow.RunStep{{ID: "a", Input: map[string]any{}, Output: map[string]any{}}}},
+		{"only values", []workflow.RunStep{{Input: map[string]any{"q": "."}}, {Output: big}}},
+		{"every member", []workflow.RunStep{{ID: "a", ToolID: "json_query", Status: workflow.StepCompleted, StartedAt: &now,
+			CompletedAt: &now, Input: map[string]any{"query": ".a", "input": big}, Output: big, Error: "e", Truncated: true,
+			Reused: true, ElementsDone: &n, ExpiresAt: &now, RetryAt: &now, ChildRunID: "c"},
+			{ID: "b", Status: workflow.StepPending}}},
+		{"same value twice", []workflow.RunStep{{ID: "a", Output: big}, {ID: "b", Input: big, Output: big}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			steps := tt.steps
+			if steps == nil {
+				steps = []workflow.RunStep{}
+			}
+			want, err := json.Marshal(steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := workflow.NewValueJSON()
+			for round := range 2 { // the second from memory
+				got, err := workflow.EncodeSteps(tt.steps, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var g, w any
+				if err := json.Unmarshal(got, &g); err != nil {
+					t.Fatalf("round %d: %s is not JSON: %v", round, got, err)
+				}
+				if err := json.Unmarshal(want, &w); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(g, w) {
+					t.Fatalf("round %d:\n got %s\nwant %s", round, got, want)
+				}
+				var back []workflow.RunStep
+				if err := json.Unmarshal(got, &back); err != nil || len(back) != len(steps) {
+					t.Fatalf("round %d: decode as steps: %v (%d steps)", round, err, len(back))
+				}
+			}
+			if plain, _ := workflow.EncodeSteps(tt.steps, nil); string(plain) != string(want) {
+				t.Fatalf("without memory: %s, want %s", plain, want)
+			}
+		})
+	}
+}
+
+func TestValueJSONRemembersByIdentityAndForgets(t *testing.T) {
+	t.Parallel()
+	c := workflow.NewValueJSON()
+	a := map[string]any{"v": 1}
+	b := map[string]any{"v": 1} // equal, another value
+	c.Remember(a, []byte(`{"v":"as remembered"}`))
+	if got, _ := c.Encode(a); string(got) != `{"v":"as remembered"}` {
+		t.Fatalf("a: %s, want the remembered JSON", got)
+	}
+	if got, _ := c.Encode(b); string(got) != `{"v":1}` {
+		t.Fatalf("b: %s, want its own encoding", got)
+	}
+	if got, _ := c.Encode(nil); string(got) != "null" {
+		t.Fatalf("nil: %s", got)
+	}
+	if c.Len() != 2 {
+		t.Fatalf("remembers %d values, want 2", c.Len())
+	}
+	run := workflow.Run{Steps: []workflow.RunStep{{Input: b}}}
+	c.Retain(&run)
+	if c.Len() != 1 {
+		t.Fatalf("after Retain remembers %d values, want 1 (b)", c.Len())
+	}
+	if got, _ := c.Encode(a); string(got) != `{"v":1}` {
+		t.Fatalf("a after being forgotten: %s, want it encoded again", got)
+	}
+	var none *workflow.ValueJSON
+	none.Remember(a, []byte("x"))
+	none.Retain(&run)
+	if got, _ := none.Encode(a); string(got) != `{"v":1}` || none.Len() != 0 {
+		t.Fatalf("nil ValueJSON: %s", got)
+	}
+}
