@@ -260,7 +260,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 	// Without SCHEDULE_GROUP the schedules are the Data table's due index
-	// (triggersfn.Scheduler), which the poller reads.
+	// (schedules.Open), which the poller reads.
 	fire, err := triggerfirefn.Service(ctx, cfg, d)
 	if err != nil {
 		s.Close()

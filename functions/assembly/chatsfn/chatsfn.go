@@ -8,6 +8,7 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/chatcore"
 	"github.com/workflowchat/service/functions/assembly/knowledgefn"
 	"github.com/workflowchat/service/functions/assembly/mcpserversfn"
 	"github.com/workflowchat/service/functions/assembly/runstart"
@@ -18,11 +19,8 @@ import (
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/model/providers"
-	"github.com/workflowchat/service/shared/search"
-	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/usertools"
-	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
 // Required are the variables the chat functions refuse to start without:
@@ -44,14 +42,13 @@ var Chats = assembly.Function{
 			return nil, err
 		}
 		atts := blobstore.Attachments(cfg, d, blobs)
-		chats := store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs)
 		// The run service checks the workflow a new chat names; this
 		// function hands no run to the runner (no RUNNER_FUNCTION).
-		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := Service(ctx, cfg, d, rs.Service, chats, blobs, atts)
+		svc, err := Service(ctx, cfg, d, rs, blobs, atts)
 		if err != nil {
 			return nil, err
 		}
@@ -70,16 +67,16 @@ func Limits(cfg config.Config, d assembly.Deps) chat.Limits {
 	return chat.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Streams: cfg.RateLimitStreams, Resumes: cfg.RateLimitResumes}
 }
 
-// Service builds the chat service: chats (the Data table's, given) with
-// the logs of streamed replies, their large values in blobs, the
-// attachments messages carry (atts), the configured models under the usage
-// meter (each model call reserves the user's budget and settles its usage
-// in the Users table), the tool server's tools (one catalog) behind the
-// tool gate (policies, budget, identity), the users' model preferences,
-// a chat's delete removing it from the search index (search.Watch),
-// and the run service (runstart.Build), whose durable runs a stream with
-// a workflowId starts and renders.
-func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService *runs.Service, chats *store.Chats, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
+// Service builds the chat service (chatcore.Service: the one
+// construction, see there) with what makes its replies: the configured
+// models under the usage meter (each model call reserves the user's
+// budget and settles its usage in the Users table), the tool server's
+// tools and the user's remote MCP tools (one catalog) behind the tool
+// gate (policies, budget, identity), and the knowledge bases. rs is the
+// run service (runstart.Build), whose durable runs a stream with a
+// workflowId starts and renders; atts the attachments messages carry. It
+// fails when the models or the vault cannot be built.
+func Service(ctx context.Context, cfg config.Config, d assembly.Deps, rs runstart.Runs, blobs blob.Store, atts *attachment.Service) (*chat.Service, error) {
 	models, err := providers.Registry(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -98,10 +95,5 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, runService
 	// process behind the gate.
 	kb := knowledgefn.NewLazy(ctx, cfg, d, blobs)
 	gate := d.Gate(cfg, catalog).WithLocal(knowledge.ToolID, kb)
-	jobs := store.NewJobs(d.DB, cfg.DataTable)
-	return chat.NewService(chat.Options{
-		Store: search.Watch(chats, d.Search(cfg).Indexer()), Jobs: jobs, Usage: d.Meter(cfg), Gate: gate, Models: models, Blobs: blobs, Attachments: atts,
-		Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID, Tools: catalog, Runs: runs.ForChat{Service: runService}, Now: d.Now, Lease: cfg.GenerationLease,
-		Shares: chats, ShareBaseURL: cfg.PublicBaseURL, Knowledge: kb,
-	}), nil
+	return chatcore.Service(cfg, d, rs, blobs, atts, chatcore.Replies{Models: models, Gate: gate, Tools: catalog, Knowledge: kb}), nil
 }

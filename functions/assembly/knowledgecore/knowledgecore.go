@@ -11,12 +11,12 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/knowledgeuse"
 	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/knowledge/s3vectorindex"
-	"github.com/workflowchat/service/shared/store"
 )
 
 // services holds one Service per DynamoDB client: a process (the dev
@@ -42,9 +42,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, emb knowle
 	if err != nil {
 		return nil, err
 	}
-	s := knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
-		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: Dispatcher(cfg), Lease: cfg.GenerationLease,
-		MaxKnowledgeBases: cfg.KnowledgeBasesPerUser, Now: d.Now, Logger: d.Logger})
+	s := knowledgeuse.Service(cfg, d, blobs, emb, vectors, Dispatcher(cfg))
 	actual, _ := services.LoadOrStore(d.DB, s)
 	return actual.(*knowledge.Service), nil
 }

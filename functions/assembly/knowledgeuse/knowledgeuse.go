@@ -4,16 +4,22 @@
 // (toolgate.Local), over a knowledge service built at its first use. It
 // links no vector index or embedding client: the function's builder
 // gives the service (knowledgefn's, with the configured embedder and
-// vector index, for the chat functions and the runner).
+// vector index, for the chat functions and the runner). Service is the
+// one construction of the knowledge service.
 package knowledgeuse
 
 import (
 	"context"
 	"sync"
 
+	"github.com/workflowchat/service/functions/assembly"
+	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/chat"
+	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
+	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/toolgate"
 )
 
@@ -84,4 +90,16 @@ func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map
 		return nil, err
 	}
 	return knowledge.Tool{S: s}.Run(ctx, userID, input)
+}
+
+// Service builds a knowledge service, the one construction of it, with
+// every option: the Data table's knowledge bases, the attachments, the
+// blob store's segments (blobs), the lease of indexing jobs
+// (GENERATION_LEASE), the per-user cap (KNOWLEDGE_BASES_PER_USER), the
+// clock and the logger, over the embedder, vector index and dispatcher
+// the function gives (knowledgecore.Service's).
+func Service(cfg config.Config, d assembly.Deps, blobs blob.Store, emb knowledge.Embedder, vectors knowledge.VectorIndex, dispatch knowledge.Dispatcher) *knowledge.Service {
+	return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
+		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: dispatch, Lease: cfg.GenerationLease,
+		MaxKnowledgeBases: cfg.KnowledgeBasesPerUser, Now: d.Now, Logger: d.Logger})
 }

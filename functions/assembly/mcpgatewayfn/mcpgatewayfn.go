@@ -58,7 +58,7 @@ func workflowTools(ctx context.Context, cfg config.Config, d assembly.Deps) (mcp
 	if err != nil {
 		return nil, err
 	}
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 	if err != nil {
 		return nil, err
 	}
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,12 @@
 // applied inside the service's start whatever started the run (a parent
 // run's run_workflow step included: the runner starts child runs
 // through this service, and every end of a run passes through its
-// RunEnded, which resumes a waiting parent). Apart
+// RunEnded, which resumes a waiting parent). It builds the one trigger
+// service with it, with every option (the two depend on each other: a
+// trigger starts runs, a run's end releases its trigger's overlap
+// marker), over the schedules' keeper the function gives
+// (schedules.Open where the function keeps schedules, NoSchedules
+// elsewhere) and the webhook secrets of the configuration. Apart
 // from runnerfn so that what starts runs does not link what executes
 // them (the expression language of a step's `if`, the tool gate).
 package runstart
@@ -19,6 +24,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
@@ -26,9 +32,11 @@ import (
 	"github.com/workflowchat/service/shared/awsapi"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
+	"github.com/workflowchat/service/shared/webhook"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
@@ -42,9 +50,12 @@ type Runs struct {
 	// Triggered is the triggers' trigger.RunStarter: Service's
 	// runs.Triggered.
 	Triggered trigger.RunStarter
-	// Triggers is the trigger service Ended tells of a schedule's run's
-	// end (the Data table's triggers, Triggered, no scheduler calls and
-	// no webhook secrets): what fires schedules uses this one.
+	// Triggers is the one trigger service of the function: the Data
+	// table's triggers, the schedules' keeper Build was given, Triggered,
+	// the webhook secrets (Secrets), PUBLIC_BASE_URL, the clock, the
+	// logger and the audit log. Ended tells it of a schedule's run's end;
+	// the trigger routes, what fires schedules and what deletes a
+	// workflow's triggers use it too.
 	Triggers *trigger.Service
 	// Ended tells a schedule trigger that a run it started has ended
 	// (trigger.Service.RunEnded: the overlap marker is released, a
@@ -64,13 +75,21 @@ type Runs struct {
 	Resume job.Handler
 }
 
-// Build builds the run service of the configuration over the function's
-// blob store (blobstore.Open; see the package comment). It fails when the
-// Invoker cannot be built.
-func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.Store) (Runs, error) {
+// Build builds the run service and the trigger service of the
+// configuration over the function's blob store (blobstore.Open) and
+// schedules' keeper (schedules.Open, or NoSchedules; nil is NoSchedules);
+// see the package comment. It fails when the Invoker cannot be built or
+// WEBHOOK_SIGNING_KEY is malformed.
+func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.Store, sched trigger.Scheduler) (Runs, error) {
+	if sched == nil {
+		sched = NoSchedules
+	}
+	secrets, err := Secrets(cfg)
+	if err != nil {
+		return Runs{}, err
+	}
 	var invoker workflow.Invoker
 	if d.Runs != nil || cfg.RunnerFunction != "" {
-		var err error
 		if invoker, err = Invoker(ctx, cfg, d); err != nil {
 			return Runs{}, err
 		}
@@ -102,12 +121,73 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 		AuthWaits: runStore,
 	})
 	started := runs.Triggered{Service: svc}
-	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Runs: started, Now: d.Now, Logger: d.Logger})
+	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: started,
+		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger, Audit: d.Audit(cfg)})
 	var resume job.Handler
 	if invoker != nil {
 		resume = runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Values: blobs, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
 	}
 	return Runs{Service: svc, Triggered: started, Triggers: triggers, Ended: ended, Store: runStore, Resume: resume}, nil
+}
+
+// Workflows returns the workflow service over the Data table's
+// workflows, r's run store (a workflow's runs are deleted with it) and
+// trigger service (its triggers and their schedules too: r must have been
+// built over schedules.Open), checking the steps and inputSchema of
+// creates and updates with defs. defs nil refuses them: the sweeper's,
+// which only deletes the workflows of erased accounts, and does not link
+// what checks steps (the tool catalog, the expression language).
+func (r Runs) Workflows(cfg config.Config, d assembly.Deps, defs workflow.Definitions) *workflow.Service {
+	return workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: r.Store, Triggers: r.Triggers,
+		Definitions: defs, Now: d.Now})
+}
+
+// NoSchedules is the schedules' keeper of the functions that keep no
+// schedules (no SCHEDULE_GROUP: they fire schedules, or end the runs
+// schedules started, and never create, change or delete a trigger):
+// its Put and Delete fail Internal, naming what is missing, instead of
+// touching a keeper the function has no access to.
+var NoSchedules trigger.Scheduler = noSchedules{}
+
+type noSchedules struct{}
+
+func (noSchedules) Put(context.Context, trigger.ScheduleSpec) error {
+	return errs.E("runstart.NoSchedules.Put", errs.Internal, "", "internal error").
+		WithCause(errors.New("trigger: this function keeps no schedules (SCHEDULE_GROUP)"))
+}
+
+func (noSchedules) Delete(context.Context, string) error {
+	return errs.E("runstart.NoSchedules.Delete", errs.Internal, "", "internal error").
+		WithCause(errors.New("trigger: this function keeps no schedules (SCHEDULE_GROUP)"))
+}
+
+// HasWebhookKey reports whether the configuration has a key for the
+// webhook secrets (see Secrets).
+func HasWebhookKey(cfg config.Config) bool { return len(webhookKey(cfg)) > 0 }
+
+// Secrets returns the webhook secrets of WEBHOOK_SIGNING_KEY or, outside
+// Lambda when it is unset, of a key derived from MCP_SERVICE_KEY; nil
+// when there is neither (the trigger service's webhook operations then
+// fail Internal: only TriggersFunction serves them, and it requires the
+// key). It fails when the key is malformed.
+func Secrets(cfg config.Config) (*webhook.Secrets, error) {
+	key := webhookKey(cfg)
+	if len(key) == 0 {
+		return nil, nil
+	}
+	s, err := webhook.NewSecrets(key)
+	if err != nil {
+		return nil, fmt.Errorf("config: WEBHOOK_SIGNING_KEY: %w", err)
+	}
+	return s, nil
+}
+
+func webhookKey(cfg config.Config) []byte {
+	key := []byte(cfg.WebhookSigningKey)
+	if len(key) == 0 && !cfg.InLambda && cfg.MCPServiceKey != "" {
+		key = webhook.DeriveKey(cfg.MCPServiceKey)
+	}
+	return key
 }
 
 // LambdaInvoker hands runs to the runner function through the Lambda

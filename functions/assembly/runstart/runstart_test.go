@@ -3,6 +3,7 @@ package runstart_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/runstart"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
@@ -93,5 +96,60 @@ func TestInvokerNeedsTheRunnerFunction(t *testing.T) {
 	}
 	if _, err := runstart.Invoker(context.Background(), cfg, assembly.Deps{}); err == nil || !strings.Contains(err.Error(), "RUNNER_FUNCTION") {
 		t.Fatalf("Invoker without RUNNER_FUNCTION: %v", err)
+	}
+}
+
+// TestNoSchedulesRefuses: the keeper of the functions that keep no
+// schedules fails both operations Internal, naming what is missing,
+// rather than doing nothing.
+func TestNoSchedulesRefuses(t *testing.T) {
+	t.Parallel()
+	for name, call := range map[string]func() error{
+		"put": func() error {
+			return runstart.NoSchedules.Put(context.Background(), trigger.ScheduleSpec{TriggerID: "t1"})
+		},
+		"delete": func() error { return runstart.NoSchedules.Delete(context.Background(), "t1") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := call()
+			if !errs.Is(err, errs.Internal) || !strings.Contains(errors.Unwrap(err).Error(), "SCHEDULE_GROUP") {
+				t.Errorf("err = %v, want Internal naming SCHEDULE_GROUP", err)
+			}
+		})
+	}
+}
+
+// TestSecretsOfTheConfiguration: the webhook secrets are built from
+// WEBHOOK_SIGNING_KEY, or outside Lambda from MCP_SERVICE_KEY; none
+// without either (a function that serves no webhook); a malformed key
+// fails naming the variable.
+func TestSecretsOfTheConfiguration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cfg     config.Config
+		want    bool
+		wantErr string
+	}{
+		{name: "signing key", cfg: config.Config{Triggers: config.Triggers{WebhookSigningKey: strings.Repeat("k", 32)}}, want: true},
+		{name: "derived outside Lambda", cfg: config.Config{Tools: config.Tools{MCPServiceKey: "service-key"}}, want: true},
+		{name: "not derived in Lambda", cfg: config.Config{Tools: config.Tools{MCPServiceKey: "service-key"}, Runtime: config.Runtime{InLambda: true}}},
+		{name: "none"},
+		{name: "malformed", cfg: config.Config{Triggers: config.Triggers{WebhookSigningKey: "short"}}, wantErr: "WEBHOOK_SIGNING_KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := runstart.Secrets(tc.cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || (s != nil) != tc.want || runstart.HasWebhookKey(tc.cfg) != tc.want {
+				t.Errorf("Secrets = %v, %v; HasWebhookKey %v; want secrets %v", s, err, runstart.HasWebhookKey(tc.cfg), tc.want)
+			}
+		})
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
-	"github.com/workflowchat/service/shared/store"
 )
 
 // Stream is StreamFunction.
@@ -29,11 +28,11 @@ var Stream = assembly.Function{
 		if err != nil {
 			return nil, err
 		}
-		rs, err := runstart.Build(ctx, cfg, d, blobs)
+		rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := chatsfn.Service(ctx, cfg, d, rs.Service, store.NewChats(d.DB, cfg.DataTable), blobs, blobstore.Attachments(cfg, d, blobs))
+		svc, err := chatsfn.Service(ctx, cfg, d, rs, blobs, blobstore.Attachments(cfg, d, blobs))
 		if err != nil {
 			return nil, err
 		}

@@ -14,14 +14,14 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
+	"github.com/workflowchat/service/functions/assembly/chatcore"
 	"github.com/workflowchat/service/functions/assembly/knowledgecore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
+	"github.com/workflowchat/service/functions/assembly/schedules"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/knowledge"
-	"github.com/workflowchat/service/shared/search"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/workflow"
 )
@@ -54,16 +54,21 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	if err != nil {
 		return nil, err
 	}
-	// The chats of an erased account are deleted as their owner's delete
-	// does:
-	// with their attachments, their replies' values and their search
-	// index entries.
-	chats := chat.NewService(chat.Options{Store: search.Watch(store.NewChats(d.DB, cfg.DataTable).WithRunBlobs(blobs), d.Search(cfg).Indexer()), Jobs: jobs,
-		Attachments: blobstore.Attachments(cfg, d, blobs), Blobs: blobs, Now: d.Now})
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	// The workflows of an erased account are deleted with their
+	// triggers and schedules, through the one trigger service.
+	sched, err := schedules.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
+	rs, err := runstart.Build(ctx, cfg, d, blobs, sched)
+	if err != nil {
+		return nil, err
+	}
+	// The chats of an erased account are deleted as their owner's delete
+	// does: with their attachments, their replies' and runs' values and
+	// their search index entries (the one chat service; this function
+	// makes no reply, so it gives no models and no tools).
+	chats := chatcore.Service(cfg, d, rs, blobs, blobstore.Attachments(cfg, d, blobs), chatcore.Replies{})
 	// An indexing of a knowledge base document whose process died is
 	// started again (knowledgecore.Service: the process's one service;
 	// built here, it embeds with the built-in embedder only, the one
@@ -74,11 +79,7 @@ func Sweeper(ctx context.Context, cfg config.Config, d assembly.Deps) (*job.Swee
 	}
 	// The workflows of an erased account are deleted as their owner's
 	// delete does: with their triggers (and schedules) and runs.
-	triggers, err := triggersfn.Deleter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	workflows := workflow.NewService(workflow.Options{Store: store.NewWorkflows(d.DB, cfg.DataTable), Runs: rs.Store, Triggers: triggers, Now: d.Now})
+	workflows := rs.Workflows(cfg, d, nil)
 	eraser := Eraser(cfg, d, chats, workflows, blobs, kn)
 	return job.NewSweeper(jobs, map[string]job.Handler{chat.GenerationKind: chats.InterruptExpired, workflow.RunKind: rs.Resume,
 		knowledge.JobKind: kn.Resume}, d.Now, d.Logger).

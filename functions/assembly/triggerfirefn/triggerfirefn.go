@@ -23,17 +23,18 @@ const LogicalID = "TriggerFireFunction"
 var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET"}
 
 // Service returns the trigger service that fires schedules and releases
-// the overlap markers (RunEnded): the Data table's triggers and the run
-// service's Triggered (runstart.Build: a fire's input naming an
-// attachment is checked, a large one kept in the blob store), no
-// scheduler calls and no webhook secrets. It fails when the blob store or
-// the run service cannot be built.
+// the overlap markers (RunEnded): the function's one trigger service,
+// built with the run service (runstart.Build: a fire's input naming an
+// attachment is checked, a large one kept in the blob store). A fire
+// creates, changes and deletes no schedule: the function keeps none
+// (runstart.NoSchedules). It fails when the blob store or the run service
+// cannot be built.
 func Service(ctx context.Context, cfg config.Config, d assembly.Deps) (*trigger.Service, error) {
 	blobs, err := blobstore.Open(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	rs, err := runstart.Build(ctx, cfg, d, blobs, runstart.NoSchedules)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 // Package workflowsfn builds WorkflowsFunction: workflows, their chat and
 // proposals, and workflow runs in chats (durable runs handed to
 // RunnerFunction through runstart.Invoker). Deleting a workflow deletes
-// its triggers with their schedules (triggersfn.Deleter).
+// its triggers with their schedules, through the one trigger service
+// (runstart.Build over schedules.Open).
 package workflowsfn
 
 import (
@@ -10,7 +11,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/blobstore"
 	"github.com/workflowchat/service/functions/assembly/runstart"
-	"github.com/workflowchat/service/functions/assembly/triggersfn"
+	"github.com/workflowchat/service/functions/assembly/schedules"
 	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
@@ -46,20 +47,21 @@ func build(ctx context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Ro
 	if err != nil {
 		return nil, err
 	}
+	// Deleting a workflow deletes its triggers and their schedules.
+	sched, err := schedules.Open(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	// The one run service (a waiting run cancelled here ends here: a
 	// schedule's overlap marker is released), whose run store the
-	// workflow service deletes a workflow's runs through.
-	rs, err := runstart.Build(ctx, cfg, d, blobs)
+	// workflow service deletes a workflow's runs through, and trigger
+	// service, which deletes its triggers.
+	rs, err := runstart.Build(ctx, cfg, d, blobs, sched)
 	if err != nil {
 		return nil, err
 	}
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
-	// Deleting a workflow deletes its triggers and their schedules.
-	triggers, err := triggersfn.Deleter(ctx, cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	svc := workflow.NewService(workflow.Options{Store: workflows, Runs: rs.Store, Triggers: triggers, Definitions: proposal.Definitions{Catalog: catalog}, Now: d.Now})
+	svc := rs.Workflows(cfg, d, proposal.Definitions{Catalog: catalog})
 	proposals := proposal.NewService(proposal.Options{Store: workflows, Models: models, Catalog: catalog, Usage: d.Meter(cfg), Now: d.Now})
 	authn := d.Auth(cfg)
 	lim := workflow.Limits{Limiter: d.Limiter(cfg), Messages: cfg.RateLimitMessages, Resumes: cfg.RateLimitResumes}
