@@ -18,12 +18,18 @@ import (
 // A value is known by identity, the map itself: an entry holds its map,
 // so the map's address is not reused while it is remembered. That is
 // sound because the engine never changes a value it holds in place: a
-// cut, spilled or replaced value is a new map. A nil *ValueJSON
-// remembers nothing (every call encodes). Safe for concurrent use.
+// cut, spilled or replaced value is a new map. A value whose JSON is
+// over MaxRememberedBytes is not remembered (it is encoded each time), so
+// what a run's ValueJSON holds stays within 2 x MaxRememberedBytes a
+// step whatever the values. A nil *ValueJSON remembers nothing (every
+// call encodes). Safe for concurrent use.
 type ValueJSON struct {
 	mu sync.Mutex
 	m  map[uintptr]valueJSON
 }
+
+// MaxRememberedBytes is the largest JSON of a value a ValueJSON keeps.
+const MaxRememberedBytes = 32 << 10
 
 type valueJSON struct {
 	v map[string]any // holds the map, so that its address names it
@@ -60,7 +66,7 @@ func (c *ValueJSON) Encode(v map[string]any) ([]byte, error) {
 // Remember records b, which the caller encoded with json.Marshal, as v's
 // JSON.
 func (c *ValueJSON) Remember(v map[string]any, b []byte) {
-	if c == nil || v == nil {
+	if c == nil || v == nil || len(b) > MaxRememberedBytes {
 		return
 	}
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,11 @@ func TestValueJSONRemembersByIdentityAndForgets(t *testing.T) {
 	}
 	if got, _ := c.Encode(a); string(got) != `{"v":1}` {
 		t.Fatalf("a after being forgotten: %s, want it encoded again", got)
+	}
+	large := map[string]any{"text": strings.Repeat("x", workflow.MaxRememberedBytes)}
+	before := c.Len()
+	if got, _ := c.Encode(large); len(got) <= workflow.MaxRememberedBytes || c.Len() != before {
+		t.Fatalf("a value of %d bytes of JSON: remembers %d values, want it encoded and not kept (%d)", len(got), c.Len(), before)
 	}
 	var none *workflow.ValueJSON
 	none.Remember(a, []byte("x"))
