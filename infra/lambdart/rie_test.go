@@ -453,6 +453,12 @@ func TestMissingSettingFailsInit(t *testing.T) {
 	}
 	fn := start(t, "auth", env)
 	raw := fn.invoke(request("GET", "/api/auth/session", ""))
+	// The function's own output reaches the log through the emulator's
+	// pipe, possibly after the answer: wait for it, not for a time.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(string(raw)+fn.logs.String(), "USERS_TABLE") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if !strings.Contains(string(raw)+fn.logs.String(), "USERS_TABLE") {
 		t.Errorf("init without USERS_TABLE: %s\n%s", raw, fn.logs)
 	}
