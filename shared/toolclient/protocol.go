@@ -73,6 +73,12 @@ type Annotations struct {
 	OpenWorldHint   bool `json:"openWorldHint"`
 }
 
+// ComputeOnly reports whether a tool with these hints only computes from
+// its input: read-only, idempotent, not destructive, closed world.
+func (a Annotations) ComputeOnly() bool {
+	return a.ReadOnlyHint && a.IdempotentHint && !a.DestructiveHint && !a.OpenWorldHint
+}
+
 // ToolDetail is the data of getTool: the protocol's {id, name, description,
 // inputSchema}, plus category, outputSchema, outputs and annotations.
 type ToolDetail struct {

@@ -186,6 +186,13 @@ func (r *Registry) entry(op, id string) (*entry, error) {
 	return e, nil
 }
 
+// ComputeOnly reports whether tool id is registered and only computes
+// from its input (Annotations.ComputeOnly).
+func (r *Registry) ComputeOnly(_ context.Context, id string) bool {
+	t, err := r.Get(id)
+	return err == nil && t.Annotations.ComputeOnly()
+}
+
 // Search returns the tools matching query, case-insensitively. The query is
 // split into words; a tool matches when every word occurs in its id, name or
 // description. Tools where every word occurs in the id or name rank first,

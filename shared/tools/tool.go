@@ -72,6 +72,14 @@ type Annotations struct {
 	OpenWorld bool
 }
 
+// ComputeOnly reports whether a tool with these annotations only computes
+// from its input: read-only, idempotent, not destructive, closed world.
+// Running it again is harmless, so a durable run may record a step of it
+// with fewer writes.
+func (a Annotations) ComputeOnly() bool {
+	return a.ReadOnly && a.Idempotent && !a.Destructive && !a.OpenWorld
+}
+
 // Tool is one tool definition.
 type Tool struct {
 	// ID matches ^[a-z][a-z0-9_]{0,63}$.

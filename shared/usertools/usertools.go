@@ -345,6 +345,19 @@ func (c *Catalog) Get(ctx context.Context, id string) (toolclient.ToolDetail, er
 	return detail(s, t), nil
 }
 
+// ComputeOnly reports whether tool id only computes from its input: a
+// built-in tool that declares itself read-only and idempotent and does not
+// reach an open world. A remote tool never does (its server is reached
+// over the network, whatever its hints say), nor a tool that cannot be
+// read now.
+func (c *Catalog) ComputeOnly(ctx context.Context, id string) bool {
+	if IsRemote(id) {
+		return false
+	}
+	t, err := c.o.Builtin.Get(ctx, id)
+	return err == nil && t.Annotations.ComputeOnly()
+}
+
 // Specs returns the tools a chat offers a model: the built-in ones, then
 // the tools of the signed-in user's enabled and connected servers, at most
 // MaxOffered of them. When one of the two cannot be read the other is

@@ -81,6 +81,7 @@ func Runner(ctx context.Context, cfg config.Config, d assembly.Deps) (*runs.Runn
 			t, err := catalog.Get(ctx, toolID)
 			return t.Annotations.IdempotentHint, err
 		},
+		ComputeOnly: catalog.ComputeOnly,
 	}), nil
 }
 

@@ -85,7 +85,10 @@ type RunnerOptions struct {
 	// Idempotent reports whether a tool declares idempotentHint: a step
 	// of it caught running by a resume runs again, else it fails
 	// INTERRUPTED. Nil: no tool is idempotent.
-	Idempotent  func(ctx context.Context, toolID string) (bool, error)
+	Idempotent func(ctx context.Context, toolID string) (bool, error)
+	// ComputeOnly reports whether a tool only computes from its input
+	// (EngineOptions.ComputeOnly). Nil: no tool does.
+	ComputeOnly func(ctx context.Context, toolID string) bool
 	StepTimeout time.Duration
 	// RunTimeout bounds a run from its start, across its attempts; zero
 	// means RunnerRunTimeout.
@@ -142,7 +145,7 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.CancelCheck <= 0 {
 		o.CancelCheck = DefaultCancelCheck
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children, AuthWaits: o.AuthWaits})
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children, AuthWaits: o.AuthWaits, ComputeOnly: o.ComputeOnly})
 	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, check: o.CancelCheck, now: o.Now, ended: o.Ended}
 }
 
@@ -630,6 +633,13 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 			continue
 		}
 		ev := workflow.RunEvent{RunID: cur.ID, StepID: s.ID, ToolID: s.ToolID}
+		if ridden(prev, i, s) {
+			// Its start rode its end (execution.ridesItsEnd): its
+			// step_started comes first, in the same write.
+			started := ev
+			started.Type, started.Input = workflow.EventStepStarted, workflow.WithoutKey(s.Input)
+			evs = append(evs, started)
+		}
 		switch s.Status {
 		case workflow.StepRunning:
 			ev.Type, ev.Input = workflow.EventStepStarted, workflow.WithoutKey(s.Input)
@@ -659,6 +669,18 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 		evs = append(evs, workflow.RunEvent{Type: workflow.EventRunCancelled, RunID: cur.ID, Error: cur.Error})
 	}
 	return evs
+}
+
+// ridden reports whether step s (step i of a run at prev) ran and
+// finished with no checkpoint of its start: it was pending at prev, and
+// it holds an input (kept only once its call starts) and has finished.
+func ridden(prev workflow.Run, i int, s workflow.RunStep) bool {
+	was := workflow.StepPending
+	if i < len(prev.Steps) {
+		was = prev.Steps[i].Status
+	}
+	return was == workflow.StepPending && s.Input != nil && s.StartedAt != nil &&
+		(s.Status == workflow.StepCompleted || s.Status == workflow.StepFailed)
 }
 
 // isLastEvent reports whether rec is a run's final event.

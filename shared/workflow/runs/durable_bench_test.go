@@ -50,7 +50,7 @@ func benchWorkflow(userID string) workflow.Workflow {
 func BenchmarkDurableRunStep(b *testing.B) {
 	db, runStore, jobs, reg, chatID, userID := benchDurable(b)
 	w := benchWorkflow(userID)
-	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})
+	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly})
 	db.Counter.Reset()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -74,7 +74,7 @@ func BenchmarkAcceptedToRunStarted(b *testing.B) {
 	_, runStore, jobs, reg, chatID, userID := benchDurable(b)
 	w := benchWorkflow(userID)
 	w.Steps = w.Steps[:1]
-	inproc := &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})}
+	inproc := &runs.InProcess{Runner: runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly})}
 	var toStarted, read time.Duration
 	for b.Loop() {
 		run := runs.NewRun(w, chatID, userID, time.Now())

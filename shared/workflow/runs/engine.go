@@ -34,7 +34,8 @@ const saveTimeout = 10 * time.Second
 
 // ToolRunner runs one tool for a step: the tool gate in front of the
 // tool server's catalog (it refuses a tool the user denies, and meters
-// model-calling tools against the user's budget).
+// model-calling tools against the user's budget). Run never changes
+// input: the engine may record it while the call runs.
 type ToolRunner interface {
 	Run(ctx context.Context, toolID string, input map[string]any) (map[string]any, error)
 }
@@ -87,6 +88,8 @@ type Engine struct {
 	children Children
 	// authWaits keeps the runs waiting for an authorization.
 	authWaits AuthWaits
+	// computeOnly reports whether a tool only computes from its input.
+	computeOnly func(ctx context.Context, toolID string) bool
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -114,6 +117,10 @@ type EngineOptions struct {
 	// authorization of a remote server (authwait.go); nil: such a run
 	// waits until the sweeper's AuthCheck.
 	AuthWaits AuthWaits
+	// ComputeOnly reports whether a tool only computes from its input
+	// (read-only, idempotent, closed world): the start of a step of it
+	// may ride its end (execution.ridesItsEnd). Nil: no tool does.
+	ComputeOnly func(ctx context.Context, toolID string) bool
 }
 
 // MaxElements bounds the array a forEach step runs over.
@@ -132,7 +139,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits, computeOnly: o.ComputeOnly}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -366,11 +373,19 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		}
 		return nil, "", x.unrecorded(ctx, op, err)
 	}
-	if err := x.store(ctx); err != nil {
-		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
-		return nil, "", x.stopped(ctx, op, err)
+	var out map[string]any
+	timeout = min(timeout, step.CallTimeout(x.e.stepTimeout))
+	if x.ridesItsEnd(ctx, step) {
+		out, timeout, err = x.callStartLater(ctx, step.ToolID, input, timeout)
+	} else if err = x.store(ctx); err == nil {
+		out, timeout, err = x.call(ctx, step.ToolID, input, timeout)
+	} else {
+		err = errStartNotRecorded{err}
 	}
-	out, timeout, err := x.call(ctx, step.ToolID, input, min(timeout, step.CallTimeout(x.e.stepTimeout)))
+	if e, ok := err.(errStartNotRecorded); ok {
+		rs.Status, rs.StartedAt, rs.Input = workflow.StepPending, nil, nil
+		return nil, "", x.stopped(ctx, op, e.err)
+	}
 	if err == nil {
 		if out == nil {
 			out = map[string]any{}
@@ -400,6 +415,72 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		return nil, "", x.waitAuth(ctx, op, i, serverID, deadline)
 	}
 	return nil, err.Error(), nil
+}
+
+// StartDelay is how long the call of a step whose start rides its end
+// (execution.ridesItsEnd) may run before its start is recorded after
+// all: a step that is still running after it shows as running, and a
+// stop of the run is noticed as with any other step.
+const StartDelay = time.Second
+
+// errStartNotRecorded is the failure of the checkpoint of a step's start:
+// the step did not run (or its call was cancelled and waited for), and
+// err says why the run stops.
+type errStartNotRecorded struct{ err error }
+
+func (e errStartNotRecorded) Error() string { return e.err.Error() }
+
+// ridesItsEnd reports whether the start of step, about to run, may be
+// recorded with its end rather than before its call: when the run holds
+// nothing unrecorded (no earlier step's result waits for this write, so
+// a crash during the call loses no other step's outcome), the step has
+// no retry policy (whose attempts are recorded one by one), and its tool
+// only computes from its input (EngineOptions.ComputeOnly: running it
+// again after a crash is harmless). Such a step costs one checkpoint,
+// not two, when it is the first of its attempt.
+func (x *execution) ridesItsEnd(ctx context.Context, step workflow.Step) bool {
+	return !x.unsaved && step.Retry == nil && x.e.computeOnly != nil && x.e.computeOnly(ctx, step.ToolID)
+}
+
+// callStartLater calls the step's tool (as call) without recording its
+// start first: if the call ends within StartDelay, its start is recorded
+// with its end by the next checkpoint (x.unsaved); else the start is
+// recorded while the call goes on. A failed write of the start cancels
+// the call, waits for it and is returned as errStartNotRecorded. The call
+// runs on another goroutine while the start is written; it reads a copy
+// of the run, and a tool call never changes its input (ToolRunner).
+func (x *execution) callStartLater(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+	type result struct {
+		out     map[string]any
+		timeout time.Duration
+		err     error
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The call reads the run (its time so far) from a copy: the write
+	// below may rewrite the run's steps meanwhile (their spilled forms).
+	view := snapshot(*x.run)
+	cx := &execution{e: x.e, run: &view}
+	done := make(chan result, 1)
+	go func() {
+		out, t, err := cx.call(cctx, toolID, input, timeout)
+		done <- result{out, t, err}
+	}()
+	timer := time.NewTimer(StartDelay)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		x.unsaved = true // the start, with the step's end
+		return r.out, r.timeout, r.err
+	case <-timer.C:
+	}
+	if err := x.store(ctx); err != nil {
+		cancel()
+		<-done
+		return nil, 0, errStartNotRecorded{err}
+	}
+	r := <-done
+	return r.out, r.timeout, r.err
 }
 
 // stepFailed records step i as failed with msg. With continueOnError the

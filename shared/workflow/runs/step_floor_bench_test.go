@@ -65,7 +65,7 @@ func BenchmarkDurableStepAgainstJournaledWrite(b *testing.B) {
 	}
 	runStore, jobs := store.NewRuns(db, data), store.NewJobs(db, data)
 	w := benchWorkflow(userID)
-	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg})
+	r := runs.NewRunner(runs.RunnerOptions{Store: runStore, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly})
 	in := benchQueryInput()
 	type floorItem struct {
 		PK, SK string

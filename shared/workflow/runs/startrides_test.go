@@ -1,0 +1,220 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/workflowchat/service/shared/job"
+	"github.com/workflowchat/service/shared/store"
+	"github.com/workflowchat/service/shared/tools"
+	"github.com/workflowchat/service/shared/workflow"
+	"github.com/workflowchat/service/shared/workflow/runs"
+)
+
+// eventLog is the real store, noting the event types of each checkpoint
+// and telling started of each one; before, when set, runs before the
+// first checkpoint is written.
+type eventLog struct {
+	*store.Runs
+	mu      sync.Mutex
+	types   [][]string
+	started chan []string
+	before  func(ctx context.Context, runID string)
+}
+
+func (l *eventLog) SaveCheckpoint(ctx context.Context, cp workflow.Checkpoint) error {
+	var types []string
+	for _, rec := range cp.Events {
+		var ev struct{ Type, StepID string }
+		if err := json.Unmarshal(rec.Data, &ev); err != nil {
+			return err
+		}
+		types = append(types, ev.Type+"("+ev.StepID+")")
+	}
+	l.mu.Lock()
+	first := len(l.types) == 0
+	l.types = append(l.types, types)
+	l.mu.Unlock()
+	if first && l.before != nil {
+		l.before(ctx, cp.Run.ID)
+	}
+	err := l.Runs.SaveCheckpoint(ctx, cp)
+	if l.started != nil && err == nil {
+		l.started <- types
+	}
+	return err
+}
+
+func (l *eventLog) checkpoints() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]string(nil), l.types...)
+}
+
+// gatedTool is a compute-only tool whose calls wait for release (or their
+// context), after telling called.
+func gatedTool(called chan<- struct{}, release <-chan struct{}, cancelled chan<- error) *tools.Tool {
+	return &tools.Tool{
+		ID: "gated", Name: "Gated", Description: "Waits for the test.", Category: "util",
+		InputSchema:  json.RawMessage(`{"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Timeout:      time.Minute,
+		Annotations:  tools.Annotations{ReadOnly: true, Idempotent: true},
+		Run: func(ctx context.Context, _ map[string]any) (map[string]any, error) {
+			called <- struct{}{}
+			select {
+			case <-release:
+				return map[string]any{"ok": true}, nil
+			case <-ctx.Done():
+				cancelled <- ctx.Err()
+				return nil, ctx.Err()
+			}
+		},
+	}
+}
+
+// TestStartRidesTheEndOfAComputeOnlyStep: the first step of an attempt
+// whose tool only computes is written once, its start with its end (and
+// the next step's start), the events still in order; a tool that is not
+// compute-only, or a runner told of none, writes the start first; and a
+// compute-only step still running after runs.StartDelay is recorded
+// running while it runs.
+func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
+	t.Parallel()
+	db, _, jobs, reg, chatID, userID := benchDurable(t)
+	three := sizedSteps(userID, 3, 100) // json_query: compute-only
+	for _, tc := range []struct {
+		name        string
+		computeOnly func(context.Context, string) bool
+		want        string
+	}{
+		{"compute_only", reg.ComputeOnly,
+			"[[run_started() step_started(s0) step_completed(s0) step_started(s1)] [step_completed(s1) step_started(s2)] [step_completed(s2) run_completed()]]"},
+		{"not_told", nil,
+			"[[run_started() step_started(s0)] [step_completed(s0) step_started(s1)] [step_completed(s1) step_started(s2)] [step_completed(s2) run_completed()]]"},
+		{"not_compute_only", func(context.Context, string) bool { return false },
+			"[[run_started() step_started(s0)] [step_completed(s0) step_started(s1)] [step_completed(s1) step_started(s2)] [step_completed(s2) run_completed()]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+			runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: tc.computeOnly, Lease: time.Hour, CancelCheck: time.Hour})
+			run := runs.NewRun(three, chatID, userID, time.Now())
+			ctx := context.Background()
+			if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if got := jsonish(rs.checkpoints()); got != tc.want {
+				t.Errorf("checkpoints\n%s\nwant\n%s", got, tc.want)
+			}
+			got, err := rs.Run(ctx, run.ID)
+			if err != nil || got.Status != workflow.RunCompleted {
+				t.Fatalf("run %s %q, %v", got.Status, got.Error, err)
+			}
+			s0 := got.Steps[0]
+			if s0.Status != workflow.StepCompleted || s0.StartedAt == nil || s0.CompletedAt == nil || s0.StartedAt.After(*s0.CompletedAt) || s0.Input == nil {
+				t.Errorf("first step read back as %+v", s0)
+			}
+		})
+	}
+
+	t.Run("slow_step_shows_running", func(t *testing.T) {
+		t.Parallel()
+		called, release, cancelled := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+		greg, err := tools.NewRegistry(gatedTool(called, release, cancelled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
+		w := three
+		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		ctx := context.Background()
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+		<-called
+		// The call has not returned: after StartDelay its start is
+		// written while it runs.
+		if got := strings.Join(<-rs.started, " "); got != "run_started() step_started(g)" {
+			t.Fatalf("first checkpoint while the call runs: %s", got)
+		}
+		mid, err := rs.Run(ctx, run.ID)
+		if err != nil || mid.Status != workflow.RunRunning || mid.Steps[0].Status != workflow.StepRunning {
+			t.Fatalf("while the step runs the store holds %s/%v, %v", mid.Status, mid.Steps, err)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(<-rs.started, " "); got != "step_completed(g) run_completed()" {
+			t.Errorf("last checkpoint: %s", got)
+		}
+	})
+
+	t.Run("start_refused_cancels_the_call", func(t *testing.T) {
+		t.Parallel()
+		called, cancelled := make(chan struct{}, 1), make(chan error, 1)
+		greg, err := tools.NewRegistry(gatedTool(called, nil, cancelled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		// The run is cancelled just before the start is written (the
+		// heartbeat reads no cancel here): the write's condition fails.
+		rs.before = func(ctx context.Context, runID string) {
+			r, err := rs.Runs.Run(ctx, runID)
+			if err == nil {
+				_, err = rs.Runs.CancelRun(ctx, r, time.Now())
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
+		w := three
+		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}, {ID: "after", ToolID: "gated", Inputs: map[string]any{}}}
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		ctx := context.Background()
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if len(called) != 1 {
+			t.Errorf("%d calls, want the first step's alone", len(called))
+		}
+		select {
+		case err := <-cancelled:
+			if err == nil {
+				t.Error("the call ended with no error")
+			}
+		default:
+			t.Error("the call was not cancelled when its start could not be written")
+		}
+		got, err := rs.Run(ctx, run.ID)
+		if err != nil || got.Status != workflow.RunCancelled || got.Steps[0].Status != workflow.StepCancelled || got.Steps[1].Status != workflow.StepCancelled {
+			t.Fatalf("run read back %s, steps %s %s, %v", got.Status, got.Steps[0].Status, got.Steps[1].Status, err)
+		}
+	})
+}
+
+// jsonish prints checkpoints' event types as [[a b] [c]].
+func jsonish(cps [][]string) string {
+	parts := make([]string, len(cps))
+	for i, c := range cps {
+		parts[i] = "[" + strings.Join(c, " ") + "]"
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
