@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
+	"time"
 )
 
 // ValueJSON remembers the JSON of the values a run's steps hold (their
@@ -131,6 +133,35 @@ func EncodeSteps(steps []RunStep, c *ValueJSON) ([]byte, error) {
 	buf.WriteByte(']')
 	return buf.Bytes(), nil
 }
+
+// SameRecord reports whether s and o encode alike (EncodeStep): every
+// encoded field equal, times by value, and their input and output the
+// same maps (values are never changed once held, as ValueJSON assumes).
+// It may say false of steps that encode alike, never true of steps that
+// do not.
+func (s RunStep) SameRecord(o RunStep) bool {
+	return s.ID == o.ID && s.ToolID == o.ToolID && s.Status == o.Status &&
+		sameTime(s.StartedAt, o.StartedAt) && sameTime(s.CompletedAt, o.CompletedAt) &&
+		identity(s.Input) == identity(o.Input) && identity(s.Output) == identity(o.Output) &&
+		s.Error == o.Error && s.Truncated == o.Truncated && s.Reused == o.Reused &&
+		samePtr(s.ElementsDone, o.ElementsDone) && s.InputURL == o.InputURL && s.OutputURL == o.OutputURL &&
+		sameTime(s.ExpiresAt, o.ExpiresAt) &&
+		slices.EqualFunc(s.Attempts, o.Attempts, func(a, b StepAttempt) bool {
+			return a.Attempt == b.Attempt && sameTime(a.StartedAt, b.StartedAt) && sameTime(a.CompletedAt, b.CompletedAt) &&
+				a.Status == b.Status && a.Error == b.Error
+		}) &&
+		sameTime(s.RetryAt, o.RetryAt) && s.ChildRunID == o.ChildRunID && s.Reason == o.Reason &&
+		s.MCPServerID == o.MCPServerID && s.AuthorizationURL == o.AuthorizationURL &&
+		s.AuthorizationWaitedMs == o.AuthorizationWaitedMs
+}
+
+// sameTime reports whether a and b are both nil or the same instant in
+// the same location (as they encode).
+func sameTime(a, b *time.Time) bool {
+	return a == b || (a != nil && b != nil && a.Equal(*b) && a.Location() == b.Location())
+}
+
+func samePtr[T comparable](a, b *T) bool { return a == b || (a != nil && b != nil && *a == *b) }
 
 // EncodeStep returns s's JSON as json.Marshal encodes it, but for the
 // order of its members: its input and output come last, their JSON from

@@ -107,3 +107,83 @@ func TestValueJSONRemembersByIdentityAndForgets(t *testing.T) {
 		t.Fatalf("nil ValueJSON: %s", got)
 	}
 }
+
+// TestSameRecord: a step is the SameRecord of a copy of itself, and of
+// no step that differs in any one encoded field. Each field of RunStep is
+// changed in turn through reflection, so a field added to RunStep that
+// SameRecord does not compare fails here.
+func TestSameRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	later := now.Add(time.Second)
+	two := 2
+	base := workflow.RunStep{ID: "a", ToolID: "json_query", Status: workflow.StepCompleted, StartedAt: &now, CompletedAt: &later,
+		Input: map[string]any{"q": "."}, Output: map[string]any{"r": 1.0}, Error: "e", ElementsDone: &two,
+		ExpiresAt: &later, Attempts: []workflow.StepAttempt{{Attempt: 1, StartedAt: &now, Status: "failed", Error: "x"}},
+		RetryAt: &later, InputURL: "u", OutputURL: "v", ChildRunID: "c", Reason: "r", MCPServerID: "m", AuthorizationURL: "w", AuthorizationWaitedMs: 5}
+	cp := base
+	nowCopy, laterCopy := now, later
+	cp.StartedAt, cp.CompletedAt = &nowCopy, &laterCopy // other pointers, same times
+	cp.Attempts = append([]workflow.StepAttempt(nil), base.Attempts...)
+	if !base.SameRecord(cp) {
+		t.Fatal("a step is not the SameRecord of its copy")
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Tag.Get("json") == "-" {
+			continue // not encoded
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			other := cp
+			v := reflect.ValueOf(&other).Elem().Field(i)
+			switch v.Kind() {
+			case reflect.String:
+				v.SetString(v.String() + "!")
+			case reflect.Bool:
+				v.SetBool(!v.Bool())
+			case reflect.Int64, reflect.Int:
+				v.SetInt(v.Int() + 1)
+			case reflect.Map: // the same content in another map
+				m := reflect.MakeMap(v.Type())
+				for _, k := range v.MapKeys() {
+					m.SetMapIndex(k, v.MapIndex(k))
+				}
+				v.Set(m)
+			case reflect.Slice:
+				v.Set(reflect.Append(v, v.Index(0)))
+			case reflect.Pointer:
+				switch p := v.Interface().(type) {
+				case *time.Time:
+					x := p.Add(time.Nanosecond)
+					v.Set(reflect.ValueOf(&x))
+				case *int:
+					x := *p + 1
+					v.Set(reflect.ValueOf(&x))
+				default:
+					t.Fatalf("field %s of type %s: teach this test and SameRecord", f.Name, f.Type)
+				}
+			default:
+				t.Fatalf("field %s of type %s: teach this test and SameRecord", f.Name, f.Type)
+			}
+			if base.SameRecord(other) || other.SameRecord(base) {
+				t.Errorf("steps differing in %s are the SameRecord", f.Name)
+			}
+		})
+	}
+	t.Run("attempt_changed_in_place", func(t *testing.T) {
+		other := cp
+		other.Attempts = []workflow.StepAttempt{base.Attempts[0]}
+		other.Attempts[0].Status = "completed"
+		if base.SameRecord(other) {
+			t.Error("steps whose attempt differs are the SameRecord")
+		}
+	})
+	t.Run("nil_and_set_time", func(t *testing.T) {
+		other := cp
+		other.RetryAt = nil
+		if base.SameRecord(other) || other.SameRecord(base) {
+			t.Error("a nil time and a set one are the SameRecord")
+		}
+	})
+}

@@ -470,6 +470,9 @@ type runLog struct {
 	// (nil before its first), so that a checkpoint writes only the steps
 	// that changed since.
 	written [][]byte
+	// writtenFrom is the steps written encodes (a copy): a step that
+	// is still the SameRecord is not encoded again.
+	writtenFrom []workflow.RunStep
 }
 
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
@@ -502,6 +505,10 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 	steps := make([][]byte, len(run.Steps))
 	var changed []int
 	for i, s := range run.Steps {
+		if i < len(l.written) && i < len(l.writtenFrom) && s.SameRecord(l.writtenFrom[i]) {
+			steps[i] = l.written[i] // as the last checkpoint wrote it
+			continue
+		}
 		b, err := workflow.EncodeStep(s, l.values.json)
 		if err != nil {
 			return errs.Wrap("runs.runLog", err)
@@ -519,11 +526,12 @@ func (l *runLog) SaveRun(ctx context.Context, run workflow.Run, ifStatus string)
 		return err
 	}
 	l.written = steps
+	l.prev = snapshot(run)
+	l.writtenFrom = l.prev.Steps
 	if !until.IsZero() {
 		l.renewed = now
 	}
 	l.seq += int64(len(recs))
-	l.prev = snapshot(run)
 	if end && l.ended != nil {
 		if err := l.ended(ctx, run); err != nil {
 			logging.FromContext(ctx).WarnContext(ctx, "the end of a run could not be passed on", "runId", run.ID, "err", err.Error())
