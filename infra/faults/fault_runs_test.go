@@ -14,21 +14,32 @@ import (
 
 // TestFaultDurableRunCheckpoints fails each transaction of an async run
 // in turn (every SDK attempt of it, so the write fails for good): the
-// creation (the client gets 503 and nothing is stored), the run's start
-// with its step's start (one checkpoint: a step's transition is one
-// write), and the step's result with the run's end (the other). A
-// failed checkpoint stops the attempt and leaves the run with its lease;
-// once the lease expires the sweeper resumes it, and it ends (completed,
-// or failed cleanly), never staying running, with its event log closed.
+// creation (the client gets 503 and nothing is stored) and each
+// checkpoint. A step's transition is one write, and the first step of a
+// compute-only tool (json_query) has its start ride its end, so a
+// one-step run has one checkpoint (run start, step start and result, run
+// end) and a two-step run two (the first result with the second start;
+// the second result with the end). A failed checkpoint stops the attempt
+// and leaves the run with its lease; once the lease expires the sweeper
+// resumes it, and it ends (completed, or failed cleanly), never staying
+// running, with its event log closed.
 func TestFaultDurableRunCheckpoints(t *testing.T) {
 	t.Parallel()
-	for skip, name := range []string{"create", "run and step start", "result and end"} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		steps, skip int
+	}{
+		{"create", 1, 0},
+		{"one step: the only checkpoint", 1, 1},
+		{"two steps: first result with second start", 2, 1},
+		{"two steps: second result and end", 2, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{lease: "1s"})
-			wfID := e.workflowWithStep()
+			wfID := e.workflowWithSteps(c.steps)
 			chatID := e.createChat()
-			e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: skip, times: 3,
+			e.proxy.add(rule{op: "TransactWriteItems", table: e.cfg.DataTable, skip: c.skip, times: 3,
 				fault: awsError(500, "InternalServerError", "emulated")})
 
 			req, _ := http.NewRequest("POST", e.api.URL+"/api/chats/"+chatID+"/workflow-runs", strings.NewReader(fmt.Sprintf(`{"workflowId":%q}`, wfID)))
@@ -42,7 +53,7 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 			body := make([]byte, 4096)
 			n, _ := resp.Body.Read(body)
 			resp.Body.Close()
-			if skip == 0 {
+			if c.skip == 0 {
 				expectUnavailable(t, resp, body[:n])
 				if runs := e.runs(chatID); len(runs) != 0 {
 					t.Fatalf("a failed create left runs: %+v", runs)
@@ -74,8 +85,13 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 			// json_query is idempotent: a step caught running runs again.
-			if run.Status != workflow.RunCompleted || run.Attempt != 2 || run.Steps[0].Status != workflow.StepCompleted {
+			if run.Status != workflow.RunCompleted || run.Attempt != 2 || len(run.Steps) != c.steps {
 				t.Fatalf("run after the fault: %+v", run)
+			}
+			for _, s := range run.Steps {
+				if s.Status != workflow.StepCompleted {
+					t.Fatalf("step %s after the fault: %+v", s.ID, s)
+				}
 			}
 			_, st, err := store.NewRuns(e.stack.DB, e.cfg.DataTable).LoggedRun(context.Background(), run.ID)
 			if err != nil || st.Active {

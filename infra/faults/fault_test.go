@@ -549,10 +549,16 @@ func (e *env) workflowTotal() int {
 }
 
 // workflowWithStep returns a workflow whose one step runs json_query.
-func (e *env) workflowWithStep() string {
+func (e *env) workflowWithStep() string { return e.workflowWithSteps(1) }
+
+// workflowWithSteps returns a workflow of n json_query steps, each added
+// by applying a proposal.
+func (e *env) workflowWithSteps(n int) string {
 	id := e.createWorkflow()
-	p := e.propose(id)
-	e.ok(e.wf, "POST", "/api/workflows/"+id+"/messages/apply", fmt.Sprintf(`{"proposalId":%q}`, p), nil)
+	for range n {
+		p := e.propose(id)
+		e.ok(e.wf, "POST", "/api/workflows/"+id+"/messages/apply", fmt.Sprintf(`{"proposalId":%q}`, p), nil)
+	}
 	return id
 }
 
