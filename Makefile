@@ -49,6 +49,7 @@ lint-template:
 # invocation, so they run one after another; seed corpora are committed
 # under each package's testdata/fuzz/<FuzzName>/ and run as ordinary tests.
 FUZZ_TARGETS := \
+	./infra/dynamolocal:FuzzWireFast \
 	./shared/httpapi:FuzzDecode \
 	./shared/httpapi:FuzzUnmarshalStrict \
 	./shared/workflow:FuzzResolve \

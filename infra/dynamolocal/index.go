@@ -160,6 +160,25 @@ func (o *ordered) insert(r *row) {
 	o.n++
 }
 
+// replace puts r in old's place, when both have the same key values (an
+// item written again with the same keys in this index): no rows move.
+// false when old is not there.
+func (o *ordered) replace(old, r *row) bool {
+	p := o.parts[old.hash.id()]
+	if p == nil {
+		return false
+	}
+	i, found := slices.BinarySearchFunc(p.rows, old, (*row).compare)
+	for ; found && i < len(p.rows) && p.rows[i].compare(old) == 0; i++ {
+		if p.rows[i] == old {
+			r.hash = p.hash
+			p.rows[i] = r
+			return true
+		}
+	}
+	return false
+}
+
 func (o *ordered) remove(r *row) {
 	id := r.hash.id()
 	p := o.parts[id]
@@ -290,19 +309,37 @@ func (ti *tableIndex) putData(item map[string]*types.Item, data []byte) {
 	tk := ti.sch.keys
 	e := &entry{id: ti.sch.itemID(item), data: data, size: itemSize(item), plain: isPlain(item)}
 	e.primary = row{hash: scalarOf(item[tk.hash]), rng: scalarOf(item[tk.rng]), e: e}
-	ti.drop(e.id)
-	ti.primary.insert(&e.primary)
+	old := ti.items[e.id]
+	if old == nil || !ti.primary.replace(&old.primary, &e.primary) {
+		ti.drop(e.id)
+		old = nil
+		ti.primary.insert(&e.primary)
+	}
 	for i, name := range ti.sch.indexOrder {
 		keys := ti.sch.indexes[name].keys
+		var was *row // the item's row in this index before this write
+		if old != nil && old.secondary != nil && old.secondary[i].e != nil {
+			was = &old.secondary[i]
+		}
 		h, r := scalarOf(item[keys.hash]), scalarOf(item[keys.rng])
 		if h.typ == 0 || (keys.rng != "" && r.typ == 0) {
+			if was != nil {
+				ti.secondary[name].remove(was)
+			}
 			continue // sparse
 		}
 		if e.secondary == nil {
 			e.secondary = make([]row, len(ti.sch.indexOrder))
 		}
 		e.secondary[i] = row{hash: h, rng: r, e: e}
-		ti.secondary[name].insert(&e.secondary[i])
+		now := &e.secondary[i]
+		if was != nil && was.hash.id() == h.id() && was.rng.id() == r.id() && ti.secondary[name].replace(was, now) {
+			continue
+		}
+		if was != nil {
+			ti.secondary[name].remove(was)
+		}
+		ti.secondary[name].insert(now)
 	}
 	ti.items[e.id] = e
 }

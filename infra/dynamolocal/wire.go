@@ -64,11 +64,18 @@ func (w *writeWire) conditional() conditional {
 }
 
 // decodeWrite decodes body into v (the request's own type) through
-// wire, filled from it by fill; when wire does not decode, as
-// decodeRequest does.
+// wire, filled from it by fill (read by decodeWireFast when the request
+// is in the SDKs' form, else by json.Unmarshal); when wire does not
+// decode, as decodeRequest does.
 func decodeWrite[W any](body []byte, v any, fill func(w *W)) error {
 	var w W
-	if json.Unmarshal(body, &w) == nil {
+	ok := decodeWireFast(body, &w)
+	if !ok {
+		var fresh W // the fast read may have filled part of w
+		w = fresh
+		ok = json.Unmarshal(body, &w) == nil
+	}
+	if ok {
 		fill(&w)
 		return nil
 	}
