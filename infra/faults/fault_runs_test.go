@@ -14,15 +14,15 @@ import (
 
 // TestFaultDurableRunCheckpoints fails each transaction of an async run
 // in turn (every SDK attempt of it, so the write fails for good): the
-// creation (the client gets 503 and nothing is stored) and each
-// checkpoint. A step's transition is one write, and the first step of a
-// compute-only tool (json_query) has its start ride its end, so a
-// one-step run has one checkpoint (run start, step start and result, run
-// end) and a two-step run two (the first result with the second start;
-// the second result with the end). A failed checkpoint stops the attempt
-// and leaves the run with its lease; once the lease expires the sweeper
-// resumes it, and it ends (completed, or failed cleanly), never staying
-// running, with its event log closed.
+// creation (the client gets 503 and nothing is stored) and the
+// checkpoint. Steps whose tool only computes (json_query) are not
+// recorded before they run, nor their results before the next such step
+// runs, so a quick run of one or two of them has one checkpoint (run
+// start, each step's start and result, run end); a failure of it loses
+// what only the next attempt computes again. A failed checkpoint stops
+// the attempt and leaves the run with its lease; once the lease expires
+// the sweeper resumes it, and it ends (completed, or failed cleanly),
+// never staying running, with its event log closed.
 func TestFaultDurableRunCheckpoints(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -30,9 +30,8 @@ func TestFaultDurableRunCheckpoints(t *testing.T) {
 		steps, skip int
 	}{
 		{"create", 1, 0},
-		{"one step: the only checkpoint", 1, 1},
-		{"two steps: first result with second start", 2, 1},
-		{"two steps: second result and end", 2, 2},
+		{"one step: its checkpoint", 1, 1},
+		{"two steps: their one checkpoint", 2, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

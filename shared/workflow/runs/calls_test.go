@@ -77,9 +77,12 @@ type callsFixture struct {
 	db     *storetest.DB
 	runs   *store.Runs
 	runner *runs.Runner
-	blobs  *countingBlobs
-	chatID string
-	userID string
+	// stepwise is runner told of no compute-only tool: every step's
+	// start is recorded before its call, as for tools with effects.
+	stepwise *runs.Runner
+	blobs    *countingBlobs
+	chatID   string
+	userID   string
 }
 
 func newCallsFixture(tb testing.TB) *callsFixture {
@@ -87,22 +90,31 @@ func newCallsFixture(tb testing.TB) *callsFixture {
 	db, _, jobs, reg, chatID, userID := benchDurable(tb)
 	blobs := newCountingBlobs()
 	rs := store.NewRuns(db.DB, db.Data()).WithBlobs(blobs)
-	return &callsFixture{db: db, runs: rs, blobs: blobs, chatID: chatID, userID: userID,
-		// The heartbeat's reads follow the clock, not the steps: on a
-		// loaded machine a run may last past one, so none is made here.
-		runner: runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Values: blobs, Lease: time.Hour, CancelCheck: time.Hour, ComputeOnly: reg.ComputeOnly})}
+	// The heartbeat's reads and the checkpoints of quick compute-only
+	// steps (StartDelay) follow the clock, not the steps: on a loaded
+	// machine a run may last past either, so the clock is set far off.
+	o := runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Values: blobs, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour}
+	stepwise := runs.NewRunner(o)
+	o.ComputeOnly = reg.ComputeOnly
+	return &callsFixture{db: db, runs: rs, blobs: blobs, chatID: chatID, userID: userID, runner: runs.NewRunner(o), stepwise: stepwise}
 }
 
 // exec stores a run of w (with input) and runs it to its end as one
 // runner attempt; it returns the run's id.
 func (f *callsFixture) exec(tb testing.TB, w workflow.Workflow, input map[string]any) string {
 	tb.Helper()
+	return f.execWith(tb, f.runner, w, input)
+}
+
+// execWith is exec with runner r.
+func (f *callsFixture) execWith(tb testing.TB, r *runs.Runner, w workflow.Workflow, input map[string]any) string {
+	tb.Helper()
 	run := runs.NewRun(w, f.chatID, f.userID, time.Now())
 	run.Input = input
 	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
 		tb.Fatal(err)
 	}
-	if err := f.runner.Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+	if err := r.Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
 		tb.Fatal(err)
 	}
 	return run.ID
@@ -139,20 +151,26 @@ func sizedSteps(userID string, n, size int) workflow.Workflow {
 // transaction (CreateRun), the runner's attempt reads the run and its
 // log's head in one TransactGetItems (LoggedRun), then every checkpoint is
 // one transaction (the run's record, its new events and the lease). A
-// step's transition is one checkpoint: the start of step i (running, with
-// its resolved input, before its tool runs) also records the result of
-// step i-1, and the last step's result is recorded with the run's end. The
-// first step of an attempt has nothing before it to record: when its tool
-// only computes (json_query here), its start rides its end, else it is a
-// checkpoint of its own (the first one marks the run running). So a run of
-// n compute-only steps costs 2 + n calls (3 + n when its first tool is
-// not compute-only, 3 + 2n before the transition was one write), whatever
-// the size of its values up to runs.SpillBytes, which stay in the record
-// and make no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 1.2
-// for its ten steps: these 12 calls over ten.)
+// step whose tool may have effects has its start (running, with its
+// resolved input) recorded before its tool runs, and that write also
+// records the result of the step before: one checkpoint a step, and the
+// last step's result is recorded with the run's end; the first step's
+// start is a checkpoint of its own (the first one marks the run running).
+// A step whose tool only computes (json_query here) need not be recorded
+// before it runs, nor its result before the next such step runs (a crash
+// loses only what the next attempt computes again): a run of them costs
+// one checkpoint, its end, when it takes less than runs.StartDelay (the
+// fixture's is an hour, so that a slow machine counts the same), else one
+// a StartDelay. So a run of n steps costs 3 + n calls (3 + 2n before a
+// transition was one write), or 3 when they only compute, whatever the
+// size of its values up to runs.SpillBytes, which stay in the record and
+// make no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 0.3 for
+// its ten steps: these 3 calls over ten.)
 const (
 	durableRunFixedCalls = 2 // CreateRun, LoggedRun
 	durableStepCalls     = 1 // the step's end, with the next step's start or the run's end
+	firstStartCalls      = 1 // the first step's start, when its tool may have effects
+	computeOnlyRunCalls  = 1 // a quick run of compute-only steps: its end
 )
 
 // TestDurableRunDynamoDBCalls holds a durable run to its DynamoDB call
@@ -173,20 +191,28 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d_steps_%d_B", tc.steps, tc.size), func(t *testing.T) {
 			w := sizedSteps(f.userID, tc.steps, tc.size)
-			f.db.Counter.Reset()
-			f.blobs.reset()
-			id := f.exec(t, w, nil)
-			want := int64(durableRunFixedCalls + durableStepCalls*tc.steps)
-			n := f.db.Counter.Count()
-			got := f.completed(t, id)
-			if n != want {
-				t.Errorf("%d DynamoDB calls, want %d (%d + %d per step)", n, want, durableRunFixedCalls, durableStepCalls)
-			}
-			if n := f.blobs.calls(); n != 0 {
-				t.Errorf("%d blob calls for values of %d bytes, want none", n, tc.size)
-			}
-			if _, spilled := workflow.SpilledKey(got.Steps[tc.steps-1].Output); spilled {
-				t.Errorf("a %d-byte output was spilled", tc.size)
+			for _, r := range []struct {
+				name   string
+				runner *runs.Runner
+				want   int64
+			}{
+				{"compute-only", f.runner, durableRunFixedCalls + computeOnlyRunCalls},
+				{"stepwise", f.stepwise, int64(durableRunFixedCalls + firstStartCalls + durableStepCalls*tc.steps)},
+			} {
+				f.db.Counter.Reset()
+				f.blobs.reset()
+				id := f.execWith(t, r.runner, w, nil)
+				n := f.db.Counter.Count()
+				got := f.completed(t, id)
+				if n != r.want {
+					t.Errorf("%s: %d DynamoDB calls, want %d", r.name, n, r.want)
+				}
+				if n := f.blobs.calls(); n != 0 {
+					t.Errorf("%s: %d blob calls for values of %d bytes, want none", r.name, n, tc.size)
+				}
+				if _, spilled := workflow.SpilledKey(got.Steps[tc.steps-1].Output); spilled {
+					t.Errorf("%s: a %d-byte output was spilled", r.name, tc.size)
+				}
 			}
 		})
 	}
@@ -196,7 +222,7 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 		f.db.Counter.Reset()
 		f.blobs.reset()
 		id := f.exec(t, sizedSteps(f.userID, 1, runs.SpillBytes+1), nil)
-		n, want := f.db.Counter.Count(), int64(durableRunFixedCalls+durableStepCalls)
+		n, want := f.db.Counter.Count(), int64(durableRunFixedCalls+computeOnlyRunCalls)
 		got := f.completed(t, id)
 		if n != want {
 			t.Errorf("%d DynamoDB calls, want %d", n, want)

@@ -89,6 +89,8 @@ type RunnerOptions struct {
 	// ComputeOnly reports whether a tool only computes from its input
 	// (EngineOptions.ComputeOnly). Nil: no tool does.
 	ComputeOnly func(ctx context.Context, toolID string) bool
+	// StartDelay is EngineOptions.StartDelay (zero: StartDelay).
+	StartDelay  time.Duration
 	StepTimeout time.Duration
 	// RunTimeout bounds a run from its start, across its attempts; zero
 	// means RunnerRunTimeout.
@@ -145,7 +147,7 @@ func NewRunner(o RunnerOptions) *Runner {
 	if o.CancelCheck <= 0 {
 		o.CancelCheck = DefaultCancelCheck
 	}
-	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children, AuthWaits: o.AuthWaits, ComputeOnly: o.ComputeOnly})
+	eng := NewEngine(o.Tools, EngineOptions{StepTimeout: o.StepTimeout, RunTimeout: o.RunTimeout, Now: o.Now, Condition: o.Condition, BeforeStep: o.BeforeStep, Children: o.Children, AuthWaits: o.AuthWaits, ComputeOnly: o.ComputeOnly, StartDelay: o.StartDelay})
 	return &Runner{store: o.Store, values: o.Values, files: o.Files, jobs: o.Jobs, engine: eng, idempotent: o.Idempotent, lease: o.Lease, check: o.CancelCheck, now: o.Now, ended: o.Ended}
 }
 

@@ -90,6 +90,8 @@ type Engine struct {
 	authWaits AuthWaits
 	// computeOnly reports whether a tool only computes from its input.
 	computeOnly func(ctx context.Context, toolID string) bool
+	// startDelay is how long what such steps did may wait unrecorded.
+	startDelay time.Duration
 }
 
 // EngineOptions configures NewEngine. StepTimeout zero means
@@ -121,6 +123,9 @@ type EngineOptions struct {
 	// (read-only, idempotent, closed world): the start of a step of it
 	// may ride its end (execution.ridesItsEnd). Nil: no tool does.
 	ComputeOnly func(ctx context.Context, toolID string) bool
+	// StartDelay bounds how long such steps' starts and results may wait
+	// unrecorded (callStartLater); zero means StartDelay.
+	StartDelay time.Duration
 }
 
 // MaxElements bounds the array a forEach step runs over.
@@ -134,12 +139,15 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.StartDelay <= 0 {
+		o.StartDelay = StartDelay
+	}
 	if o.Condition == nil {
 		o.Condition = func(string, map[string]any, map[string]map[string]any) (bool, error) {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits, computeOnly: o.ComputeOnly}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits, computeOnly: o.ComputeOnly, startDelay: o.StartDelay}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -261,7 +269,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			if !yes {
 				now := e.clock()
 				rs.Status, rs.StartedAt, rs.CompletedAt = workflow.StepSkipped, &now, &now
-				x.unsaved = true // recorded with the next checkpoint
+				x.unrecord(true) // recorded with the next checkpoint
 				continue
 			}
 		}
@@ -314,7 +322,9 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		// wait for a person, or the run's end (finish). Until then the
 		// store shows the step running, so a crash meanwhile is one
 		// during the step (its tool is not run again unless idempotent).
-		x.unsaved = true
+		// The result of a tool that only computes may be made again by
+		// the next attempt: the next such step need not record it first.
+		x.unrecord(step.ForEach == "" && x.redoable(ctx, step))
 	}
 	return x.finish(ctx, op, workflow.RunCompleted, "")
 }
@@ -418,9 +428,11 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 }
 
 // StartDelay is how long the call of a step whose start rides its end
-// (execution.ridesItsEnd) may run before its start is recorded after
-// all: a step that is still running after it shows as running, and a
-// stop of the run is noticed as with any other step.
+// (execution.ridesItsEnd), with what the steps before it did unrecorded,
+// may run before its start is recorded after all: a step that is still
+// running after it shows as running, the progress of quick steps shows
+// within it, and a stop of the run is noticed within it (the checkpoint's
+// condition fails) if the heartbeat did not notice it first.
 const StartDelay = time.Second
 
 // errStartNotRecorded is the failure of the checkpoint of a step's start:
@@ -430,22 +442,49 @@ type errStartNotRecorded struct{ err error }
 
 func (e errStartNotRecorded) Error() string { return e.err.Error() }
 
+// redoable reports whether step's call may be made again harmlessly by
+// the next attempt, should a crash lose its start or its result: it has
+// no retry policy (whose attempts are recorded one by one) and its tool
+// only computes from its input (EngineOptions.ComputeOnly; never a
+// person's answer, a child run or a remote tool).
+func (x *execution) redoable(ctx context.Context, step workflow.Step) bool {
+	return step.Retry == nil && step.ToolID != workflow.AskHumanToolID && step.ToolID != workflow.RunWorkflowToolID &&
+		x.e.computeOnly != nil && x.e.computeOnly(ctx, step.ToolID)
+}
+
 // ridesItsEnd reports whether the start of step, about to run, may be
-// recorded with its end rather than before its call: when the run holds
-// nothing unrecorded (no earlier step's result waits for this write, so
-// a crash during the call loses no other step's outcome), the step has
-// no retry policy (whose attempts are recorded one by one), and its tool
-// only computes from its input (EngineOptions.ComputeOnly: running it
-// again after a crash is harmless). Such a step costs one checkpoint,
-// not two, when it is the first of its attempt.
+// recorded with its end (by the next checkpoint) rather than before its
+// call: the step is redoable, and what the run holds unrecorded, if
+// anything, is too (skips, results of redoable steps) and is younger
+// than StartDelay. A crash during the call then loses only what the next
+// attempt makes again harmlessly, and nothing waits unrecorded longer
+// than StartDelay (callStartLater records it once that has passed). So a
+// run of such steps that each end quickly costs one checkpoint a second,
+// or one in all, not one a step.
 func (x *execution) ridesItsEnd(ctx context.Context, step workflow.Step) bool {
-	return !x.unsaved && step.Retry == nil && x.e.computeOnly != nil && x.e.computeOnly(ctx, step.ToolID)
+	if !x.redoable(ctx, step) {
+		return false
+	}
+	return !x.unsaved || (!x.unredoable && time.Since(x.unsavedSince) < x.e.startDelay)
+}
+
+// unrecord notes that the run holds a change no checkpoint recorded yet
+// (a step's start or result, a skip): the next checkpoint records it.
+// redoable tells whether the next attempt would make it again harmlessly
+// should a crash lose it (ridesItsEnd).
+func (x *execution) unrecord(redoable bool) {
+	if !x.unsaved {
+		x.unsaved, x.unsavedSince = true, time.Now()
+	}
+	x.unredoable = x.unredoable || !redoable
 }
 
 // callStartLater calls the step's tool (as call) without recording its
-// start first: if the call ends within StartDelay, its start is recorded
-// with its end by the next checkpoint (x.unsaved); else the start is
-// recorded while the call goes on. A failed write of the start cancels
+// start first: if the call ends within StartDelay of the oldest change
+// the run holds unrecorded (of the call's start when there is none), its
+// start is recorded with its end by a later checkpoint (x.unsaved); else
+// the start, and everything before it, is recorded while the call goes
+// on. A failed write of the start cancels
 // the call, waits for it and is returned as errStartNotRecorded. The call
 // runs on another goroutine while the start is written; it reads a copy
 // of the run, and a tool call never changes its input (ToolRunner).
@@ -466,11 +505,15 @@ func (x *execution) callStartLater(ctx context.Context, toolID string, input map
 		out, t, err := cx.call(cctx, toolID, input, timeout)
 		done <- result{out, t, err}
 	}()
-	timer := time.NewTimer(StartDelay)
+	wait := x.e.startDelay
+	if x.unsaved {
+		wait -= time.Since(x.unsavedSince)
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		x.unsaved = true // the start, with the step's end
+		x.unrecord(true) // the start, with the step's end
 		return r.out, r.timeout, r.err
 	case <-timer.C:
 	}
@@ -499,7 +542,7 @@ func (x *execution) stepFailed(ctx context.Context, op string, i int, step workf
 	out := map[string]any{"error": msg}
 	rs.Status, rs.Error, rs.CompletedAt, rs.Output, rs.Elements = workflow.StepFailed, msg, &now, out, nil
 	outputs[step.ID] = out
-	x.unsaved = true // recorded with the next checkpoint, as a result
+	x.unrecord(false) // recorded with the next checkpoint, as a result
 	return false, nil
 }
 
@@ -987,8 +1030,12 @@ type execution struct {
 	// is conditioned on it.
 	stored string
 	// unsaved is set while the run holds what no checkpoint recorded
-	// yet (a step's result, a skip): the next one records it.
-	unsaved bool
+	// yet (a step's result, a skip): the next one records it. It has
+	// since unsavedSince; unredoable is set when some of it could not be
+	// made again harmlessly by the next attempt (unrecord).
+	unsaved      bool
+	unsavedSince time.Time
+	unredoable   bool
 	// paused is set once a step's call left the run waiting for an
 	// authorization (recorded: authwait.go).
 	paused bool
@@ -1061,7 +1108,7 @@ func (x *execution) storeIf(ctx context.Context, ifStatus string) error {
 	if err := x.save.SaveRun(dctx, *x.run, ifStatus); err != nil {
 		return err
 	}
-	x.stored, x.unsaved = x.run.Status, false
+	x.stored, x.unsaved, x.unsavedSince, x.unredoable = x.run.Status, false, time.Time{}, false
 	return nil
 }
 

@@ -77,12 +77,31 @@ func gatedTool(called chan<- struct{}, release <-chan struct{}, cancelled chan<-
 	}
 }
 
-// TestStartRidesTheEndOfAComputeOnlyStep: the first step of an attempt
-// whose tool only computes is written once, its start with its end (and
-// the next step's start), the events still in order; a tool that is not
-// compute-only, or a runner told of none, writes the start first; and a
-// compute-only step still running after runs.StartDelay is recorded
-// running while it runs.
+// quickTool returns at once; computeOnly gives it the annotations of a
+// tool that only computes, else of one with effects.
+func quickTool(id string, computeOnly bool) *tools.Tool {
+	a := tools.Annotations{Destructive: true}
+	if computeOnly {
+		a = tools.Annotations{ReadOnly: true, Idempotent: true}
+	}
+	return &tools.Tool{
+		ID: id, Name: id, Description: "Returns at once.", Category: "util",
+		InputSchema:  json.RawMessage(`{"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Timeout:      time.Minute,
+		Annotations:  a,
+		Run:          func(context.Context, map[string]any) (map[string]any, error) { return map[string]any{"ok": true}, nil },
+	}
+}
+
+// TestStartRidesTheEndOfAComputeOnlyStep: steps whose tools only compute
+// are written together, each start with its end, with the next write the
+// run makes (the run's end, the start of a step with effects, or once
+// runs.StartDelay has passed), the events still in order; a tool that is
+// not compute-only, or a runner told of none, writes the start first and
+// the result with the next step's start; and a compute-only step still
+// running after runs.StartDelay is recorded running while it runs, with
+// what the steps before it did.
 func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 	t.Parallel()
 	db, _, jobs, reg, chatID, userID := benchDurable(t)
@@ -93,7 +112,7 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		want        string
 	}{
 		{"compute_only", reg.ComputeOnly,
-			"[[run_started() step_started(s0) step_completed(s0) step_started(s1)] [step_completed(s1) step_started(s2)] [step_completed(s2) run_completed()]]"},
+			"[[run_started() step_started(s0) step_completed(s0) step_started(s1) step_completed(s1) step_started(s2) step_completed(s2) run_completed()]]"},
 		{"not_told", nil,
 			"[[run_started() step_started(s0)] [step_completed(s0) step_started(s1)] [step_completed(s1) step_started(s2)] [step_completed(s2) run_completed()]]"},
 		{"not_compute_only", func(context.Context, string) bool { return false },
@@ -102,7 +121,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
-			runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: tc.computeOnly, Lease: time.Hour, CancelCheck: time.Hour})
+			// StartDelay an hour: a slow machine writes as a quick one.
+			runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: tc.computeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
 			run := runs.NewRun(three, chatID, userID, time.Now())
 			ctx := context.Background()
 			if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
@@ -124,6 +144,74 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a_step_with_effects_between", func(t *testing.T) {
+		t.Parallel()
+		qreg, err := tools.NewRegistry(quickTool("pure", true), quickTool("effect", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: qreg, ComputeOnly: qreg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
+		w := three
+		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "e1", ToolID: "effect", Inputs: map[string]any{}},
+			{ID: "p2", ToolID: "pure", Inputs: map[string]any{}}, {ID: "p3", ToolID: "pure", Inputs: map[string]any{}}}
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		ctx := context.Background()
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// The step with effects has its start recorded, with what the
+		// steps before it did, before it runs; its result is recorded
+		// before the next step runs, as a crash must not lose it.
+		want := "[[run_started() step_started(p0) step_completed(p0) step_started(e1)] [step_completed(e1) step_started(p2)] [step_completed(p2) step_started(p3) step_completed(p3) run_completed()]]"
+		if got := jsonish(rs.checkpoints()); got != want {
+			t.Errorf("checkpoints\n%s\nwant\n%s", got, want)
+		}
+	})
+
+	t.Run("quick_steps_then_a_slow_one", func(t *testing.T) {
+		t.Parallel()
+		called, release, cancelled := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+		greg, err := tools.NewRegistry(quickTool("pure", true), gatedTool(called, release, cancelled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
+		// A StartDelay of 3 s: the quick step ends well within it even on
+		// a loaded machine.
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: 3 * time.Second})
+		w := three
+		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		ctx := context.Background()
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+		<-called
+		// Within StartDelay of the first step's start, the quick step's
+		// start and result and the slow one's start are written while
+		// the slow call runs.
+		if got := strings.Join(<-rs.started, " "); got != "run_started() step_started(p0) step_completed(p0) step_started(g)" {
+			t.Fatalf("first checkpoint while the call runs: %s", got)
+		}
+		mid, err := rs.Run(ctx, run.ID)
+		if err != nil || mid.Steps[0].Status != workflow.StepCompleted || mid.Steps[1].Status != workflow.StepRunning {
+			t.Fatalf("while the slow step runs the store holds %v, %v", mid.Steps, err)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(<-rs.started, " "); got != "step_completed(g) run_completed()" {
+			t.Errorf("last checkpoint: %s", got)
+		}
+	})
 
 	t.Run("slow_step_shows_running", func(t *testing.T) {
 		t.Parallel()
