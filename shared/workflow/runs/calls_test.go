@@ -161,17 +161,23 @@ func sizedSteps(userID string, n, size int) workflow.Workflow {
 // loses only what the next attempt computes again): a run of them costs
 // one checkpoint, its end, when it takes less than runs.StartDelay (the
 // fixture's is an hour, so that a slow machine counts the same), else one
-// a StartDelay. So a run of n steps costs 3 + n calls (3 + 2n before a
-// transition was one write), or 3 when they only compute, whatever the
+// a StartDelay, and one more for each runs.MaxRiders+1 steps. So a run of
+// n steps costs 3 + n calls (3 + 2n before a transition was one write),
+// or 2 + computeOnlyCheckpoints(n) when they only compute, whatever the
 // size of its values up to runs.SpillBytes, which stay in the record and
-// make no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 0.3 for
-// its ten steps: these 3 calls over ten.)
+// make no blob call. (BenchmarkDurableRunStep's ddbcalls/step is 0.4 for
+// its ten steps: these 4 calls over ten.)
 const (
 	durableRunFixedCalls = 2 // CreateRun, LoggedRun
 	durableStepCalls     = 1 // the step's end, with the next step's start or the run's end
 	firstStartCalls      = 1 // the first step's start, when its tool may have effects
-	computeOnlyRunCalls  = 1 // a quick run of compute-only steps: its end
 )
+
+// computeOnlyCheckpoints is the checkpoints of a quick run of n
+// compute-only steps: the first MaxRiders ride the next write, which is
+// the start of the next step (recorded before its call), and so on, then
+// the run's end.
+func computeOnlyCheckpoints(n int) int64 { return int64(1 + n/(runs.MaxRiders+1)) }
 
 // TestDurableRunDynamoDBCalls holds a durable run to its DynamoDB call
 // budget, per step, for values up to the spill threshold, so that a
@@ -183,7 +189,7 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 	for _, tc := range []struct {
 		steps, size int
 	}{
-		{1, 100}, {3, 100}, {5, 100},
+		{1, 100}, {3, 100}, {5, 100}, {runs.MaxRiders, 100}, {runs.MaxRiders + 1, 100}, {20, 100},
 		// The largest values kept in the record: each step's output and
 		// the next one's resolved input (11 bytes longer) both under
 		// runs.SpillBytes.
@@ -196,7 +202,7 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 				runner *runs.Runner
 				want   int64
 			}{
-				{"compute-only", f.runner, durableRunFixedCalls + computeOnlyRunCalls},
+				{"compute-only", f.runner, durableRunFixedCalls + computeOnlyCheckpoints(tc.steps)},
 				{"stepwise", f.stepwise, int64(durableRunFixedCalls + firstStartCalls + durableStepCalls*tc.steps)},
 			} {
 				f.db.Counter.Reset()
@@ -222,7 +228,7 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 		f.db.Counter.Reset()
 		f.blobs.reset()
 		id := f.exec(t, sizedSteps(f.userID, 1, runs.SpillBytes+1), nil)
-		n, want := f.db.Counter.Count(), int64(durableRunFixedCalls+computeOnlyRunCalls)
+		n, want := f.db.Counter.Count(), int64(durableRunFixedCalls)+computeOnlyCheckpoints(1)
 		got := f.completed(t, id)
 		if n != want {
 			t.Errorf("%d DynamoDB calls, want %d", n, want)
@@ -231,6 +237,28 @@ func TestDurableRunDynamoDBCalls(t *testing.T) {
 			t.Errorf("output %v after %d blob puts, want spilled by one", got.Steps[0].Output, f.blobs.puts.Load())
 		}
 	})
+}
+
+// TestManyStepsAtTheValueLimit: the most steps a workflow has, each with
+// values just under runs.SpillBytes, complete, recorded stepwise and as
+// compute-only steps written together: the record fits DynamoDB's 400 KB
+// (values are spilled once together they pass truncate.MaxItem, each
+// counted at its cut form's real size: a preview of
+// workflow.SpilledPreview, where 200 bytes were once assumed and the
+// fiftieth step's checkpoint was refused), and so does every checkpoint's
+// transaction (the embedded engine refuses an item over 400 KB, or a
+// transaction over 4 MB or 100 items, as DynamoDB does).
+func TestManyStepsAtTheValueLimit(t *testing.T) {
+	f := newCallsFixture(t)
+	for _, r := range []*runs.Runner{f.runner, f.stepwise} {
+		id := f.execWith(t, r, sizedSteps(f.userID, workflow.MaxSteps, runs.SpillBytes-16), nil)
+		got := f.completed(t, id)
+		for _, s := range got.Steps {
+			if s.Status != workflow.StepCompleted || s.Output == nil {
+				t.Fatalf("step %s: %s %v", s.ID, s.Status, s.Error)
+			}
+		}
+	}
 }
 
 // forEachWorkflow is one forEach step of json_query over the run input's

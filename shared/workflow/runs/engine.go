@@ -456,17 +456,25 @@ func (x *execution) redoable(ctx context.Context, step workflow.Step) bool {
 // recorded with its end (by the next checkpoint) rather than before its
 // call: the step is redoable, and what the run holds unrecorded, if
 // anything, is too (skips, results of redoable steps) and is younger
-// than StartDelay. A crash during the call then loses only what the next
-// attempt makes again harmlessly, and nothing waits unrecorded longer
-// than StartDelay (callStartLater records it once that has passed). So a
-// run of such steps that each end quickly costs one checkpoint a second,
-// or one in all, not one a step.
+// than StartDelay, and fewer than MaxRiders steps wait with it. A crash
+// during the call then loses only what the next attempt makes again
+// harmlessly, and nothing waits unrecorded longer than StartDelay
+// (callStartLater records it once that has passed). So a run of such
+// steps that each end quickly costs one checkpoint a second, or one per
+// MaxRiders+1 steps, not one a step.
 func (x *execution) ridesItsEnd(ctx context.Context, step workflow.Step) bool {
-	if !x.redoable(ctx, step) {
+	if !x.redoable(ctx, step) || x.riders >= MaxRiders {
 		return false
 	}
 	return !x.unsaved || (!x.unredoable && time.Since(x.unsavedSince) < x.e.startDelay)
 }
+
+// MaxRiders bounds the steps whose starts ride one checkpoint (and so
+// their results and events): each step's record and events hold its
+// input and output in the record (up to SpillBytes each, larger ones
+// cut), about 130 KB at most, so a checkpoint of MaxRiders of them stays
+// far under DynamoDB's 4 MB a transaction and its 100 items.
+const MaxRiders = 8
 
 // unrecord notes that the run holds a change no checkpoint recorded yet
 // (a step's start or result, a skip): the next checkpoint records it.
@@ -514,6 +522,7 @@ func (x *execution) callStartLater(ctx context.Context, toolID string, input map
 	select {
 	case r := <-done:
 		x.unrecord(true) // the start, with the step's end
+		x.riders++
 		return r.out, r.timeout, r.err
 	case <-timer.C:
 	}
@@ -1036,6 +1045,8 @@ type execution struct {
 	unsaved      bool
 	unsavedSince time.Time
 	unredoable   bool
+	// riders counts the steps whose starts wait for the next checkpoint.
+	riders int
 	// paused is set once a step's call left the run waiting for an
 	// authorization (recorded: authwait.go).
 	paused bool
@@ -1108,7 +1119,7 @@ func (x *execution) storeIf(ctx context.Context, ifStatus string) error {
 	if err := x.save.SaveRun(dctx, *x.run, ifStatus); err != nil {
 		return err
 	}
-	x.stored, x.unsaved, x.unsavedSince, x.unredoable = x.run.Status, false, time.Time{}, false
+	x.stored, x.unsaved, x.unsavedSince, x.unredoable, x.riders = x.run.Status, false, time.Time{}, false, 0
 	return nil
 }
 

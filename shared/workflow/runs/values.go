@@ -171,6 +171,11 @@ type slot struct {
 	json []byte
 }
 
+// cutBytes is about the most a spilled value's cut form holds in the
+// record: its preview (workflow.SpilledPreview), the blob's key and size;
+// spilling a value no larger gains nothing.
+const cutBytes = workflow.SpilledPreview + 256
+
 // fit spills run's values so that its record fits: every value over
 // SpillBytes, then the largest others while together they pass
 // truncate.MaxItem. Values already spilled stay as they are. Without a
@@ -198,14 +203,13 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 		if m == nil {
 			continue
 		}
+		b, err := v.json.Encode(m)
+		if err != nil {
+			return errs.Wrap("runs.fit", err)
+		}
+		sl.size = len(b)
 		if _, spilled := workflow.SpilledKey(m); !spilled {
-			b, err := v.json.Encode(m)
-			if err != nil {
-				return errs.Wrap("runs.fit", err)
-			}
-			sl.json, sl.size = b, len(b)
-		} else {
-			sl.size = 200 // its cut form
+			sl.json = b
 		}
 		total += sl.size
 	}
@@ -215,8 +219,14 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 			return err
 		}
 		sl.set(m)
-		total += 200 - sl.size
-		sl.size, sl.json = 200, nil
+		// Its cut form stays in the record: a preview and the blob's key,
+		// about SpilledPreview bytes.
+		b, err := v.json.Encode(m)
+		if err != nil {
+			return errs.Wrap("runs.fit", err)
+		}
+		total += len(b) - sl.size
+		sl.size, sl.json = len(b), nil
 		return nil
 	}
 	for _, sl := range slots {
@@ -227,7 +237,7 @@ func (v values) fit(ctx context.Context, run *workflow.Run) error {
 		}
 	}
 	for total > truncate.MaxItem {
-		i := slices.IndexFunc(slots, func(sl *slot) bool { return sl.json != nil && sl.size > 200 })
+		i := slices.IndexFunc(slots, func(sl *slot) bool { return sl.json != nil && sl.size > cutBytes })
 		if i < 0 {
 			break
 		}
