@@ -123,12 +123,9 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 			rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
 			// StartDelay an hour: a slow machine writes as a quick one.
 			runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: tc.computeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
-			run := runs.NewRun(three, chatID, userID, time.Now())
 			ctx := context.Background()
-			if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+			run, done := startRun(t, rs, runner, three, chatID, userID)
+			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 			if got := jsonish(rs.checkpoints()); got != tc.want {
@@ -156,12 +153,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		w := three
 		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "e1", ToolID: "effect", Inputs: map[string]any{}},
 			{ID: "p2", ToolID: "pure", Inputs: map[string]any{}}, {ID: "p3", ToolID: "pure", Inputs: map[string]any{}}}
-		run := runs.NewRun(w, chatID, userID, time.Now())
-		ctx := context.Background()
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		_, done := startRun(t, rs, runner, w, chatID, userID)
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		// The step with effects has its start recorded, with what the
@@ -186,13 +179,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: 3 * time.Second})
 		w := three
 		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
-		run := runs.NewRun(w, chatID, userID, time.Now())
 		ctx := context.Background()
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+		run, done := startRun(t, rs, runner, w, chatID, userID)
 		<-called
 		// Within StartDelay of the first step's start, the quick step's
 		// start and result and the slow one's start are written while
@@ -224,13 +212,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
 		w := three
 		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
-		run := runs.NewRun(w, chatID, userID, time.Now())
 		ctx := context.Background()
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+		run, done := startRun(t, rs, runner, w, chatID, userID)
 		<-called
 		// The call has not returned: after StartDelay its start is
 		// written while it runs.
@@ -272,12 +255,9 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
 		w := three
 		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}, {ID: "after", ToolID: "gated", Inputs: map[string]any{}}}
-		run := runs.NewRun(w, chatID, userID, time.Now())
 		ctx := context.Background()
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		run, done := startRun(t, rs, runner, w, chatID, userID)
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 		if len(called) != 1 {
@@ -296,6 +276,20 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 			t.Fatalf("run read back %s, steps %s %s, %v", got.Status, got.Steps[0].Status, got.Steps[1].Status, err)
 		}
 	})
+}
+
+// startRun stores a run of w through rs and starts runner's first
+// attempt of it on a goroutine; done gets its error.
+func startRun(t *testing.T, rs *eventLog, runner *runs.Runner, w workflow.Workflow, chatID, userID string) (workflow.Run, <-chan error) {
+	t.Helper()
+	run := runs.NewRun(w, chatID, userID, time.Now())
+	ctx := context.Background()
+	if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}) }()
+	return run, done
 }
 
 // jsonish prints checkpoints' event types as [[a b] [c]].
