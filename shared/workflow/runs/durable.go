@@ -191,8 +191,10 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 			return errs.Wrap(op, err)
 		}
 		// A run_workflow step starts the same child again (childRunID):
-		// it always runs again.
-		if ok, err := r.idempotent(ctx, rs.ToolID); retry || rs.ToolID == workflow.RunWorkflowToolID || (err == nil && ok) {
+		// it always runs again, as does a step whose tool only computes
+		// (its start may have been recorded, its result then lost with
+		// the riders after it: ridesItsEnd).
+		if ok, err := r.idempotent(ctx, rs.ToolID); retry || rs.ToolID == workflow.RunWorkflowToolID || r.engine.onlyComputes(ctx, rs.ToolID) || (err == nil && ok) {
 			// It runs again; a forEach step keeps the outputs of the
 			// elements that finished (rs.Elements) and runs the others.
 			if i < len(run.Plan) && run.Plan[i].ForEach != "" {

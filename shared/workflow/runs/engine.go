@@ -449,7 +449,13 @@ func (e errStartNotRecorded) Error() string { return e.err.Error() }
 // person's answer, a child run or a remote tool).
 func (x *execution) redoable(ctx context.Context, step workflow.Step) bool {
 	return step.Retry == nil && step.ToolID != workflow.AskHumanToolID && step.ToolID != workflow.RunWorkflowToolID &&
-		x.e.computeOnly != nil && x.e.computeOnly(ctx, step.ToolID)
+		x.e.onlyComputes(ctx, step.ToolID)
+}
+
+// onlyComputes reports whether the engine was told that tool toolID only
+// computes from its input (EngineOptions.ComputeOnly).
+func (e *Engine) onlyComputes(ctx context.Context, toolID string) bool {
+	return e.computeOnly != nil && e.computeOnly(ctx, toolID)
 }
 
 // ridesItsEnd reports whether the start of step, about to run, may be
@@ -509,6 +515,7 @@ func (x *execution) callStartLater(ctx context.Context, toolID string, input map
 	view := snapshot(*x.run)
 	cx := &execution{e: x.e, run: &view}
 	done := make(chan result, 1)
+	began := time.Now()
 	go func() {
 		out, t, err := cx.call(cctx, toolID, input, timeout)
 		done <- result{out, t, err}
@@ -521,7 +528,12 @@ func (x *execution) callStartLater(ctx context.Context, toolID string, input map
 	defer timer.Stop()
 	select {
 	case r := <-done:
-		x.unrecord(true) // the start, with the step's end
+		// The start, with the step's end: unrecorded since the call
+		// began, so later riders wait no longer than StartDelay from it.
+		if !x.unsaved {
+			x.unsaved, x.unsavedSince = true, began
+		}
+		x.unrecord(true)
 		x.riders++
 		return r.out, r.timeout, r.err
 	case <-timer.C:

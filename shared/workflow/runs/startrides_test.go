@@ -276,6 +276,81 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 			t.Fatalf("run read back %s, steps %s %s, %v", got.Status, got.Steps[0].Status, got.Steps[1].Status, err)
 		}
 	})
+
+	// A call that ends within StartDelay rides, and so does the next
+	// step, but only until StartDelay has passed since the first call
+	// began: its start waits unrecorded no longer than that.
+	t.Run("the_wait_counts_from_the_first_call", func(t *testing.T) {
+		t.Parallel()
+		called, release, cancelled := make(chan struct{}, 2), make(chan struct{}), make(chan error, 2)
+		greg, err := tools.NewRegistry(gatedTool(called, release, cancelled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
+		const delay = 2 * time.Second
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: delay})
+		w := three
+		w.Steps = []workflow.Step{{ID: "g1", ToolID: "gated", Inputs: map[string]any{}}, {ID: "g2", ToolID: "gated", Inputs: map[string]any{}}}
+		_, done := startRun(t, rs, runner, w, chatID, userID)
+		<-called
+		began := time.Now()
+		// The first call ends three quarters of StartDelay after it
+		// began (a loaded machine may end it later: its start is then
+		// written while it runs, as promised too); the second is held.
+		time.Sleep(delay * 3 / 4)
+		release <- struct{}{}
+		<-called
+		first := strings.Join(<-rs.started, " ")
+		waited := time.Since(began)
+		if !strings.HasPrefix(first, "run_started() step_started(g1)") {
+			t.Errorf("first checkpoint: %s", first)
+		}
+		// Counted from the first call's end it would be written at
+		// 1.75 StartDelay; the bound leaves half of StartDelay for a
+		// late timer.
+		if waited > delay*3/2 {
+			t.Errorf("the first step's start was written %s after its call began, StartDelay is %s", waited, delay)
+		}
+		release <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// A compute-only step whose start was recorded (it ran past
+	// StartDelay, or a step rode after it) and whose result a crash lost
+	// runs again on the next attempt, even where no tool is declared
+	// idempotent: it only computes.
+	t.Run("a_lost_result_is_made_again", func(t *testing.T) {
+		t.Parallel()
+		qreg, err := tools.NewRegistry(quickTool("pure", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		w := three
+		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "p1", ToolID: "pure", Inputs: map[string]any{}}}
+		ctx := context.Background()
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		now := time.Now().UTC()
+		run.Status, run.Steps[0].Status, run.Steps[0].StartedAt, run.Steps[0].Input = workflow.RunRunning, workflow.StepRunning, &now, map[string]any{}
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		inv := &recordInvoker{}
+		if err := runs.ResumeExpired(runs.ResumeOptions{Store: rs, Invoker: inv})(ctx, job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil || len(inv.refs) != 1 {
+			t.Fatalf("resume: %v, %v", inv.refs, err)
+		}
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: qreg, ComputeOnly: qreg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
+		if err := runner.Run(ctx, inv.refs[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rs.Run(ctx, run.ID)
+		if err != nil || got.Status != workflow.RunCompleted || got.Steps[0].Status != workflow.StepCompleted || got.Attempt != 2 {
+			t.Fatalf("run read back %s %q, attempt %d, steps %+v, %v", got.Status, got.Error, got.Attempt, got.Steps, err)
+		}
+	})
 }
 
 // startRun stores a run of w through rs and starts runner's first
