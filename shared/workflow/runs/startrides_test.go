@@ -318,6 +318,54 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		}
 	})
 
+	// A riding step cancelled during its call is logged as started
+	// before the run's cancel, as a step whose start was written is.
+	t.Run("cancelled_during_its_call", func(t *testing.T) {
+		t.Parallel()
+		called, cancelled := make(chan struct{}, 1), make(chan error, 1)
+		greg, err := tools.NewRegistry(gatedTool(called, nil, cancelled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: 20 * time.Millisecond, StartDelay: time.Hour})
+		w := three
+		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
+		ctx := context.Background()
+		run, done := startRun(t, rs, runner, w, chatID, userID)
+		<-called
+		stored, err := rs.Run(ctx, run.ID)
+		if err == nil {
+			_, err = rs.CancelRun(ctx, stored, time.Now())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-cancelled; err == nil {
+			t.Error("the call ended with no error")
+		}
+		// The first write, conditioned on the run as it was stored,
+		// fails; the second records the cancel as the engine saw it.
+		recs, _, err := jobs.Read(ctx, job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, rec := range recs {
+			var ev workflow.RunEvent
+			if err := json.Unmarshal(rec.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.Type+"("+ev.StepID+")")
+		}
+		if want := "run_started() step_started(g) run_cancelled()"; strings.Join(got, " ") != want {
+			t.Errorf("logged %s, want %s", strings.Join(got, " "), want)
+		}
+	})
+
 	// A compute-only step whose start was recorded (it ran past
 	// StartDelay, or a step rode after it) and whose result a crash lost
 	// runs again on the next attempt, even where no tool is declared
