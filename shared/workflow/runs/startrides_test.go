@@ -77,6 +77,26 @@ func gatedTool(called chan<- struct{}, release <-chan struct{}, cancelled chan<-
 	}
 }
 
+// gate is a registry holding gatedTool (and others), with its channels:
+// room for calls calls before the test reads called.
+type gate struct {
+	called    chan struct{}
+	release   chan struct{}
+	cancelled chan error
+	reg       *tools.Registry
+}
+
+func newGate(t *testing.T, calls int, others ...*tools.Tool) gate {
+	t.Helper()
+	g := gate{called: make(chan struct{}, calls), release: make(chan struct{}), cancelled: make(chan error, calls)}
+	reg, err := tools.NewRegistry(append(others, gatedTool(g.called, g.release, g.cancelled))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.reg = reg
+	return g
+}
+
 // quickTool returns at once; computeOnly gives it the annotations of a
 // tool that only computes, else of one with effects.
 func quickTool(id string, computeOnly bool) *tools.Tool {
@@ -168,11 +188,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 
 	t.Run("quick_steps_then_a_slow_one", func(t *testing.T) {
 		t.Parallel()
-		called, release, cancelled := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
-		greg, err := tools.NewRegistry(quickTool("pure", true), gatedTool(called, release, cancelled))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGate(t, 1, quickTool("pure", true))
+		called, release, greg := g.called, g.release, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
 		// A StartDelay of 3 s: the quick step ends well within it even on
 		// a loaded machine.
@@ -203,11 +220,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 
 	t.Run("slow_step_shows_running", func(t *testing.T) {
 		t.Parallel()
-		called, release, cancelled := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
-		greg, err := tools.NewRegistry(gatedTool(called, release, cancelled))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGate(t, 1)
+		called, release, greg := g.called, g.release, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
 		w := three
@@ -235,11 +249,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 
 	t.Run("start_refused_cancels_the_call", func(t *testing.T) {
 		t.Parallel()
-		called, cancelled := make(chan struct{}, 1), make(chan error, 1)
-		greg, err := tools.NewRegistry(gatedTool(called, nil, cancelled))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGate(t, 1) // never released
+		called, cancelled, greg := g.called, g.cancelled, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
 		// The run is cancelled just before the start is written (the
 		// heartbeat reads no cancel here): the write's condition fails.
@@ -282,11 +293,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 	// began: its start waits unrecorded no longer than that.
 	t.Run("the_wait_counts_from_the_first_call", func(t *testing.T) {
 		t.Parallel()
-		called, release, cancelled := make(chan struct{}, 2), make(chan struct{}), make(chan error, 2)
-		greg, err := tools.NewRegistry(gatedTool(called, release, cancelled))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGate(t, 2)
+		called, release, greg := g.called, g.release, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data()), started: make(chan []string, 4)}
 		const delay = 2 * time.Second
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: delay})
@@ -322,11 +330,8 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 	// before the run's cancel, as a step whose start was written is.
 	t.Run("cancelled_during_its_call", func(t *testing.T) {
 		t.Parallel()
-		called, cancelled := make(chan struct{}, 1), make(chan error, 1)
-		greg, err := tools.NewRegistry(gatedTool(called, nil, cancelled))
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGate(t, 1) // never released
+		called, cancelled, greg := g.called, g.cancelled, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: 20 * time.Millisecond, StartDelay: time.Hour})
 		w := three
