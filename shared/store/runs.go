@@ -298,9 +298,14 @@ func (s *Runs) runUpdate(r workflow.Run, c workflow.Checkpoint) (*dynamo.Update,
 	} else {
 		u.Remove("error")
 	}
-	if r.CompletedAt != nil {
+	switch {
+	case r.CompletedAt != nil && c.IfStatus == workflow.RunCancelled:
+		// A runner recording what it did by the time it found its run
+		// cancelled: the run ended when the cancel recorded it.
+		u.SetExpr("$ = if_not_exists($, ?)", "completedAt", "completedAt", *r.CompletedAt)
+	case r.CompletedAt != nil:
 		u.Set("completedAt", *r.CompletedAt)
-	} else {
+	default:
 		u.Remove("completedAt")
 	}
 	return u, nil

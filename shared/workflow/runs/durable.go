@@ -685,15 +685,14 @@ func runEvents(prev, cur workflow.Run) []workflow.RunEvent {
 
 // ridden reports whether step s (step i of a run at prev) ran and
 // finished with no checkpoint of its start: it was pending at prev, and
-// it holds an input (kept only once its call starts) and has finished,
-// or was cancelled during its call.
+// it holds an input (kept only once its call starts) and has finished.
 func ridden(prev workflow.Run, i int, s workflow.RunStep) bool {
 	was := workflow.StepPending
 	if i < len(prev.Steps) {
 		was = prev.Steps[i].Status
 	}
 	return was == workflow.StepPending && s.Input != nil && s.StartedAt != nil &&
-		(s.Status == workflow.StepCompleted || s.Status == workflow.StepFailed || s.Status == workflow.StepCancelled)
+		(s.Status == workflow.StepCompleted || s.Status == workflow.StepFailed)
 }
 
 // isLastEvent reports whether rec is a run's final event.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -196,7 +197,7 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 // outcome of the run is run.Status. steps are the run's plan.
 func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step, run *workflow.Run) error {
 	const op = "workflow.Continue"
-	x := &execution{e: e, save: save, run: run, stored: run.Status}
+	x := &execution{e: e, save: save, run: run, stored: run.Status, recorded: slices.Clone(run.Steps)}
 	switch run.Status {
 	case workflow.RunWaiting:
 		return nil // a person answers first
@@ -1048,8 +1049,10 @@ type execution struct {
 	// checkpoint found it cancelled or taken over.
 	over bool
 	// stored is the run's status as last recorded: the next checkpoint
-	// is conditioned on it.
-	stored string
+	// is conditioned on it; recorded holds its steps as last recorded
+	// (as the attempt found them, then as each checkpoint wrote them).
+	stored   string
+	recorded []workflow.RunStep
 	// unsaved is set while the run holds what no checkpoint recorded
 	// yet (a step's result, a skip): the next one records it. It has
 	// since unsavedSince; unredoable is set when some of it could not be
@@ -1095,13 +1098,22 @@ func (x *execution) finish(ctx context.Context, op, status, msg string) error {
 // stopped handles a failed conditional write: a changed state means the
 // run was cancelled (by the cancel endpoint) or taken over: record the
 // engine's view of the steps under the cancelled status (a write that
-// fails again when another attempt holds the run). Other errors are
-// returned.
+// fails again when another attempt holds the run). A step whose start no
+// checkpoint recorded goes back to what was recorded, and so is
+// cancelled: it may have started after the cancel (steps that only
+// compute ride unrecorded until the next checkpoint), and it did nothing
+// outside the run; a step whose start was recorded keeps its outcome,
+// as its effects happened. Other errors are returned.
 func (x *execution) stopped(ctx context.Context, op string, err error) error {
 	if errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		return errs.Wrap(op, err)
 	}
 	x.over = true // no later step starts: their checkpoints would fail too
+	for i, rec := range x.recorded {
+		if i < len(x.run.Steps) && rec.Status == workflow.StepPending {
+			x.run.Steps[i] = rec
+		}
+	}
 	workflow.MarkRest(x.run, workflow.StepCancelled)
 	x.run.Status = workflow.RunCancelled
 	x.run.Error = "the run was cancelled"
@@ -1132,6 +1144,7 @@ func (x *execution) storeIf(ctx context.Context, ifStatus string) error {
 		return err
 	}
 	x.stored, x.unsaved, x.unsavedSince, x.unredoable, x.riders = x.run.Status, false, time.Time{}, false, 0
+	x.recorded = slices.Clone(x.run.Steps)
 	return nil
 }
 

@@ -326,49 +326,56 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		}
 	})
 
-	// A riding step cancelled during its call is logged as started
-	// before the run's cancel, as a step whose start was written is.
+	// A cancel recorded while steps ride their next checkpoint: the steps
+	// whose starts no checkpoint recorded are recorded cancelled, never
+	// started (they may have started after the cancel, and did nothing
+	// outside the run), whether the runner's heartbeat stopped the call
+	// or the checkpoint's condition found the cancel; the log says the
+	// same.
 	t.Run("cancelled_during_its_call", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t, 1) // never released
-		called, cancelled, greg := g.called, g.cancelled, g.reg
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
-		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: greg, ComputeOnly: greg.ComputeOnly, Lease: time.Hour, CancelCheck: 20 * time.Millisecond, StartDelay: time.Hour})
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: g.reg, ComputeOnly: g.reg.ComputeOnly, Lease: time.Hour, CancelCheck: 20 * time.Millisecond, StartDelay: time.Hour})
 		w := three
-		w.Steps = []workflow.Step{{ID: "g", ToolID: "gated", Inputs: map[string]any{}}}
-		ctx := context.Background()
+		w.Steps = []workflow.Step{{ID: "p0", ToolID: "gated", Inputs: map[string]any{}}}
 		run, done := startRun(t, rs, runner, w, chatID, userID)
-		<-called
-		stored, err := rs.Run(ctx, run.ID)
-		if err == nil {
-			_, err = rs.CancelRun(ctx, stored, time.Now())
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		<-g.called
+		cancelled := cancelRun(t, rs, run.ID)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if err := <-cancelled; err == nil {
+		if err := <-g.cancelled; err == nil {
 			t.Error("the call ended with no error")
 		}
-		// The first write, conditioned on the run as it was stored,
-		// fails; the second records the cancel as the engine saw it.
-		recs, _, err := jobs.Read(ctx, job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}, 0)
+		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
+	})
+	t.Run("cancelled_while_steps_ride", func(t *testing.T) {
+		t.Parallel()
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		ids := make(chan string, 1)
+		var cancelled workflow.Run // the runner's, read once it is done
+		canceller := quickTool("canceller", true)
+		canceller.Run = func(ctx context.Context, _ map[string]any) (map[string]any, error) {
+			cancelled = cancelRun(t, rs, <-ids)
+			return map[string]any{"ok": true}, nil
+		}
+		reg, err := tools.NewRegistry(quickTool("pure", true), canceller)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for _, rec := range recs {
-			var ev workflow.RunEvent
-			if err := json.Unmarshal(rec.Data, &ev); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, ev.Type+"("+ev.StepID+")")
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
+		w := three
+		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "c1", ToolID: "canceller", Inputs: map[string]any{}}}
+		for _, id := range []string{"p2", "p3", "p4", "p5"} {
+			w.Steps = append(w.Steps, workflow.Step{ID: id, ToolID: "pure", Inputs: map[string]any{}})
 		}
-		if want := "run_started() step_started(g) run_cancelled()"; strings.Join(got, " ") != want {
-			t.Errorf("logged %s, want %s", strings.Join(got, " "), want)
+		run, done := startRun(t, rs, runner, w, chatID, userID)
+		ids <- run.ID
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
+		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
 	})
 
 	// A compute-only step whose start was recorded (it ran past
@@ -427,4 +434,55 @@ func jsonish(cps [][]string) string {
 		parts[i] = "[" + strings.Join(c, " ") + "]"
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// cancelRun cancels run runID as it is stored and returns the run as the
+// cancel recorded it.
+func cancelRun(t *testing.T, rs *eventLog, runID string) workflow.Run {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := rs.Run(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rs.CancelRun(ctx, stored, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkRiddenCancel checks run runID, whose steps all rode when it was
+// cancelled: it reads back cancelled with every step cancelled and never
+// started, as the cancel recorded it, and its log holds no step event.
+func checkRiddenCancel(t *testing.T, rs *eventLog, jobs *store.Jobs, runID string, cancelled workflow.Run) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := rs.Run(ctx, runID)
+	if err != nil || got.Status != workflow.RunCancelled {
+		t.Fatalf("run read back %s, %v", got.Status, err)
+	}
+	if got.CompletedAt == nil || !got.CompletedAt.Equal(*cancelled.CompletedAt) {
+		t.Errorf("run read back completed at %v; the cancel recorded %v", got.CompletedAt, cancelled.CompletedAt)
+	}
+	for i, s := range got.Steps {
+		if s.Status != workflow.StepCancelled || s.StartedAt != nil || s.Status != cancelled.Steps[i].Status {
+			t.Errorf("step %s read back %s started %v; the cancel recorded it %s", s.ID, s.Status, s.StartedAt, cancelled.Steps[i].Status)
+		}
+	}
+	recs, _, err := jobs.Read(ctx, job.Ref{Kind: workflow.RunKind, Collection: runID, ID: runID}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	for _, rec := range recs {
+		var ev workflow.RunEvent
+		if err := json.Unmarshal(rec.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		logged = append(logged, ev.Type+"("+ev.StepID+")")
+	}
+	if want := "run_started() run_cancelled()"; strings.Join(logged, " ") != want {
+		t.Errorf("logged %s, want %s", strings.Join(logged, " "), want)
+	}
 }
