@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -472,5 +473,42 @@ func TestStatusOfEveryKind(t *testing.T) {
 		if got := httpapi.StatusOf(errs.E("op", k, "", "m")); got != want {
 			t.Errorf("%v: status %d, want %d", k, got, want)
 		}
+	}
+}
+
+// TestWriteErrorClientGone: a cancellation from the request's own context
+// (its client went away) is 499 with no body, not a 500; the same error
+// on a live request, or another error on a gone one, stays a 500.
+func TestWriteErrorClientGone(t *testing.T) {
+	t.Parallel()
+	cancelledCall := errs.Wrap("toolserver.call", errs.E("tools.Run", errs.Internal, "INTERNAL_ERROR", "tool code was canceled").WithCause(context.Canceled))
+	tests := []struct {
+		name   string
+		gone   bool
+		err    error
+		status int
+	}{
+		{"client gone", true, cancelledCall, httpapi.StatusClientClosedRequest},
+		{"cancelled inside a live request", false, cancelledCall, http.StatusInternalServerError},
+		{"another failure of a gone request", true, errs.E("test.op", errs.Internal, "", "broke"), http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.gone {
+				cancel()
+			} else {
+				defer cancel()
+			}
+			rec := httptest.NewRecorder()
+			httpapi.WriteError(rec, httptest.NewRequest("POST", "/", nil).WithContext(ctx), tt.err)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if tt.status == httpapi.StatusClientClosedRequest && rec.Body.Len() != 0 {
+				t.Errorf("body %q for a client that is gone", rec.Body)
+			}
+		})
 	}
 }

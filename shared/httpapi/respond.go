@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,9 +79,17 @@ func StatusOf(err error) int {
 	}
 }
 
+// StatusClientClosedRequest is the status logged for a request whose
+// client went away before its answer (nginx's 499): not a failure of
+// the service, so neither a 5xx nor an error in the logs.
+const StatusClientClosedRequest = 499
+
 // WriteError is the one place an error becomes an HTTP response. An error
 // whose chain holds an *http.MaxBytesError is 413 PAYLOAD_TOO_LARGE naming
-// the reader's limit, whatever its kind. The client
+// the reader's limit, whatever its kind. A cancellation that comes from
+// the request's own context (its client went away: a runner stopping a
+// cancelled run's tool call, a closed browser tab) is
+// StatusClientClosedRequest with no body, logged at debug level. The client
 // gets the status, code and client-safe message of err's *errs.Error; the
 // operation chain and cause are logged, never sent. An error without a
 // *errs.Error is an internal error with a generic message.
@@ -91,6 +100,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		// classified the failed read: the client's size, 413 naming the
 		// limit, never a 500 or a 400.
 		err = BodyTooLarge("httpapi.WriteError", mbe.Limit).WithCause(err)
+	}
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		logging.FromContext(r.Context()).DebugContext(r.Context(), "request cancelled by its client", "err", err.Error())
+		w.WriteHeader(StatusClientClosedRequest)
+		return
 	}
 	status := StatusOf(err)
 	body := ErrorBody{Error: http.StatusText(status), Code: errs.CodeOf(err)}
