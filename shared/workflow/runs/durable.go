@@ -440,7 +440,7 @@ func timeOut(ctx context.Context, invoker workflow.Invoker, l *runLog, run workf
 // A log with no event yet starts with run_started, whatever the run's
 // status (a run cancelled before any runner took it).
 func newRunLog(store Store, run workflow.Run, lastSeq int64, lease time.Duration, now func() time.Time) *runLog {
-	l := &runLog{store: store, seq: lastSeq, lease: lease, now: now}
+	l := &runLog{store: store, seq: lastSeq, lease: lease, now: now, recorded: slices.Clone(run.Steps)}
 	l.rebase(run)
 	return l
 }
@@ -477,7 +477,13 @@ type runLog struct {
 	// writtenFrom is the steps written encodes (a copy): a step that
 	// is still the SameRecord is not encoded again.
 	writtenFrom []workflow.RunStep
+	// recorded is the run's steps as the attempt read them (Recorded).
+	recorded []workflow.RunStep
 }
+
+// Recorded returns the run's steps as the attempt read them from the
+// store, before it reset any for their next run.
+func (l *runLog) Recorded() []workflow.RunStep { return l.recorded }
 
 // SaveRun stores run as a checkpoint with its events (see runEvents); a
 // run that has finished ends its log.

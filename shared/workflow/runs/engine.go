@@ -68,6 +68,10 @@ type Saver interface {
 	// InputFiles returns input with the run's input files it holds
 	// replaced by their text; its error is the run's failure.
 	InputFiles(ctx context.Context, run *workflow.Run, input map[string]any) (map[string]any, error)
+	// Recorded returns the run's steps as the store held them when the
+	// attempt read the run: what a step changed and not recorded since
+	// goes back to should the run be found cancelled (stopped).
+	Recorded() []workflow.RunStep
 }
 
 // Engine executes the steps of a run: in order, each with its inputs
@@ -197,7 +201,7 @@ func NewRun(wf workflow.Workflow, chatID, userID string, now time.Time) workflow
 // outcome of the run is run.Status. steps are the run's plan.
 func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step, run *workflow.Run) error {
 	const op = "workflow.Continue"
-	x := &execution{e: e, save: save, run: run, stored: run.Status, recorded: slices.Clone(run.Steps)}
+	x := &execution{e: e, save: save, run: run, stored: run.Status, recorded: save.Recorded()}
 	switch run.Status {
 	case workflow.RunWaiting:
 		return nil // a person answers first
@@ -270,7 +274,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 			if !yes {
 				now := e.clock()
 				rs.Status, rs.StartedAt, rs.CompletedAt = workflow.StepSkipped, &now, &now
-				x.unrecord(true) // recorded with the next checkpoint
+				x.unrecord(i, true) // recorded with the next checkpoint
 				continue
 			}
 		}
@@ -325,7 +329,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		// during the step (its tool is not run again unless idempotent).
 		// The result of a tool that only computes may be made again by
 		// the next attempt: the next such step need not record it first.
-		x.unrecord(step.ForEach == "" && x.redoable(ctx, step))
+		x.unrecord(i, step.ForEach == "" && x.redoable(ctx, step))
 	}
 	return x.finish(ctx, op, workflow.RunCompleted, "")
 }
@@ -387,7 +391,7 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 	var out map[string]any
 	timeout = min(timeout, step.CallTimeout(x.e.stepTimeout))
 	if x.ridesItsEnd(ctx, step) {
-		out, timeout, err = x.callStartLater(ctx, step.ToolID, input, timeout)
+		out, timeout, err = x.callStartLater(ctx, i, step.ToolID, input, timeout)
 	} else if err = x.store(ctx); err == nil {
 		out, timeout, err = x.call(ctx, step.ToolID, input, timeout)
 	} else {
@@ -483,15 +487,19 @@ func (x *execution) ridesItsEnd(ctx context.Context, step workflow.Step) bool {
 // far under DynamoDB's 4 MB a transaction and its 100 items.
 const MaxRiders = 8
 
-// unrecord notes that the run holds a change no checkpoint recorded yet
-// (a step's start or result, a skip): the next checkpoint records it.
-// redoable tells whether the next attempt would make it again harmlessly
-// should a crash lose it (ridesItsEnd).
-func (x *execution) unrecord(redoable bool) {
+// unrecord notes that the run holds a change of step i no checkpoint
+// recorded yet (its start or result, a skip): the next checkpoint records
+// it. redoable tells whether the next attempt would make it again
+// harmlessly should a crash lose it (ridesItsEnd); such a change is also
+// undone should the run be found cancelled (stopped).
+func (x *execution) unrecord(i int, redoable bool) {
 	if !x.unsaved {
 		x.unsaved, x.unsavedSince = true, time.Now()
 	}
 	x.unredoable = x.unredoable || !redoable
+	if redoable {
+		x.redoables = append(x.redoables, i)
+	}
 }
 
 // callStartLater calls the step's tool (as call) without recording its
@@ -503,7 +511,7 @@ func (x *execution) unrecord(redoable bool) {
 // the call, waits for it and is returned as errStartNotRecorded. The call
 // runs on another goroutine while the start is written; it reads a copy
 // of the run, and a tool call never changes its input (ToolRunner).
-func (x *execution) callStartLater(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+func (x *execution) callStartLater(ctx context.Context, i int, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
 	type result struct {
 		out     map[string]any
 		timeout time.Duration
@@ -534,7 +542,7 @@ func (x *execution) callStartLater(ctx context.Context, toolID string, input map
 		if !x.unsaved {
 			x.unsaved, x.unsavedSince = true, began
 		}
-		x.unrecord(true)
+		x.unrecord(i, true)
 		x.riders++
 		return r.out, r.timeout, r.err
 	case <-timer.C:
@@ -564,7 +572,7 @@ func (x *execution) stepFailed(ctx context.Context, op string, i int, step workf
 	out := map[string]any{"error": msg}
 	rs.Status, rs.Error, rs.CompletedAt, rs.Output, rs.Elements = workflow.StepFailed, msg, &now, out, nil
 	outputs[step.ID] = out
-	x.unrecord(false) // recorded with the next checkpoint, as a result
+	x.unrecord(i, false) // recorded with the next checkpoint, as a result
 	return false, nil
 }
 
@@ -1060,8 +1068,10 @@ type execution struct {
 	unsaved      bool
 	unsavedSince time.Time
 	unredoable   bool
-	// riders counts the steps whose starts wait for the next checkpoint.
-	riders int
+	// riders counts the steps whose starts wait for the next checkpoint;
+	// redoables are the steps with redoable changes it will record.
+	riders    int
+	redoables []int
 	// paused is set once a step's call left the run waiting for an
 	// authorization (recorded: authwait.go).
 	paused bool
@@ -1098,20 +1108,20 @@ func (x *execution) finish(ctx context.Context, op, status, msg string) error {
 // stopped handles a failed conditional write: a changed state means the
 // run was cancelled (by the cancel endpoint) or taken over: record the
 // engine's view of the steps under the cancelled status (a write that
-// fails again when another attempt holds the run). A step whose start no
-// checkpoint recorded goes back to what was recorded, and so is
-// cancelled: it may have started after the cancel (steps that only
-// compute ride unrecorded until the next checkpoint), and it did nothing
-// outside the run; a step whose start was recorded keeps its outcome,
-// as its effects happened. Other errors are returned.
+// fails again when another attempt holds the run). A step with redoable
+// changes no checkpoint recorded (a start that rode, the result of a
+// step that only computes, a skip) goes back to what was recorded, and
+// so is cancelled as the cancel recorded it: it may have run after the
+// cancel, and it did nothing outside the run; any other step keeps its
+// outcome, as its effects happened. Other errors are returned.
 func (x *execution) stopped(ctx context.Context, op string, err error) error {
 	if errs.CodeOf(err) != workflow.CodeRunStateChanged {
 		return errs.Wrap(op, err)
 	}
 	x.over = true // no later step starts: their checkpoints would fail too
-	for i, rec := range x.recorded {
-		if i < len(x.run.Steps) && rec.Status == workflow.StepPending {
-			x.run.Steps[i] = rec
+	for _, i := range x.redoables {
+		if i < len(x.recorded) && i < len(x.run.Steps) {
+			x.run.Steps[i] = x.recorded[i]
 		}
 	}
 	workflow.MarkRest(x.run, workflow.StepCancelled)
@@ -1144,7 +1154,7 @@ func (x *execution) storeIf(ctx context.Context, ifStatus string) error {
 		return err
 	}
 	x.stored, x.unsaved, x.unsavedSince, x.unredoable, x.riders = x.run.Status, false, time.Time{}, false, 0
-	x.recorded = slices.Clone(x.run.Steps)
+	x.recorded, x.redoables = slices.Clone(x.run.Steps), x.redoables[:0]
 	return nil
 }
 

@@ -378,6 +378,47 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
 	})
 
+	// The same for a step a crashed attempt recorded started, run again
+	// by the next attempt and riding when the cancel comes: it keeps the
+	// start the store held.
+	t.Run("a_rerun_step_cancelled_while_it_rides", func(t *testing.T) {
+		t.Parallel()
+		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
+		ids := make(chan string, 1)
+		var cancelled workflow.Run // the runner's, read once it is done
+		canceller := quickTool("canceller", true)
+		canceller.Run = func(ctx context.Context, _ map[string]any) (map[string]any, error) {
+			cancelled = cancelRun(t, rs, <-ids)
+			return map[string]any{"ok": true}, nil
+		}
+		reg, err := tools.NewRegistry(quickTool("pure", true), canceller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := three
+		w.Steps = []workflow.Step{{ID: "c0", ToolID: "canceller", Inputs: map[string]any{}}, {ID: "p1", ToolID: "pure", Inputs: map[string]any{}}}
+		ctx := context.Background()
+		run := runs.NewRun(w, chatID, userID, time.Now())
+		now := time.Now().UTC()
+		run.Status, run.Steps[0].Status, run.Steps[0].StartedAt, run.Steps[0].Input = workflow.RunRunning, workflow.StepRunning, &now, map[string]any{}
+		if err := rs.CreateRun(ctx, run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		inv := &recordInvoker{}
+		if err := runs.ResumeExpired(runs.ResumeOptions{Store: rs, Invoker: inv})(ctx, job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil || len(inv.refs) != 1 {
+			t.Fatalf("resume: %v, %v", inv.refs, err)
+		}
+		ids <- run.ID
+		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
+		if err := runner.Run(ctx, inv.refs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if cancelled.Steps[0].StartedAt == nil {
+			t.Fatal("the cancel recorded the first step never started")
+		}
+		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
+	})
+
 	// A compute-only step whose start was recorded (it ran past
 	// StartDelay, or a step rode after it) and whose result a crash lost
 	// runs again on the next attempt, even where no tool is declared
@@ -453,8 +494,9 @@ func cancelRun(t *testing.T, rs *eventLog, runID string) workflow.Run {
 }
 
 // checkRiddenCancel checks run runID, whose steps all rode when it was
-// cancelled: it reads back cancelled with every step cancelled and never
-// started, as the cancel recorded it, and its log holds no step event.
+// cancelled: it reads back as the cancel recorded it (cancelled, every
+// step cancelled with the start the store held, the cancel's completion
+// time), and its log holds no step event.
 func checkRiddenCancel(t *testing.T, rs *eventLog, jobs *store.Jobs, runID string, cancelled workflow.Run) {
 	t.Helper()
 	ctx := context.Background()
@@ -466,8 +508,9 @@ func checkRiddenCancel(t *testing.T, rs *eventLog, jobs *store.Jobs, runID strin
 		t.Errorf("run read back completed at %v; the cancel recorded %v", got.CompletedAt, cancelled.CompletedAt)
 	}
 	for i, s := range got.Steps {
-		if s.Status != workflow.StepCancelled || s.StartedAt != nil || s.Status != cancelled.Steps[i].Status {
-			t.Errorf("step %s read back %s started %v; the cancel recorded it %s", s.ID, s.Status, s.StartedAt, cancelled.Steps[i].Status)
+		c := cancelled.Steps[i]
+		if s.Status != workflow.StepCancelled || s.Status != c.Status || (s.StartedAt == nil) != (c.StartedAt == nil) || (s.StartedAt != nil && !s.StartedAt.Equal(*c.StartedAt)) {
+			t.Errorf("step %s read back %s started %v; the cancel recorded it %s started %v", s.ID, s.Status, s.StartedAt, c.Status, c.StartedAt)
 		}
 	}
 	recs, _, err := jobs.Read(ctx, job.Ref{Kind: workflow.RunKind, Collection: runID, ID: runID}, 0)
