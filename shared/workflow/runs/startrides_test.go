@@ -353,17 +353,7 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 	t.Run("cancelled_while_steps_ride", func(t *testing.T) {
 		t.Parallel()
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
-		ids := make(chan string, 1)
-		var cancelled workflow.Run // the runner's, read once it is done
-		canceller := quickTool("canceller", true)
-		canceller.Run = func(ctx context.Context, _ map[string]any) (map[string]any, error) {
-			cancelled = cancelRun(t, rs, <-ids)
-			return map[string]any{"ok": true}, nil
-		}
-		reg, err := tools.NewRegistry(quickTool("pure", true), canceller)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, ids, cancelled := cancellerTools(t, rs)
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
 		w := three
 		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "c1", ToolID: "canceller", Inputs: map[string]any{}}}
@@ -375,7 +365,7 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
+		checkRiddenCancel(t, rs, jobs, run.ID, *cancelled)
 	})
 
 	// The same for a step a crashed attempt recorded started, run again
@@ -384,39 +374,20 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 	t.Run("a_rerun_step_cancelled_while_it_rides", func(t *testing.T) {
 		t.Parallel()
 		rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
-		ids := make(chan string, 1)
-		var cancelled workflow.Run // the runner's, read once it is done
-		canceller := quickTool("canceller", true)
-		canceller.Run = func(ctx context.Context, _ map[string]any) (map[string]any, error) {
-			cancelled = cancelRun(t, rs, <-ids)
-			return map[string]any{"ok": true}, nil
-		}
-		reg, err := tools.NewRegistry(quickTool("pure", true), canceller)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, ids, cancelled := cancellerTools(t, rs)
 		w := three
 		w.Steps = []workflow.Step{{ID: "c0", ToolID: "canceller", Inputs: map[string]any{}}, {ID: "p1", ToolID: "pure", Inputs: map[string]any{}}}
 		ctx := context.Background()
-		run := runs.NewRun(w, chatID, userID, time.Now())
-		now := time.Now().UTC()
-		run.Status, run.Steps[0].Status, run.Steps[0].StartedAt, run.Steps[0].Input = workflow.RunRunning, workflow.StepRunning, &now, map[string]any{}
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		inv := &recordInvoker{}
-		if err := runs.ResumeExpired(runs.ResumeOptions{Store: rs, Invoker: inv})(ctx, job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil || len(inv.refs) != 1 {
-			t.Fatalf("resume: %v, %v", inv.refs, err)
-		}
+		run, next := crashedOnFirstStep(t, rs, w, chatID, userID)
 		ids <- run.ID
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, ComputeOnly: reg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour, StartDelay: time.Hour})
-		if err := runner.Run(ctx, inv.refs[0]); err != nil {
+		if err := runner.Run(ctx, next); err != nil {
 			t.Fatal(err)
 		}
 		if cancelled.Steps[0].StartedAt == nil {
 			t.Fatal("the cancel recorded the first step never started")
 		}
-		checkRiddenCancel(t, rs, jobs, run.ID, cancelled)
+		checkRiddenCancel(t, rs, jobs, run.ID, *cancelled)
 	})
 
 	// A compute-only step whose start was recorded (it ran past
@@ -433,18 +404,9 @@ func TestStartRidesTheEndOfAComputeOnlyStep(t *testing.T) {
 		w := three
 		w.Steps = []workflow.Step{{ID: "p0", ToolID: "pure", Inputs: map[string]any{}}, {ID: "p1", ToolID: "pure", Inputs: map[string]any{}}}
 		ctx := context.Background()
-		run := runs.NewRun(w, chatID, userID, time.Now())
-		now := time.Now().UTC()
-		run.Status, run.Steps[0].Status, run.Steps[0].StartedAt, run.Steps[0].Input = workflow.RunRunning, workflow.StepRunning, &now, map[string]any{}
-		if err := rs.CreateRun(ctx, run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		inv := &recordInvoker{}
-		if err := runs.ResumeExpired(runs.ResumeOptions{Store: rs, Invoker: inv})(ctx, job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil || len(inv.refs) != 1 {
-			t.Fatalf("resume: %v, %v", inv.refs, err)
-		}
+		run, next := crashedOnFirstStep(t, rs, w, chatID, userID)
 		runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: qreg, ComputeOnly: qreg.ComputeOnly, Lease: time.Hour, CancelCheck: time.Hour})
-		if err := runner.Run(ctx, inv.refs[0]); err != nil {
+		if err := runner.Run(ctx, next); err != nil {
 			t.Fatal(err)
 		}
 		got, err := rs.Run(ctx, run.ID)
@@ -475,6 +437,45 @@ func jsonish(cps [][]string) string {
 		parts[i] = "[" + strings.Join(c, " ") + "]"
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// crashedOnFirstStep stores a run of w whose first step an attempt that
+// died left running, and has the sweeper's resume take it over: next is
+// the attempt to run.
+func crashedOnFirstStep(t *testing.T, rs *eventLog, w workflow.Workflow, chatID, userID string) (run workflow.Run, next workflow.RunRef) {
+	t.Helper()
+	ctx := context.Background()
+	run = runs.NewRun(w, chatID, userID, time.Now())
+	now := time.Now().UTC()
+	run.Status, run.Steps[0].Status, run.Steps[0].StartedAt, run.Steps[0].Input = workflow.RunRunning, workflow.StepRunning, &now, map[string]any{}
+	if err := rs.CreateRun(ctx, run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	inv := &recordInvoker{}
+	if err := runs.ResumeExpired(runs.ResumeOptions{Store: rs, Invoker: inv})(ctx, job.Expired{Ref: job.Ref{Kind: workflow.RunKind, Collection: run.ID, ID: run.ID}}); err != nil || len(inv.refs) != 1 {
+		t.Fatalf("resume: %v, %v", inv.refs, err)
+	}
+	return run, inv.refs[0]
+}
+
+// cancellerTools returns a registry of a compute-only tool "pure" and a
+// "canceller" whose call cancels the run whose id the test sends on ids;
+// cancelled is the run as that cancel recorded it, to be read once the
+// runner is done.
+func cancellerTools(t *testing.T, rs *eventLog) (reg *tools.Registry, ids chan<- string, cancelled *workflow.Run) {
+	t.Helper()
+	idc := make(chan string, 1)
+	cancelled = new(workflow.Run)
+	canceller := quickTool("canceller", true)
+	canceller.Run = func(ctx context.Context, _ map[string]any) (map[string]any, error) {
+		*cancelled = cancelRun(t, rs, <-idc)
+		return map[string]any{"ok": true}, nil
+	}
+	reg, err := tools.NewRegistry(quickTool("pure", true), canceller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, idc, cancelled
 }
 
 // cancelRun cancels run runID as it is stored and returns the run as the
