@@ -31,6 +31,7 @@ import (
 	"github.com/workflowchat/service/shared/knowledge/knowledgetest"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/trigger/eventbridge/schedulertest"
 )
 
 // lambdaAPI is a local endpoint of the Lambda Invoke API: it accepts
@@ -106,7 +107,10 @@ func newRig(t *testing.T, extra ...string) *rig {
 	r.db = storetest.New(t)
 	env := map[string]string{"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "LOG_LEVEL": "error",
 		"KNOWLEDGE_VECTOR_BUCKET": "arn:aws:s3vectors:us-east-1:123456789012:bucket/kb-vectors", "KNOWLEDGE_VECTOR_INDEX": r.vectors.ARN(),
-		"KNOWLEDGE_INDEX_FUNCTION": indexFunction, "AWS_ENDPOINT_URL_LAMBDA": lsrv.URL, "RUNNER_FUNCTION": "RunnerFunction"}
+		"KNOWLEDGE_INDEX_FUNCTION": indexFunction, "AWS_ENDPOINT_URL_LAMBDA": lsrv.URL, "RUNNER_FUNCTION": "RunnerFunction",
+		// The sweeper's erasure deletes the triggers' schedules; these
+		// users have none, so the scheduler is never called.
+		"SCHEDULE_GROUP": "workflow-chat-triggers", "SCHEDULER_ENDPOINT": schedulertest.Unused(t)}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
 	}

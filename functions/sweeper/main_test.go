@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
+	"github.com/workflowchat/service/shared/trigger/eventbridge/schedulertest"
 )
 
 // TestSweeperFunctionEvent feeds a scheduled EventBridge event to the
@@ -39,7 +40,8 @@ func TestSweeperFunctionEvent(t *testing.T) {
 	}
 
 	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "SweeperFunction", "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error",
-		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs")}))
+		"BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"),
+		"SCHEDULE_GROUP": "workflow-chat-triggers", "SCHEDULER_ENDPOINT": schedulertest.Unused(t)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/store/storetest"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/trigger/eventbridge/schedulertest"
 )
 
 // TestWorkflowsFunctionEvents creates a workflow, has the built-in model
@@ -30,7 +31,8 @@ func TestWorkflowsFunctionEvents(t *testing.T) {
 	}
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	defer ts.Close()
-	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error"}))
+	h, err := newHandler(ctx, db.Env(t, map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "WorkflowsFunction", "BLOB_BUCKET": "blobs", "BLOB_ENDPOINT": s3blobtest.Start(t, "blobs"), "MCP_URL": ts.URL, "MCP_SERVICE_KEY": key, "RUNNER_FUNCTION": "RunnerFunction", "LOG_LEVEL": "error",
+		"SCHEDULE_GROUP": "workflow-chat-triggers", "SCHEDULER_ENDPOINT": schedulertest.Unused(t)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,6 +210,8 @@ func lambdaEnv(name, home, ddbURL, mcpURL, secretsURL string) []string {
 	switch name {
 	case "oauth", "mcpgateway":
 		env = append(env, "OAUTH_SIGNING_SECRET="+benchSigningSecret, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsURL)
+	case "workflows", "sweeper":
+		env = append(env, "SCHEDULE_GROUP=bench-triggers", "SCHEDULER_ENDPOINT="+nowhere)
 	case "triggers":
 		env = append(env, "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=bench-triggers",
 			"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:fire", "SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",

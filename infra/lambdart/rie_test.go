@@ -177,7 +177,10 @@ func (b backend) env(extra ...string) []string {
 // sets it: b.env and what the function alone needs.
 func functionEnv(b backend, name string) []string {
 	switch name {
-	case "workflows", "sweeper", "stream", "triggerfire":
+	case "workflows", "sweeper":
+		// They delete the schedules of a deleted workflow or account.
+		return b.env("RUNNER_FUNCTION=RunnerFunction", "SCHEDULE_GROUP=rie-triggers", "SCHEDULER_ENDPOINT="+b.schedulerURL)
+	case "stream", "triggerfire":
 		return b.env("RUNNER_FUNCTION=RunnerFunction")
 	case "triggers":
 		return b.env("RUNNER_FUNCTION=RunnerFunction", "WEBHOOK_SIGNING_KEY=0123456789abcdef0123456789abcdef", "SCHEDULE_GROUP=rie-triggers",
@@ -414,7 +417,7 @@ func TestFunctionsUnderTheLambdaRuntime(t *testing.T) {
 	if r := toolsFn.http(request("GET", "/api/tools", "", cookie)); r.StatusCode != 200 || !strings.Contains(r.Body, `"json_query"`) {
 		t.Errorf("tools: %d %.300s\n%s", r.StatusCode, r.Body, toolsFn.logs)
 	}
-	workflows := start(t, "workflows", b.env("RUNNER_FUNCTION=RunnerFunction"))
+	workflows := start(t, "workflows", functionEnv(b, "workflows"))
 	wfResp := workflows.http(request("POST", "/api/workflows", `{"userId":"`+signedUp.Data.User.ID+`","name":"under RIE"}`, cookie))
 	if wfResp.StatusCode != 201 || !strings.Contains(wfResp.Body, `"under RIE"`) {
 		t.Errorf("create workflow: %d %.300s\n%s", wfResp.StatusCode, wfResp.Body, workflows.logs)

@@ -29,8 +29,11 @@ import (
 // LogicalID is the function's resource name in template.yaml.
 const LogicalID = "SweeperFunction"
 
-// Required are the variables the bootstrap refuses to start without.
-var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET", "USERS_TABLE", "SESSIONS_TABLE", "OAUTH_TABLE"}
+// Required are the variables the bootstrap refuses to start without;
+// SCHEDULE_GROUP because the erasure of an account deletes its triggers'
+// schedules, in AWS EventBridge Scheduler's (see schedules.Open).
+var Required = []string{"DATA_TABLE", "RATE_LIMITS_TABLE", "RUNNER_FUNCTION", "BLOB_BUCKET", "USERS_TABLE", "SESSIONS_TABLE", "OAUTH_TABLE",
+	"SCHEDULE_GROUP"}
 
 // Sweeper builds the sweeper over the Data table: the jobs whose lease
 // expired (store.Jobs) handed to their kind's handler, a streamed reply's

@@ -23,11 +23,15 @@ import (
 	"github.com/workflowchat/service/shared/workflow/runs"
 )
 
-// Workflows is WorkflowsFunction.
+// Workflows is WorkflowsFunction. It requires SCHEDULE_GROUP: deleting a
+// workflow deletes its triggers' schedules, which in AWS are EventBridge
+// Scheduler's (without the group it would delete them from the Data
+// table's due index, the dev server's keeper, and leave them firing).
 var Workflows = assembly.Function{
 	LogicalID: "WorkflowsFunction",
-	Required:  []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "RUNNER_FUNCTION", "BLOB_BUCKET"},
-	Build:     build,
+	Required: []string{"USERS_TABLE", "SESSIONS_TABLE", "DATA_TABLE", "RATE_LIMITS_TABLE", "MCP_URL", "MCP_SERVICE_KEY", "RUNNER_FUNCTION", "BLOB_BUCKET",
+		"SCHEDULE_GROUP"},
+	Build: build,
 }
 
 // build mounts the workflow routes and the run routes on one router, over
