@@ -14,13 +14,9 @@ import (
 	"os"
 
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
-	"github.com/workflowchat/service/shared/config"
-	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/lambdahttp"
-	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
-	"github.com/workflowchat/service/shared/tracing/otlp"
 )
 
 func main() {
@@ -39,40 +35,9 @@ func main() {
 	lambdahttp.Start(h)
 }
 
-// newHandler builds the tool server from its builder, mcpfn.Mcp, the
-// one infra/local mounts for the dev server. worker is the program of the
-// sandbox workers that run the isolated tools: this binary in production;
-// empty runs them in process, for tests that cannot start their own binary
-// as a worker (a test binary is not one).
+// newHandler builds the tool server from its builder, mcpfn.Mcp, the one
+// infra/local mounts for the dev server, with worker the program of the
+// sandbox workers (this binary; empty in tests: see mcpfn.Lambda).
 func newHandler(getenv func(string) string, worker string) (http.Handler, error) {
-	cfg, err := config.Load(getenv)
-	if err == nil {
-		err = cfg.Require(mcpfn.Required...)
-	}
-	if err != nil {
-		return nil, err
-	}
-	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
-	if _, err := otlp.FromEnv(getenv, "", logger); err != nil {
-		return nil, err
-	}
-	var sb tools.Sandbox
-	if worker != "" {
-		// The workers start with the first isolated tool call, not at
-		// the cold start.
-		lazy, err := mcpfn.NewLazySandbox(cfg, worker, logger)
-		if err != nil {
-			return nil, err
-		}
-		sb = lazy
-	}
-	blobs, err := mcpfn.Blobs(context.Background(), cfg)
-	if err != nil {
-		return nil, err
-	}
-	routes, err := mcpfn.Mcp(context.Background(), cfg, sb, blobs)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+	return mcpfn.Lambda(context.Background(), getenv, worker, mcpfn.Mcp)
 }

@@ -8,20 +8,68 @@ package mcpfn
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/blob/s3blob"
-	"log/slog"
-
 	"github.com/workflowchat/service/shared/config"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/model/providers"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/toolserver"
+	"github.com/workflowchat/service/shared/tracing/otlp"
 )
 
 // Required are the variables the bootstrap refuses to start without.
 var Required = []string{"MCP_SERVICE_KEY"}
+
+// Builder is the shape of Mcp, the tool server's builder, which Lambda
+// serves.
+type Builder func(ctx context.Context, cfg config.Config, sb tools.Sandbox, blobs blob.Backend) (*httpapi.Router, error)
+
+// Lambda is McpFunction's bootstrap: the configuration from getenv
+// (requiring Required), the logger and the tracing exporter, the sandbox
+// of the isolated tools (NewLazySandbox: its workers start with the first
+// isolated call, not at the cold start) over the program worker, the
+// blob store (Blobs) and build's router (Mcp), under the standard
+// middleware. An empty worker runs the isolated tools in process, for
+// tests that cannot start their own binary as a worker (a test binary is
+// not one). It fails with the first of those that cannot be built, its
+// error naming the variable at fault.
+func Lambda(ctx context.Context, getenv func(string) string, worker string, build Builder) (http.Handler, error) {
+	cfg, err := config.Load(getenv)
+	if err == nil {
+		err = cfg.Require(Required...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	logger := logging.New(os.Stdout, cfg.LogFormat, cfg.LogLevel)
+	if _, err := otlp.FromEnv(getenv, "", logger); err != nil {
+		return nil, err
+	}
+	var sb tools.Sandbox
+	if worker != "" {
+		lazy, err := NewLazySandbox(cfg, worker, logger)
+		if err != nil {
+			return nil, err
+		}
+		sb = lazy
+	}
+	blobs, err := Blobs(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := build(ctx, cfg, sb, blobs)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.Stack(routes, httpapi.Options{Logger: logger, AllowedOrigins: cfg.AllowedOrigins}), nil
+}
 
 // Mcp builds the tool server's router: the built-in tools, llm_generate on
 // the configured models (plus tools.TestTools with TOOLS_TEST_HOOKS),
