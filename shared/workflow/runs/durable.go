@@ -195,15 +195,18 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 		if rs.Status != workflow.StepRunning {
 			continue
 		}
-		retry, err := r.retryInterrupted(ctx, l, &run, i)
+		retry, exhausted, err := r.retryInterrupted(ctx, l, &run, i)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
 		// A run_workflow step starts the same child again (childRunID):
-		// it always runs again, as does a step whose tool only computes
-		// (its start may have been recorded, its result then lost with
-		// the riders after it: ridesItsEnd).
-		if ok, err := r.idempotent(ctx, rs.ToolID); retry || rs.ToolID == workflow.RunWorkflowToolID || r.engine.onlyComputes(ctx, rs.ToolID) || (err == nil && ok) {
+		// it always runs again (it waits for the child; it calls no
+		// tool), as does, unless its retry has no attempt left, a step
+		// whose tool only computes (its start may have been recorded, its
+		// result then lost with the riders after it: ridesItsEnd) or is
+		// idempotent.
+		if ok, err := r.idempotent(ctx, rs.ToolID); retry || rs.ToolID == workflow.RunWorkflowToolID ||
+			(!exhausted && (r.engine.onlyComputes(ctx, rs.ToolID) || (err == nil && ok))) {
 			// It runs again; a forEach step keeps the outputs of the
 			// elements that finished (rs.Elements) and runs the others.
 			if i < len(run.Plan) && run.Plan[i].ForEach != "" {
@@ -215,7 +218,11 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 			l.rebase(run)
 			continue
 		}
-		interrupt(&run, i, r.now().UTC())
+		why := "its tool is not idempotent, so it is not run again"
+		if exhausted {
+			why = fmt.Sprintf("that was its last attempt (%d)", len(rs.Attempts))
+		}
+		interrupt(&run, i, r.now().UTC(), why)
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, workflow.RunRunning)))
 	}
 	if err := l.values.plan(ctx, &run); err != nil {
@@ -301,11 +308,12 @@ func (r *Runner) heartbeat(ctx context.Context, ref workflow.RunRef, cancel func
 }
 
 // interrupt fails step i of run (caught running by a resume) with
-// INTERRUPTED, skips the rest and fails the run.
-func interrupt(run *workflow.Run, i int, now time.Time) {
+// INTERRUPTED and why it does not run again, skips the rest and fails
+// the run.
+func interrupt(run *workflow.Run, i int, now time.Time, why string) {
 	rs := &run.Steps[i]
 	rs.Status, rs.CompletedAt = workflow.StepFailed, &now
-	rs.Error = workflow.CodeInterrupted + ": the step was interrupted and its tool is not idempotent, so it is not run again"
+	rs.Error = workflow.CodeInterrupted + ": the step was interrupted and " + why
 	workflow.MarkRest(run, workflow.StepSkipped)
 	run.Status, run.CompletedAt = workflow.RunFailed, &now
 	run.Error = fmt.Sprintf("%s: step %s was interrupted", workflow.CodeInterrupted, rs.ID)
@@ -378,7 +386,7 @@ func ResumeExpired(o ResumeOptions) job.Handler {
 			t := now.UTC()
 			i := slices.IndexFunc(run.Steps, func(s workflow.RunStep) bool { return s.Status == workflow.StepRunning })
 			if i >= 0 {
-				interrupt(&run, i, t)
+				interrupt(&run, i, t, fmt.Sprintf("the run has made its %d attempts", run.Attempt))
 			} else {
 				workflow.MarkRest(&run, workflow.StepSkipped)
 				run.Status, run.CompletedAt = workflow.RunFailed, &t

@@ -317,6 +317,13 @@ func TestRetryOfActiveRunAndCancel(t *testing.T) {
 // expired.
 func (f *runsFixture) crashedRun(t *testing.T, chatID string, toolID string, attempt int) (workflow.Run, []string) {
 	t.Helper()
+	return f.crashedRunWith(t, chatID, toolID, attempt, nil)
+}
+
+// crashedRunWith is crashedRun with edit, when set, applied to the run
+// before it is stored.
+func (f *runsFixture) crashedRunWith(t *testing.T, chatID string, toolID string, attempt int, edit func(*workflow.Run)) (workflow.Run, []string) {
+	t.Helper()
 	steps, keys := countSteps(3, 0)
 	for i := range steps {
 		steps[i].ToolID = toolID
@@ -329,6 +336,9 @@ func (f *runsFixture) crashedRun(t *testing.T, chatID string, toolID string, att
 			{ID: steps[1].ID, ToolID: toolID, Status: workflow.StepRunning, StartedAt: &now, Input: steps[1].Inputs},
 			{ID: steps[2].ID, ToolID: toolID, Status: workflow.StepPending},
 		}}
+	if edit != nil {
+		edit(&run)
+	}
 	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -389,6 +399,43 @@ func TestSweeperResumesExpiredRuns(t *testing.T) {
 	expired, err := f.jobs.Expired(context.Background(), time.Now().Add(time.Hour), 100)
 	if err != nil || len(expired) != 0 {
 		t.Fatalf("expired = %v, %v", expired, err)
+	}
+}
+
+// TestInterruptedStepCountsItsAttempts: an interruption of a step with
+// a retry is one of its maxAttempts calls: with attempts left the step
+// (of an idempotent tool) runs again and completes; on its last attempt
+// it fails INTERRUPTED and its tool is not called again, idempotent or
+// not.
+func TestInterruptedStepCountsItsAttempts(t *testing.T) {
+	t.Parallel()
+	f := newRunsFixture(t)
+	chatID := f.createChat(t, 0)
+	two := 2
+	withRetry := func(before int) func(*workflow.Run) {
+		return func(r *workflow.Run) {
+			r.Plan[1].Retry = &workflow.StepRetry{MaxAttempts: &two}
+			for n := range before {
+				r.Steps[1].Attempts = append(r.Steps[1].Attempts, workflow.StepAttempt{Attempt: n + 1, Status: workflow.StepFailed,
+					Error: workflow.CodeInterrupted + ": the call was interrupted"})
+			}
+		}
+	}
+	left, leftKeys := f.crashedRunWith(t, chatID, "count_idem", 1, withRetry(0))
+	last, lastKeys := f.crashedRunWith(t, chatID, "count_idem", 1, withRetry(1))
+	f.sweep(t)
+	f.inproc.Wait()
+
+	got := f.waitRun(t, chatID, left.ID)
+	if got.Status != workflow.RunCompleted || count(leftKeys[1]) != 1 || len(got.Steps[1].Attempts) != 2 ||
+		!strings.HasPrefix(got.Steps[1].Attempts[0].Error, workflow.CodeInterrupted) || got.Steps[1].Attempts[1].Status != workflow.StepCompleted {
+		t.Errorf("a step with an attempt left: run %s %q, %d calls, attempts %+v", got.Status, got.Error, count(leftKeys[1]), got.Steps[1].Attempts)
+	}
+	got = f.waitRun(t, chatID, last.ID)
+	s := got.Steps[1]
+	if got.Status != workflow.RunFailed || count(lastKeys[1]) != 0 || s.Status != workflow.StepFailed || len(s.Attempts) != 2 ||
+		s.Error != workflow.CodeInterrupted+": the step was interrupted and that was its last attempt (2)" {
+		t.Errorf("a step on its last attempt: run %s %q, %d calls, step %s %q, attempts %+v", got.Status, got.Error, count(lastKeys[1]), s.Status, s.Error, s.Attempts)
 	}
 }
 

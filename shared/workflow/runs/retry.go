@@ -70,22 +70,26 @@ func retryDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run work
 }
 
 // retryInterrupted decides for step i of run, found running by a new
-// attempt of the run (its call was cut by a crash), whether it runs
-// again: a step with an explicit retry and attempts left does, the cut
-// call recorded as a failed attempt (INTERRUPTED). It loads the run's
-// plan to read the step.
-func (r *Runner) retryInterrupted(ctx context.Context, l *runLog, run *workflow.Run, i int) (bool, error) {
+// attempt of the run (its call was cut by a crash), whether its retry
+// runs it again: a step with an explicit retry records the cut call as a
+// failed attempt (INTERRUPTED), and runs again (retry) when attempts are
+// left, else its retry is exhausted: the step has made its MaxAttempts
+// calls, interruptions included, and runs no more, whatever its tool. A
+// step without a retry is neither. It loads the run's plan to read the
+// step.
+func (r *Runner) retryInterrupted(ctx context.Context, l *runLog, run *workflow.Run, i int) (retry, exhausted bool, err error) {
 	if err := l.values.plan(ctx, run); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if i >= len(run.Plan) || run.Plan[i].Retry == nil {
-		return false, nil
+		return false, false, nil
 	}
 	step, rs := run.Plan[i], &run.Steps[i]
 	now := r.now().UTC()
 	rs.Attempts = append(rs.Attempts, workflow.StepAttempt{Attempt: len(rs.Attempts) + 1, StartedAt: rs.StartedAt, CompletedAt: &now,
 		Status: workflow.StepFailed, Error: workflow.CodeInterrupted + ": the call was interrupted"})
-	return len(rs.Attempts) < step.MaxAttempts(), nil
+	retry = len(rs.Attempts) < step.MaxAttempts()
+	return retry, !retry, nil
 }
 
 // retryingEvent returns the step_retrying event of step s, pending for
