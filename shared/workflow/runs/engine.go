@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -249,7 +250,7 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		if ctx.Err() != nil {
 			return x.finish(ctx, op, workflow.RunCancelled, "the run was cancelled")
 		}
-		timeout, ok := x.timeout()
+		timeout, ok := x.timeout(step)
 		if !ok {
 			return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
 		}
@@ -334,18 +335,22 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 	return x.finish(ctx, op, workflow.RunCompleted, "")
 }
 
-// timeout returns how long the next call may take: the step timeout,
-// within what is left of the run's; false when nothing is left.
-func (x *execution) timeout() (time.Duration, bool) {
-	t := x.e.stepTimeout
-	if x.e.runTimeout > 0 {
-		left := x.e.runTimeout - busy(x.run, x.e.clock())
-		if left <= 0 {
-			return 0, false
-		}
-		t = min(t, left)
+// timeout returns how long the next call of step may take: its own
+// timeoutSeconds, else the engine's step timeout, within what is left of
+// the run's time (runLeft); false when nothing is left.
+func (x *execution) timeout(step workflow.Step) (time.Duration, bool) {
+	left, ok := x.runLeft()
+	return min(step.CallTimeout(x.e.stepTimeout), left), ok
+}
+
+// runLeft returns what is left of the run's time limit (no limit: the
+// longest duration); false when nothing is.
+func (x *execution) runLeft() (time.Duration, bool) {
+	if x.e.runTimeout <= 0 {
+		return time.Duration(math.MaxInt64), true
 	}
-	return t, true
+	left := x.e.runTimeout - busy(x.run, x.e.clock())
+	return max(left, 0), left > 0
 }
 
 // busy is how long run has been going at now, the time its human steps
@@ -389,7 +394,6 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		return nil, "", x.unrecorded(ctx, op, err)
 	}
 	var out map[string]any
-	timeout = min(timeout, step.CallTimeout(x.e.stepTimeout))
 	if x.ridesItsEnd(ctx, step) {
 		out, timeout, err = x.callStartLater(ctx, i, step.ToolID, input, timeout)
 	} else if err = x.store(ctx); err == nil {
@@ -718,7 +722,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		if fctx.Err() != nil || halted(halt) {
 			break
 		}
-		timeout, ok := x.timeout()
+		timeout, ok := x.timeout(step)
 		if !ok {
 			<-sem
 			break
@@ -728,7 +732,7 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			input, err := resolve(scope.WithItem(item), step.Inputs)
 			var out map[string]any
 			if err == nil {
-				out, _, err = x.call(fctx, step.ToolID, input, min(timeout, step.CallTimeout(x.e.stepTimeout)))
+				out, _, err = x.call(fctx, step.ToolID, input, timeout)
 			}
 			switch {
 			case err == nil:
@@ -862,11 +866,8 @@ func (x *execution) call(ctx context.Context, toolID string, input map[string]an
 		return nil, 0, fmt.Errorf("%w after %s", errStepTimedOut, timeout) // the run's time ran out first
 	}
 	defer release()
-	left, ok := x.timeout()
+	left, _ := x.runLeft() // the wait for admission may have used some
 	timeout = min(timeout, left)
-	if !ok {
-		timeout = 0
-	}
 	out, err := x.e.runStep(ctx, toolID, input, timeout)
 	return out, timeout, err
 }

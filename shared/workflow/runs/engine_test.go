@@ -244,6 +244,35 @@ func TestEngineStepTimeout(t *testing.T) {
 	}
 }
 
+// TestEngineStepTimeoutSeconds: a step's timeoutSeconds bounds its call
+// in place of the engine's step timeout, above it as below it; a step
+// stopped by it fails with the step timeout's message, not the run's.
+func TestEngineStepTimeoutSeconds(t *testing.T) {
+	t.Parallel()
+	one := 1
+	for _, tc := range []struct {
+		name        string
+		engine      time.Duration
+		ms          int
+		wantStatus  string
+		wantInError string
+	}{
+		{"longer_than_the_engine's", 50 * time.Millisecond, 300, workflow.RunCompleted, ""},
+		{"shorter_than_the_engine's", time.Minute, 60000, workflow.RunFailed, "timed out after 1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newEngineFixture(t)
+			s := step("slow", "sleep", map[string]any{"ms": tc.ms})
+			s.TimeoutSeconds = &one
+			run, _ := f.execute(t, runs.RunnerOptions{StepTimeout: tc.engine, RunTimeout: time.Hour, Now: time.Now}, wf(s))
+			if run.Status != tc.wantStatus || !strings.Contains(run.Steps[0].Error, tc.wantInError) || strings.Contains(run.Error, "time limit") {
+				t.Fatalf("run %s %q, step %s %q; want %s, the step's error holding %q", run.Status, run.Error, run.Steps[0].Status, run.Steps[0].Error, tc.wantStatus, tc.wantInError)
+			}
+		})
+	}
+}
+
 func TestEngineCancelledThroughStore(t *testing.T) {
 	t.Parallel()
 	f := newEngineFixture(t)
