@@ -166,15 +166,28 @@ func TestAgentSteps(t *testing.T) {
 		t.Fatalf("asking tool: %+v", run)
 	}
 
-	for _, tc := range []struct{ name, inputs, msg string }{
-		{"unknown model", `{"instructions":"x","toolIds":[],"modelId":"no-such-model"}`, "INVALID_MODEL"},
-		{"unknown tool", `{"instructions":"x","toolIds":["no_such_tool"]}`, "TOOL_NOT_FOUND"},
+	// What a save cannot know fails the step when it runs: a model the
+	// registry does not have, a tool id an earlier step gave.
+	for _, tc := range []struct{ name, steps, msg string }{
+		{"unknown model", `[{"id":"agent","toolId":"agent","inputs":{"instructions":"x","toolIds":[],"modelId":"no-such-model"}}]`, "INVALID_MODEL"},
+		{"unknown tool", `[` + jsStep("name", "return 'no_such_tool';", "") +
+			`,{"id":"agent","toolId":"agent","inputs":{"instructions":"x","toolIds":["{{name.result}}"]}}]`, "TOOL_NOT_FOUND"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			run := runSteps(t, c, userID, chatID, `[{"id":"agent","toolId":"agent","inputs":`+tc.inputs+`}]`)
-			if run.Status != "failed" || !strings.HasPrefix(run.Steps[0].Error, tc.msg+": ") {
+			run := runSteps(t, c, userID, chatID, tc.steps)
+			last := run.Steps[len(run.Steps)-1]
+			if run.Status != "failed" || !strings.HasPrefix(last.Error, tc.msg+": ") {
 				t.Fatalf("run %+v, want its step failed with %s", run, tc.msg)
 			}
 		})
+	}
+	// A literal tool id an agent cannot call is refused when saved.
+	wf := createWorkflow(t, c, userID, "bad agent")
+	for _, tc := range []struct{ name, toolIDs, field string }{
+		{"unknown tool", `["hash","no_such_tool"]`, "steps[0].inputs.toolIds[1]"},
+		{"a step-only tool", `["ask_human"]`, "steps[0].inputs.toolIds[0]"},
+		{"an agent", `["agent"]`, "steps[0].inputs.toolIds[0]"},
+	} {
+		expectFieldError(t, tc.name, c.do("PATCH", "/api/workflows/"+wf.ID, `{"steps":[{"id":"a","toolId":"agent","inputs":{"instructions":"x","toolIds":`+tc.toolIDs+`}}]}`), tc.field)
 	}
 }

@@ -176,7 +176,7 @@ func Parse(in map[string]any) (Request, error) {
 				probs.Add(at, "must be a tool id")
 			case seen[id]:
 				probs.Add(at, "repeats %s", id)
-			case isStepOnly(id):
+			case IsStepOnly(id):
 				probs.Add(at, "%s runs only as a workflow step; an agent cannot call it", id)
 			default:
 				seen[id] = true
@@ -197,7 +197,9 @@ func Parse(in map[string]any) (Request, error) {
 	return req, nil
 }
 
-func isStepOnly(id string) bool {
+// IsStepOnly reports whether tool id is one an agent may not be given
+// (StepOnly).
+func IsStepOnly(id string) bool {
 	for _, s := range StepOnly {
 		if s == id {
 			return true

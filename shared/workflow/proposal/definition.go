@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/workflowchat/service/shared/agent"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/workflow"
@@ -228,8 +229,15 @@ func (e *edit) checkForEach(at string, j int, s workflow.Step) {
 }
 
 // checkToolInputs checks what a tool's schema cannot say about its
-// inputs: a literal inputSchema of ask_human must be an object schema.
+// inputs: a literal inputSchema of ask_human must be an object schema,
+// and each literal tool id an agent step lists must name a tool of the
+// catalog that an agent may call (not one only the run engine carries
+// out: agent.StepOnly).
 func (e *edit) checkToolInputs(at string, s workflow.Step) {
+	if s.ToolID == agent.ID {
+		e.checkAgentTools(at, s)
+		return
+	}
 	if s.ToolID != workflow.AskHumanToolID {
 		return
 	}
@@ -243,6 +251,28 @@ func (e *edit) checkToolInputs(at string, s workflow.Step) {
 	}
 	if err != nil {
 		e.probs.Add(at+".inputs.inputSchema", "%s", err.Error())
+	}
+}
+
+// checkAgentTools checks the literal ids of agent step s's toolIds (a
+// templated one is read when the step runs).
+func (e *edit) checkAgentTools(at string, s workflow.Step) {
+	list, ok := s.Inputs[agent.FieldToolIDs].([]any)
+	if !ok {
+		return // absent, a template, or a type the tool's schema refused
+	}
+	for i, v := range list {
+		id, ok := v.(string)
+		if !ok || strings.Contains(id, "{{") {
+			continue
+		}
+		field := fmt.Sprintf("%s.inputs.%s[%d]", at, agent.FieldToolIDs, i)
+		switch {
+		case agent.IsStepOnly(id):
+			e.probs.Add(field, "%s runs only as a workflow step; an agent cannot call it", id)
+		case e.tools[id] == nil:
+			e.probs.Add(field, "unknown tool %q", id)
+		}
 	}
 }
 
