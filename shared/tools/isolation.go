@@ -203,7 +203,8 @@ func encodeWorkerError(ctx context.Context, err error) []byte {
 // and returns its output or its error, rebuilt as the tool returned it
 // (for Registry.Run to map), or the sandbox's verdict: TOOL_RESOURCE_LIMIT
 // for a limit, TOOL_EXECUTION_FAILED for a crash or a worker that cannot
-// start, ctx's error at its end.
+// start, ctx's error at its end, TOOL_TIMEOUT when the sandbox saw ctx's
+// deadline pass first.
 func runIsolated(ctx context.Context, s Sandbox, id string, in map[string]any) (map[string]any, error) {
 	op := "tools.runIsolated(" + id + ")"
 	req, err := json.Marshal(workerRequest{Tool: id, Input: in})
@@ -221,6 +222,10 @@ func runIsolated(ctx context.Context, s Sandbox, id string, in map[string]any) (
 			return nil, errs.E(op, errs.Internal, CodeToolExecutionFailed, "tool "+id+" failed unexpectedly").WithCause(err)
 		case ctx.Err() != nil:
 			return nil, err
+		case errors.Is(err, context.DeadlineExceeded):
+			// The sandbox found no time left before ctx's own timer fired
+			// (the wait for a worker took it): the deadline's verdict.
+			return nil, &errs.Error{Op: op, Kind: errs.Timeout, Code: CodeToolTimeout, Message: "tool " + id + " did not finish in time", Err: err}
 		}
 		return nil, errs.E(op, errs.Internal, CodeToolExecutionFailed, "tool "+id+" could not run: its worker process is not available").WithCause(err)
 	}

@@ -100,6 +100,26 @@ func (s *recordingSandbox) Do(ctx context.Context, key string, req []byte) ([]by
 	return s.Sandbox.Do(ctx, key, req)
 }
 
+// lateSandbox answers as a worker does that finds no time left before
+// the caller's context timer has fired.
+type lateSandbox struct{}
+
+func (lateSandbox) Do(context.Context, string, []byte) ([]byte, error) {
+	return nil, fmt.Errorf("sandbox: no time left: %w", context.DeadlineExceeded)
+}
+
+// TestSandboxOutOfTimeIsATimeout: a sandbox that saw the deadline pass
+// before the caller's context did fails the call TOOL_TIMEOUT, not
+// TOOL_EXECUTION_FAILED (the worker was there; the time was not).
+func TestSandboxOutOfTimeIsATimeout(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(t, tools.Config{}).WithSandbox(lateSandbox{})
+	_, err := r.Run(t.Context(), "json_query", map[string]any{"input": map[string]any{"a": 1}, "query": ".a"})
+	if code := errs.CodeOf(err); code != tools.CodeToolTimeout || errs.KindOf(err) != errs.Timeout {
+		t.Fatalf("error %v (code %s), want %s", err, code, tools.CodeToolTimeout)
+	}
+}
+
 // TestIsolatedToolsRunInWorkers: with a sandbox, every isolated tool's run
 // goes to it and succeeds there; the other tools run in process.
 func TestIsolatedToolsRunInWorkers(t *testing.T) {
