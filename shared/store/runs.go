@@ -107,11 +107,14 @@ type runItem struct {
 	Attempt     int               `dynamo:"attempt,omitempty"`
 	WFVersion   int               `dynamo:"workflowVersion,omitempty"`
 	RetryOf     string            `dynamo:"retryOf,omitempty"`
-	Plan        string            `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
-	PlanRef     string            `dynamo:"planRef,omitempty"` // or its key in the blob store
-	Trigger     string            `dynamo:"trigger,omitempty"` // JSON
-	Input       string            `dynamo:"input,omitempty"`   // JSON
-	InputFiles  []string          `dynamo:"inputFiles,omitempty,set"`
+	// LatestRetry is the id of the last retry started of this run
+	// (CreateRetry).
+	LatestRetry string   `dynamo:"latestRetry,omitempty"`
+	Plan        string   `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
+	PlanRef     string   `dynamo:"planRef,omitempty"` // or its key in the blob store
+	Trigger     string   `dynamo:"trigger,omitempty"` // JSON
+	Input       string   `dynamo:"input,omitempty"`   // JSON
+	InputFiles  []string `dynamo:"inputFiles,omitempty,set"`
 	// LogSeq is the last event of the run's log as the last checkpoint
 	// wrote it (the head's lastSeq lags when that checkpoint left the
 	// head alone: SaveCheckpoint).
@@ -211,7 +214,7 @@ func decodeStepMap(pk, sk string, m map[string]string) ([]workflow.RunStep, erro
 func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
-		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, PlanRef: it.PlanRef,
+		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, LatestRetry: it.LatestRetry, PlanRef: it.PlanRef,
 		InputFiles: it.InputFiles, ParentRunID: it.ParentRunID, Depth: it.Depth, Lineage: it.Lineage}
 	for _, f := range []struct {
 		attr, data string
@@ -248,7 +251,26 @@ func (s *Runs) logs() eventLogs { return eventLogs{db: s.db, table: s.table} }
 // NotFound CHAT_NOT_FOUND,
 // Conflict RUN_EXISTS.
 func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error {
-	const op = "store.CreateRun"
+	return s.createRun(ctx, "store.CreateRun", r, l, nil)
+}
+
+// CreateRetry stores retry run r as CreateRun does and, in the same
+// transaction, records it as the latest retry of the run it retries
+// (r.RetryOf), conditioned on that run's latest retry being after, the
+// one the caller read ("" for none): so that of retries started at once
+// from the same reading, one is stored. NotFound CHAT_NOT_FOUND,
+// RUN_NOT_FOUND (the retried run is gone), Conflict RUN_EXISTS, Conflict
+// RUN_ACTIVE (another retry of the run was started meanwhile).
+func (s *Runs) CreateRetry(ctx context.Context, r workflow.Run, l job.Lease, after string) error {
+	const op = "store.CreateRetry"
+	if r.RetryOf == "" {
+		return errs.E(op, errs.Internal, "", "internal error").WithCause(errors.New("a retry names no run it retries"))
+	}
+	return s.createRun(ctx, op, r, l, &after)
+}
+
+// createRun is CreateRun, and CreateRetry when retryAfter is set.
+func (s *Runs) createRun(ctx context.Context, op string, r workflow.Run, l job.Lease, retryAfter *string) error {
 	it, err := newRunItem(r)
 	if err != nil {
 		return errs.Wrap(op, err)
@@ -274,14 +296,39 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 	if r.ChatID != "" {
 		tx.Check(s.table.Check("PK", chatPK(r.ChatID)).Range("SK", chatSK).If(collectionWritable))
 	}
+	retried := 3 // the index of the retried run's update in tx
+	if r.ChatID != "" {
+		retried = 4
+	}
+	if retryAfter != nil {
+		u := s.table.Update("PK", runPK(r.RetryOf)).Range("SK", runSK).Set("latestRetry", r.ID).Add("version", 1)
+		if *retryAfter == "" {
+			u.If("attribute_exists(PK) AND attribute_not_exists(latestRetry)")
+		} else {
+			u.If("attribute_exists(PK) AND latestRetry = ?", *retryAfter)
+		}
+		tx.Update(u)
+	}
 	err = tx.Run(ctx)
 	switch {
 	case failedCondition(err, 0), failedCondition(err, 1):
 		return errs.E(op, errs.Conflict, workflow.CodeRunExists, "a workflow run with this id exists")
+	case retryAfter != nil && failedCondition(err, retried):
+		return s.retriedMeanwhile(ctx, op, r.RetryOf)
 	case isConditionFailure(err):
 		return errs.Wrap(op, errChatNotFound)
 	}
 	return storeError(op, err)
+}
+
+// retriedMeanwhile explains a retry of run id whose condition on it
+// failed: NotFound RUN_NOT_FOUND when the run is gone, else Conflict
+// RUN_ACTIVE (another retry of it was started since it was read).
+func (s *Runs) retriedMeanwhile(ctx context.Context, op, id string) error {
+	if _, err := s.Run(ctx, id); errs.Is(err, errs.NotFound) {
+		return errs.Wrap(op, err)
+	}
+	return errs.E(op, errs.Conflict, workflow.CodeRunActive, "another retry of this workflow run was started meanwhile")
 }
 
 // runUpdate returns the update of r's item that writes its status, steps
@@ -564,7 +611,7 @@ const runsPageBytes = 1 << 20
 func (it runItem) size() int {
 	n := 256 + len(it.PK) + len(it.SK) + len(it.GSI1PK) + len(it.GSI1SK) + len(it.GSI2PK) + len(it.GSI2SK) + len(it.Type) +
 		len(it.ID) + len(it.ChatID) + len(it.WorkflowID) + len(it.UserID) + len(it.Status) + len(it.Steps) + len(it.Error) +
-		len(it.RetryOf) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
+		len(it.RetryOf) + len(it.LatestRetry) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
 	for _, v := range slices.Concat(it.InputFiles, it.Lineage) {
 		n += len(v) + 3
 	}

@@ -167,6 +167,68 @@ func TestRuns(t *testing.T) {
 // TestRunsPage walks a chat's runs (oldest first) and a workflow's (newest
 // first) page by page with the cursors the store returns: every run once,
 // two calls per page; a cursor that is not one of its own is refused.
+// TestCreateRetry: a retry records itself as its run's latest retry in
+// the transaction that stores it, conditioned on the latest the caller
+// read; a retry whose condition fails (another started since, the run is
+// gone) leaves nothing behind; in a chat and outside one.
+func TestCreateRetry(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	chats := store.NewChats(db.DB, db.Data())
+	runs := store.NewRuns(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	c := newChat("u1", t0)
+	if err := chats.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	lease := job.Lease{Until: time.Now().Add(time.Minute)}
+	for _, chatID := range []string{c.ID, ""} {
+		orig := newRun(chatID, uuid.NewString(), "u1", t0, workflow.RunFailed)
+		if err := runs.CreateRun(ctx, orig, lease); err != nil {
+			t.Fatal(err)
+		}
+		retryOf := func(id string) workflow.Run {
+			r := newRun(chatID, orig.WorkflowID, "u1", t0.Add(time.Minute), workflow.RunPending)
+			r.RetryOf = id
+			return r
+		}
+		first, second, third := retryOf(orig.ID), retryOf(orig.ID), retryOf(orig.ID)
+		if err := runs.CreateRetry(ctx, first, lease, ""); err != nil {
+			t.Fatalf("first retry: %v", err)
+		}
+		if got, err := runs.Run(ctx, orig.ID); err != nil || got.LatestRetry != first.ID || got.Status != workflow.RunFailed {
+			t.Fatalf("retried run %+v, %v; want latest retry %s", got, err, first.ID)
+		}
+		for _, tc := range []struct {
+			name  string
+			r     workflow.Run
+			after string
+			code  string
+		}{
+			{"another from the same reading", second, "", workflow.CodeRunActive},
+			{"another from a stale reading", second, uuid.NewString(), workflow.CodeRunActive},
+			{"of a run that is gone", retryOf(uuid.NewString()), "", workflow.CodeRunNotFound},
+		} {
+			if err := runs.CreateRetry(ctx, tc.r, lease, tc.after); errs.CodeOf(err) != tc.code {
+				t.Errorf("%s (chat %q): %v, want %s", tc.name, chatID, err, tc.code)
+			}
+			if _, err := runs.Run(ctx, tc.r.ID); !errs.Is(err, errs.NotFound) {
+				t.Errorf("%s (chat %q): the refused retry was stored: %v", tc.name, chatID, err)
+			}
+		}
+		if err := runs.CreateRetry(ctx, third, lease, first.ID); err != nil {
+			t.Fatalf("a retry after the first: %v", err)
+		}
+		if got, _ := runs.Run(ctx, orig.ID); got.LatestRetry != third.ID {
+			t.Errorf("latest retry %s, want %s", got.LatestRetry, third.ID)
+		}
+		if err := runs.CreateRetry(ctx, newRun(chatID, orig.WorkflowID, "u1", t0, workflow.RunPending), lease, ""); errs.KindOf(err) != errs.Internal {
+			t.Errorf("a retry naming no run: %v, want Internal", err)
+		}
+	}
+}
+
 func TestRunsPage(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)

@@ -297,6 +297,9 @@ type Run struct {
 	WorkflowVersion int `json:"workflowVersion"`
 	// RetryOf is the id of the run this one retries.
 	RetryOf string `json:"retryOf,omitempty"`
+	// LatestRetry is the id of the last retry started of this run, if
+	// any: another retry of it waits until that one has finished.
+	LatestRetry string `json:"-"`
 	// Trigger says what started the run.
 	Trigger *Trigger `json:"trigger,omitempty"`
 	// Input is the run's input, which steps read as {{input.<name>}}.

@@ -33,6 +33,11 @@ type Store interface {
 	// CreateRun stores a new run with its event log, active with lease
 	// l; a run in a chat checks the chat. NotFound CHAT_NOT_FOUND.
 	CreateRun(ctx context.Context, run workflow.Run, l job.Lease) error
+	// CreateRetry stores a retry as CreateRun does and records it as
+	// the latest retry of the run it retries, conditioned on that being
+	// after ("" for none). Conflict RUN_ACTIVE when another retry of the
+	// run was started meanwhile.
+	CreateRetry(ctx context.Context, run workflow.Run, l job.Lease, after string) error
 	// SaveCheckpoint stores one checkpoint. Conflict RUN_STATE_CHANGED
 	// when the run's status or attempt is not the expected one or its log
 	// has ended.

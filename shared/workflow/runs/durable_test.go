@@ -287,6 +287,77 @@ func TestRetryReusesCompletedSteps(t *testing.T) {
 	expect(t, f.do(t, f.users[0].cookie, "POST", "/api/chats/"+chatID+"/workflow-runs/"+again.ID+"/retry", ``), http.StatusBadRequest, workflow.CodeRunNotRetryable)
 }
 
+// TestOneRetryAtATime: retries of one failed run sent at once start one
+// run (the others 409 RUN_ACTIVE), so its steps run once more, not once
+// per click; while that retry is active another is refused too; once it
+// has ended (here cancelled) the run can be retried again.
+func TestOneRetryAtATime(t *testing.T) {
+	t.Parallel()
+	f := newRunsFixture(t)
+	chatID := f.createChat(t, 0)
+	steps, keys := countSteps(2, 0)
+	steps[1].Inputs["ms"] = 20000 // a retry stays running until cancelled
+	w := f.createWorkflow(t, 0, steps...)
+	failing.Store(keys[0], true)
+	run := f.startAsync(t, chatID, w.ID)
+	if got := f.waitRun(t, chatID, run.ID); got.Status != workflow.RunFailed {
+		t.Fatalf("run %s, want failed", got.Status)
+	}
+	failing.Delete(keys[0])
+	base := "/api/chats/" + chatID + "/workflow-runs/"
+	retry := func() *http.Response { return f.do(t, f.users[0].cookie, "POST", base+run.ID+"/retry", ``) }
+	cancel := func(id string) {
+		t.Helper()
+		expect(t, f.do(t, f.users[0].cookie, "POST", base+id+"/cancel", ``), http.StatusOK, "")
+		if got := f.waitRun(t, chatID, id); got.Status != workflow.RunCancelled {
+			t.Fatalf("retry %s %s, want cancelled", id, got.Status)
+		}
+	}
+	const clicks = 5
+	answers := make(chan *http.Response, clicks)
+	var wg sync.WaitGroup
+	for range clicks {
+		wg.Go(func() { answers <- retry() })
+	}
+	wg.Wait()
+	close(answers)
+	var started []string
+	for resp := range answers {
+		if resp.StatusCode == http.StatusAccepted {
+			var body struct{ Data workflow.Run }
+			decodeBody(t, resp, &body)
+			started = append(started, body.Data.ID)
+			continue
+		}
+		expect(t, resp, http.StatusConflict, workflow.CodeRunActive)
+	}
+	if len(started) != 1 {
+		t.Fatalf("%d retries started by %d clicks, want 1", len(started), clicks)
+	}
+	expect(t, retry(), http.StatusConflict, workflow.CodeRunActive)
+	cancel(started[0])
+	resp := retry()
+	if resp.StatusCode != http.StatusAccepted {
+		expect(t, resp, http.StatusAccepted, "")
+	}
+	var body struct{ Data workflow.Run }
+	decodeBody(t, resp, &body)
+	cancel(body.Data.ID)
+	var list struct {
+		Data struct{ WorkflowRuns []workflow.Run }
+	}
+	decodeBody(t, f.do(t, f.users[0].cookie, "GET", "/api/chats/"+chatID+"/workflow-runs", ""), &list)
+	retries := 0
+	for _, r := range list.Data.WorkflowRuns {
+		if r.RetryOf == run.ID {
+			retries++
+		}
+	}
+	if retries != 2 {
+		t.Errorf("%d retries of the run stored, want 2 (one per time one could start): %+v", retries, list.Data.WorkflowRuns)
+	}
+}
+
 func TestRetryOfActiveRunAndCancel(t *testing.T) {
 	t.Parallel()
 	f := newRunsFixture(t)

@@ -192,14 +192,16 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (workflow.Run, er
 	if run.Trigger == nil {
 		run.Trigger = &workflow.Trigger{Type: workflow.TriggerManual}
 	}
-	return run, s.launch(ctx, op, run)
+	return run, s.launch(ctx, op, run, nil)
 }
 
 var errNoRunner = errs.E("runs.Service", errs.Internal, "RUNNER_UNAVAILABLE", "this function does not start workflow runs")
 
 // launch counts the run against its user's run rate limit, stores it and
-// invokes the runner on it: the one way every run starts.
-func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error {
+// invokes the runner on it: the one way every run starts. A retry
+// (retryAfter set: the retried run's latest retry as read) is stored with
+// Store.CreateRetry.
+func (s *Service) launch(ctx context.Context, op string, run workflow.Run, retryAfter *string) error {
 	if s.invoker == nil {
 		return errs.Wrap(op, errNoRunner)
 	}
@@ -212,7 +214,12 @@ func (s *Service) launch(ctx context.Context, op string, run workflow.Run) error
 			return errs.Wrap(op, err)
 		}
 	}
-	if err := s.store.CreateRun(ctx, stored, job.Lease{Until: s.now().Add(s.lease)}); err != nil {
+	lease := job.Lease{Until: s.now().Add(s.lease)}
+	create := func() error { return s.store.CreateRun(ctx, stored, lease) }
+	if retryAfter != nil {
+		create = func() error { return s.store.CreateRetry(ctx, stored, lease, *retryAfter) }
+	}
+	if err := create(); err != nil {
 		return errs.Wrap(op, err)
 	}
 	tracing.RunStarted(ctx, run.ID)
@@ -671,7 +678,8 @@ func answer(run *workflow.Run, i int, a workflow.HumanAnswer, now time.Time) {
 // retried run's snapshot of its steps says; it belongs to the chat of the
 // retried run, if any. Errors: NotFound (CHAT_NOT_FOUND,
 // WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
-// run is still active, RateLimited RATE_LIMITED (see Start), Invalid RUN_NOT_RETRYABLE (completed without
+// run or its latest retry is still active (or another retry of it started
+// meanwhile), RateLimited RATE_LIMITED (see Start), Invalid RUN_NOT_RETRYABLE (completed without
 // fromStepID, or recorded without a snapshot), Invalid VALIDATION_FAILED
 // for a fromStepID that is not a step of the run or comes after a step
 // that did not complete.
@@ -686,6 +694,18 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 	}
 	if workflow.Active(orig.Status) {
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunActive, "the workflow run is still "+orig.Status+"; cancel it first")
+	}
+	if orig.LatestRetry != "" {
+		// One retry of a run at a time: a second click does not run the
+		// steps twice.
+		prev, err := s.store.Run(ctx, orig.LatestRetry)
+		switch {
+		case err == nil && workflow.Active(prev.Status):
+			return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunActive,
+				"a retry of this workflow run ("+prev.ID+") is still "+prev.Status+"; cancel it first")
+		case err != nil && !errs.Is(err, errs.NotFound):
+			return workflow.Run{}, errs.Wrap(op, err)
+		}
 	}
 	if len(orig.Plan) != len(orig.Steps) {
 		return workflow.Run{}, errs.E(op, errs.Invalid, workflow.CodeRunNotRetryable, "the workflow run was recorded without a snapshot of its steps")
@@ -722,7 +742,7 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 		}
 		run.Steps[i] = workflow.RunStep{ID: st.ID, ToolID: st.ToolID, Status: workflow.StepPending}
 	}
-	return run, s.launch(ctx, op, run)
+	return run, s.launch(ctx, op, run, &orig.LatestRetry)
 }
 
 // Page is a page of runs and the cursor of the next one, empty on the
