@@ -346,7 +346,7 @@ func exportResult(ctx context.Context, vm *goja.Runtime, v goja.Value) (_ any, e
 }
 
 // checkJSON refuses a value JSON cannot carry faithfully: a function, a
-// symbol or a BigInt anywhere, a value that contains itself, nesting
+// symbol, a BigInt or a Promise anywhere, a value that contains itself, nesting
 // deeper than CodeMaxDepth. It also refuses, without building it, a value
 // whose strings and keys alone pass CodeMaxOutput. path names the place
 // for the message.
@@ -379,6 +379,10 @@ func checkJSON(vm *goja.Runtime, v goja.Value, open map[*goja.Object]bool, path 
 	}
 	if _, fn := goja.AssertFunction(obj); fn {
 		return codeFailure(CodeBadResult, "%s is a function, which JSON cannot carry", path)
+	}
+	if _, promise := obj.Export().(*goja.Promise); promise {
+		// JSON.stringify would make it {}: the code wanted its value.
+		return codeFailure(CodeBadResult, "%s is a Promise; the code runs to its end at once (no await, no asynchronous results): return the value itself", path)
 	}
 	if open[obj] {
 		return codeFailure(CodeBadResult, "%s contains itself (a cycle), which JSON cannot carry", path)

@@ -47,6 +47,8 @@ func TestCode(t *testing.T) {
 		{name: "returns undefined", input: js("const x = 1;", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_RESULT_INVALID: the code returned undefined"},
 		{name: "returns a symbol", input: js("return Symbol('s');", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_RESULT_INVALID: result is a symbol"},
 		{name: "returns a BigInt", input: js("return {n: 10n};", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_RESULT_INVALID: result.n is a BigInt"},
+		{name: "returns a Promise", input: js("return Promise.resolve(5);", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_RESULT_INVALID: result is a Promise"},
+		{name: "returns an async function's Promise", input: js("const f = async () => 5; return {v: f()};", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_RESULT_INVALID: result.v is a Promise"},
 		{name: "too deep", input: js("let a = 1; for (let i = 0; i < 200; i++) a = [a]; return a;", nil), code: tools.CodeToolExecutionFailed, msg: "nests deeper than 100"},
 		{name: "getter that throws", input: js("return {get x() { throw new Error('no') }};", nil), code: tools.CodeToolExecutionFailed, msg: "CODE_EXCEPTION: Error: no"},
 		{name: "output over the limit", input: js("return 'x'.repeat(1100000);", nil), code: tools.CodeToolResourceLimit, msg: "CODE_OUTPUT_TOO_LARGE"},
