@@ -187,8 +187,43 @@ func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter
 // Unwrap returns the wrapped writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// secretPathValues are the path wildcards whose values are credentials:
+// a share's id is the only key to its snapshot. The access log names the
+// wildcard in their place.
+var secretPathValues = map[string]bool{"shareId": true}
+
+// loggedPath is r's path as the access log shows it: with the route's
+// secret path values (secretPathValues) replaced by their wildcard, e.g.
+// /api/shares/{shareId}. A request no route matched logs its path as
+// sent.
+func loggedPath(r *http.Request) string {
+	_, path, ok := strings.Cut(r.Pattern, "/")
+	if !ok || !strings.Contains(path, "{") {
+		return r.URL.Path
+	}
+	secret := false
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		name, isWild := strings.CutPrefix(seg, "{")
+		if !isWild {
+			continue
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(name, "}"), "...")
+		if secretPathValues[name] {
+			secret = true
+			continue
+		}
+		segs[i] = r.PathValue(name)
+	}
+	if !secret {
+		return r.URL.Path
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
 // AccessLog logs one line per request: method, route, status, size and
-// duration. It never logs bodies, queries or headers.
+// duration. It never logs bodies, queries or headers, nor path values
+// that are credentials (loggedPath).
 func AccessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -199,7 +234,7 @@ func AccessLog(next http.Handler) http.Handler {
 			level = slog.LevelError
 		}
 		logging.FromContext(r.Context()).Log(r.Context(), level, "request",
-			"method", r.Method, "path", r.URL.Path, "route", r.Pattern,
+			"method", r.Method, "path", loggedPath(r), "route", r.Pattern,
 			"status", sw.status, "bytes", sw.bytes, "durationMs", time.Since(start).Milliseconds())
 	})
 }
