@@ -190,6 +190,13 @@ func TestNothingJoinsAChatBeingDeleted(t *testing.T) {
 	if err := runs.CreateRun(ctx, r, job.Lease{Until: time.Now()}); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Errorf("run in a chat being deleted: %v", err)
 	}
+	sh := chat.Share{ID: "OMXcz3ObM_yszltTMpGKzA", Title: "t", CreatedAt: t0}
+	if err := s.CreateShare(ctx, c, sh); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
+		t.Errorf("share of a chat being deleted: %v, want CHAT_NOT_FOUND (not SHARE_LIMIT)", err)
+	}
+	if _, err := s.Share(ctx, sh.ID); errs.CodeOf(err) != chat.CodeShareNotFound {
+		t.Errorf("the refused share was stored: %v", err)
+	}
 	r.ChatID = uuid.NewString()
 	if err := runs.CreateRun(ctx, r, job.Lease{Until: time.Now()}); errs.CodeOf(err) != "CHAT_NOT_FOUND" {
 		t.Errorf("run in a missing chat: %v", err)

@@ -66,7 +66,7 @@ var (
 // CreateShare stores sh with its entry in chat c's collection and counts
 // it on the chat, in one transaction conditioned on the chat being
 // writable, c's owner's and under chat.MaxShares. Conflict SHARE_LIMIT,
-// NotFound CHAT_NOT_FOUND.
+// NotFound CHAT_NOT_FOUND (also while the chat is being deleted).
 func (s *Chats) CreateShare(ctx context.Context, c chat.Chat, sh chat.Share) error {
 	const op = "store.CreateShare"
 	msgs, err := json.Marshal(sh.Messages)
@@ -81,8 +81,17 @@ func (s *Chats) CreateShare(ctx context.Context, c chat.Chat, sh chat.Share) err
 			If(collectionWritable+" AND userId = ? AND (attribute_not_exists($) OR $ < ?)", c.UserID, shareCountAttr, shareCountAttr, chat.MaxShares)).
 		Run(ctx)
 	if isConditionFailure(err) {
-		if _, gerr := s.Chat(ctx, c.ID); gerr != nil {
-			return errs.Wrap(op, gerr)
+		// Which condition: the chat gone or being deleted (NotFound), or
+		// at its limit.
+		var cur struct {
+			Deleting bool `dynamo:"deleting"`
+		}
+		gerr := s.table.Get("PK", chatPK(c.ID)).Range("SK", dynamo.Equal, chatSK).Consistent(true).One(ctx, &cur)
+		switch {
+		case errors.Is(gerr, dynamo.ErrNotFound) || gerr == nil && cur.Deleting:
+			return errs.Wrap(op, errChatNotFound)
+		case gerr != nil:
+			return storeError(op, gerr)
 		}
 		return errs.Wrap(op, errShareLimit)
 	}
