@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -85,9 +86,25 @@ func TestAccountDeletionErasesEverything(t *testing.T) {
 	if r := c.do("GET", "/api/chats/"+chatID, nil); r.Status != 200 {
 		t.Fatalf("after a refused deletion the chat answers %d", r.Status)
 	}
+	var share struct{ Data shareJSON }
+	if r := c.do("POST", "/api/chats/"+chatID+"/shares", nil); r.Status != 201 {
+		t.Fatalf("share: %d %s", r.Status, r.Body)
+	} else {
+		r.decode(t, &share)
+	}
+	anon := newClient(t, srv.API)
+	if r := anon.do("GET", "/api/shares/"+share.Data.ID, nil); r.Status != 200 {
+		t.Fatalf("the share before deletion: %d %s", r.Status, r.Body)
+	}
 	if r := c.do("DELETE", "/api/users/"+userID, map[string]string{"password": "chat-password-1"}); r.Status != 202 {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
+	// At once, before the erasure (the sweeper is 10 minutes away): the
+	// public share is gone and the webhook takes no call.
+	expectError(t, "the share after deletion", anon.do("GET", "/api/shares/"+share.Data.ID, nil), 404, "SHARE_NOT_FOUND")
+	hookBody := `{"n":1}`
+	expectError(t, "a signed webhook call after deletion", anon.do("POST", "/hooks/"+tr.ID, hookBody,
+		"X-Signature", webhookSignature(tr.Secret, fmt.Sprint(time.Now().Unix()), hookBody)), 404, "TRIGGER_NOT_FOUND")
 	// At once: no session, no token, no sign-in; the email is free.
 	expectError(t, "the session after deletion", c.do("GET", "/api/auth/session", nil), 401, "UNAUTHORIZED")
 	bearer := newClient(t, srv.API).do("POST", "/api/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,

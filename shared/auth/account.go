@@ -18,6 +18,16 @@ type Deletions interface {
 	BeginDeletion(ctx context.Context, u User, at time.Time) error
 }
 
+// Erasures tells whether an account's deletion has begun
+// (store.DeletedAccounts implements it). The ways into an account's data
+// that carry no session, which the deletion ended at once, check it: a
+// share's public link, a trigger's schedule and webhook.
+type Erasures interface {
+	// Deleted reports whether userID's account is deleted or being
+	// erased. Errors: storage's.
+	Deleted(ctx context.Context, userID string) (bool, error)
+}
+
 // WithDeletions makes s able to delete accounts (DeleteAccount) through
 // d. Call it while building the service.
 func (s *Service) WithDeletions(d Deletions) *Service {

@@ -41,6 +41,7 @@ type Service struct {
 	defaultModel string
 	shares       ShareStore
 	shareBase    string
+	erasures     auth.Erasures
 	now          func() time.Time
 	lease        time.Duration
 }
@@ -76,8 +77,12 @@ type Options struct {
 	// Shares keeps the chats' shares; nil refuses to create any
 	// (SHARES_UNAVAILABLE). ShareBaseURL (an origin, or empty) prefixes
 	// the path of a share's url.
-	Shares         ShareStore
-	ShareBaseURL   string
+	Shares       ShareStore
+	ShareBaseURL string
+	// Erasures tells which accounts are being deleted: their shares
+	// read as gone at once, before the erasure deletes them. Nil: the
+	// erasure alone ends them.
+	Erasures       auth.Erasures
 	DefaultModelID string
 	Now            func() time.Time
 	// Lease is how far ahead each log write of a streamed reply renews
@@ -94,7 +99,7 @@ func NewService(o Options) *Service {
 		o.Lease = job.LeaseTime
 	}
 	return &Service{store: o.Store, models: o.Models, tools: o.Tools, prefs: o.Preferences, runs: o.Runs, jobs: o.Jobs, usage: o.Usage, gate: o.Gate, blobs: o.Blobs, atts: o.Attachments, knowledge: o.Knowledge, defaultModel: o.DefaultModelID,
-		shares: o.Shares, shareBase: o.ShareBaseURL,
+		shares: o.Shares, shareBase: o.ShareBaseURL, erasures: o.Erasures,
 		now: o.Now, lease: o.Lease}
 }
 

@@ -164,7 +164,8 @@ func (s *Service) DeleteShare(ctx context.Context, chatID, shareID string) error
 	return errs.Wrap(op, s.shares.DeleteShare(ctx, c, shareID))
 }
 
-// Shared returns share id as the public reads it. NotFound SHARE_NOT_FOUND.
+// Shared returns share id as the public reads it. NotFound
+// SHARE_NOT_FOUND, also once the account that shared it is deleted.
 func (s *Service) Shared(ctx context.Context, id string) (Shared, error) {
 	const op = "chat.Shared"
 	if s.shares == nil {
@@ -173,6 +174,17 @@ func (s *Service) Shared(ctx context.Context, id string) (Shared, error) {
 	sh, err := s.shares.Share(ctx, id)
 	if err != nil {
 		return Shared{}, errs.Wrap(op, err)
+	}
+	if s.erasures != nil {
+		// A deleted account's shares end with it, before its erasure
+		// reaches them.
+		deleted, err := s.erasures.Deleted(ctx, sh.UserID)
+		if err != nil {
+			return Shared{}, errs.Wrap(op, err)
+		}
+		if deleted {
+			return Shared{}, errs.NotFoundf(op, CodeShareNotFound, "no such share")
+		}
 	}
 	return Shared{Title: sh.Title, Messages: sh.Messages, CreatedAt: sh.CreatedAt}, nil
 }

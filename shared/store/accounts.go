@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/guregu/dynamo/v2"
@@ -56,6 +57,30 @@ type deletionItem struct {
 // (its request, then its last pass), and the user.
 func deletionDue(at time.Time, userID string) string {
 	return at.UTC().Format(time.RFC3339Nano) + "#" + userID
+}
+
+// DeletedAccounts reads the deletion records BeginDeletion writes in the
+// Data table. It implements auth.Erasures.
+type DeletedAccounts struct{ data dynamo.Table }
+
+// NewDeletedAccounts returns a DeletedAccounts over the Data table.
+func NewDeletedAccounts(db *dynamo.DB, dataTable string) *DeletedAccounts {
+	return &DeletedAccounts{data: db.Table(dataTable)}
+}
+
+// Deleted reports whether userID's deletion has begun: its deletion
+// record exists (one strongly consistent GetItem of its key). Errors:
+// storage's.
+func (d *DeletedAccounts) Deleted(ctx context.Context, userID string) (bool, error) {
+	var it struct{ PK string }
+	err := d.data.Get("PK", deletionPK(userID)).Range("SK", dynamo.Equal, deletionSK).Project("PK").Consistent(true).One(ctx, &it)
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, storeError("store.DeletedAccounts", err)
+	}
+	return true, nil
 }
 
 // BeginDeletion ends u's account in one transaction: the credential is

@@ -171,7 +171,8 @@ func newEnv(t *testing.T) *env {
 	e.due = store.NewDueSchedules(db.DB, db.Data(), e.clock.Now)
 	logger := slog.New(slog.DiscardHandler)
 	e.sched = &flakyScheduler{Scheduler: e.due}
-	e.svc = trigger.NewService(trigger.Options{Store: e.triggers, Scheduler: e.sched, Runs: e.engine, Secrets: secrets, Now: e.clock.Now, Logger: logger})
+	e.svc = trigger.NewService(trigger.Options{Store: e.triggers, Scheduler: e.sched, Runs: e.engine, Secrets: secrets, Now: e.clock.Now, Logger: logger,
+		Erasures: store.NewDeletedAccounts(db.DB, db.Data())})
 	e.poller = &trigger.Poller{Due: e.due, Fire: e.svc.Fire, Now: e.clock.Now, Logger: logger}
 	e.workflows = workflow.NewService(workflow.Options{Store: store.NewWorkflows(db.DB, db.Data()), Triggers: e.svc, Now: e.clock.Now})
 	authn := auth.NewService(store.NewUsers(db.DB, db.Users(), db.Sessions()), &auth.Hasher{Memory: 64, Time: 1, Threads: 1}, nil)

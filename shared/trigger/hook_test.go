@@ -2,6 +2,7 @@ package trigger_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -9,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/trigger"
 	"github.com/workflowchat/service/shared/webhook"
 )
@@ -55,6 +58,38 @@ func TestHookStartsRun(t *testing.T) {
 	}
 	if got := h.get(t, "a", h.wf, h.trig.ID); got.LastFire == nil || got.LastFire.Outcome != "started" || got.LastFire.RunID != out.Data.RunID {
 		t.Errorf("lastFire = %+v", got.LastFire)
+	}
+}
+
+// TestDeletedAccountsTriggersStop: from the moment an account's deletion
+// begins (its deletion record written, as DELETE /api/users/{id} does),
+// before its erasure deletes anything, its webhook answers 404
+// TRIGGER_NOT_FOUND to a well signed call and its schedule's fires are
+// ignored: no run starts; another user's triggers go on.
+func TestDeletedAccountsTriggersStop(t *testing.T) {
+	t.Parallel()
+	h := newHookEnv(t)
+	sched := h.create(t, "a", h.wf, `{"type":"schedule","schedule":"rate(1 minute)","overlap":"allow"}`)
+	wfB := h.workflow(t, "b")
+	other := h.create(t, "b", wfB, `{"type":"webhook"}`)
+	accounts := store.NewAccounts(h.db.DB, h.db.Users(), h.db.Sessions(), h.db.Data(), h.db.OAuth())
+	if err := accounts.BeginDeletion(context.Background(), auth.User{ID: h.users["a"].id, Email: "a@example.com", CreatedAt: t0}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"n":1}`)
+	if code, _ := errorOf(t, h.hook(t, h.trig.ID, body, h.signed(body, "")), 404); code != trigger.CodeTriggerNotFound {
+		t.Errorf("a signed call of the deleted account's webhook: %s, want %s", code, trigger.CodeTriggerNotFound)
+	}
+	h.poll(t, 3, time.Minute)
+	signedB := map[string]string{webhook.Header: webhook.Sign(other.Secret, h.clock.Now(), body)}
+	decode(t, h.hook(t, other.ID, body, signedB), 202, nil)
+	for _, r := range h.engine.started() {
+		if r.TriggerID == h.trig.ID || r.TriggerID == sched.ID {
+			t.Errorf("a run of the deleted account's trigger started: %+v", r)
+		}
+	}
+	if n := len(h.engine.started()); n != 1 {
+		t.Errorf("%d runs started, want 1 (user b's webhook call)", n)
 	}
 }
 

@@ -42,6 +42,10 @@ type Options struct {
 	Logger        *slog.Logger
 	// Audit records secret rotations; nil records none.
 	Audit *audit.Log
+	// Erasures tells which accounts are being deleted: their triggers
+	// neither fire nor take webhook calls from then on, before the
+	// erasure deletes them. Nil: the erasure alone ends them.
+	Erasures auth.Erasures
 }
 
 // Service implements the trigger operations.
@@ -54,6 +58,7 @@ type Service struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	audit     *audit.Log
+	erasures  auth.Erasures
 }
 
 // NewService returns a Service.
@@ -65,7 +70,16 @@ func NewService(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, scheduler: o.Scheduler, runs: o.Runs, secrets: o.Secrets, baseURL: o.PublicBaseURL, now: o.Now,
-		logger: o.Logger, audit: o.Audit}
+		logger: o.Logger, audit: o.Audit, erasures: o.Erasures}
+}
+
+// ownerDeleted reports whether t's account is being deleted (false
+// without Erasures).
+func (s *Service) ownerDeleted(ctx context.Context, t Trigger) (bool, error) {
+	if s.erasures == nil {
+		return false, nil
+	}
+	return s.erasures.Deleted(ctx, t.UserID)
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
@@ -373,8 +387,8 @@ func (s *Service) DeleteWorkflowTriggers(ctx context.Context, workflowID string)
 // policy with conditional writes on the trigger's markers, starts the run
 // (id FireRunID of the trigger and the scheduled time) and records the
 // outcome as the trigger's last fire. A fire of a trigger that is gone,
-// disabled or not a schedule, or of an older version of it (the schedule
-// was changed since), does nothing. It returns the outcome ("" when it
+// disabled or not a schedule, of an older version of it (the schedule
+// was changed since), or of a deleted account's, does nothing. It returns the outcome ("" when it
 // did nothing), and an error only when retrying may help (storage or the
 // engine unavailable): the outcome is then not final, and a retry of the
 // same event starts no second run.
@@ -393,6 +407,13 @@ func (s *Service) Fire(ctx context.Context, ev FireEvent) (string, error) {
 		return "", nil
 	case ev.Version != t.Version:
 		log.InfoContext(ctx, "fire of an older version of the trigger ignored", "version", ev.Version, "current", t.Version)
+		return "", nil
+	}
+	if deleted, err := s.ownerDeleted(ctx, t); err != nil || deleted {
+		if err != nil {
+			return "", errs.Wrap(op, err)
+		}
+		log.InfoContext(ctx, "fire of a deleted account's trigger ignored")
 		return "", nil
 	}
 	if ev.ScheduledTime.IsZero() {
@@ -560,7 +581,8 @@ type Hooked struct {
 
 // Hook handles a webhook call: the trigger (NotFound TRIGGER_NOT_FOUND
 // when unknown, disabled or not a webhook), the signature (Unauthenticated
-// INVALID_SIGNATURE, SIGNATURE_EXPIRED), the body (Invalid INVALID_JSON
+// INVALID_SIGNATURE, SIGNATURE_EXPIRED), the trigger's account (NotFound
+// TRIGGER_NOT_FOUND once it is being deleted), the body (Invalid INVALID_JSON
 // unless a JSON object), the idempotency key (Invalid
 // INVALID_IDEMPOTENCY_KEY; Conflict IDEMPOTENCY_KEY_REUSED when the key
 // came with another body), then the run, whose id is stored under each
@@ -590,6 +612,13 @@ func (s *Service) Hook(ctx context.Context, req HookRequest) (Hooked, error) {
 	verified, err := webhook.Verify(req.Signature, req.Body, now, secrets...)
 	if err != nil {
 		return Hooked{}, errs.Wrap(op, err)
+	}
+	// Read once the call is known to be the owner's integration's.
+	if deleted, err := s.ownerDeleted(ctx, t); err != nil || deleted {
+		if err != nil {
+			return Hooked{}, errs.Wrap(op, err)
+		}
+		return Hooked{}, errs.E(op, errs.NotFound, CodeTriggerNotFound, "no enabled webhook trigger has this id")
 	}
 	var input map[string]any
 	if err := httpapi.UnmarshalStrict(req.Body, &input); err != nil {

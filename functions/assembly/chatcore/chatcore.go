@@ -51,6 +51,7 @@ func Service(cfg config.Config, d assembly.Deps, rs runstart.Runs, blobs blob.St
 		Models: r.Models, Gate: r.Gate, Tools: r.Tools, Knowledge: r.Knowledge,
 		Blobs: blobs, Attachments: atts, Preferences: d.Users(cfg), DefaultModelID: cfg.DefaultModelID,
 		Runs: runs.ForChat{Service: rs.Service}, Now: d.Now, Lease: cfg.GenerationLease, Shares: chats, ShareBaseURL: cfg.PublicBaseURL,
+		Erasures: store.NewDeletedAccounts(d.DB, cfg.DataTable),
 	}
 	return chat.NewService(opts)
 }

@@ -122,7 +122,8 @@ func Build(ctx context.Context, cfg config.Config, d assembly.Deps, blobs blob.S
 	})
 	started := runs.Triggered{Service: svc}
 	triggers = trigger.NewService(trigger.Options{Store: store.NewTriggers(d.DB, cfg.DataTable), Scheduler: sched, Runs: started,
-		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger, Audit: d.Audit(cfg)})
+		Secrets: secrets, PublicBaseURL: cfg.PublicBaseURL, Now: d.Now, Logger: d.Logger, Audit: d.Audit(cfg),
+		Erasures: store.NewDeletedAccounts(d.DB, cfg.DataTable)})
 	var resume job.Handler
 	if invoker != nil {
 		resume = runs.ResumeExpired(runs.ResumeOptions{Store: runStore, Values: blobs, Invoker: invoker, Lease: cfg.GenerationLease, Now: d.Now, Ended: ended})
