@@ -175,6 +175,46 @@ func TestReplyStreamingDuringErasureWritesNoUsageBack(t *testing.T) {
 	}
 }
 
+// TestChatDeletedWhileItsReplyStreams: a chat deleted by its owner while
+// a reply streams in it (204 at once) leaves nothing under its key once
+// the reply has noticed and ended: the reply's log events written after
+// the delete listed the chat go with the reply's end, and the end is
+// logged as the user's doing, not as an error.
+func TestChatDeletedWhileItsReplyStreams(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "devserver.json")
+	srv := durableServer(t, "DATA_FILE="+file, "ALLOWED_ORIGINS="+frontendOrigin, "LOG_LEVEL=info", "GENERATION_LEASE=2s")
+	c := newClient(t, srv.API)
+	userID := signUpChatUser(t, c, "delete-while-streaming@example.com")
+	chatID := newChat(t, c, map[string]any{"title": "busy"}).ID
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := c.openStream(ctx, chatID, map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID})
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
+	defer stop()
+	if first, err, ok := next(); !ok || err != nil || first.Type != "start" {
+		t.Fatalf("first event %+v, %v", first, err)
+	}
+	if r := c.do("DELETE", "/api/chats/"+chatID, nil); r.Status != 204 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	// The stream ends once the reply notices (its lease's renewal, a
+	// third of 2 s at most, then its end).
+	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
+	}
+	waitFor(t, "the reply's end", func() bool { return strings.Contains(srv.logs.String(), `"the reply's chat was deleted while it streamed"`) })
+	stopServer(t, srv)
+	if strings.Contains(srv.logs.String(), `"save the reply"`) {
+		t.Errorf("the reply's end was logged as a failure:\n%s", srv.logs.String())
+	}
+	for _, f := range tracesIn(t, filepath.Dir(file), map[string]string{"chat": "CHAT#" + chatID}) {
+		t.Error(f)
+	}
+}
+
 // TestErasureOfKnowledgeBasesWhileIndexing: a user with three knowledge
 // bases (a ready document; none; a 20 MB document still indexing)
 // deletes the account while the large document is indexing. The

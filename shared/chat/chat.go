@@ -273,6 +273,10 @@ type Store interface {
 	// items go, and fails, leaving the chat in place, when beyond fails.
 	// NotFound, Forbidden, or beyond's error.
 	DeleteChat(ctx context.Context, id, userID string, beyond func(context.Context) error) error
+	// DeleteChatLeftovers deletes what is left under the key of chat id,
+	// which was deleted: what a reply under way wrote after the delete
+	// listed the chat's items. A chat never deleted must not be passed.
+	DeleteChatLeftovers(ctx context.Context, id string) error
 	// ListChats returns a page of userID's chats, the pinned first, then
 	// the others, each most recently updated first, the archived ones
 	// (last) only with archived, and the number of chats so listed.

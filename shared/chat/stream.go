@@ -314,9 +314,14 @@ func (s *Service) RunStream(ctx context.Context, t *Turn, live func(Event)) (Mes
 	}
 	if err != nil {
 		if errs.Is(err, errs.NotFound) {
-			s.dropValues(ctx, msg) // the chat was deleted meanwhile
+			// The chat was deleted meanwhile (its reply went with it): a
+			// user's doing, not a failure. What this reply wrote after the
+			// delete listed the chat's items goes too.
+			s.dropLeftovers(ctx, t.Chat.ID, msg)
+			logging.FromContext(ctx).InfoContext(ctx, "the reply's chat was deleted while it streamed", "chatId", t.Chat.ID, "messageId", t.ReplyID)
+		} else {
+			logging.FromContext(ctx).ErrorContext(ctx, "save the reply", "chatId", t.Chat.ID, "messageId", t.ReplyID, "err", err.Error())
 		}
-		logging.FromContext(ctx).ErrorContext(ctx, "save the reply", "chatId", t.Chat.ID, "messageId", t.ReplyID, "err", err.Error())
 		// The lease will run out and the sweeper end the reply from its
 		// log, with events numbered after every id handed out. Tell the
 		// client now, with events that carry no id (they are not logged):

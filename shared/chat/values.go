@@ -157,6 +157,22 @@ func (s *Service) deleteValues(ctx context.Context, chatID string) error {
 // dropValues deletes the blobs reply m wrote when its save found the chat
 // deleted meanwhile (its delete may have run before they were written).
 // A failure is logged.
+// dropLeftovers deletes what reply m of chat chatID, deleted while m
+// streamed, left behind: its values in the blob store and the items
+// under the chat's key (its log's events written after the delete listed
+// them), once the chat is gone (a delete still under way deletes them
+// itself). A failure is logged: the log's items expire with their TTL.
+func (s *Service) dropLeftovers(ctx context.Context, chatID string, m Message) {
+	s.dropValues(ctx, m)
+	ctx = context.WithoutCancel(ctx)
+	if _, err := s.store.Chat(ctx, chatID); !errs.Is(err, errs.NotFound) {
+		return
+	}
+	if err := s.store.DeleteChatLeftovers(ctx, chatID); err != nil {
+		logging.FromContext(ctx).WarnContext(ctx, "could not delete the log of a reply to a deleted chat", "chatId", chatID, "err", err.Error())
+	}
+}
+
 func (s *Service) dropValues(ctx context.Context, m Message) {
 	if s.blobs == nil {
 		return
