@@ -193,6 +193,13 @@ func TestChatBranches(t *testing.T) {
 	if n := len(pathOf(t, ada, other.ID, "")); n != 0 {
 		t.Errorf("refused requests wrote %d messages into the other chat", n)
 	}
+	// A path read up to a user message makes it the current leaf; a
+	// message sent without parentId is then refused (a user message
+	// follows a reply), and with its parentId goes where it says.
+	expectPath(t, "leaf a user message", pathOf(t, ada, chat.ID, "?leaf="+e5.ID), []string{e5.ID}, map[int][]string{0: {u1, e5.ID}})
+	expectError(t, "a send on a user message leaf", ada.do("POST", msgs, map[string]any{"content": "x", "modelId": "builtin"}), 400, "INVALID_PARENT")
+	e6 := sendMessage(t, ada, chat.ID, map[string]any{"content": "after the reply", "modelId": "builtin", "parentId": e5.Response.ID})
+	expectPath(t, "a send with parentId after it", pathOf(t, ada, chat.ID, ""), []string{e5.ID, e5.Response.ID, e6.ID, e6.Response.ID}, map[int][]string{0: {u1, e5.ID}, 1: {e5.Response.ID, rid}})
 }
 
 // TestChatBranchLimit fills one parent with the most replies it may have

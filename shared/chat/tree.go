@@ -120,10 +120,16 @@ func (t *tree) roomUnder(op string, p int) error {
 // parentOf resolves the parent of a new user message: ref when set (nil:
 // a new first message), else chat c's current leaf. It returns the
 // parent's index (-1 for none). Invalid INVALID_PARENT for an id that is
-// not a message of the chat or is a user message; Conflict
-// TOO_MANY_BRANCHES.
+// not a message of the chat or is a user message, and without ref for a
+// current leaf that is a user message (a path read with ?leaf= ending at
+// one: a user message follows a reply, so the message needs its
+// parentId); Conflict TOO_MANY_BRANCHES.
 func (t *tree) parentOf(op string, c Chat, ref ParentRef) (int, error) {
 	p := t.leaf(c)
+	if _, chosen := t.index[c.Leaf]; !ref.Set && chosen && c.Leaf != "" && t.msgs[p].Role == model.RoleUser {
+		return 0, errs.E(op, errs.Invalid, CodeInvalidParent,
+			"the chat's current leaf is a user message (the path last read ends at one); give parentId: an assistant message, or null for a new first message")
+	}
 	if ref.Set {
 		p = -1
 		if ref.ID != nil {
