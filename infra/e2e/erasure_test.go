@@ -205,7 +205,9 @@ func TestChatDeletedWhileItsReplyStreams(t *testing.T) {
 	// third of 2 s at most, then its end).
 	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
 	}
-	waitFor(t, "the reply's end", func() bool { return strings.Contains(srv.logs.String(), `"the reply's chat was deleted while it streamed"`) })
+	waitFor(t, "the reply's end", func() bool {
+		return strings.Contains(srv.logs.String(), `"the reply's chat was deleted while it streamed"`)
+	})
 	stopServer(t, srv)
 	if strings.Contains(srv.logs.String(), `"save the reply"`) {
 		t.Errorf("the reply's end was logged as a failure:\n%s", srv.logs.String())
