@@ -66,7 +66,7 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	if r := c.do("PATCH", "/api/workflows/"+wfID, map[string]any{"description": "the second version"}); r.Status != 200 {
 		t.Fatalf("second version: %d %s", r.Status, r.Body)
 	}
-	var share struct{ Data struct{ ID string } }
+	var share struct{ Data struct{ ID, URL string } }
 	if r := c.do("POST", "/api/chats/"+chatID+"/shares", nil); r.Status != 201 {
 		t.Fatalf("share: %d %s", r.Status, r.Body)
 	} else {
@@ -166,13 +166,13 @@ func TestExportHoldsTheAccount(t *testing.T) {
 	var chatFile struct {
 		Chat                        map[string]any
 		Messages, Runs, Attachments []map[string]any
-		Shares                      []struct{ ID string }
+		Shares                      []struct{ ID, URL string }
 	}
 	if err := json.Unmarshal(files["chats/"+chatID+"/chat.json"], &chatFile); err != nil {
 		t.Fatalf("chat.json: %v", err)
 	}
 	if chatFile.Chat["id"] != chatID || len(chatFile.Messages) < 2 || len(chatFile.Runs) != 1 || len(chatFile.Attachments) != 2 ||
-		len(chatFile.Shares) != 1 || chatFile.Shares[0].ID != share.Data.ID {
+		len(chatFile.Shares) != 1 || chatFile.Shares[0].ID != share.Data.ID || chatFile.Shares[0].URL == "" || chatFile.Shares[0].URL != share.Data.URL {
 		t.Errorf("chat.json: %d messages, %d runs, %d attachments, shares %+v", len(chatFile.Messages), len(chatFile.Runs), len(chatFile.Attachments), chatFile.Shares)
 	}
 	var wfFile struct {

@@ -92,7 +92,11 @@ func newShareID() string {
 }
 
 // shareURL is where share id is read.
-func (s *Service) shareURL(id string) string { return s.shareBase + "/api/shares/" + id }
+func (s *Service) shareURL(id string) string { return ShareURL(s.shareBase, id) }
+
+// ShareURL is where share id is read under base (PUBLIC_BASE_URL, an
+// origin; empty: a path), as a share's url says.
+func ShareURL(base, id string) string { return base + "/api/shares/" + id }
 
 func (s *Service) ownedChat(ctx context.Context, op, id string) (Chat, []Message, error) {
 	c, msgs, err := s.store.Conversation(ctx, id)

@@ -123,6 +123,9 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 					return o.Array("shares", func(add func(any) error) error {
 						return eachPage(func(cursor string) (string, error) {
 							sh, next, err := chats.ChatShares(ctx, c.ID, paging.Cursor{Limit: paging.MaxLimit, After: cursor})
+							for i := range sh {
+								sh[i].URL = chat.ShareURL(cfg.PublicBaseURL, sh[i].ID) // as the API shows it
+							}
 							return next, addAll(add, sh, err)
 						})
 					})
