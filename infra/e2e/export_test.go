@@ -161,6 +161,19 @@ func TestExportHoldsTheAccount(t *testing.T) {
 		"knowledge/" + kb.ID + "/knowledge-base.json":            kdoc.ID,
 		"knowledge/" + kb.ID + "/documents/" + kdoc.ID + ".json": "lighthouse keeper",
 	}
+	// The month's usage, in the API's field names.
+	usageFiles := 0
+	for n, b := range files {
+		if strings.HasPrefix(n, "usage/") {
+			usageFiles++
+			if !strings.Contains(string(b), `"inputTokens"`) {
+				t.Errorf("%s: %s, want the API's field names (inputTokens)", n, b)
+			}
+		}
+	}
+	if usageFiles == 0 {
+		t.Errorf("the zip has no usage month; it has %v", names)
+	}
 	// Every member of the chat's and the workflow's files, the share
 	// and both versions.
 	var chatFile struct {

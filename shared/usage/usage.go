@@ -81,9 +81,9 @@ const settleTimeout = 10 * time.Second
 
 // Counts are a month's counters of one model.
 type Counts struct {
-	Requests     int64
-	InputTokens  int64
-	OutputTokens int64
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
 }
 
 // Tokens is the sum of input and output tokens.
