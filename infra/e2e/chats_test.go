@@ -205,6 +205,19 @@ func TestChatsJourney(t *testing.T) {
 	}
 	e := expectError(t, "title over 200", ada.do("POST", "/api/chats", map[string]any{"title": long + "x"}), 400, "VALIDATION_FAILED")
 	expectField(t, "title over 200", e, "title")
+	for _, bad := range []string{"a\nb", "a\x00b", "a\tb"} {
+		e = expectError(t, "title with a control character", ada.do("POST", "/api/chats", map[string]any{"title": bad}), 400, "VALIDATION_FAILED")
+		expectField(t, "title with a control character", e, "title")
+		e = expectError(t, "renamed with a control character", ada.do("PATCH", "/api/chats/"+c3.ID, map[string]any{"title": bad}), 400, "VALIDATION_FAILED")
+		expectField(t, "renamed with a control character", e, "title")
+	}
+	c4 := newChat(t, ada, map[string]any{"title": " spaced \n"})
+	if c4.Title != "spaced" {
+		t.Errorf("a title with a line break at its end: %q, want it trimmed", c4.Title)
+	}
+	if r := ada.do("DELETE", "/api/chats/"+c4.ID, nil); r.Status != 204 { // out of the lists below
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
 	e = expectError(t, "title of the wrong type", ada.do("POST", "/api/chats", `{"title": 5}`), 400, "VALIDATION_FAILED")
 	expectField(t, "title of the wrong type", e, "title")
 	expectError(t, "malformed JSON", ada.do("POST", "/api/chats", `{"title":`), 400, "INVALID_JSON")

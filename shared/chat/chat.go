@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -368,8 +369,8 @@ type CreateRequest struct {
 func (r CreateRequest) Validate() error {
 	var f errs.FieldErrors
 	validateKnowledgeBases(&f, r.KnowledgeBaseIDs)
-	if r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen {
-		f.Add("title", "must be at most %d characters", MaxTitleLen)
+	if r.Title != nil {
+		validateTitle(&f, *r.Title)
 	}
 	if r.WorkflowID != nil && !httpapi.IsUUID(*r.WorkflowID) {
 		f.Add("workflowId", "must be a UUID")
@@ -422,10 +423,22 @@ func (r UpdateRequest) Validate() error {
 	switch {
 	case r.Title == nil && r.Pinned == nil && r.Archived == nil && !r.KnowledgeBaseIDs.Set:
 		f.Add("title", "is required (or pinned, archived, knowledgeBaseIds)")
-	case r.Title != nil && utf8.RuneCountInString(*r.Title) > MaxTitleLen:
-		f.Add("title", "must be at most %d characters", MaxTitleLen)
+	case r.Title != nil:
+		validateTitle(&f, *r.Title)
 	}
 	return f.Err("chat.UpdateRequest")
+}
+
+// validateTitle adds to f the problem of a chat title: over MaxTitleLen
+// characters, or holding a control character (a line break, a NUL: a
+// title is one line of text, shown in lists, shares and exports).
+func validateTitle(f *errs.FieldErrors, title string) {
+	switch {
+	case utf8.RuneCountInString(title) > MaxTitleLen:
+		f.Add("title", "must be at most %d characters", MaxTitleLen)
+	case strings.ContainsFunc(strings.TrimSpace(title), unicode.IsControl): // the edges are trimmed
+		f.Add("title", "must not contain control characters (line breaks, tabs, NUL)")
+	}
 }
 
 // MessageRequest is the body of POST /api/chats/{chatId}/messages and of
