@@ -140,23 +140,12 @@ func TestReplyStreamingDuringErasureWritesNoUsageBack(t *testing.T) {
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "erase-while-streaming@example.com")
 	chatID := newChat(t, c, map[string]any{"title": "busy"}).ID
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	resp := c.openStream(ctx, chatID, map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID})
-	if resp.StatusCode != 200 {
-		t.Fatalf("stream: %d", resp.StatusCode)
-	}
-	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
-	defer stop()
-	if first, err, ok := next(); !ok || err != nil || first.Type != "start" {
-		t.Fatalf("first event %+v, %v", first, err)
-	}
+	next := slowReply(t, c, chatID, userID)
 	if r := c.do("DELETE", "/api/users/"+userID, map[string]string{"password": "chat-password-1"}); r.Status != 202 {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	// The stream ends (its chat erased, or its reply done).
-	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
-	}
+	next.drain()
 	waitFor(t, "the erasure's first pass", func() bool { return strings.Contains(srv.logs.String(), `"account erased; a last pass follows"`) })
 	// The reply's job is over once its lease is: give it one lease and a
 	// sweep past the first pass, then stop the server (its data file is
@@ -187,24 +176,13 @@ func TestChatDeletedWhileItsReplyStreams(t *testing.T) {
 	c := newClient(t, srv.API)
 	userID := signUpChatUser(t, c, "delete-while-streaming@example.com")
 	chatID := newChat(t, c, map[string]any{"title": "busy"}).ID
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	resp := c.openStream(ctx, chatID, map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID})
-	if resp.StatusCode != 200 {
-		t.Fatalf("stream: %d", resp.StatusCode)
-	}
-	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
-	defer stop()
-	if first, err, ok := next(); !ok || err != nil || first.Type != "start" {
-		t.Fatalf("first event %+v, %v", first, err)
-	}
+	next := slowReply(t, c, chatID, userID)
 	if r := c.do("DELETE", "/api/chats/"+chatID, nil); r.Status != 204 {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	// The stream ends once the reply notices (its lease's renewal, a
 	// third of 2 s at most, then its end).
-	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
-	}
+	next.drain()
 	waitFor(t, "the reply's end", func() bool {
 		return strings.Contains(srv.logs.String(), `"the reply's chat was deleted while it streamed"`)
 	})
@@ -270,5 +248,33 @@ func TestErasureOfKnowledgeBasesWhileIndexing(t *testing.T) {
 		"large attachment": large.ID}
 	for _, f := range tracesIn(t, filepath.Dir(file), traces) {
 		t.Error(f)
+	}
+}
+
+// slowReply opens a streamed reply of "count to 200 slowly" in chat
+// chatID and reads its start event; the reply's stream closes with the
+// test.
+func slowReply(t *testing.T, c *client, chatID, userID string) replyStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	resp := c.openStream(ctx, chatID, map[string]any{"content": "count to 200 slowly", "modelId": "builtin", "userId": userID})
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	next, stop := iter.Pull2(iter.Seq2[streamEvent, error](readEvents(t, resp.Body)))
+	t.Cleanup(stop)
+	if first, err, ok := next(); !ok || err != nil || first.Type != "start" {
+		t.Fatalf("first event %+v, %v", first, err)
+	}
+	return replyStream(next)
+}
+
+// replyStream pulls a stream's next event.
+type replyStream func() (streamEvent, error, bool)
+
+// drain reads the stream until it ends.
+func (next replyStream) drain() {
+	for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
 	}
 }

@@ -102,15 +102,7 @@ func runIDs(runs []workflow.Run) string {
 // whole.
 func TestRunListEntries(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	chats := store.NewChats(db.DB, db.Data())
-	runs := store.NewRuns(db.DB, db.Data())
-	ctx := context.Background()
-	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	c := newChat("u1", t0)
-	if err := chats.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	db, chats, runs, ctx, t0, c := runsInAChat(t)
 	wfID := uuid.NewString()
 	lease := job.Lease{Until: time.Now().Add(time.Minute)}
 	var (

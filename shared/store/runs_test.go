@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/workflowchat/service/shared/chat"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/job"
 	"github.com/workflowchat/service/shared/store"
@@ -173,15 +174,7 @@ func TestRuns(t *testing.T) {
 // gone) leaves nothing behind; in a chat and outside one.
 func TestCreateRetry(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	chats := store.NewChats(db.DB, db.Data())
-	runs := store.NewRuns(db.DB, db.Data())
-	ctx := context.Background()
-	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	c := newChat("u1", t0)
-	if err := chats.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	_, _, runs, ctx, t0, c := runsInAChat(t)
 	lease := job.Lease{Until: time.Now().Add(time.Minute)}
 	for _, chatID := range []string{c.ID, ""} {
 		orig := newRun(chatID, uuid.NewString(), "u1", t0, workflow.RunFailed)
@@ -231,15 +224,7 @@ func TestCreateRetry(t *testing.T) {
 
 func TestRunsPage(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	chats := store.NewChats(db.DB, db.Data())
-	runs := store.NewRuns(db.DB, db.Data())
-	ctx := context.Background()
-	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	c := newChat("u1", t0)
-	if err := chats.CreateChat(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	db, _, runs, ctx, t0, c := runsInAChat(t)
 	wfID := uuid.NewString()
 	var inChat, ofWorkflow []string
 	for i := range 7 {
@@ -306,4 +291,21 @@ func TestRunsPage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runsInAChat is the store of the runs tests: the embedded engine's
+// tables, the chats and runs over them, and a chat of u1 created at t0
+// (2026-04-01).
+func runsInAChat(t *testing.T) (*storetest.DB, *store.Chats, *store.Runs, context.Context, time.Time, chat.Chat) {
+	t.Helper()
+	db := storetest.New(t)
+	chats := store.NewChats(db.DB, db.Data())
+	runs := store.NewRuns(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	c := newChat("u1", t0)
+	if err := chats.CreateChat(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return db, chats, runs, ctx, t0, c
 }
