@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -94,11 +95,74 @@ func UnmarshalStrict(data []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return errs.Fields(op, errs.FieldError{Field: typeErr.Field, Message: "must be " + jsonTypeName(typeErr.Type.Kind().String())})
+			return errs.Fields(op, errs.FieldError{Field: indexedField(raw, typeErr), Message: "must be " + jsonTypeName(typeErr.Type.Kind().String())})
 		}
 		return errs.E(op, errs.Invalid, "INVALID_JSON", "request body is not valid JSON").WithCause(err)
 	}
 	return nil
+}
+
+// indexedField is the field of type error e in the JSON object raw with
+// the index of each array on its way, e.g. steps[1].retry.maxAttempts
+// where encoding/json says steps.retry.maxAttempts: the first value, in
+// the document's order, at that path whose JSON type is the one e found
+// (encoding/json reports the earliest). Without one, e's own field.
+func indexedField(raw []byte, e *json.UnmarshalTypeError) string {
+	var doc any
+	if json.Unmarshal(raw, &doc) != nil {
+		return e.Field
+	}
+	want, _, _ := strings.Cut(e.Value, " ") // "number 1.5": a number
+	if path, ok := findTyped(doc, strings.Split(e.Field, "."), want); ok {
+		return strings.TrimPrefix(path, ".")
+	}
+	return e.Field
+}
+
+// findTyped returns the path below v (".name" and "[i]" parts) of the
+// first value at the object path names whose JSON type is want,
+// descending into every array on the way.
+func findTyped(v any, names []string, want string) (string, bool) {
+	if list, ok := v.([]any); ok {
+		for i, el := range list {
+			if p, ok := findTyped(el, names, want); ok {
+				return "[" + strconv.Itoa(i) + "]" + p, true
+			}
+		}
+		if len(names) > 0 {
+			return "", false
+		}
+	}
+	if len(names) == 0 {
+		return "", jsonType(v) == want
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	child, ok := obj[names[0]]
+	if !ok {
+		return "", false
+	}
+	p, ok := findTyped(child, names[1:], want)
+	return "." + names[0] + p, ok
+}
+
+// jsonType is the name encoding/json's type errors give v's JSON type.
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func jsonTypeName(goKind string) string {

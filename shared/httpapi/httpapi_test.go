@@ -512,3 +512,41 @@ func TestWriteErrorClientGone(t *testing.T) {
 		})
 	}
 }
+
+// TestTypeErrorFieldsCarryIndices: a field of the wrong type inside an
+// array is named with its index (steps[1].retry.maxAttempts), the first
+// in the document's order; outside arrays as encoding/json names it.
+func TestTypeErrorFieldsCarryIndices(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		ID    string `json:"id"`
+		Retry *struct {
+			MaxAttempts int `json:"maxAttempts"`
+		} `json:"retry"`
+		Tags []string `json:"tags"`
+	}
+	type body struct {
+		Name  string         `json:"name"`
+		Steps []step         `json:"steps"`
+		Grid  [][]int        `json:"grid"`
+		Sizes map[string]int `json:"sizes"`
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"name": 5}`, "name"},
+		{`{"steps": [{"id": "a"}, {"id": "b", "retry": {"maxAttempts": "3"}}]}`, "steps[1].retry.maxAttempts"},
+		{`{"steps": [{"retry": {"maxAttempts": 1.5}}]}`, "steps[0].retry.maxAttempts"},
+		{`{"steps": [{"id": "a"}, {"id": 7}, {"id": 8}]}`, "steps[1].id"},
+		{`{"steps": [{"tags": ["x", 2]}]}`, "steps[0].tags[1]"},
+		{`{"steps": [{"tags": "x"}]}`, "steps[0].tags"},
+		{`{"steps": {"id": "a"}}`, "steps"},
+		{`{"grid": [[1], [2, "x"]]}`, "grid[1][1]"},
+		{`{"sizes": {"a": 1, "b": "two"}}`, "sizes"}, // encoding/json names no map key
+	} {
+		var v body
+		err := httpapi.UnmarshalStrict([]byte(tc.body), &v)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.CodeOrDefault() != "VALIDATION_FAILED" || len(e.Details) != 1 || e.Details[0].Field != tc.field {
+			t.Errorf("%s: %+v, want VALIDATION_FAILED naming %s", tc.body, err, tc.field)
+		}
+	}
+}
