@@ -182,15 +182,6 @@ func (r *Runner) Run(ctx context.Context, ref workflow.RunRef) (err error) {
 	ctx = auth.ActingFor(ctx, run.UserID)
 	l := newRunLog(r.store, run, head.LastSeq, r.lease, r.now)
 	l.ended, l.values = r.ended, values{backend: r.values, runID: run.ID, json: workflow.NewValueJSON()}
-	if rem := head.LeaseUntil.Sub(r.now()); rem > 0 && rem <= r.lease {
-		// The lease this attempt was handed (the run's creation or its
-		// claim) counts as this log's last renewal: the first checkpoint
-		// need not write the log's head only to move a lease that has
-		// most of its time left. A longer one (a waiting run's deadline)
-		// is renewed at the first checkpoint, so that a crash after it
-		// is swept within one lease.
-		l.renewed = head.LeaseUntil.Add(-r.lease)
-	}
 	if !workflow.Active(run.Status) {
 		// Cancelled before this attempt started: end the log.
 		return ignoreConflict(errs.Wrap(op, l.SaveRun(ctx, run, run.Status)))

@@ -16,7 +16,6 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/job"
-	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/tools"
 	"github.com/workflowchat/service/shared/workflow"
 	"github.com/workflowchat/service/shared/workflow/runs"
@@ -563,64 +562,5 @@ func TestAsyncRunActsForItsUser(t *testing.T) {
 	}
 	if got := run.Steps[0].Output["user"]; got != f.users[0].id {
 		t.Errorf("step output %v, want the run's user %q", run.Steps[0].Output, f.users[0].id)
-	}
-}
-
-// TestFirstCheckpointKeepsAFreshLease: the lease an attempt is handed
-// counts as its log's last renewal, so a first checkpoint within the
-// first third of it leaves the log's head alone (the lease is renewed
-// with the run's end); one handed a lease longer than the runner's (a
-// run that was waiting with a deadline) renews it at its first
-// checkpoint, and so does one handed a lease that has already used a
-// third of its time, so that a crash after either is swept within one
-// lease.
-func TestFirstCheckpointKeepsAFreshLease(t *testing.T) {
-	t.Parallel()
-	db, _, jobs, _, chatID, userID := benchDurable(t)
-	reg, err := tools.NewRegistry(quickTool("effect", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := sizedSteps(userID, 2, 10)
-	w.Steps = []workflow.Step{{ID: "e0", ToolID: "effect", Inputs: map[string]any{}}, {ID: "e1", ToolID: "effect", Inputs: map[string]any{}}}
-	const lease = time.Hour
-	for _, tc := range []struct {
-		name      string
-		handed    time.Duration // the lease at the creation, from now
-		renewsNow bool          // the first checkpoint renews it
-	}{
-		{"fresh", lease, false},
-		{"two_thirds_left", lease*2/3 + time.Minute, false},
-		{"a_third_used", lease*2/3 - time.Minute, true},
-		{"longer_than_the_runner's", 24 * lease, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rs := &eventLog{Runs: store.NewRuns(db.DB, db.Data())}
-			runner := runs.NewRunner(runs.RunnerOptions{Store: rs, Jobs: jobs, Tools: reg, Lease: lease, CancelCheck: time.Hour, StartDelay: time.Hour})
-			ctx := context.Background()
-			run := runs.NewRun(w, chatID, userID, time.Now())
-			if err := rs.CreateRun(ctx, run, job.Lease{Until: time.Now().Add(tc.handed)}); err != nil {
-				t.Fatal(err)
-			}
-			before := time.Now()
-			if err := runner.Run(ctx, workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
-				t.Fatal(err)
-			}
-			leases := rs.renewals()
-			if len(leases) != 3 {
-				t.Fatalf("%d checkpoints, want 3 (each step's start, the end): %v", len(leases), rs.checkpoints())
-			}
-			if first := leases[0]; first.IsZero() == tc.renewsNow || (tc.renewsNow && first.Before(before.Add(lease))) {
-				t.Errorf("first checkpoint's lease %v (zero: left as handed), want renewed %v to at least %v", first, tc.renewsNow, before.Add(lease))
-			}
-			if !leases[1].IsZero() || leases[2].IsZero() {
-				t.Errorf("later checkpoints' leases %v, want the second left alone and the end's set", leases[1:])
-			}
-			got, err := rs.Run(ctx, run.ID)
-			if err != nil || got.Status != workflow.RunCompleted {
-				t.Fatalf("run %s %q, %v", got.Status, got.Error, err)
-			}
-		})
 	}
 }

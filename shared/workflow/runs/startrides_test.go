@@ -22,7 +22,6 @@ type eventLog struct {
 	*store.Runs
 	mu      sync.Mutex
 	types   [][]string
-	leases  []time.Time // each checkpoint's LeaseUntil
 	started chan []string
 	before  func(ctx context.Context, runID string)
 }
@@ -39,7 +38,6 @@ func (l *eventLog) SaveCheckpoint(ctx context.Context, cp workflow.Checkpoint) e
 	l.mu.Lock()
 	first := len(l.types) == 0
 	l.types = append(l.types, types)
-	l.leases = append(l.leases, cp.LeaseUntil)
 	l.mu.Unlock()
 	if first && l.before != nil {
 		l.before(ctx, cp.Run.ID)
@@ -49,14 +47,6 @@ func (l *eventLog) SaveCheckpoint(ctx context.Context, cp workflow.Checkpoint) e
 		l.started <- types
 	}
 	return err
-}
-
-// renewals returns each checkpoint's LeaseUntil (zero: the lease left
-// as it was).
-func (l *eventLog) renewals() []time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]time.Time(nil), l.leases...)
 }
 
 func (l *eventLog) checkpoints() [][]string {
