@@ -152,7 +152,7 @@ func Trace(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		// The router sets r.Pattern on this very request when it matches.
-		defer func() { tracing.EndServer(span, r.Pattern, sw.status) }()
+		defer func() { tracing.EndServer(span, r.Pattern, loggedPath(r), sw.status) }()
 		next.ServeHTTP(sw, r)
 	})
 }
@@ -188,8 +188,8 @@ func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // secretPathValues are the path wildcards whose values are credentials:
-// a share's id is the only key to its snapshot. The access log names the
-// wildcard in their place.
+// a share's id is the only key to its snapshot. The access log and the
+// server span's url.path name the wildcard in their place.
 var secretPathValues = map[string]bool{"shareId": true}
 
 // loggedPath is r's path as the access log shows it: with the route's

@@ -23,6 +23,7 @@ import (
 func tracedRouter() *httpapi.Router {
 	r := httpapi.NewRouter()
 	r.Handle("DELETE /api/chats/{chatId}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	r.Handle("GET /api/shares/{shareId}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	r.Handle("GET /api/fail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, errs.E("test", errs.Unavailable, "", "down"))
 	}))
@@ -56,39 +57,44 @@ func TestTraceMiddleware(t *testing.T) {
 	}
 	send("GET", "/api/fail", "")
 	send("GET", "/nowhere", "")
+	send("GET", "/api/shares/OMXcz3ObM_yszltTMpGKzA", "")
 	restore()
 	send("DELETE", "/api/chats/after", "")
 
 	spans := rec.Ended()
-	if len(spans) != 3 {
-		t.Fatalf("%d spans, want the 3 sent while tracing was on", len(spans))
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want the 4 sent while tracing was on", len(spans))
 	}
 	want := []struct {
 		name   string
 		route  string
+		path   string // url.path: a share's id, a credential, is not recorded
 		status int64
 		failed bool
 	}{
-		{"DELETE /api/chats/{chatId}", "/api/chats/{chatId}", 204, false},
-		{"GET /api/fail", "/api/fail", 503, true},
-		{"GET", "", 404, false},
+		{"DELETE /api/chats/{chatId}", "/api/chats/{chatId}", "/api/chats/c1", 204, false},
+		{"GET /api/fail", "/api/fail", "/api/fail", 503, true},
+		{"GET", "", "/nowhere", 404, false},
+		{"GET /api/shares/{shareId}", "/api/shares/{shareId}", "/api/shares/{shareId}", 200, false},
 	}
 	for i, w := range want {
 		s := spans[i]
 		if s.Name() != w.name || s.SpanKind() != trace.SpanKindServer {
 			t.Errorf("span %d: %s (%v), want %s", i, s.Name(), s.SpanKind(), w.name)
 		}
-		route, status := "", int64(0)
+		route, path, status := "", "", int64(0)
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case tracing.HTTPRoute:
 				route = kv.Value.AsString()
+			case tracing.URLPath:
+				path = kv.Value.AsString()
 			case tracing.HTTPResponseStatusCode:
 				status = kv.Value.AsInt64()
 			}
 		}
-		if route != w.route || status != w.status || (s.Status().Code == codes.Error) != w.failed {
-			t.Errorf("span %d: route %q status %d failed %v; want %q %d %v", i, route, status, s.Status().Code == codes.Error, w.route, w.status, w.failed)
+		if route != w.route || path != w.path || status != w.status || (s.Status().Code == codes.Error) != w.failed {
+			t.Errorf("span %d: route %q path %q status %d failed %v; want %q %q %d %v", i, route, path, status, s.Status().Code == codes.Error, w.route, w.path, w.status, w.failed)
 		}
 	}
 	if got := spans[0].Parent(); got.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || got.SpanID().String() != "00f067aa0ba902b7" || !got.IsRemote() {

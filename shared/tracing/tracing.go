@@ -199,18 +199,21 @@ func StartServer(r *http.Request) (context.Context, trace.Span) {
 		scheme = "https"
 	}
 	return start(ctx, r.Method, trace.SpanKindServer,
-		HTTPRequestMethod.String(r.Method), URLScheme.String(scheme), URLPath.String(r.URL.Path))
+		HTTPRequestMethod.String(r.Method), URLScheme.String(scheme))
 }
 
 // EndServer ends the server span of a request that matched pattern (its
 // http.ServeMux pattern, "POST /api/chats/{chatId}"; "" when no route
-// did) and was answered status: the span is named by the pattern, as
-// "{method} {route}", with http.route; a 5xx answer fails it.
-func EndServer(span trace.Span, pattern string, status int) {
+// did), at path (the request's path as it may be recorded: the caller
+// leaves out the path values that are credentials) and was answered
+// status: the span is named by the pattern, as "{method} {route}", with
+// http.route and url.path; a 5xx answer fails it.
+func EndServer(span trace.Span, pattern, path string, status int) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
+	span.SetAttributes(URLPath.String(path))
 	if pattern != "" {
 		route := pattern
 		if _, path, ok := strings.Cut(pattern, " "); ok {

@@ -146,7 +146,7 @@ func TestOffIsFree(t *testing.T) {
 		_, s = tracing.StartAttempt(ctx, "run", 1)
 		s.End()
 		_, s = tracing.StartServer(r)
-		tracing.EndServer(s, "GET /x", 500)
+		tracing.EndServer(s, "GET /x", "/x", 500)
 		tracing.Inject(ctx, r.Header)
 		_ = tracing.Extract(ctx, r.Header)
 		tracing.RunStarted(ctx, "run")
@@ -170,7 +170,7 @@ func TestHTTPSpans(t *testing.T) {
 	r := httptest.NewRequest("POST", "/api/chats/c1?token=secret", nil)
 	r.Header.Set("traceparent", "00-"+parent.TraceID().String()+"-"+parent.SpanID().String()+"-01")
 	ctx, span := tracing.StartServer(r)
-	tracing.EndServer(span, "POST /api/chats/{chatId}", 503)
+	tracing.EndServer(span, "POST /api/chats/{chatId}", "/api/chats/c1", 503)
 
 	// A client span puts its traceparent in the request.
 	out, _ := http.NewRequestWithContext(ctx, "POST", "http://user:pw@tools.internal:3001/mcp?key=secret", nil)
