@@ -140,12 +140,18 @@ func startWorker(ctx context.Context, o Options) (*worker, error) {
 	return w, nil
 }
 
+// ErrNoTimeLeft is the error of an evaluation whose context's deadline
+// passed before it could be sent to a worker (the wait for one used the
+// time): the caller's deadline, though its context's timer may not have
+// fired yet. It wraps context.DeadlineExceeded.
+var ErrNoTimeLeft = fmt.Errorf("sandbox: no time left: %w", context.DeadlineExceeded)
+
 // do runs one evaluation; see Pool.Do.
 func (w *worker) do(ctx context.Context, request []byte, o Options) ([]byte, error) {
 	var timeout time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(d); timeout <= 0 {
-			return nil, fmt.Errorf("sandbox: no time left: %w", context.DeadlineExceeded)
+			return nil, ErrNoTimeLeft
 		}
 	}
 	type result struct {

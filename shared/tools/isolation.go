@@ -222,7 +222,7 @@ func runIsolated(ctx context.Context, s Sandbox, id string, in map[string]any) (
 			return nil, errs.E(op, errs.Internal, CodeToolExecutionFailed, "tool "+id+" failed unexpectedly").WithCause(err)
 		case ctx.Err() != nil:
 			return nil, err
-		case errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, sandbox.ErrNoTimeLeft):
 			// The sandbox found no time left before ctx's own timer fired
 			// (the wait for a worker took it): the deadline's verdict.
 			return nil, &errs.Error{Op: op, Kind: errs.Timeout, Code: CodeToolTimeout, Message: "tool " + id + " did not finish in time", Err: err}

@@ -105,18 +105,35 @@ func (s *recordingSandbox) Do(ctx context.Context, key string, req []byte) ([]by
 type lateSandbox struct{}
 
 func (lateSandbox) Do(context.Context, string, []byte) ([]byte, error) {
-	return nil, fmt.Errorf("sandbox: no time left: %w", context.DeadlineExceeded)
+	return nil, sandbox.ErrNoTimeLeft
+}
+
+// slowStartSandbox answers as a pool whose worker did not start within
+// its own start timeout, the caller's deadline still ahead.
+type slowStartSandbox struct{}
+
+func (slowStartSandbox) Do(context.Context, string, []byte) ([]byte, error) {
+	return nil, fmt.Errorf("sandbox: worker w did not start: %w", context.DeadlineExceeded)
 }
 
 // TestSandboxOutOfTimeIsATimeout: a sandbox that saw the deadline pass
 // before the caller's context did fails the call TOOL_TIMEOUT, not
-// TOOL_EXECUTION_FAILED (the worker was there; the time was not).
+// TOOL_EXECUTION_FAILED (the worker was there; the time was not), while
+// a worker that did not start in its own time stays
+// TOOL_EXECUTION_FAILED.
 func TestSandboxOutOfTimeIsATimeout(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t, tools.Config{}).WithSandbox(lateSandbox{})
 	_, err := r.Run(t.Context(), "json_query", map[string]any{"input": map[string]any{"a": 1}, "query": ".a"})
 	if code := errs.CodeOf(err); code != tools.CodeToolTimeout || errs.KindOf(err) != errs.Timeout {
 		t.Fatalf("error %v (code %s), want %s", err, code, tools.CodeToolTimeout)
+	}
+	// A worker that did not start in its own time is the service's
+	// failure, not the call's deadline.
+	r = newRegistry(t, tools.Config{}).WithSandbox(slowStartSandbox{})
+	_, err = r.Run(t.Context(), "json_query", map[string]any{"input": map[string]any{"a": 1}, "query": ".a"})
+	if code := errs.CodeOf(err); code != tools.CodeToolExecutionFailed {
+		t.Fatalf("a worker that did not start: %v (code %s), want %s", err, code, tools.CodeToolExecutionFailed)
 	}
 }
 
