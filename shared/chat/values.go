@@ -154,14 +154,12 @@ func (s *Service) deleteValues(ctx context.Context, chatID string) error {
 	return errs.Wrap("chat.DeleteValues", err)
 }
 
-// dropValues deletes the blobs reply m wrote when its save found the chat
-// deleted meanwhile (its delete may have run before they were written).
-// A failure is logged.
 // dropLeftovers deletes what reply m of chat chatID, deleted while m
 // streamed, left behind: its values in the blob store and the items
 // under the chat's key (its log's events written after the delete listed
-// them), once the chat is gone (a delete still under way deletes them
-// itself). A failure is logged: the log's items expire with their TTL.
+// them), once the chat is gone (while a delete is still under way, what
+// it listed before this reply's last events stays for the log's TTL). A
+// failure is logged: the log's items expire with their TTL.
 func (s *Service) dropLeftovers(ctx context.Context, chatID string, m Message) {
 	s.dropValues(ctx, m)
 	ctx = context.WithoutCancel(ctx)
@@ -173,6 +171,9 @@ func (s *Service) dropLeftovers(ctx context.Context, chatID string, m Message) {
 	}
 }
 
+// dropValues deletes the blobs reply m wrote when its save found the chat
+// deleted meanwhile (its delete may have run before they were written).
+// A failure is logged.
 func (s *Service) dropValues(ctx context.Context, m Message) {
 	if s.blobs == nil {
 		return

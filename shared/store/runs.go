@@ -323,10 +323,11 @@ func (s *Runs) createRun(ctx context.Context, op string, r workflow.Run, l job.L
 
 // retriedMeanwhile explains a retry of run id whose condition on it
 // failed: NotFound RUN_NOT_FOUND when the run is gone, else Conflict
-// RUN_ACTIVE (another retry of it was started since it was read).
+// RUN_ACTIVE (another retry of it was started since it was read); the
+// store's error when the run cannot be read.
 func (s *Runs) retriedMeanwhile(ctx context.Context, op, id string) error {
-	if _, err := s.Run(ctx, id); errs.Is(err, errs.NotFound) {
-		return errs.Wrap(op, err)
+	if _, err := s.Run(ctx, id); err != nil {
+		return errs.Wrap(op, err) // NotFound, or the store's error
 	}
 	return errs.E(op, errs.Conflict, workflow.CodeRunActive, "another retry of this workflow run was started meanwhile")
 }

@@ -165,9 +165,6 @@ func TestRuns(t *testing.T) {
 	}
 }
 
-// TestRunsPage walks a chat's runs (oldest first) and a workflow's (newest
-// first) page by page with the cursors the store returns: every run once,
-// two calls per page; a cursor that is not one of its own is refused.
 // TestCreateRetry: a retry records itself as its run's latest retry in
 // the transaction that stores it, conditioned on the latest the caller
 // read; a retry whose condition fails (another started since, the run is
@@ -222,6 +219,9 @@ func TestCreateRetry(t *testing.T) {
 	}
 }
 
+// TestRunsPage walks a chat's runs (oldest first) and a workflow's (newest
+// first) page by page with the cursors the store returns: every run once,
+// two calls per page; a cursor that is not one of its own is refused.
 func TestRunsPage(t *testing.T) {
 	t.Parallel()
 	db, _, runs, ctx, t0, c := runsInAChat(t)

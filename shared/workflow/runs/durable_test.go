@@ -476,7 +476,7 @@ func TestSweeperResumesExpiredRuns(t *testing.T) {
 // a retry is one of its maxAttempts calls: with attempts left the step
 // (of an idempotent tool) runs again and completes; on its last attempt
 // it fails INTERRUPTED and its tool is not called again, idempotent or
-// not.
+// not; a retry of one call (the default maxAttempts) is as none.
 func TestInterruptedStepCountsItsAttempts(t *testing.T) {
 	t.Parallel()
 	f := newRunsFixture(t)
@@ -493,6 +493,11 @@ func TestInterruptedStepCountsItsAttempts(t *testing.T) {
 	}
 	left, leftKeys := f.crashedRunWith(t, chatID, "count_idem", 1, withRetry(0))
 	last, lastKeys := f.crashedRunWith(t, chatID, "count_idem", 1, withRetry(1))
+	// A retry of one call asks for none: the step is as one without a
+	// retry, its idempotent tool run again.
+	one, oneKeys := f.crashedRunWith(t, chatID, "count_idem", 1, func(r *workflow.Run) {
+		r.Plan[1].Retry = &workflow.StepRetry{}
+	})
 	f.sweep(t)
 	f.inproc.Wait()
 
@@ -500,6 +505,10 @@ func TestInterruptedStepCountsItsAttempts(t *testing.T) {
 	if got.Status != workflow.RunCompleted || count(leftKeys[1]) != 1 || len(got.Steps[1].Attempts) != 2 ||
 		!strings.HasPrefix(got.Steps[1].Attempts[0].Error, workflow.CodeInterrupted) || got.Steps[1].Attempts[1].Status != workflow.StepCompleted {
 		t.Errorf("a step with an attempt left: run %s %q, %d calls, attempts %+v", got.Status, got.Error, count(leftKeys[1]), got.Steps[1].Attempts)
+	}
+	got = f.waitRun(t, chatID, one.ID)
+	if got.Status != workflow.RunCompleted || count(oneKeys[1]) != 1 {
+		t.Errorf("a step whose retry allows one call: run %s %q, %d calls; want it run again as without a retry", got.Status, got.Error, count(oneKeys[1]))
 	}
 	got = f.waitRun(t, chatID, last.ID)
 	s := got.Steps[1]

@@ -73,9 +73,10 @@ func retryDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run work
 // attempt of the run (its call was cut by a crash), whether its retry
 // runs it again: a step with an explicit retry records the cut call as a
 // failed attempt (INTERRUPTED), and runs again (retry) when attempts are
-// left, else its retry is exhausted: the step has made its MaxAttempts
-// calls, interruptions included, and runs no more, whatever its tool. A
-// step without a retry is neither. It loads the run's plan to read the
+// left, else, when its retry allows more than one call, its retry is
+// exhausted: the step has made its MaxAttempts calls, interruptions
+// included, and runs no more, whatever its tool. A step without a retry,
+// or with one of a single call, is neither. It loads the run's plan to read the
 // step.
 func (r *Runner) retryInterrupted(ctx context.Context, l *runLog, run *workflow.Run, i int) (retry, exhausted bool, err error) {
 	if err := l.values.plan(ctx, run); err != nil {
@@ -89,7 +90,9 @@ func (r *Runner) retryInterrupted(ctx context.Context, l *runLog, run *workflow.
 	rs.Attempts = append(rs.Attempts, workflow.StepAttempt{Attempt: len(rs.Attempts) + 1, StartedAt: rs.StartedAt, CompletedAt: &now,
 		Status: workflow.StepFailed, Error: workflow.CodeInterrupted + ": the call was interrupted"})
 	retry = len(rs.Attempts) < step.MaxAttempts()
-	return retry, !retry, nil
+	// A retry of one call (maxAttempts 1, the default) asks for none:
+	// the step is then treated as one without a retry.
+	return retry, !retry && step.MaxAttempts() > 1, nil
 }
 
 // retryingEvent returns the step_retrying event of step s, pending for
