@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -107,8 +108,10 @@ type runItem struct {
 	Attempt     int               `dynamo:"attempt,omitempty"`
 	WFVersion   int               `dynamo:"workflowVersion,omitempty"`
 	RetryOf     string            `dynamo:"retryOf,omitempty"`
-	// LatestRetry is the id of the last retry started of this run
+	// RetryRoot is the first run of the retries' chain (a retry's);
+	// LatestRetry, on a root, the last retry started in the chain
 	// (CreateRetry).
+	RetryRoot   string   `dynamo:"retryRoot,omitempty"`
 	LatestRetry string   `dynamo:"latestRetry,omitempty"`
 	Plan        string   `dynamo:"plan,omitempty"`    // JSON of the steps' snapshot
 	PlanRef     string   `dynamo:"planRef,omitempty"` // or its key in the blob store
@@ -154,7 +157,7 @@ func newRunItem(r workflow.Run) (runItem, error) {
 		PK: runPK(r.ID), SK: runSK, Type: "run",
 		ID: r.ID, ChatID: r.ChatID, WorkflowID: r.WorkflowID, UserID: r.UserID, Status: r.Status, StepMap: steps,
 		Error: r.Error, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: 1,
-		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, InputFiles: r.InputFiles,
+		Attempt: r.Attempt, WFVersion: r.WorkflowVersion, RetryOf: r.RetryOf, RetryRoot: r.RetryRoot, InputFiles: r.InputFiles,
 		ParentRunID: r.ParentRunID, Depth: r.Depth, Lineage: r.Lineage,
 	}
 	for _, f := range []struct {
@@ -214,7 +217,7 @@ func decodeStepMap(pk, sk string, m map[string]string) ([]workflow.RunStep, erro
 func (it runItem) run() (workflow.Run, error) {
 	r := workflow.Run{ID: it.ID, ChatID: it.ChatID, WorkflowID: it.WorkflowID, UserID: it.UserID, Status: it.Status,
 		Error: it.Error, StartedAt: it.StartedAt, CompletedAt: it.CompletedAt, Steps: []workflow.RunStep{},
-		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, LatestRetry: it.LatestRetry, PlanRef: it.PlanRef,
+		Attempt: max(it.Attempt, 1), WorkflowVersion: it.WFVersion, RetryOf: it.RetryOf, RetryRoot: it.RetryRoot, LatestRetry: it.LatestRetry, PlanRef: it.PlanRef,
 		InputFiles: it.InputFiles, ParentRunID: it.ParentRunID, Depth: it.Depth, Lineage: it.Lineage}
 	for _, f := range []struct {
 		attr, data string
@@ -255,12 +258,13 @@ func (s *Runs) CreateRun(ctx context.Context, r workflow.Run, l job.Lease) error
 }
 
 // CreateRetry stores retry run r as CreateRun does and, in the same
-// transaction, records it as the latest retry of the run it retries
-// (r.RetryOf), conditioned on that run's latest retry being after, the
-// one the caller read ("" for none): so that of retries started at once
-// from the same reading, one is stored. NotFound CHAT_NOT_FOUND,
-// RUN_NOT_FOUND (the retried run is gone), Conflict RUN_EXISTS, Conflict
-// RUN_ACTIVE (another retry of the run was started meanwhile).
+// transaction, records it as the latest retry of its chain, on the
+// chain's root (r.RetryRoot, else the run it retries, r.RetryOf),
+// conditioned on the root's latest retry being after, the one the caller
+// read ("" for none): so that of retries started at once from the same
+// reading, one is stored. NotFound CHAT_NOT_FOUND, RUN_NOT_FOUND (the
+// root is gone), Conflict RUN_EXISTS, Conflict RUN_ACTIVE (another retry
+// in the chain was started meanwhile).
 func (s *Runs) CreateRetry(ctx context.Context, r workflow.Run, l job.Lease, after string) error {
 	const op = "store.CreateRetry"
 	if r.RetryOf == "" {
@@ -300,8 +304,9 @@ func (s *Runs) createRun(ctx context.Context, op string, r workflow.Run, l job.L
 	if r.ChatID != "" {
 		retried = 4
 	}
+	root := cmp.Or(r.RetryRoot, r.RetryOf)
 	if retryAfter != nil {
-		u := s.table.Update("PK", runPK(r.RetryOf)).Range("SK", runSK).Set("latestRetry", r.ID).Add("version", 1)
+		u := s.table.Update("PK", runPK(root)).Range("SK", runSK).Set("latestRetry", r.ID).Add("version", 1)
 		if *retryAfter == "" {
 			u.If("attribute_exists(PK) AND attribute_not_exists(latestRetry)")
 		} else {
@@ -314,7 +319,7 @@ func (s *Runs) createRun(ctx context.Context, op string, r workflow.Run, l job.L
 	case failedCondition(err, 0), failedCondition(err, 1):
 		return errs.E(op, errs.Conflict, workflow.CodeRunExists, "a workflow run with this id exists")
 	case retryAfter != nil && failedCondition(err, retried):
-		return s.retriedMeanwhile(ctx, op, r.RetryOf)
+		return s.retriedMeanwhile(ctx, op, root)
 	case isConditionFailure(err):
 		return errs.Wrap(op, errChatNotFound)
 	}
@@ -612,7 +617,7 @@ const runsPageBytes = 1 << 20
 func (it runItem) size() int {
 	n := 256 + len(it.PK) + len(it.SK) + len(it.GSI1PK) + len(it.GSI1SK) + len(it.GSI2PK) + len(it.GSI2SK) + len(it.Type) +
 		len(it.ID) + len(it.ChatID) + len(it.WorkflowID) + len(it.UserID) + len(it.Status) + len(it.Steps) + len(it.Error) +
-		len(it.RetryOf) + len(it.LatestRetry) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
+		len(it.RetryOf) + len(it.RetryRoot) + len(it.LatestRetry) + len(it.Plan) + len(it.PlanRef) + len(it.Trigger) + len(it.Input) + len(it.ParentRunID)
 	for _, v := range slices.Concat(it.InputFiles, it.Lineage) {
 		n += len(v) + 3
 	}

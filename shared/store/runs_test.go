@@ -213,6 +213,19 @@ func TestCreateRetry(t *testing.T) {
 		if got, _ := runs.Run(ctx, orig.ID); got.LatestRetry != third.ID {
 			t.Errorf("latest retry %s, want %s", got.LatestRetry, third.ID)
 		}
+		// A retry of a retry is recorded on the chain's root.
+		chained := retryOf(third.ID)
+		chained.RetryRoot = orig.ID
+		if err := runs.CreateRetry(ctx, chained, lease, first.ID); errs.CodeOf(err) != workflow.CodeRunActive {
+			t.Errorf("a retry in the chain from a stale reading: %v, want RUN_ACTIVE", err)
+		}
+		if err := runs.CreateRetry(ctx, chained, lease, third.ID); err != nil {
+			t.Fatalf("a retry in the chain: %v", err)
+		}
+		root, _ := runs.Run(ctx, orig.ID)
+		if got, _ := runs.Run(ctx, chained.ID); root.LatestRetry != chained.ID || got.RetryRoot != orig.ID || got.RetryOf != third.ID {
+			t.Errorf("root's latest retry %s, the chained retry's root %s and retried run %s; want %s, %s, %s", root.LatestRetry, got.RetryRoot, got.RetryOf, chained.ID, orig.ID, third.ID)
+		}
 		if err := runs.CreateRetry(ctx, newRun(chatID, orig.WorkflowID, "u1", t0, workflow.RunPending), lease, ""); errs.KindOf(err) != errs.Internal {
 			t.Errorf("a retry naming no run: %v, want Internal", err)
 		}

@@ -297,8 +297,14 @@ type Run struct {
 	WorkflowVersion int `json:"workflowVersion"`
 	// RetryOf is the id of the run this one retries.
 	RetryOf string `json:"retryOf,omitempty"`
-	// LatestRetry is the id of the last retry started of this run, if
-	// any: another retry of it waits until that one has finished.
+	// RetryRoot is the first run of the chain of retries this one is in
+	// (the run RetryOf names, or the one it retries, and so on): retries
+	// of any run of a chain are started one at a time, by the root's
+	// LatestRetry. Empty for a run that retries none.
+	RetryRoot string `json:"-"`
+	// LatestRetry, on a chain's root (or a run that retries none), is the
+	// id of the last retry started in the chain, if any: another retry in
+	// the chain waits until that one has finished.
 	LatestRetry string `json:"-"`
 	// Trigger says what started the run.
 	Trigger *Trigger `json:"trigger,omitempty"`

@@ -289,7 +289,9 @@ func TestRetryReusesCompletedSteps(t *testing.T) {
 // TestOneRetryAtATime: retries of one failed run sent at once start one
 // run (the others 409 RUN_ACTIVE), so its steps run once more, not once
 // per click; while that retry is active another is refused too; once it
-// has ended (here cancelled) the run can be retried again.
+// has ended (here cancelled) the run can be retried again, and so can
+// that retry, which is in the same chain: while the retry of the retry
+// runs, neither the first run nor the first retry can be retried.
 func TestOneRetryAtATime(t *testing.T) {
 	t.Parallel()
 	f := newRunsFixture(t)
@@ -335,7 +337,18 @@ func TestOneRetryAtATime(t *testing.T) {
 	}
 	expect(t, retry(), http.StatusConflict, workflow.CodeRunActive)
 	cancel(started[0])
-	resp := retry()
+	// A retry of that retry is one of the same chain: while it runs, the
+	// first run is not retried again (nor is the retry it retries).
+	resp := f.do(t, f.users[0].cookie, "POST", base+started[0]+"/retry", ``)
+	if resp.StatusCode != http.StatusAccepted {
+		expect(t, resp, http.StatusAccepted, "")
+	}
+	var chained struct{ Data workflow.Run }
+	decodeBody(t, resp, &chained)
+	expect(t, retry(), http.StatusConflict, workflow.CodeRunActive)
+	expect(t, f.do(t, f.users[0].cookie, "POST", base+started[0]+"/retry", ``), http.StatusConflict, workflow.CodeRunActive)
+	cancel(chained.Data.ID)
+	resp = retry()
 	if resp.StatusCode != http.StatusAccepted {
 		expect(t, resp, http.StatusAccepted, "")
 	}
@@ -352,8 +365,8 @@ func TestOneRetryAtATime(t *testing.T) {
 			retries++
 		}
 	}
-	if retries != 2 {
-		t.Errorf("%d retries of the run stored, want 2 (one per time one could start): %+v", retries, list.Data.WorkflowRuns)
+	if retries != 2 || len(list.Data.WorkflowRuns) != 4 {
+		t.Errorf("%d retries of the run stored, want 2, and 4 runs in all (with the retry of a retry): %+v", retries, list.Data.WorkflowRuns)
 	}
 }
 

@@ -678,8 +678,8 @@ func answer(run *workflow.Run, i int, a workflow.HumanAnswer, now time.Time) {
 // retried run's snapshot of its steps says; it belongs to the chat of the
 // retried run, if any. Errors: NotFound (CHAT_NOT_FOUND,
 // WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), Forbidden, Conflict RUN_ACTIVE when the
-// run or its latest retry is still active (or another retry of it started
-// meanwhile), RateLimited RATE_LIMITED (see Start), Invalid RUN_NOT_RETRYABLE (completed without
+// run, or the latest retry of its chain of retries, is still active (or
+// another retry in the chain started meanwhile), RateLimited RATE_LIMITED (see Start), Invalid RUN_NOT_RETRYABLE (completed without
 // fromStepID, or recorded without a snapshot), Invalid VALIDATION_FAILED
 // for a fromStepID that is not a step of the run or comes after a step
 // that did not complete.
@@ -695,10 +695,20 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 	if workflow.Active(orig.Status) {
 		return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunActive, "the workflow run is still "+orig.Status+"; cancel it first")
 	}
-	if orig.LatestRetry != "" {
-		// One retry of a run at a time: a second click does not run the
-		// steps twice.
-		prev, err := s.store.Run(ctx, orig.LatestRetry)
+	// One retry at a time in a chain of retries (a second click, or a
+	// retry of an older run of the chain, does not run the steps twice
+	// at once): the chain's root names the latest.
+	root := orig
+	if orig.RetryRoot != "" {
+		switch r, err := s.store.Run(ctx, orig.RetryRoot); {
+		case err == nil:
+			root = r
+		case !errs.Is(err, errs.NotFound):
+			return workflow.Run{}, errs.Wrap(op, err)
+		}
+	}
+	if root.LatestRetry != "" {
+		prev, err := s.store.Run(ctx, root.LatestRetry)
 		switch {
 		case err == nil && workflow.Active(prev.Status):
 			return workflow.Run{}, errs.E(op, errs.Conflict, workflow.CodeRunActive,
@@ -732,7 +742,7 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 	}
 	run := workflow.Run{ID: uuid.NewString(), ChatID: orig.ChatID, WorkflowID: orig.WorkflowID, UserID: auth.UserID(ctx),
 		Status: workflow.RunPending, StartedAt: s.now().UTC(), Attempt: 1, WorkflowVersion: orig.WorkflowVersion,
-		RetryOf: orig.ID, Plan: orig.Plan, PlanRef: orig.PlanRef, Steps: make([]workflow.RunStep, len(orig.Steps)), Input: orig.Input,
+		RetryOf: orig.ID, RetryRoot: root.ID, Plan: orig.Plan, PlanRef: orig.PlanRef, Steps: make([]workflow.RunStep, len(orig.Steps)), Input: orig.Input,
 		Trigger: &workflow.Trigger{Type: workflow.TriggerManual}}
 	for i, st := range orig.Steps {
 		if i < from {
@@ -742,7 +752,7 @@ func (s *Service) Retry(ctx context.Context, sc Scope, runID, fromStepID string)
 		}
 		run.Steps[i] = workflow.RunStep{ID: st.ID, ToolID: st.ToolID, Status: workflow.StepPending}
 	}
-	return run, s.launch(ctx, op, run, &orig.LatestRetry)
+	return run, s.launch(ctx, op, run, &root.LatestRetry)
 }
 
 // Page is a page of runs and the cursor of the next one, empty on the
