@@ -34,9 +34,10 @@ type Store interface {
 	// l; a run in a chat checks the chat. NotFound CHAT_NOT_FOUND.
 	CreateRun(ctx context.Context, run workflow.Run, l job.Lease) error
 	// CreateRetry stores a retry as CreateRun does and records it as
-	// the latest retry of the run it retries, conditioned on that being
-	// after ("" for none). Conflict RUN_ACTIVE when another retry of the
-	// run was started meanwhile.
+	// the latest retry of its chain, on the chain's root (its RetryRoot),
+	// conditioned on the root's latest being after ("" for none).
+	// Conflict RUN_ACTIVE when another retry in the chain was started
+	// meanwhile.
 	CreateRetry(ctx context.Context, run workflow.Run, l job.Lease, after string) error
 	// SaveCheckpoint stores one checkpoint. Conflict RUN_STATE_CHANGED
 	// when the run's status or attempt is not the expected one or its log

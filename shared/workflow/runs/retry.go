@@ -76,8 +76,8 @@ func retryDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run work
 // left, else, when its retry allows more than one call, its retry is
 // exhausted: the step has made its MaxAttempts calls, interruptions
 // included, and runs no more, whatever its tool. A step without a retry,
-// or with one of a single call, is neither. It loads the run's plan to read the
-// step.
+// or with one of a single call, is neither. It loads the run's plan to
+// read the step.
 func (r *Runner) retryInterrupted(ctx context.Context, l *runLog, run *workflow.Run, i int) (retry, exhausted bool, err error) {
 	if err := l.values.plan(ctx, run); err != nil {
 		return false, false, err

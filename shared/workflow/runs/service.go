@@ -199,8 +199,8 @@ var errNoRunner = errs.E("runs.Service", errs.Internal, "RUNNER_UNAVAILABLE", "t
 
 // launch counts the run against its user's run rate limit, stores it and
 // invokes the runner on it: the one way every run starts. A retry
-// (retryAfter set: the retried run's latest retry as read) is stored with
-// Store.CreateRetry.
+// (retryAfter set: the latest retry of its chain, as read on the chain's
+// root) is stored with Store.CreateRetry.
 func (s *Service) launch(ctx context.Context, op string, run workflow.Run, retryAfter *string) error {
 	if s.invoker == nil {
 		return errs.Wrap(op, errNoRunner)
