@@ -20,9 +20,15 @@ DATA_FILE ?= .data/devserver.json
 RATE_LIMIT_SIGN_UP_ADDRESS ?= 0
 RATE_LIMIT_SIGN_IN_ADDRESS ?= 0
 
+# `make run` holds each function's DynamoDB calls to its IAM policy in
+# template.yaml, as AWS does (a call the template does not grant fails
+# with AccessDeniedException, logged); `make run LOCAL_IAM_TEMPLATE=`
+# turns the check off.
+LOCAL_IAM_TEMPLATE ?= $(CURDIR)/template.yaml
+
 ## run: start the whole service locally (REST API :3000, tool server :3001) on the embedded store, kept in $(DATA_FILE); per-address sign-up and sign-in limits off.
 run:
-	RATE_LIMIT_SIGN_UP_ADDRESS='$(RATE_LIMIT_SIGN_UP_ADDRESS)' RATE_LIMIT_SIGN_IN_ADDRESS='$(RATE_LIMIT_SIGN_IN_ADDRESS)' DATA_FILE='$(DATA_FILE)' $(GO) run ./infra/devserver
+	RATE_LIMIT_SIGN_UP_ADDRESS='$(RATE_LIMIT_SIGN_UP_ADDRESS)' RATE_LIMIT_SIGN_IN_ADDRESS='$(RATE_LIMIT_SIGN_IN_ADDRESS)' DATA_FILE='$(DATA_FILE)' LOCAL_IAM_TEMPLATE='$(LOCAL_IAM_TEMPLATE)' $(GO) run ./infra/devserver
 
 ## test: vet, then every test (unit, storage integration, Lambda events, template, end-to-end), then a short fuzz run and cfn-lint when installed.
 # -timeout bounds a package's run for a hung test only: on a loaded machine

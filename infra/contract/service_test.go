@@ -20,7 +20,7 @@ import (
 // startStack builds the whole service on the embedded DynamoDB engine.
 func startStack(t *testing.T) *local.Stack {
 	t.Helper()
-	env := map[string]string{}
+	env := map[string]string{"LOCAL_IAM_TEMPLATE": "../../template.yaml"}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

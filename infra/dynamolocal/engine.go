@@ -169,12 +169,16 @@ func StartWith(o Options) (e *Engine, err error) {
 	}()
 	backend := server.NewServer()
 	h := newHandler(backend)
+	var served http.Handler = h
+	if o.Wrap != nil {
+		served = o.Wrap(h)
+	}
 	e = &Engine{
 		URL:     "http://" + ln.Addr().String(),
 		Backend: backend,
 		h:       h,
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           served,
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		},

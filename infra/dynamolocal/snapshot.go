@@ -53,6 +53,9 @@ type Options struct {
 	// Addr is the address to serve on; empty means a free port on the
 	// loopback interface (127.0.0.1:0).
 	Addr string
+	// Wrap, when set, wraps the engine's HTTP handler: it sees every
+	// request first (the local stack's IAM check, iampolicy.Guard).
+	Wrap func(http.Handler) http.Handler
 }
 
 // SnapshotInfo summarizes a snapshot file.

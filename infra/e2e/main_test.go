@@ -67,7 +67,10 @@ type server struct {
 func startServer(t *testing.T, env ...string) *server {
 	t.Helper()
 	cmd := exec.Command(devserverBin)
-	cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "LOG_LEVEL=warn", "MCP_SERVICE_KEY=", "DYNAMODB_ENDPOINT="}, env...)...)
+	// Every DynamoDB call is held to its function's IAM policy in the
+	// template (the cleanup fails the test for each refusal).
+	cmd.Env = append(os.Environ(), append([]string{"PORT=0", "MCP_PORT=0", "LOG_LEVEL=warn", "MCP_SERVICE_KEY=", "DYNAMODB_ENDPOINT=",
+		"LOCAL_IAM_TEMPLATE=../../template.yaml"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +119,11 @@ func startServer(t *testing.T, env ...string) *server {
 			case <-s.done:
 			case <-time.After(15 * time.Second):
 				_ = cmd.Process.Kill()
+			}
+		}
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, "iampolicy: AccessDenied") {
+				t.Errorf("AccessDenied in AWS: %s", strings.TrimSpace(line))
 			}
 		}
 		if t.Failed() {

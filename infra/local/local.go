@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ import (
 	"github.com/workflowchat/service/functions/assembly/triggersfn"
 	"github.com/workflowchat/service/functions/assembly/workflowsfn"
 	"github.com/workflowchat/service/infra/dynamolocal"
+	"github.com/workflowchat/service/infra/iampolicy"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
@@ -112,6 +114,10 @@ type Stack struct {
 	DB *dynamo.DB
 	// Engine is the embedded DynamoDB engine, nil with DYNAMODB_ENDPOINT.
 	Engine *dynamolocal.Engine
+	// IAM checks each function's DynamoDB calls against its policy in
+	// LOCAL_IAM_TEMPLATE; nil when that is unset (or with
+	// DYNAMODB_ENDPOINT). Its Denied lists the calls refused.
+	IAM *iampolicy.Guard
 	// Sweeper ends the streamed replies whose lease ran out
 	// (SweeperFunction in AWS); the dev server runs it on a ticker
 	// (SWEEP_INTERVAL).
@@ -183,7 +189,18 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	}
 	endpoint := cfg.DynamoDBEndpoint
 	if endpoint == "" {
-		eng, err := dynamolocal.StartWith(dynamolocal.Options{DataFile: cfg.DataFile, Interval: cfg.SnapshotInterval, Logger: o.Logger})
+		eo := dynamolocal.Options{DataFile: cfg.DataFile, Interval: cfg.SnapshotInterval, Logger: o.Logger}
+		if cfg.LocalIAMTemplate != "" {
+			p, err := loadPolicies(cfg.LocalIAMTemplate)
+			if err != nil {
+				return nil, err
+			}
+			eo.Wrap = func(h http.Handler) http.Handler {
+				s.IAM = p.NewGuard(h, guardTables(cfg), o.Logger)
+				return s.IAM
+			}
+		}
+		eng, err := dynamolocal.StartWith(eo)
 		if err != nil {
 			return nil, fmt.Errorf("local: start embedded DynamoDB: %w", err)
 		}
@@ -195,6 +212,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.DB = db
+	// With the IAM check, each function signs its calls with its logical
+	// id, so that the engine applies that function's policy.
+	as := func(d assembly.Deps, fn string) (assembly.Deps, error) {
+		if s.IAM == nil {
+			return d, nil
+		}
+		var err error
+		d.DB, err = store.Open(ctx, store.Options{Region: cfg.Region, Endpoint: endpoint, Counter: o.Counter, Capacity: o.Capacity, AccessKeyID: fn})
+		return d, err
+	}
 	names := map[string]string{"USERS_TABLE": cfg.UsersTable, "SESSIONS_TABLE": cfg.SessionsTable, "DATA_TABLE": cfg.DataTable,
 		"RATE_LIMITS_TABLE": cfg.RateLimitsTable, "OAUTH_TABLE": cfg.OAuthTable}
 	if err := store.CreateTables(ctx, ttlTolerant{db.Client()}, names); err != nil {
@@ -241,13 +268,23 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	// fire).
 	s.Runner = &runs.InProcess{}
 	d.Runs = s.Runner
-	if s.Runner.Runner, err = runnerfn.Runner(ctx, cfg, d); err != nil {
+	rd, err := as(d, runnerfn.LogicalID)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.Runner.Runner, err = runnerfn.Runner(ctx, cfg, rd); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.Functions = []Function{{LogicalID: healthfn.LogicalID, Dir: "health", Router: healthfn.Health(o.Now), Builder: builderPkg + "healthfn.Health"}}
 	for _, f := range functions {
-		r, err := f.fn.Build(ctx, cfg, d)
+		fd, err := as(d, f.fn.LogicalID)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		r, err := f.fn.Build(ctx, cfg, fd)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("local: %s: %w", f.fn.LogicalID, err)
@@ -255,13 +292,23 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 		s.Functions = append(s.Functions, Function{LogicalID: f.fn.LogicalID, Dir: dirOf(f.fn.LogicalID), Router: r,
 			FunctionURL: f.fn.FunctionURL, Builder: f.builder})
 	}
-	if s.Sweeper, err = sweeperfn.Sweeper(ctx, cfg, d); err != nil {
+	sd, err := as(d, sweeperfn.LogicalID)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.Sweeper, err = sweeperfn.Sweeper(ctx, cfg, sd); err != nil {
 		s.Close()
 		return nil, err
 	}
 	// Without SCHEDULE_GROUP the schedules are the Data table's due index
 	// (schedules.Open), which the poller reads.
-	fire, err := triggerfirefn.Service(ctx, cfg, d)
+	td, err := as(d, triggerfirefn.LogicalID)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	fire, err := triggerfirefn.Service(ctx, cfg, td)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -280,6 +327,35 @@ func New(ctx context.Context, cfg config.Config, o Options) (*Stack, error) {
 	root.Handle("/", httpapi.Stack(api, mw))
 	s.API = root
 	return s, nil
+}
+
+// loadPolicies reads the IAM policies of the template at path.
+func loadPolicies(path string) (*iampolicy.Policies, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("local: LOCAL_IAM_TEMPLATE: %w", err)
+	}
+	p, err := iampolicy.Load(b)
+	if err != nil {
+		return nil, fmt.Errorf("local: LOCAL_IAM_TEMPLATE %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// guardTables describes the stack's tables, at their names in cfg, to
+// the IAM check.
+func guardTables(cfg config.Config) []iampolicy.Table {
+	names := map[string]string{"USERS_TABLE": cfg.UsersTable, "SESSIONS_TABLE": cfg.SessionsTable, "DATA_TABLE": cfg.DataTable,
+		"RATE_LIMITS_TABLE": cfg.RateLimitsTable, "OAUTH_TABLE": cfg.OAuthTable}
+	var out []iampolicy.Table
+	for _, t := range store.Tables() {
+		it := iampolicy.Table{Name: names[t.EnvVar], LogicalID: t.LogicalID, HashKey: t.HashKey, IndexHashKeys: map[string]string{}}
+		for _, x := range t.Indexes {
+			it.IndexHashKeys[x.Name] = x.HashKey
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // BlobsDir is the folder of the dev server's blobs with DATA_FILE.

@@ -46,6 +46,11 @@ func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture
 	// The rate limits stay on, so that their DynamoDB call is counted, but
 	// high enough for benchmark loops. extra are more NAME, value pairs.
 	env := map[string]string{"RATE_LIMIT_MESSAGES": "1000000/m", "RATE_LIMIT_STREAMS": "1000000/m", "RATE_LIMIT_RUNS": "1000000/m", "RATE_LIMIT_RESUMES": "1000000/m"}
+	if _, isTest := tb.(*testing.T); isTest {
+		// Every call is held to its function's IAM policy (benchmarks
+		// measure the engine without the check).
+		env["LOCAL_IAM_TEMPLATE"] = templatePath
+	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
 	}
@@ -59,6 +64,7 @@ func newFixtureAt(tb testing.TB, now func() time.Time, extra ...string) *fixture
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { checkIAM(tb, s) })
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/api/auth/sign-up/email", strings.NewReader(`{"email":"bench@example.com","password":"bench-pass-1","name":"Bench"}`))
 	s.API.ServeHTTP(rec, req)
@@ -565,5 +571,22 @@ func TestDynamoDBReplyBudget(t *testing.T) {
 				t.Logf("  %s: %d calls, %v write units", k, c.Calls(), c.WriteUnits)
 			}
 		}
+	}
+}
+
+// templatePath is the SAM template whose IAM policies the tests' stacks
+// enforce (LOCAL_IAM_TEMPLATE).
+const templatePath = "../../template.yaml"
+
+// checkIAM fails tb for every DynamoDB call of s that its function's
+// IAM policy refused, including the calls whose error the code logged
+// and went on from.
+func checkIAM(tb testing.TB, s *local.Stack) {
+	tb.Helper()
+	if s.IAM == nil {
+		return
+	}
+	for _, d := range s.IAM.Denied() {
+		tb.Errorf("AccessDenied in AWS: %s", d)
 	}
 }

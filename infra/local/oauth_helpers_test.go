@@ -82,7 +82,7 @@ func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 	t.Helper()
 	e := &oauthEnv{t: t, clk: &testClock{now: time.Now().UTC()}, logs: &syncBuffer{}}
 	e.keyFile = filepath.Join(t.TempDir(), "oauth-keys.json")
-	vars := map[string]string{"OAUTH_KEY_FILE": e.keyFile, "OAUTH_ALLOW_HTTP_CLIENTS": "true", "TOOLS_TEST_HOOKS": "true"}
+	vars := map[string]string{"OAUTH_KEY_FILE": e.keyFile, "OAUTH_ALLOW_HTTP_CLIENTS": "true", "TOOLS_TEST_HOOKS": "true", "LOCAL_IAM_TEMPLATE": templatePath}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -97,6 +97,7 @@ func newOAuthEnv(t *testing.T, env map[string]string) *oauthEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { checkIAM(t, e.stack) })
 	e.srv = httptest.NewServer(e.stack.API)
 	t.Cleanup(func() { e.srv.Close(); e.stack.Close() })
 	return e

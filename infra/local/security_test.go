@@ -142,7 +142,7 @@ type user struct {
 func TestSecurityMatrix(t *testing.T) {
 	clk := &testClock{now: time.Now().UTC()}
 	logs := &syncBuffer{}
-	cfg, err := config.Load(func(string) string { return "" })
+	cfg, err := config.Load(func(k string) string { return map[string]string{"LOCAL_IAM_TEMPLATE": templatePath}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +154,7 @@ func TestSecurityMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	defer checkIAM(t, s)
 	srv := httptest.NewServer(s.API)
 	defer srv.Close()
 	var bodies []string
@@ -330,10 +331,7 @@ const (
 func newCrossSiteStack(t *testing.T) (s *local.Stack, api, tools *httptest.Server) {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string {
-		if k == "ALLOWED_ORIGINS" {
-			return allowedOrigin
-		}
-		return ""
+		return map[string]string{"ALLOWED_ORIGINS": allowedOrigin, "LOCAL_IAM_TEMPLATE": templatePath}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +343,7 @@ func newCrossSiteStack(t *testing.T) (s *local.Stack, api, tools *httptest.Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { checkIAM(t, s) })
 	api, tools = httptest.NewServer(s.API), httptest.NewServer(s.Tools)
 	t.Cleanup(api.Close)
 	t.Cleanup(tools.Close)

@@ -108,8 +108,8 @@ var wantGrants = map[string]map[string][]string{
 		// the audit log (store.Audit: PutItem, Query of AUDIT#), the
 		// erasure request (PutItem of DELETION#) and the data exports
 		// (store.Exports: the request's transaction of Puts, its state a
-		// Query of EXPORT#).
-		"DataTable": {"dynamodb:PutItem", "dynamodb:Query"},
+		// consistent GetItem of EXPORT#).
+		"DataTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 		// create (also in the sign-up transaction), read, renew, sign out.
 		"SessionsTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
 		// sign-out-all: the user's session keys (store.DeleteUserSessions).
@@ -119,8 +119,9 @@ var wantGrants = map[string]map[string][]string{
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 		// sign-out-all also ends OAuth (oauth.RevokeUser): the user's
 		// grants and tokens from the UserItems index, RevokeGrant
-		// (UpdateItem), DeletePersonalToken (DeleteItem).
-		"OAuthTable":                 {"dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		// (UpdateItem), DeletePersonalToken (DeleteItem, and the user's
+		// token count: GetItem, PutItem when it is missing).
+		"OAuthTable":                 {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
 		"OAuthTable/index/UserItems": {"dynamodb:Query"},
 	},
 	"OAuthFunction": {
@@ -137,8 +138,10 @@ var wantGrants = map[string]map[string][]string{
 		// (GetItem); CreateClient, CreateCode, CreatePersonalToken and
 		// CreateGrant's transaction (PutItem); ConsumeCode and
 		// DeletePersonalToken (DeleteItem); RotateRefreshToken's
-		// transaction (UpdateItem, PutItem) and RevokeGrant (UpdateItem).
-		"OAuthTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+		// transaction (UpdateItem, PutItem) and RevokeGrant (UpdateItem);
+		// CodeEpoch (BatchGetItem) and CreateGrant's checks of the
+		// epochs (ConditionCheckItem).
+		"OAuthTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"},
 		// UserGrants and UserPersonalTokens.
 		"OAuthTable/index/UserItems": {"dynamodb:Query"},
 	},
@@ -228,9 +231,10 @@ var wantGrants = map[string]map[string][]string{
 		// store.Workflows.Workflow (GetItem); store.Runs.CreateRun (tx:
 		// Put run and log head + ConditionCheck on the chat item); the
 		// run's log, followed (Query); the run at its end (GetItem) and,
-		// when the reply is stopped, its cancel (UpdateItem). No index,
-		// no deletes.
-		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+		// when the reply is stopped, its cancel (UpdateItem). No index.
+		// A reply whose chat was deleted meanwhile deletes its leftovers
+		// (store.Chats.DeleteChatLeftovers: BatchWriteItem, CHAT#* only).
+		"DataTable": {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:BatchWriteItem"},
 		// the stream's rate limit: store.RateLimits.Hit (UpdateItem).
 		"RateLimitsTable": {"dynamodb:UpdateItem"},
 	},

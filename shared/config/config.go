@@ -254,6 +254,12 @@ type DevServer struct {
 	// tests can bring schedules and deadlines due without waiting. Empty:
 	// the wall clock.
 	DevClockFile string `env:"DEV_CLOCK_FILE"`
+	// LocalIAMTemplate (LOCAL_IAM_TEMPLATE), dev server only: a SAM
+	// template (template.yaml) whose functions' IAM policies the embedded
+	// engine enforces on each function's DynamoDB calls, answering a call
+	// its role may not make with AccessDeniedException as AWS does. Empty:
+	// not enforced. Ignored with DYNAMODB_ENDPOINT.
+	LocalIAMTemplate string `env:"LOCAL_IAM_TEMPLATE"`
 	// SnapshotInterval (SNAPSHOT_INTERVAL, a Go duration; default 30s) is
 	// how often the embedded engine folds its journal into the DataFile
 	// snapshot, besides at shutdown and when the journal passes 64 MiB; 0:

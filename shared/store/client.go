@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,12 @@ type Options struct {
 	// consumes and sums it: a measurement mode (make cost), never set by
 	// the functions.
 	Capacity *CapacityMeter
+	// AccessKeyID is the access key id of the dummy credentials at
+	// Endpoint ("local" when empty): the local stack signs each
+	// function's calls with the function's logical id, by which the
+	// embedded engine's IAM check (infra/iampolicy) knows whose policy
+	// applies.
+	AccessKeyID string
 }
 
 // MaxAttempts is how many times the SDK tries a throttled or failed
@@ -114,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*dynamo.DB, error) {
 	} else {
 		cfg = aws.Config{
 			Region:      opts.Region,
-			Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+			Credentials: credentials.NewStaticCredentialsProvider(cmp.Or(opts.AccessKeyID, "local"), "local", ""),
 		}
 	}
 	cfg.Retryer = newRetryer

@@ -19,11 +19,16 @@ import (
 	"github.com/workflowchat/service/shared/knowledge/s3vectorindex"
 )
 
-// services holds one Service per DynamoDB client: a process (the dev
-// server mounts every function over one client) has one embedded vector
-// index and one worker of indexing jobs, shared by the routes and the
-// sweeper's handler.
+// services holds one Service per DynamoDB client: a function (each of the
+// dev server's has its own client) has one worker of indexing jobs,
+// shared by its routes and the sweeper's handler.
 var services sync.Map // *dynamo.DB -> *knowledge.Service
+
+// embedded holds the embedded vector index of each local stack, keyed by
+// the blob store its functions share (Deps.Blobs; the DynamoDB client
+// when there is none): every function of the dev server reads and writes
+// the one index, as AWS's functions share the S3 Vectors index.
+var embedded sync.Map // blob.Store or *dynamo.DB -> knowledge.VectorIndex
 
 // Service returns the process's knowledge service: the Data table's
 // knowledge bases, the attachments, the blob store's segments, emb and
@@ -38,7 +43,7 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, emb knowle
 	if err != nil {
 		return nil, err
 	}
-	vectors, err := Vectors(ctx, cfg)
+	vectors, err := stackVectors(ctx, cfg, d)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +96,27 @@ func Vectors(ctx context.Context, cfg config.Config) (knowledge.VectorIndex, err
 		dir = cfg.DataFile + ".vectors"
 	}
 	return knowledge.NewEmbedded(dir, knowledge.Dimensions)
+}
+
+// stackVectors is Vectors, the embedded index shared by the functions of
+// d's stack (embedded).
+func stackVectors(ctx context.Context, cfg config.Config, d assembly.Deps) (knowledge.VectorIndex, error) {
+	if cfg.KnowledgeVectorBucket != "" {
+		return Vectors(ctx, cfg)
+	}
+	var key any = d.DB
+	if d.Blobs != nil {
+		key = d.Blobs
+	}
+	if v, ok := embedded.Load(key); ok {
+		return v.(knowledge.VectorIndex), nil
+	}
+	v, err := Vectors(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := embedded.LoadOrStore(key, v)
+	return actual.(knowledge.VectorIndex), nil
 }
 
 // SweeperEmbedder is the embedder of a service the sweeper builds: the
