@@ -22,7 +22,6 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/mcpserver"
 	"github.com/workflowchat/service/shared/safehttp"
-	"github.com/workflowchat/service/shared/schema"
 )
 
 // Remote connects to remote MCP servers with the go-sdk's Streamable HTTP
@@ -156,16 +155,8 @@ func toolOf(t *mcp.Tool) (mcpserver.Tool, error) {
 		if err != nil {
 			return mcpserver.Tool{}, err
 		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) != nil {
-			return mcpserver.Tool{}, errors.New("input schema is not an object")
-		}
-		var typ string
-		if raw, ok := obj["type"]; ok && (json.Unmarshal(raw, &typ) != nil || typ != "object") {
-			return mcpserver.Tool{}, errors.New(`input schema's type is not "object"`)
-		}
-		if _, err := schema.Compile(b); err != nil {
-			return mcpserver.Tool{}, fmt.Errorf("input schema: %w", err)
+		if err := mcpserver.CheckInputSchema(b); err != nil {
+			return mcpserver.Tool{}, err
 		}
 		raw = b
 	}
