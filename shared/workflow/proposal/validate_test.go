@@ -214,7 +214,7 @@ func TestValidateInputsCyclicToolSchema(t *testing.T) {
 	t.Parallel()
 	tool := &toolclient.ToolDetail{ID: "mcp/s/loop", Name: "loop",
 		InputSchema: []byte(`{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}`)}
-	got := validateInputs(tool, map[string]any{"a": "{{input.q}}"})
+	got := validateInputs(tool, map[string]any{"a": "x"})
 	if len(got) != 1 || !strings.Contains(got[0].Message, "does not compile") || !strings.Contains(got[0].Message, "#/$defs/x -> #/$defs/x") {
 		t.Fatalf("validateInputs = %+v, want one error naming the cycle", got)
 	}
