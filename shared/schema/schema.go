@@ -44,6 +44,9 @@ type Schema struct {
 	// anchors inside this document); a ref missing here is left to the
 	// library's verdict.
 	refs map[*jsonschema.Schema]*jsonschema.Schema
+	// nesting bounds the values validated, so that the library's
+	// recursion stays far from the end of the stack.
+	nesting Nesting
 }
 
 type patternProp struct {
@@ -61,7 +64,8 @@ var ErrExternalRef = errors.New("external schema references are not allowed")
 // than draft-07 and draft 2020-12, an unknown type name, a negative count
 // (minLength, maxItems ...), a multipleOf that is not positive, a regular
 // expression that does not compile, and a "$ref" to another document
-// (ErrExternalRef) or to nothing.
+// (ErrExternalRef) or to nothing, and a reference cycle that never
+// descends into the value (ErrRefCycle: {"$ref": "#"}).
 func Compile(raw []byte) (*Schema, error) {
 	if !json.Valid(raw) {
 		return nil, errors.New("schema is not valid JSON")
@@ -79,11 +83,15 @@ func Compile(raw []byte) (*Schema, error) {
 		return nil, err
 	}
 	resolved, err := root.Resolve(&jsonschema.ResolveOptions{
-		BaseURI: "mem:///schema.json",
+		BaseURI: baseURI,
 		Loader: func(u *url.URL) (*jsonschema.Schema, error) {
 			return nil, fmt.Errorf("%w: %s", ErrExternalRef, u)
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	nesting, err := CheckRefs(root)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +102,7 @@ func Compile(raw []byte) (*Schema, error) {
 		patterns:     map[*jsonschema.Schema]*regexp.Regexp{},
 		patternProps: map[*jsonschema.Schema][]patternProp{},
 		refs:         map[*jsonschema.Schema]*jsonschema.Schema{},
+		nesting:      nesting,
 	}
 	// Resolve has compiled every regular expression once and keeps them to
 	// itself; compiling them again here cannot fail.
@@ -124,6 +133,10 @@ func Compile(raw []byte) (*Schema, error) {
 	}
 	return s, nil
 }
+
+// baseURI is the URI the schemas are resolved against: relative
+// references resolve within the schema and nowhere else.
+const baseURI = "mem:///schema.json"
 
 const (
 	draft7    = "http://json-schema.org/draft-07/schema#"
@@ -304,11 +317,15 @@ func (p Problem) Pointer() string {
 // Validate checks v, a JSON value as encoding/json decodes it into an any
 // (nil, bool, float64, json.Number, int, string, []any, map[string]any),
 // and returns its problems, sorted by location then message, or nil when v
-// is valid. A value of another Go type is a problem of its own.
+// is valid. A value of another Go type is a problem of its own, and so is
+// one that nests too deeply for s (see Nesting).
 func (s *Schema) Validate(v any) []Problem {
 	v, ok := plain(v)
 	if !ok {
 		return []Problem{{Message: "value is not a JSON value"}}
+	}
+	if err := s.nesting.Check(v); err != nil {
+		return []Problem{{Message: err.Error()}}
 	}
 	err := s.resolved.Validate(v)
 	if err == nil {
@@ -349,6 +366,9 @@ func (s *Schema) ValidatePartial(v any, mode func(path []string, v any) Mode) []
 	v, ok := plain(v)
 	if !ok {
 		return []Problem{{Message: "value is not a JSON value"}}
+	}
+	if err := s.nesting.Check(v); err != nil {
+		return []Problem{{Message: err.Error()}}
 	}
 	w := walker{s: s, mode: mode}
 	if !w.partialUnder(v, nil) {

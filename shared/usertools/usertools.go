@@ -26,6 +26,7 @@ package usertools
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,6 +170,7 @@ func (c *Catalog) read(ctx context.Context, userID string, fresh bool) ([]mcpser
 		if err != nil {
 			return nil, err
 		}
+		list = usable(list)
 		if c.o.TTL > 0 {
 			c.keep(userID, list)
 		}
@@ -178,6 +180,29 @@ func (c *Catalog) read(ctx context.Context, userID string, fresh bool) ([]mcpser
 		return nil, errs.Wrap("usertools.remote", err)
 	}
 	return v.([]mcpserver.Server), nil
+}
+
+// usable drops from list's tools those a listing drops now and did not
+// always (a duplicate name, an input schema that is not a compilable
+// object schema), so that a list stored earlier neither breaks every chat
+// that offers it nor the checks of the steps that use it. It copies only
+// a server whose tools change.
+func usable(list []mcpserver.Server) []mcpserver.Server {
+	var out []mcpserver.Server
+	for i, s := range list {
+		tools := mcpserver.UsableTools(s.Tools)
+		if len(tools) == len(s.Tools) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(list)
+		}
+		out[i].Tools = tools
+	}
+	if out == nil {
+		return list
+	}
+	return out
 }
 
 // keep puts userID's list in memory. When the users or their lists'

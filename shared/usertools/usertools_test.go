@@ -263,3 +263,44 @@ func TestSpecsWithOnly(t *testing.T) {
 		t.Fatalf("nil narrows: %v", got)
 	}
 }
+
+// storedServers is a store holding lists written before listings dropped
+// unusable tools.
+type storedServers []mcpserver.Server
+
+func (s storedServers) Servers(context.Context, string) ([]mcpserver.Server, error) { return s, nil }
+
+// TestStoredUnusableToolsNotOffered: a tool list stored before listings
+// dropped a duplicate name or an input schema that is not a compilable
+// object schema is read without them: offered to the model, they would
+// make the provider refuse every chat message.
+func TestStoredUnusableToolsNotOffered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tool := func(name, schema string) mcpserver.Tool {
+		return mcpserver.Tool{Name: name, Description: name + " " + schema, InputSchema: json.RawMessage(schema)}
+	}
+	stored := storedServers{{Name: "dup", Enabled: true, Status: mcpserver.StatusConnected, Tools: []mcpserver.Tool{
+		tool("echo", `{"type":"object"}`), tool("echo", `{"type":"object","properties":{}}`),
+		tool("numeric_type", `{"type":5}`), tool("string_schema", `{"type":"string"}`),
+		tool("bad_pattern", `{"pattern":"(?<=x)["}`), tool("self", `{"type":"object","$ref":"#"}`),
+		tool("fine", `{"type":"object","properties":{"q":{"type":"string"}}}`),
+	}}}
+	cat := usertools.New(usertools.Options{Builtin: e.builtin, Servers: stored, TTL: time.Minute})
+	specs, err := cat.Specs(auth.ActingFor(context.Background(), "u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remote []string
+	for _, s := range specs {
+		if usertools.IsRemote(s.Name) {
+			remote = append(remote, s.Name+" "+s.Description)
+		}
+	}
+	if got, want := strings.Join(remote, ", "), `mcp/dup/echo echo {"type":"object"}, mcp/dup/fine fine {"type":"object","properties":{"q":{"type":"string"}}}`; got != want {
+		t.Fatalf("offered %s\nwant %s", got, want)
+	}
+	if len(stored[0].Tools) != 7 {
+		t.Fatalf("the stored list was changed: %d tools", len(stored[0].Tools))
+	}
+}

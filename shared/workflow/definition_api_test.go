@@ -130,6 +130,10 @@ func TestWorkflowPatchDefinition(t *testing.T) {
 		{"inputSchema not an object schema", `{"inputSchema":{"type":"array"}}`, 400, "VALIDATION_FAILED", "inputSchema"},
 		{"inputSchema not JSON Schema", `{"inputSchema":{"type":"object","properties":{"a":{"minimum":"x"}}}}`, 400, "VALIDATION_FAILED", "inputSchema"},
 		{"inputSchema a string", `{"inputSchema":"object"}`, 400, "VALIDATION_FAILED", "inputSchema"},
+		// Validating a run's input against these would overflow the stack.
+		{"inputSchema refers to itself", `{"inputSchema":{"type":"object","$ref":"#"}}`, 400, "VALIDATION_FAILED", "inputSchema"},
+		{"inputSchema with a $defs loop", `{"inputSchema":{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}}`,
+			400, "VALIDATION_FAILED", "inputSchema"},
 		{"inputSchema removed under steps that read it", `{"inputSchema":null}`, 400, "VALIDATION_FAILED", "steps[0].inputs"},
 		{"steps not an array", `{"steps":{}}`, 400, "VALIDATION_FAILED", "steps"},
 		{"too many steps", `{"steps":[` + strings.TrimSuffix(strings.Repeat(`{"id":"x","toolId":"hash"},`, 51), ",") + `]}`, 400, "VALIDATION_FAILED", "steps"},
@@ -158,7 +162,11 @@ func TestWorkflowPatchDefinition(t *testing.T) {
 	if len(created.Steps) != 4 || created.Steps[1].Outputs[0] != "results" {
 		t.Errorf("created = %+v", created)
 	}
-	e := a.fail(t, "a", "POST", "/api/workflows", fmt.Sprintf(`{"userId":%q,"name":"Bad","steps":[{"id":"x","toolId":"hash","inputs":{"text":"{{item}}","algorithm":"md5"}}]}`, a.users["a"].id), 400, "VALIDATION_FAILED")
+	e := a.fail(t, "a", "POST", "/api/workflows", fmt.Sprintf(`{"userId":%q,"name":"Cyclic","inputSchema":{"type":"object","$ref":"#"}}`, a.users["a"].id), 400, "VALIDATION_FAILED")
+	if !e.names("inputSchema") {
+		t.Errorf("create with a self-referencing inputSchema: %+v", e)
+	}
+	e = a.fail(t, "a", "POST", "/api/workflows", fmt.Sprintf(`{"userId":%q,"name":"Bad","steps":[{"id":"x","toolId":"hash","inputs":{"text":"{{item}}","algorithm":"md5"}}]}`, a.users["a"].id), 400, "VALIDATION_FAILED")
 	if !e.names("steps[0].inputs") {
 		t.Errorf("create with a bad step: %+v", e)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/mcpserver"
 	"github.com/workflowchat/service/shared/safehttp"
 )
@@ -77,6 +78,7 @@ func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserv
 	}
 	defer session.Close()
 	var out []mcpserver.Tool
+	names := map[string]bool{}
 	size := 0
 	params := &mcp.ListToolsParams{}
 	for page := 0; ; page++ {
@@ -91,10 +93,19 @@ func (r *Remote) ListTools(ctx context.Context, e mcpserver.Endpoint) ([]mcpserv
 			if t == nil || !mcpserver.ValidToolName(t.Name) {
 				continue
 			}
-			tool, err := toolOf(t)
-			if err != nil {
+			// A second tool of the same name would reach the model as a
+			// duplicate function, which providers refuse (every chat of the
+			// user would fail): the first one listed is kept.
+			if names[t.Name] {
+				logging.FromContext(ctx).WarnContext(ctx, "remote MCP tool skipped", "tool", t.Name, "reason", "duplicate name")
 				continue
 			}
+			tool, err := toolOf(t)
+			if err != nil {
+				logging.FromContext(ctx).WarnContext(ctx, "remote MCP tool skipped", "tool", t.Name, "reason", err.Error())
+				continue
+			}
+			names[t.Name] = true
 			b, _ := json.Marshal(tool)
 			size += len(b)
 			out = append(out, tool)
@@ -132,22 +143,24 @@ func (r *Remote) connect(ctx context.Context, hc *http.Client, e mcpserver.Endpo
 
 // toolOf keeps what the service shows of t: name, description (cut at
 // mcpserver.MaxToolDescription), input schema (an object schema; "{type: object}"
-// when it gives none), annotations.
+// when it gives none), annotations. An input schema that does not compile
+// or whose "type" is not "object" is an error: the tool's calls could not
+// be checked, and the model providers refuse such parameters (every chat
+// of the user would fail).
 func toolOf(t *mcp.Tool) (mcpserver.Tool, error) {
 	out := mcpserver.Tool{Name: t.Name, Description: cut(t.Description, mcpserver.MaxToolDescription)}
-	schema := json.RawMessage(`{"type":"object"}`)
+	raw := json.RawMessage(`{"type":"object"}`)
 	if t.InputSchema != nil {
 		b, err := json.Marshal(t.InputSchema)
 		if err != nil {
 			return mcpserver.Tool{}, err
 		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) != nil {
-			return mcpserver.Tool{}, errors.New("input schema is not an object")
+		if err := mcpserver.CheckInputSchema(b); err != nil {
+			return mcpserver.Tool{}, err
 		}
-		schema = b
+		raw = b
 	}
-	out.InputSchema = schema
+	out.InputSchema = raw
 	if a := t.Annotations; a != nil {
 		out.Annotations = &mcpserver.Annotations{Title: cut(a.Title, 256), ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
 			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}

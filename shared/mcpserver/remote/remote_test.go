@@ -181,3 +181,72 @@ func TestListToolsRefusesPrivate(t *testing.T) {
 		t.Fatalf("the loopback server was reached %d times", n)
 	}
 }
+
+// listServer is a bare MCP server (JSON answers, no session) whose
+// tools/list answers tools, as a server not built with the SDK may.
+func listServer(t *testing.T, tools string) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		if req.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":` + tools + `}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, result)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// TestListToolsDropsUnusableTools: a tool listed twice is kept once (the
+// first), and a tool whose input schema does not compile, is not an
+// object schema or refers to itself in a loop is dropped, as a tool with
+// an invalid name is: each would break every chat of the user (duplicate
+// function names and invalid parameters are refused by the model
+// providers) or the validation of a step that uses it.
+func TestListToolsDropsUnusableTools(t *testing.T) {
+	t.Parallel()
+	u := listServer(t, `[
+		{"name":"echo","description":"first","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}},
+		{"name":"echo","description":"second","inputSchema":{"type":"object"}},
+		{"name":"a/b","inputSchema":{"type":"object"}},
+		{"name":"numeric_type","inputSchema":{"type":5}},
+		{"name":"string_schema","inputSchema":{"type":"string"}},
+		{"name":"type_list","inputSchema":{"type":["object","null"]}},
+		{"name":"bad_pattern","inputSchema":{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)["}}}},
+		{"name":"bad_pattern_no_type","inputSchema":{"pattern":"(?<=x)["}},
+		{"name":"cycle","inputSchema":{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}},
+		{"name":"self","inputSchema":{"type":"object","$ref":"#"}},
+		{"name":"no_type","inputSchema":{"properties":{"n":{"type":"integer"}}}},
+		{"name":"tree","inputSchema":{"type":"object","$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"properties":{"root":{"$ref":"#/$defs/n"}}}}
+	]`)
+	tools, p := remote.New(true).ListTools(context.Background(), mcpserver.Endpoint{URL: u})
+	if p != nil {
+		t.Fatalf("ListTools: %+v", p)
+	}
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+	}
+	if got, want := strings.Join(names, " "), "echo no_type tree"; got != want {
+		t.Fatalf("tools = %s, want %s", got, want)
+	}
+	if tools[0].Description != "first" {
+		t.Errorf("echo kept is %q, want the first listed", tools[0].Description)
+	}
+}

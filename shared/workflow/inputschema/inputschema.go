@@ -20,6 +20,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/schema"
 )
 
 // Bounds and names of input schemas (docs/decisions.md, Workflow
@@ -40,6 +41,9 @@ type Schema struct {
 	raw      json.RawMessage
 	root     *jsonschema.Schema
 	resolved *jsonschema.Resolved
+	// nesting bounds the inputs validated, so that the validator's
+	// recursion stays far from the end of the stack.
+	nesting schema.Nesting
 }
 
 // JSON returns the schema, compact.
@@ -123,16 +127,37 @@ func Check(raw json.RawMessage) (*Schema, error) {
 			return nil, fmt.Errorf(`property %q: format attachment needs "type": "string"`, name)
 		}
 	}
-	resolved, err := root.Resolve(&jsonschema.ResolveOptions{
-		ValidateDefaults: true,
+	opts := &jsonschema.ResolveOptions{
 		Loader: func(uri *url.URL) (*jsonschema.Schema, error) {
 			return nil, fmt.Errorf("external schema reference %q is not allowed", uri.String())
 		},
+	}
+	if _, err := root.Resolve(opts); err != nil {
+		return nil, fmt.Errorf("is not a valid JSON Schema: %s", located(err.Error()))
+	}
+	// Validating anything, the defaults first, against a schema with a
+	// reference cycle would overflow the stack and kill the process.
+	nesting, err := schema.CheckRefs(&root)
+	if err != nil {
+		return nil, fmt.Errorf("is not a valid JSON Schema: %s", err)
+	}
+	walk(&root, func(s *jsonschema.Schema) {
+		var d any
+		if problem == nil && s.Default != nil && json.Unmarshal(s.Default, &d) == nil {
+			if err := nesting.Check(d); err != nil {
+				problem = fmt.Errorf("has a default whose %s", err)
+			}
+		}
 	})
+	if problem != nil {
+		return nil, problem
+	}
+	opts.ValidateDefaults = true
+	resolved, err := root.Resolve(opts)
 	if err != nil {
 		return nil, fmt.Errorf("is not a valid JSON Schema: %s", located(err.Error()))
 	}
-	return &Schema{raw: slices.Clone(compact), root: &root, resolved: resolved}, nil
+	return &Schema{raw: slices.Clone(compact), root: &root, resolved: resolved, nesting: nesting}, nil
 }
 
 // walk calls f on s and every schema under it.
@@ -203,6 +228,9 @@ func (s *Schema) ValidateField(field string, values map[string]any) (map[string]
 		if json.Unmarshal(p.Default, &d) == nil {
 			in[name] = d
 		}
+	}
+	if err := s.nesting.Check(in); err != nil {
+		return nil, invalidInput(op, field, []errs.FieldError{{Field: field, Message: err.Error()}})
 	}
 	err = s.resolved.Validate(in)
 	if err == nil {

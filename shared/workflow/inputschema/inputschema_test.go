@@ -37,6 +37,15 @@ func TestCheck(t *testing.T) {
 		{"default not valid", `{"type":"object","properties":{"n":{"type":"integer","default":"x"}}}`, "not a valid JSON Schema"},
 		{"attachment not a string", `{"type":"object","properties":{"f":{"type":"integer","format":"attachment"}}}`, `property "f": format attachment needs "type": "string"`},
 		{"too large", `{"type":"object","description":"` + strings.Repeat("x", inputschema.MaxBytes) + `"}`, "at most 65536 bytes"},
+		// Validating against these would recurse until the stack overflows.
+		{"self reference", `{"type":"object","$ref":"#"}`, "reference cycle that never descends into the value: # -> #"},
+		{"self reference with a default", `{"type":"object","$ref":"#","default":{}}`, "reference cycle"},
+		{"reference loop", `{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}`,
+			"reference cycle that never descends into the value: #/$defs/x -> #/$defs/x"},
+		{"loop through anyOf", `{"type":"object","properties":{"a":{"anyOf":[{"$ref":"#/properties/a"}]}}}`, "reference cycle"},
+		{"recursive tree", `{"type":"object","$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"properties":{"root":{"$ref":"#/$defs/n"}}}`, ""},
+		{"default nested too deep", `{"type":"object","properties":{"a":{"default":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`,
+			"default whose value nests more than"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,6 +145,19 @@ func TestValidateInput(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A schema stored before cycles were refused fails the run's start
+	// with an error instead of overflowing the stack.
+	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"object","$ref":"#"}`), map[string]any{}); errs.CodeOf(err) != "INVALID_INPUT_SCHEMA" {
+		t.Errorf("ValidateInput with a stored cyclic schema = %v, want INVALID_INPUT_SCHEMA", err)
+	}
+	var deep any = map[string]any{}
+	for range 600 {
+		deep = []any{deep}
+	}
+	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"object"}`), map[string]any{"a": deep}); errs.CodeOf(err) != inputschema.CodeInvalidInput ||
+		!strings.Contains(err.Error(), "levels of arrays and objects deep") {
+		t.Errorf("ValidateInput with an input nested 600 deep = %v, want INVALID_INPUT about nesting", err)
 	}
 	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"array"}`), nil); errs.CodeOf(err) != "INVALID_INPUT_SCHEMA" {
 		t.Errorf("a stored schema that does not check: %v", err)

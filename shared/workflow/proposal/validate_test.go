@@ -206,3 +206,16 @@ func TestNormalizeChangeKeepsOnlyTheTypesFields(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateInputsCyclicToolSchema: a remote tool stored with an input
+// schema that loops on itself fails the step's check with an error
+// instead of overflowing the stack when the step is saved.
+func TestValidateInputsCyclicToolSchema(t *testing.T) {
+	t.Parallel()
+	tool := &toolclient.ToolDetail{ID: "mcp/s/loop", Name: "loop",
+		InputSchema: []byte(`{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}`)}
+	got := validateInputs(tool, map[string]any{"a": "x"})
+	if len(got) != 1 || !strings.Contains(got[0].Message, "does not compile") || !strings.Contains(got[0].Message, "#/$defs/x -> #/$defs/x") {
+		t.Fatalf("validateInputs = %+v, want one error naming the cycle", got)
+	}
+}
