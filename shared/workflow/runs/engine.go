@@ -368,12 +368,13 @@ func (x *execution) runLeft() (time.Duration, bool) {
 func busy(run *workflow.Run, now time.Time) time.Duration {
 	d := now.Sub(run.StartedAt)
 	for _, s := range run.Steps {
+		if s.Reused { // a retry's reused step ran and waited in the run it retries
+			continue
+		}
 		if (s.ToolID == workflow.AskHumanToolID || s.ChildRunID != "") && s.StartedAt != nil && s.CompletedAt != nil {
 			d -= s.CompletedAt.Sub(*s.StartedAt)
 		}
-		if !s.Reused { // a retry's reused step waited in the run it retries
-			d -= time.Duration(s.AuthorizationWaitedMs+s.RetryWaitedMs) * time.Millisecond
-		}
+		d -= time.Duration(s.AuthorizationWaitedMs+s.RetryWaitedMs) * time.Millisecond
 	}
 	return d
 }
