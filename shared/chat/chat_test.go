@@ -61,6 +61,13 @@ type fixture struct {
 // given, wraps the store of reply logs (to choose when a write answers).
 func newFixture(t *testing.T, chunkDelay, ping time.Duration, wrapJobs ...func(job.Store) job.Store) *fixture {
 	t.Helper()
+	return newFixtureWith(t, chunkDelay, ping, nil, wrapJobs...)
+}
+
+// newFixtureWith is newFixture whose service's options set changes
+// (nil: none).
+func newFixtureWith(t *testing.T, chunkDelay, ping time.Duration, set func(*chat.Options), wrapJobs ...func(job.Store) job.Store) *fixture {
+	t.Helper()
 	db := storetest.New(t)
 	var jobs job.Store = store.NewJobs(db.DB, db.Data())
 	for _, w := range wrapJobs {
@@ -81,10 +88,14 @@ func newFixture(t *testing.T, chunkDelay, ping time.Duration, wrapJobs ...func(j
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
-	svc := chat.NewService(chat.Options{
+	opts := chat.Options{
 		Store: store.NewChats(db.DB, db.Data()), Jobs: jobs, Models: models, Preferences: users, DefaultModelID: "builtin",
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog}),
-	})
+	}
+	if set != nil {
+		set(&opts)
+	}
+	svc := chat.NewService(opts)
 	api := httpapi.NewRouter()
 	for _, r := range []*httpapi.Router{auth.Routes(authn, nil), chat.Routes(svc, authn, chat.Limits{}), chat.StreamRoutes(svc, authn, ping, chat.Limits{})} {
 		api.Mount(r, r.Patterns()...)

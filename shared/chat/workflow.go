@@ -42,11 +42,16 @@ type Runs interface {
 
 // renderRun is the reply of a stream with a workflowId: it starts a
 // durable run of the workflow (chosen at StartStream) and renders the
-// run's events as they are logged: tool_call at each step's start,
-// tool_result at its end, then a summary of the outcome as content. The
-// run goes on when the client leaves; a stopped reply cancels it. It
-// returns the assistant message (the steps as its tool calls, the
-// summary as its content) and the error that stopped it.
+// run's events as they are logged: one tool_call per step at its start
+// and its tool_result at its end, then a summary of the outcome as
+// content. A step with a retry is one call: its later attempts (and a
+// resumed run's start of it again) add no tool_call, and its result is
+// its last attempt's. A step that the reply leaves unfinished (the run
+// cancelled, the reply stopped or cut, a wait for an authorization) gets
+// a result saying so, as an error. The run goes on when the client
+// leaves; a stopped reply cancels it. It returns the assistant message
+// (the steps as its tool calls, the summary as its content) and the
+// error that stopped it.
 func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error) (Message, error) {
 	msg := Message{ID: t.ReplyID, ChatID: t.Chat.ID, Role: model.RoleAssistant, ModelID: t.ModelID, ReplyTo: t.User.ID, Status: StatusCompleted}
 	run, err := s.runs.Start(ctx, t.Chat.ID, t.Workflow.ID)
@@ -54,34 +59,72 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 		msg.CreatedAt = s.clock()
 		return msg, err
 	}
+	// open is the step whose tool_call awaits its tool_result (steps run
+	// one at a time), with its tool and arguments.
+	var open struct{ stepID, toolID string }
 	started := map[string]json.RawMessage{}
+	result := func(toolID, stepID string, result json.RawMessage) error {
+		open.stepID, open.toolID = "", ""
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: toolID, ToolArgs: started[stepID], Result: result})
+		return emit(Event{Type: EventToolResult, ToolName: toolID, Result: result})
+	}
+	// unfinished answers the open step, if any, with the error why.
+	unfinished := func(why string) error {
+		if open.stepID == "" {
+			return nil
+		}
+		return result(open.toolID, open.stepID, errorResult(why))
+	}
 	err = s.runs.Follow(ctx, run.ID, func(e workflow.RunEvent) error {
 		switch e.Type {
 		case workflow.EventStepWaiting:
 			if e.ChildRunID != "" {
 				return nil // a child run's wait: its end goes on with the run
 			}
+			if e.Reason == workflow.WaitAuthorization {
+				if err := unfinished("the step waits for the authorization of its server (" + e.AuthorizationURL + "); the run goes on without this reply"); err != nil {
+					return err
+				}
+			}
 			// A person answers, maybe days later: the reply ends with the
 			// question, and the run goes on without it.
 			return errRunWaiting
 		case workflow.EventStepStarted:
+			if open.stepID == e.StepID {
+				return nil // its next attempt, or its start again after a crash: the same call
+			}
+			if err := unfinished("the step did not finish"); err != nil {
+				return err
+			}
 			args := jsonObject(e.Input)
 			started[e.StepID] = args
+			open.stepID, open.toolID = e.StepID, e.ToolID
 			return emit(Event{Type: EventToolCall, ToolName: e.ToolID, ToolArgs: args})
 		case workflow.EventStepCompleted, workflow.EventStepFailed:
-			args, ok := started[e.StepID]
-			if !ok { // failed before its tool ran (a template error)
-				args = jsonObject(nil)
-				if err := emit(Event{Type: EventToolCall, ToolName: e.ToolID, ToolArgs: args}); err != nil {
+			if open.stepID != e.StepID {
+				if err := unfinished("the step did not finish"); err != nil {
+					return err
+				}
+				// Failed before its tool ran (a template error), or a
+				// child run's step: its call is announced now.
+				started[e.StepID] = jsonObject(nil)
+				if err := emit(Event{Type: EventToolCall, ToolName: e.ToolID, ToolArgs: started[e.StepID]}); err != nil {
 					return err
 				}
 			}
-			result := jsonObject(e.Output)
+			res := jsonObject(e.Output)
 			if e.Type == workflow.EventStepFailed {
-				result = errorResult(e.Error)
+				res = errorResult(e.Error)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ToolName: e.ToolID, ToolArgs: args, Result: result})
-			return emit(Event{Type: EventToolResult, ToolName: e.ToolID, Result: result})
+			return result(e.ToolID, e.StepID, res)
+		case workflow.EventRunCancelled:
+			why := e.Error
+			if why == "" {
+				why = "the run was cancelled"
+			}
+			return unfinished("the step was cancelled: " + why)
+		case workflow.EventRunCompleted, workflow.EventRunFailed:
+			return unfinished("the step did not finish: " + e.Error)
 		}
 		return nil
 	})
@@ -90,8 +133,13 @@ func (s *Service) renderRun(ctx context.Context, t *Turn, emit func(Event) error
 		err = nil
 	}
 	if err != nil {
+		why := "the reply ended before the step did; the run goes on"
 		if errs.CodeOf(context.Cause(ctx)) == job.CodeStopRequested {
 			s.cancelRun(ctx, run.ID) // a stop of the reply stops its run
+			why = "the step was cancelled: the reply was stopped"
+		}
+		if uerr := unfinished(why); uerr != nil {
+			logging.FromContext(ctx).WarnContext(ctx, "answer the step a reply left", "runId", run.ID, "err", uerr.Error())
 		}
 		return msg, err
 	}

@@ -152,7 +152,7 @@ func (s RunStep) SameRecord(o RunStep) bool {
 		}) &&
 		sameTime(s.RetryAt, o.RetryAt) && s.ChildRunID == o.ChildRunID && s.Reason == o.Reason &&
 		s.MCPServerID == o.MCPServerID && s.AuthorizationURL == o.AuthorizationURL &&
-		s.AuthorizationWaitedMs == o.AuthorizationWaitedMs
+		s.AuthorizationWaitedMs == o.AuthorizationWaitedMs && s.RetryWaitedMs == o.RetryWaitedMs
 }
 
 // sameTime reports whether a and b are both nil or the same instant in

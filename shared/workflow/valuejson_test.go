@@ -120,7 +120,7 @@ func TestSameRecord(t *testing.T) {
 	base := workflow.RunStep{ID: "a", ToolID: "json_query", Status: workflow.StepCompleted, StartedAt: &now, CompletedAt: &later,
 		Input: map[string]any{"q": "."}, Output: map[string]any{"r": 1.0}, Error: "e", ElementsDone: &two,
 		ExpiresAt: &later, Attempts: []workflow.StepAttempt{{Attempt: 1, StartedAt: &now, Status: "failed", Error: "x"}},
-		RetryAt: &later, InputURL: "u", OutputURL: "v", ChildRunID: "c", Reason: "r", MCPServerID: "m", AuthorizationURL: "w", AuthorizationWaitedMs: 5}
+		RetryAt: &later, InputURL: "u", OutputURL: "v", ChildRunID: "c", Reason: "r", MCPServerID: "m", AuthorizationURL: "w", AuthorizationWaitedMs: 5, RetryWaitedMs: 7}
 	cp := base
 	nowCopy, laterCopy := now, later
 	cp.StartedAt, cp.CompletedAt = &nowCopy, &laterCopy // other pointers, same times

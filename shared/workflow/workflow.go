@@ -396,6 +396,11 @@ type RunStep struct {
 	// authorization, its waits summed (milliseconds): time left out of
 	// the run's time limit, as a person's or a child run's.
 	AuthorizationWaitedMs int64 `json:"authorizationWaitedMs,omitempty"`
+	// RetryWaitedMs is how long the step waited between its attempts
+	// (its retry's backoffs, to when each next attempt was due and picked
+	// up), summed in milliseconds: time left out of the run's time limit,
+	// as an authorization's.
+	RetryWaitedMs int64 `json:"retryWaitedMs,omitempty"`
 }
 
 // WaitAuthorization is the Reason of a step that waits for the user to

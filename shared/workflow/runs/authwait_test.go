@@ -49,15 +49,22 @@ func newAuthFixture(t *testing.T) (*childFixture, *oauthTools) {
 // clock now (nil: time.Now).
 func newAuthFixtureAt(t *testing.T, now func() time.Time) (*childFixture, *oauthTools) {
 	t.Helper()
+	tools := &oauthTools{ToolRunner: newRegistry(t), serverID: uuid.NewString()}
+	return newClockedFixture(t, now, tools), tools
+}
+
+// newClockedFixture returns a fixture whose service and runner read the
+// clock now (nil: time.Now) and whose runner runs tools.
+func newClockedFixture(t *testing.T, now func() time.Time, tools runs.ToolRunner) *childFixture {
+	t.Helper()
 	db := storetest.New(t)
 	f := &childFixture{runs: store.NewRuns(db.DB, db.Data()), jobs: store.NewJobs(db.DB, db.Data()),
 		workflows: store.NewWorkflows(db.DB, db.Data()), lease: 2 * time.Second, user: uuid.NewString()}
 	f.inproc = &runs.InProcess{}
 	f.svc = runs.NewService(runs.Options{Store: f.runs, Jobs: f.jobs, Workflows: f.workflows, Invoker: f.inproc, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs, Now: now})
-	tools := &oauthTools{ToolRunner: newRegistry(t), serverID: uuid.NewString()}
 	f.inproc.Runner = runs.NewRunner(runs.RunnerOptions{Store: f.runs, Jobs: f.jobs, Tools: tools, Lease: f.lease, Ended: f.ended, AuthWaits: f.runs, Now: now})
 	t.Cleanup(f.inproc.Wait)
-	return f, tools
+	return f
 }
 
 // checkAuthWait checks run waits for the authorization of serverID.

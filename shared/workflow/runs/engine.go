@@ -252,7 +252,15 @@ func (e *Engine) Continue(ctx context.Context, save Saver, steps []workflow.Step
 		}
 		timeout, ok := x.timeout(step)
 		if !ok {
-			return x.finish(ctx, op, workflow.RunFailed, fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout))
+			msg := fmt.Sprintf("the run exceeded its time limit of %s", e.runTimeout)
+			if len(rs.Attempts) > 0 {
+				// A step of a retry whose attempt failed ran: it fails
+				// for the run's limit, before its next attempt, and is
+				// not skipped as a step that never ran.
+				now := e.clock()
+				rs.Status, rs.Error, rs.CompletedAt, rs.RetryAt = workflow.StepFailed, msg, &now, nil
+			}
+			return x.finish(ctx, op, workflow.RunFailed, msg)
 		}
 		scope, msg, err := x.load(ctx, step, input, outputs)
 		if err != nil {
@@ -354,17 +362,19 @@ func (x *execution) runLeft() (time.Duration, bool) {
 }
 
 // busy is how long run has been going at now, the time its human steps
-// and its child runs waited, and its steps waited for authorizations,
-// left out.
+// and its child runs waited, its steps waited for authorizations, and
+// its steps with a retry waited between their attempts, left out: a
+// wait holds no runner.
 func busy(run *workflow.Run, now time.Time) time.Duration {
 	d := now.Sub(run.StartedAt)
 	for _, s := range run.Steps {
+		if s.Reused { // a retry's reused step ran and waited in the run it retries
+			continue
+		}
 		if (s.ToolID == workflow.AskHumanToolID || s.ChildRunID != "") && s.StartedAt != nil && s.CompletedAt != nil {
 			d -= s.CompletedAt.Sub(*s.StartedAt)
 		}
-		if !s.Reused { // a retry's reused step waited in the run it retries
-			d -= time.Duration(s.AuthorizationWaitedMs) * time.Millisecond
-		}
+		d -= time.Duration(s.AuthorizationWaitedMs+s.RetryWaitedMs) * time.Millisecond
 	}
 	return d
 }
@@ -426,6 +436,9 @@ func (x *execution) single(ctx context.Context, op string, i int, step workflow.
 		// The call had only what was left of the run's time: the run's
 		// limit stopped it, and the run says so.
 		msg := fmt.Sprintf("the run exceeded its time limit of %s", x.e.runTimeout)
+		if step.Retry != nil {
+			addAttempt(rs, msg, done) // the step's last call, as its others
+		}
 		rs.Status, rs.Error, rs.CompletedAt = workflow.StepFailed, msg, &done
 		x.over = true
 		return nil, "", x.finish(ctx, op, workflow.RunFailed, msg)

@@ -358,3 +358,40 @@ func TestEngineRunTimeout(t *testing.T) {
 		t.Fatalf("run = %+v", run2)
 	}
 }
+
+// TestEngineRunTimeoutReusedHumanStep: a retry's reused human step
+// waited in the run it retries, before this run started: its wait gives
+// this run no time beyond its limit.
+func TestEngineRunTimeoutReusedHumanStep(t *testing.T) {
+	t.Parallel()
+	f := newEngineFixture(t)
+	var now time.Time
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	set(start)
+	o := runs.RunnerOptions{RunTimeout: time.Minute, Now: clock, Store: f.runs, Jobs: f.jobs, Tools: newRegistry(t), BeforeStep: func(i int) {
+		if i == 2 {
+			set(start.Add(2 * time.Minute)) // step b took the whole budget
+		}
+	}}
+	w := wf(step("ask", workflow.AskHumanToolID, map[string]any{"message": "ok?"}), step("b", "sleep", map[string]any{"ms": 0}), step("c", "sleep", map[string]any{"ms": 0}))
+	run := runs.NewRun(w, f.chatID, f.userID, start)
+	asked, answered := start.Add(-48*time.Hour), start.Add(-time.Hour)
+	run.Steps[0] = workflow.RunStep{ID: "ask", ToolID: workflow.AskHumanToolID, Status: workflow.StepCompleted, StartedAt: &asked, CompletedAt: &answered,
+		Output: map[string]any{"ok": true}, Reused: true}
+	if err := f.runs.CreateRun(context.Background(), run, job.Lease{Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.NewRunner(o).Run(context.Background(), workflow.RunRef{RunID: run.ID, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.runs.Run(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.RunFailed || statuses(got) != "completed,completed,skipped" || !strings.Contains(got.Error, "time limit of 1m0s") {
+		t.Fatalf("run = %s %s %q", got.Status, statuses(got), got.Error)
+	}
+}

@@ -15,7 +15,9 @@ import (
 // runner returns. The sweeper, once the lease has ended (retryDue), puts
 // the run back to running and invokes the runner, which runs the step
 // again: the wait holds no compute, and a crash between attempts loses
-// nothing (the run is in the store, waiting).
+// nothing (the run is in the store, waiting). Like a person's answer,
+// the wait is left out of the run's time limit: retryDue adds it to the
+// step's RetryWaitedMs (busy).
 
 // attempted records the end of step i's call, whose failure is msg (""
 // when it succeeded), when the step has a retry; with attempts left
@@ -28,11 +30,7 @@ func (x *execution) attempted(ctx context.Context, op string, i int, step workfl
 		return false, nil
 	}
 	now := x.e.clock()
-	status := workflow.StepCompleted
-	if msg != "" {
-		status = workflow.StepFailed
-	}
-	rs.Attempts = append(rs.Attempts, workflow.StepAttempt{Attempt: len(rs.Attempts) + 1, StartedAt: rs.StartedAt, CompletedAt: &now, Status: status, Error: msg})
+	addAttempt(rs, msg, now)
 	if msg == "" || len(rs.Attempts) >= step.MaxAttempts() {
 		return false, nil
 	}
@@ -45,6 +43,16 @@ func (x *execution) attempted(ctx context.Context, op string, i int, step workfl
 	return true, nil
 }
 
+// addAttempt records the call of rs, a step with a retry, that ended
+// at now, failed with msg ("" when it succeeded).
+func addAttempt(rs *workflow.RunStep, msg string, now time.Time) {
+	status := workflow.StepCompleted
+	if msg != "" {
+		status = workflow.StepFailed
+	}
+	rs.Attempts = append(rs.Attempts, workflow.StepAttempt{Attempt: len(rs.Attempts) + 1, StartedAt: rs.StartedAt, CompletedAt: &now, Status: status, Error: msg})
+}
+
 // retryingStep returns the index of run's step waiting for its next
 // attempt, or -1.
 func retryingStep(run workflow.Run) int {
@@ -55,13 +63,17 @@ func retryingStep(run workflow.Run) int {
 // and whose lease ended: before retryAt the lease is set to it again;
 // after, the run is recorded running (conditioned on it still waiting: a
 // cancel that came first wins) and handed to the runner for the same
-// attempt of the run.
+// attempt of the run. The wait, from the failed attempt's end to now, is
+// added to the step's RetryWaitedMs.
 func retryDue(ctx context.Context, invoker workflow.Invoker, l *runLog, run workflow.Run, i int, now time.Time) error {
 	rs := &run.Steps[i]
 	if now.Before(*rs.RetryAt) {
 		return ignoreConflict(l.SaveRun(ctx, run, workflow.RunWaiting))
 	}
 	rs.RetryAt = nil
+	if n := len(rs.Attempts); n > 0 && rs.Attempts[n-1].CompletedAt != nil && now.After(*rs.Attempts[n-1].CompletedAt) {
+		rs.RetryWaitedMs += now.Sub(*rs.Attempts[n-1].CompletedAt).Milliseconds()
+	}
 	run.Status = workflow.RunRunning
 	if err := l.SaveRun(ctx, run, workflow.RunWaiting); err != nil {
 		return ignoreConflict(err)
