@@ -341,7 +341,7 @@ var notes = []string{
 		"(4 KB reads, 1 KB writes of the larger of the item before and after, each global index's writes, transactions doubled); a failed write is priced one write unit.",
 	"API Gateway: one request per 512 KB of request and response; CloudFront: every client request (HTTPS, United States prices) with its CloudFront Function, request bodies to the origin and responses out to the internet. " +
 		"Tool calls reach McpFunction's function URL and runs are queued with Lambda's Invoke API: neither is billed beyond the invoked function.",
-	"Logs: the functions' own lines at LOG_LEVEL info plus Lambda's START, END and REPORT lines; storage of logs (never expiring: no log group sets a retention) and of data grows with use and is not in the per-unit figures.",
+	"Logs: the functions' own lines at LOG_LEVEL info plus Lambda's START, END and REPORT lines; storage of logs (each function's log group keeps LogRetentionDays, 30 by default) and of data grows with use and is not in the per-unit figures.",
 	"Response streaming: replies stay under the 6 MB per response that Lambda streams for free.",
 	"The idle month: the sweeper's schedule (EventBridge scheduled rules cost nothing), the alarms (per metric each evaluates), the secrets; empty tables and an empty bucket cost nothing (no minimum charge on on-demand tables or S3).",
 	"A schedule's month: every fire of a schedule trigger is one EventBridge Scheduler invocation (priced; Scheduler's free invocations a month are left out, as every free tier is), TriggerFireFunction's invocation and its DynamoDB calls (the trigger's read, the overlap marker, the run's creation), and the run it starts (here one json_query step; a longer workflow adds its steps at the workflow step's price).",

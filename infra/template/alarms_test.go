@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
 )
@@ -71,12 +72,16 @@ func alarms(s *stack) map[string]alarm {
 	return out
 }
 
+// dlqOwners name the functions whose OnFailure queue is a dead-letter
+// queue, as the alarm checks' messages do.
+var dlqOwners = map[string]string{runnerID: "the runner's", fireID: "the trigger fires'"}
+
 // (n) Alarms. The parameter AlarmTopicArn (empty by default: alarms
 // without actions) with the condition HasAlarmTopic; every alarm notifies
 // the topic on ALARM and OK through Fn::If [HasAlarmTopic, [!Ref
 // AlarmTopicArn], !Ref AWS::NoValue] and treats missing data as not
-// breaching. There are alarms on: the depth of the runner's dead-letter
-// queue (above 0); the 5xx rate of each HTTP API (its 5xx and Count
+// breaching. There are alarms on: the depth of every dead-letter queue
+// (each SQS queue, each function's OnFailure destination; above 0); the 5xx rate of each HTTP API (its 5xx and Count
 // metrics) and of each function URL (Url5xxCount and UrlRequestCount);
 // Throttles and Errors of every function; and the interrupted jobs the
 // sweeper publishes (sweeperfn's metric, per hour).
@@ -117,17 +122,34 @@ func checkAlarms(s *stack, _ *codeFacts) []string {
 		return alarm{}, false
 	}
 
-	// The runner's dead-letter queue: the OnFailure destination.
-	dest, _ := asMap(asMap(asMap(asMap(s.resources()[runnerID]["Properties"])["EventInvokeConfig"])["DestinationConfig"])["OnFailure"])["Destination"].(string)
-	queue, _ := strings.CutSuffix(strings.TrimPrefix(dest, getAttMark), ".Arn")
-	dlq, ok := find(func(a alarm) bool {
-		return a.reads("AWS/SQS", "ApproximateNumberOfMessagesVisible", map[string]string{"QueueName": getAttMark + queue + ".QueueName"})
-	})
-	switch {
-	case !ok:
-		probs = append(probs, fmt.Sprintf("%s (the runner's dead-letter queue): no alarm on its ApproximateNumberOfMessagesVisible", queue))
-	case dlq.props["Threshold"] != 0.0 || dlq.props["ComparisonOperator"] != "GreaterThanThreshold":
-		probs = append(probs, fmt.Sprintf("%s: threshold %v %v, want GreaterThanThreshold 0 (any message in the dead-letter queue)", dlq.id, dlq.props["ComparisonOperator"], dlq.props["Threshold"]))
+	// Every dead-letter queue: each SQS queue of the template (they are
+	// all dead-letter queues) and each function's OnFailure destination
+	// (the runner's, the trigger fires').
+	queues := map[string]string{} // queue -> what it is
+	for _, id := range sortedKeys(s.resources()) {
+		if s.resourceType(id) == "AWS::SQS::Queue" {
+			queues[id] = "a queue"
+		}
+	}
+	for _, id := range sortedKeys(s.functions) {
+		dest, _ := asMap(asMap(asMap(asMap(s.resources()[id]["Properties"])["EventInvokeConfig"])["DestinationConfig"])["OnFailure"])["Destination"].(string)
+		if queue, ok := strings.CutSuffix(strings.TrimPrefix(dest, getAttMark), ".Arn"); ok && dest != "" {
+			queues[queue] = dlqOwners[id] + " dead-letter queue"
+			if dlqOwners[id] == "" {
+				queues[queue] = id + "'s dead-letter queue"
+			}
+		}
+	}
+	for _, queue := range sortedKeys(queues) {
+		dlq, ok := find(func(a alarm) bool {
+			return a.reads("AWS/SQS", "ApproximateNumberOfMessagesVisible", map[string]string{"QueueName": getAttMark + queue + ".QueueName"})
+		})
+		switch {
+		case !ok:
+			probs = append(probs, fmt.Sprintf("%s (%s): no alarm on its ApproximateNumberOfMessagesVisible", queue, queues[queue]))
+		case dlq.props["Threshold"] != 0.0 || dlq.props["ComparisonOperator"] != "GreaterThanThreshold":
+			probs = append(probs, fmt.Sprintf("%s: threshold %v %v, want GreaterThanThreshold 0 (any message in the dead-letter queue)", dlq.id, dlq.props["ComparisonOperator"], dlq.props["Threshold"]))
+		}
 	}
 
 	// The 5xx rate of each HTTP API and each function URL.
@@ -176,4 +198,61 @@ func checkAlarms(s *stack, _ *codeFacts) []string {
 		probs = append(probs, fmt.Sprintf("%s: %v of %v s, want the Sum per hour (Period 3600)", interrupted.id, interrupted.props["Statistic"], interrupted.props["Period"]))
 	}
 	return probs
+}
+
+// dlqAlarmCases break the dead-letter queues' alarms.
+var dlqAlarmCases = []brokenCase{
+	{"the trigger fires' dead-letter queue without its alarm", "n_alarms",
+		"          Value: !GetAtt TriggerFireDeadLetterQueue.QueueName\n", "          Value: !GetAtt RunnerDeadLetterQueue.QueueName\n",
+		"TriggerFireDeadLetterQueue (the trigger fires' dead-letter queue): no alarm"},
+	{"the trigger fires' dead-letter alarm tolerates messages", "n_alarms",
+		"          Value: !GetAtt TriggerFireDeadLetterQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n",
+		"          Value: !GetAtt TriggerFireDeadLetterQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 5\n",
+		"TriggerFireDeadLetterAlarm: threshold GreaterThanThreshold 5"},
+}
+
+// TestDeadLetterAlarmCases requires checkAlarms to report each of
+// dlqAlarmCases.
+func TestDeadLetterAlarmCases(t *testing.T) {
+	t.Parallel()
+	runBrokenCases(t, dlqAlarmCases, nil)
+}
+
+// runBrokenCases breaks template.yaml in memory once per case and
+// requires the named check (of checks, or of extra) to report it,
+// as TestChecksCatchBrokenTemplates does.
+func runBrokenCases(t *testing.T, cases []brokenCase, extra map[string]check) {
+	t.Helper()
+	src := string(loadTemplate(t))
+	f := loadFacts(t)
+	byName := maps.Clone(extra)
+	if byName == nil {
+		byName = map[string]check{}
+	}
+	for _, c := range checks {
+		byName[c.name] = c.fn
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fn, ok := byName[tc.check]
+			if !ok {
+				t.Fatalf("no check %q", tc.check)
+			}
+			if !strings.Contains(src, tc.old) {
+				t.Fatalf("template.yaml no longer contains %q: update this case", tc.old)
+			}
+			s, err := parse([]byte(strings.Replace(src, tc.old, tc.new, 1)))
+			if err != nil {
+				t.Fatalf("parse broken template: %v", err)
+			}
+			probs := fn(s, f)
+			for _, p := range probs {
+				if strings.Contains(p, tc.want) {
+					return
+				}
+			}
+			t.Errorf("check %s did not report %q; it reported %q", tc.check, tc.want, probs)
+		})
+	}
 }

@@ -22,14 +22,15 @@ const (
 // reads (GetObject, which HeadObject and a copy's source need), writes
 // (PutObject, also a copy's destination and what a presigned PUT the
 // function signs may do), deletes (DeleteObject, per key of
-// DeleteObjects), and ListBucket for DeletePrefix, under a prefix
-// condition.
+// DeleteObjects), and ListBucket: for DeletePrefix, and for S3 to answer
+// a missing key 404 rather than 403 (see wholeBucketList).
 var s3Actions = map[string]bool{"s3:GetObject": true, "s3:PutObject": true, "s3:DeleteObject": true, "s3:ListBucket": true}
 
 // wantBlobGrants is the reviewed contract of the functions' access to the
 // bucket: per function, per key prefix (a blob.Kinds prefix), the object
-// actions, and under "list" the prefixes it may list; each entry says
-// what of the function's code uses it (docs/deploy.md, Blobs).
+// actions, and under "list" the prefixes it may list (wholeBucketList: all
+// of them, with no prefix condition); each entry says what of the
+// function's code uses it (docs/deploy.md, Blobs).
 // A function not named here has no S3 statement and no BLOB_BUCKET
 // (checkBlobGrants).
 var wantBlobGrants = map[string]map[string][]string{
@@ -45,7 +46,9 @@ var wantBlobGrants = map[string]map[string][]string{
 		"chats/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:DeleteObject"},
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"list":         {"chats/", "runs/"},
+		// The chat's delete lists chats/ and runs/; a pending
+		// attachment's missing upload, a deleted segment (404s).
+		"list": {wholeBucketList},
 		// The segments of the knowledge bases a chat names, read by its
 		// replies' retrieval and knowledge_search.
 		"knowledge/": {"s3:GetObject"},
@@ -63,6 +66,8 @@ var wantBlobGrants = map[string]map[string][]string{
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		// As ChatsFunction's: the knowledge bases' segments, read.
 		"knowledge/": {"s3:GetObject"},
+		// A pending attachment's missing upload, a deleted segment (404s).
+		"list": {wholeBucketList},
 	},
 	// Runs' values, deleted with their workflow; run inputs naming an
 	// attachment.
@@ -70,7 +75,9 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
-		"list":         {"runs/"},
+		// The workflow's delete lists runs/; a pending attachment's
+		// missing upload (404).
+		"list": {wholeBucketList},
 	},
 	// Steps' values; tool inputs and results passed by reference.
 	"RunnerFunction": {
@@ -80,6 +87,9 @@ var wantBlobGrants = map[string]map[string][]string{
 		"calls/":       {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		// knowledge_search in steps: the knowledge bases' segments, read.
 		"knowledge/": {"s3:GetObject"},
+		// A pending attachment's missing upload, a deleted segment, a
+		// human step's lost request (404s).
+		"list": {wholeBucketList},
 	},
 	// The functions that start runs through the one run service
 	// (runstart.Build) but read no run values: a large input or plan
@@ -98,7 +108,10 @@ var wantBlobGrants = map[string]map[string][]string{
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:PutObject", "s3:DeleteObject"},
 		"chats/":       {"s3:DeleteObject"},
-		"list":         {"attachments/", "chats/", "exports/", "runs/", "uploads/"},
+		// The erasure lists the user's folders; a pending attachment's
+		// missing upload, an attachment deleted while it is exported
+		// (404s).
+		"list": {wholeBucketList},
 		// ... and it writes the data exports (their zips read from the
 		// stores and the attachments above) and erases them with the
 		// account.
@@ -118,6 +131,7 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"runs/":        {"s3:GetObject", "s3:PutObject"},
+		"list":         {wholeBucketList},
 	},
 	// The attachments documents are made from (checked first when
 	// pending, as above); documents' segments, read by queries and
@@ -126,6 +140,8 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"knowledge/":   {"s3:GetObject", "s3:DeleteObject"},
+		// A pending attachment's missing upload, a deleted segment (404s).
+		"list": {wholeBucketList},
 	},
 	// The attachment a document is indexed from (checked first when
 	// pending, as above); its segment, written, and deleted when the
@@ -134,12 +150,40 @@ var wantBlobGrants = map[string]map[string][]string{
 		"uploads/":     {"s3:GetObject", "s3:PutObject"},
 		"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 		"knowledge/":   {"s3:PutObject", "s3:DeleteObject"},
+		"list":         {wholeBucketList},
 	},
 	// Tool inputs passed by reference, results too large for a
-	// response.
+	// response; an inputRef naming no stored input is INVALID_PARAMS
+	// (404).
 	"McpFunction": {
 		"calls/": {"s3:GetObject", "s3:PutObject"},
+		"list":   {wholeBucketList},
 	},
+}
+
+// wholeBucketList, under "list", is s3:ListBucket on the bucket with no
+// condition. S3 answers a GetObject or HeadObject of a missing key 404
+// only to a caller allowed s3:ListBucket on the bucket, and 403
+// AccessDenied to any other; an s3:prefix condition does not count (the
+// object request has no prefix), nor could any condition tell that check
+// from a listing. s3blob maps only 404 to NotFound, which the code below
+// relies on; so a function whose code reads a key that may be missing
+// needs it (missingKeyReaders).
+const wholeBucketList = "*"
+
+// missingKeyReaders are the code that reads or stats blob keys that may
+// be missing and takes NotFound for an answer, each by the call in a
+// function's main or builder package (codeFacts.mains) that builds it:
+// a function whose code has one needs wholeBucketList, and one with
+// wholeBucketList has one.
+var missingKeyReaders = []struct{ call, why string }{
+	{"blobstore.Attachments(", "attachment.Service: settle reads a pending attachment's upload (missing: still pending, or failed past its deadline), Open the copy (missing: deleted)"},
+	{"runstart.Build(", "the run service: a run input's attachment checked and read (attachment.Service, as above), a spilled value lost (a human step's request times out)"},
+	{"knowledgecore.Service(", "knowledge.Service: a document's attachment (as above), a segment deleted meanwhile (skipped)"},
+	{"knowledgefn.Service(", "knowledge.Service, as above"},
+	{"knowledgefn.NewLazy(", "knowledge.Service for knowledge_search, as above"},
+	{"toolserver.WithBlobs(", "the tool server: an inputRef naming no stored input (INVALID_PARAMS)"},
+	{"copyBlob(", "the data export: an attachment deleted meanwhile is left out"},
 }
 
 // triggeredRunGrants are the blob grants of the functions that start
@@ -148,6 +192,8 @@ var triggeredRunGrants = map[string][]string{
 	"uploads/":     {"s3:GetObject", "s3:PutObject"},
 	"attachments/": {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
 	"runs/":        {"s3:PutObject"},
+	// A pending attachment's missing upload (404).
+	"list": {wholeBucketList},
 }
 
 // blobGrants reads the S3 statements of function id's inline policies:
@@ -192,9 +238,15 @@ func blobGrants(s *stack, id string) (map[string]map[string]bool, []string) {
 						probs = append(probs, fmt.Sprintf("%s: the bucket itself with %v; only s3:ListBucket, alone", where, actions))
 						continue
 					}
-					prefixes := strs(asMap(asMap(stmt["Condition"])["StringLike"])["s3:prefix"])
-					if len(prefixes) == 0 {
-						probs = append(probs, where+": s3:ListBucket without a StringLike s3:prefix condition lists the whole bucket")
+					cond := asMap(stmt["Condition"])
+					if len(cond) == 0 {
+						add("list", wholeBucketList)
+						continue
+					}
+					prefixes := strs(asMap(cond["StringLike"])["s3:prefix"])
+					if len(cond) != 1 || len(asMap(cond["StringLike"])) != 1 || len(prefixes) == 0 {
+						probs = append(probs, where+": s3:ListBucket under a condition other than StringLike s3:prefix")
+						continue
 					}
 					for _, p := range prefixes {
 						kind, ok := strings.CutSuffix(p, "*")
@@ -241,10 +293,12 @@ func isKindPrefix(p string) bool {
 
 // (o) Each function's access to the blob bucket: only the allowed S3
 // actions, only on blob.Kinds prefixes of BlobBucket (ListBucket on the
-// bucket under a prefix condition), exactly the reviewed wantBlobGrants;
-// a function has access exactly when it receives BLOB_BUCKET = !Ref
-// BlobBucket, per function (not in Globals), and a function whose code
-// requires BLOB_BUCKET receives it.
+// bucket, under a prefix condition or none), exactly the reviewed
+// wantBlobGrants; ListBucket with no condition exactly for the functions
+// whose code reads keys that may be missing (missingKeyReaders), so that
+// S3 answers them 404; a function has access exactly when it receives
+// BLOB_BUCKET = !Ref BlobBucket, per function (not in Globals), and a
+// function whose code requires BLOB_BUCKET receives it.
 func checkBlobGrants(s *stack, f *codeFacts) []string {
 	var probs []string
 	if s.globalFn != nil && s.globalFn.Environment != nil {
@@ -283,6 +337,20 @@ func checkBlobGrants(s *stack, f *codeFacts) []string {
 		dir := strings.ToLower(strings.TrimSuffix(id, "Function"))
 		if strings.Contains(f.mains[dir], `"`+blobEnv+`"`) && !has {
 			probs = append(probs, fmt.Sprintf("%s: functions/%s requires %s but does not receive it", id, dir, blobEnv))
+		}
+		var reads []string
+		for _, r := range missingKeyReaders {
+			if strings.Contains(f.mains[dir], r.call) {
+				reads = append(reads, r.call+")")
+			}
+		}
+		whole := got["list"][wholeBucketList]
+		switch {
+		case len(reads) > 0 && !whole:
+			probs = append(probs, fmt.Sprintf("%s: functions/%s reads blob keys that may be missing (%s) but has no s3:ListBucket on %s without a condition: S3 would answer a missing key 403, not 404 (NotFound)",
+				id, dir, strings.Join(reads, ", "), blobBucketID))
+		case whole && len(reads) == 0:
+			probs = append(probs, fmt.Sprintf("%s: s3:ListBucket on the whole of %s, but functions/%s reads no blob key that may be missing (missingKeyReaders)", id, blobBucketID, dir))
 		}
 	}
 	for _, id := range sortedKeys(wantBlobGrants) {
@@ -441,6 +509,9 @@ func checkBlobBucket(s *stack, _ *codeFacts) []string {
 	return probs
 }
 
+// blobsListStmt is a function's s3:ListBucket on the whole bucket.
+const blobsListStmt = "            - Sid: BlobsList\n              Effect: Allow\n              Action: [s3:ListBucket]\n              Resource: [!GetAtt BlobBucket.Arn]\n"
+
 // blobCases break the bucket and the grants.
 var blobCases = []brokenCase{
 	{"bucket not encrypted", "n_blob_bucket",
@@ -458,10 +529,22 @@ var blobCases = []brokenCase{
 		"            - AllowedOrigins: [\"*\"]\n              AllowedMethods: [GET, PUT, HEAD]", "CorsConfiguration"},
 	{"CORS without the create-only header", "n_blob_bucket", "AllowedHeaders: [content-type, if-none-match]", "AllowedHeaders: [content-type]", "CorsConfiguration"},
 	{"bucket name not an output", "n_blob_bucket", "  BlobBucketName:\n", "  BlobName:\n", "no BlobBucketName"},
-	{"the whole bucket granted", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/runs/*"` + "\n            - Sid: BlobsList",
-		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            - Sid: BlobsList", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
+	{"the whole bucket granted", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/runs/*"` + "\n            # ListBucket on the bucket, with no s3:prefix condition: a\n            # chat's",
+		`                - !Sub "${BlobBucket.Arn}/*"` + "\n            # ListBucket on the bucket, with no s3:prefix condition: a\n            # chat's", `want !Sub "${BlobBucket.Arn}/<kind>/*"`},
 	{"a wildcard action", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [\"s3:*\"]", `"s3:*" is not in the S3 allow-list`},
-	{"listing the whole bucket", "o_blob_grants", "              Condition:\n                StringLike:\n                  s3:prefix: [chats/*, runs/*]\n", "", "lists the whole bucket"},
+	{"the tool server loses ListBucket", "o_blob_grants", blobsListStmt, "", "McpFunction: functions/mcp reads blob keys that may be missing (toolserver.WithBlobs()"},
+	{"the stream's ListBucket under a prefix (a missing upload reads 403)", "o_blob_grants",
+		"# a segment deleted meanwhile instead of being skipped.\n" + blobsListStmt,
+		"# a segment deleted meanwhile instead of being skipped.\n" + blobsListStmt + "              Condition:\n                StringLike:\n                  s3:prefix: [chats/*]\n",
+		"StreamFunction: functions/stream reads blob keys that may be missing (blobstore.Attachments(), runstart.Build()) but has no s3:ListBucket"},
+	{"the trigger fires lose ListBucket", "o_blob_grants", "            # past its deadline).\n" + blobsListStmt, "            # past its deadline).\n",
+		"TriggerFireFunction on blobs list: grants [], want [*]"},
+	{"the whole bucket listed by a function that reads no missing key", "o_blob_grants",
+		`                - !Sub "${BlobBucket.Arn}/exports/*"` + "\n",
+		`                - !Sub "${BlobBucket.Arn}/exports/*"` + "\n" + blobsListStmt,
+		"AuthFunction: s3:ListBucket on the whole of BlobBucket, but functions/auth reads no blob key that may be missing"},
+	{"ListBucket under another condition", "o_blob_grants", blobsListStmt, blobsListStmt + "              Condition:\n                StringEquals:\n                  aws:SourceVpc: vpc-1\n",
+		"s3:ListBucket under a condition other than StringLike s3:prefix"},
 	{"another bucket", "o_blob_grants", `                - !Sub "${BlobBucket.Arn}/uploads/*"`, `                - "arn:aws:s3:::other-bucket/*"`, "resource \"arn:aws:s3:::other-bucket/*\""},
 	{"more than reviewed", "o_blob_grants", "Action: [s3:GetObject, s3:DeleteObject]", "Action: [s3:GetObject, s3:PutObject, s3:DeleteObject]", "ChatsFunction on blobs runs/"},
 	{"chats without the bucket's name", "o_blob_grants",

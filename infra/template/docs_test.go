@@ -16,7 +16,7 @@ var deployDoc = filepath.Join("..", "..", "docs", "deploy.md")
 // Headers of the two tables of docs/deploy.md, "IAM, per function".
 var (
 	dynamoTableHeader = []string{"function", "UsersTable", "SessionsTable", "DataTable", "RateLimitsTable", "OAuthTable"}
-	blobTableHeader   = []string{"function", "uploads/", "attachments/", "chats/", "runs/", "calls/", "exports/", "ListBucket under"}
+	blobTableHeader   = []string{"function", "uploads/", "attachments/", "chats/", "runs/", "calls/", "exports/", "knowledge/", "ListBucket"}
 )
 
 // TestDeployDocIAMTables holds the IAM tables of docs/deploy.md to the
@@ -80,8 +80,17 @@ func dynamoRow(grants map[string][]string) []string {
 func blobRow(grants map[string][]string) []string {
 	cells := make([]string, len(blobTableHeader)-1)
 	for i, col := range blobTableHeader[1:] {
-		if col == "ListBucket under" {
-			cells[i] = strings.Join(grants["list"], ", ")
+		if col == "ListBucket" {
+			var list []string
+			for _, p := range grants["list"] {
+				if p == wholeBucketList {
+					p = "whole bucket"
+				} else {
+					p = "under " + p
+				}
+				list = append(list, p)
+			}
+			cells[i] = strings.Join(list, ", ")
 			continue
 		}
 		var short []string

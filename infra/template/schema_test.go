@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,18 @@ func schemaProblems(t *testing.T, data []byte) []string {
 	if o, ok := tree["Outputs"]; ok {
 		validate("Outputs", "cfn-outputs.json", o)
 	}
+	// A !Ref of a Number parameter is a number (its Default, here), where
+	// a schema may want an integer (a log group's RetentionInDays).
+	numbers := map[string]any{}
+	params, _ := tree["Parameters"].(map[string]any)
+	for name, p := range params {
+		if p, _ := p.(map[string]any); p["Type"] == "Number" {
+			// Parameter values are strings in the schema: "30".
+			if n, err := strconv.ParseFloat(fmt.Sprint(p["Default"]), 64); err == nil {
+				numbers[name] = n
+			}
+		}
+	}
 	resources, _ := tree["Resources"].(map[string]any)
 	for _, id := range sortedKeys(resources) {
 		res, _ := resources[id].(map[string]any)
@@ -164,11 +177,37 @@ func schemaProblems(t *testing.T, data []byte) []string {
 		// properties as CloudFormation sees them with every condition true,
 		// then with every condition false.
 		for branch, cond := range []string{"conditions true", "conditions false"} {
-			resolved, _ := resolveIntrinsics(props, branch)
+			resolved, _ := resolveIntrinsics(withNumberDefaults(props, numbers), branch)
 			validate(fmt.Sprintf("resource %s (%s) Properties, %s", id, typ, cond), file, resolved)
 		}
 	}
 	return probs
+}
+
+// withNumberDefaults returns v with each {"Ref": name} of numbers (Number
+// parameters by name) replaced by the parameter's Default.
+func withNumberDefaults(v any, numbers map[string]any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if name, ok := v["Ref"].(string); ok && len(v) == 1 {
+			if d, ok := numbers[name]; ok {
+				return d
+			}
+		}
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = withNumberDefaults(x, numbers)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = withNumberDefaults(x, numbers)
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 // resolveIntrinsics returns v with each Fn::If replaced by its branch

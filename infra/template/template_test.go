@@ -529,7 +529,9 @@ func parse(data []byte) (*stack, error) {
 // typed is goformation's typed view of the processed template raw (what
 // goformation.ParseYAMLWithOptions makes of it), without the resources
 // of types goformation has no struct for (the S3 Vectors bucket and
-// index): it fails on those, and the checks read them in the raw view.
+// index) and of the log groups (their RetentionInDays is a !Ref marker
+// where goformation wants an int): it fails on those, and the checks read
+// them in the raw view.
 func typed(raw map[string]any) (*cloudformation.Template, error) {
 	known := cloudformation.AllResources()
 	copied := make(map[string]any, len(raw))
@@ -539,7 +541,7 @@ func typed(raw map[string]any) (*cloudformation.Template, error) {
 	resources := map[string]any{}
 	for id, r := range asMap(raw["Resources"]) {
 		typ, _ := asMap(r)["Type"].(string)
-		if _, ok := known[typ]; ok || strings.HasPrefix(typ, "Custom::") {
+		if _, ok := known[typ]; (ok && typ != "AWS::Logs::LogGroup") || strings.HasPrefix(typ, "Custom::") {
 			resources[id] = r
 		}
 	}

@@ -204,7 +204,11 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Get implements blob.Store.Get.
+// Get implements blob.Store.Get. S3 answers a missing key 404 (NotFound)
+// only to a role allowed s3:ListBucket on the bucket with no s3:prefix
+// condition (the request has no prefix to match), and 403 AccessDenied,
+// an Internal error here, to any other: template.yaml grants it to every
+// function that reads keys that may be missing. Stat and Copy likewise.
 func (s *Store) Get(ctx context.Context, key string) (*blob.Object, error) {
 	const op = "s3blob.Get"
 	if err := blob.CheckKey(key); err != nil {
@@ -309,7 +313,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // DeletePrefix implements blob.Store.DeletePrefix: ListObjectsV2 under
-// prefix (IAM: s3:ListBucket with that s3:prefix), a page of at most 1000
+// prefix (IAM: s3:ListBucket on the bucket), a page of at most 1000
 // keys at a time, each page deleted by Delete.
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	const op = "s3blob.DeletePrefix"

@@ -19,10 +19,13 @@ def strip(o):
 
 def go_patterns(o):
     # ECMA-262 escapes \uXXXX in patterns (AWS::IAM::Role's) are \x{XXXX}
-    # in Go's regexp syntax.
+    # in Go's regexp syntax, and Python's end of text \Z (AWS::Logs::LogGroup's)
+    # is Go's \z.
     import re
+    def go(p):
+        return re.sub(r"\\u([0-9A-Fa-f]{4})", r"\\x{\1}", p).replace("\\Z", "\\z")
     if isinstance(o, dict):
-        return {k: (re.sub(r"\\u([0-9A-Fa-f]{4})", r"\\x{\1}", v) if k == "pattern" and isinstance(v, str) else go_patterns(v)) for k, v in o.items()}
+        return {k: (go(v) if k == "pattern" and isinstance(v, str) else go_patterns(v)) for k, v in o.items()}
     if isinstance(o, list):
         return [go_patterns(v) for v in o]
     return o
@@ -49,7 +52,7 @@ for section in ("parameters", "outputs", "resources"):
     with open(os.path.join(base, "other", section, "configuration.json")) as f:
         write("cfn-%s.json" % section, json.load(f))
 from cfnlint.data.schemas.providers import us_east_1
-for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm", "AWS::Scheduler::ScheduleGroup", "AWS::IAM::Role", "AWS::S3::Bucket", "AWS::S3::BucketPolicy", "AWS::CloudFront::Function", "AWS::SecretsManager::Secret", "AWS::KMS::Key", "AWS::S3Vectors::VectorBucket", "AWS::S3Vectors::Index"):
+for typ in ("AWS::DynamoDB::Table", "AWS::CloudFront::Distribution", "AWS::SQS::Queue", "AWS::CloudWatch::Alarm", "AWS::Scheduler::ScheduleGroup", "AWS::IAM::Role", "AWS::S3::Bucket", "AWS::S3::BucketPolicy", "AWS::CloudFront::Function", "AWS::SecretsManager::Secret", "AWS::KMS::Key", "AWS::S3Vectors::VectorBucket", "AWS::S3Vectors::Index", "AWS::Logs::LogGroup"):
     with open(os.path.join(base, "resources", us_east_1.types[typ] + ".json")) as f:
         schema = strip(json.load(f))
         # The meta-schema some name is on the network; it validates the
