@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,10 +50,27 @@ func TestRemoteToolsInChatsAndSteps(t *testing.T) {
 	if !found {
 		t.Fatalf("GET /api/tools lacks %s: %+v", toolID, list.Data.Tools)
 	}
+	// Fetched and searched by its owner, like a built-in tool.
+	var one struct{ Data struct{ ID, Category string } }
+	c.do("GET", "/api/tools/"+url.PathEscape(toolID), nil).decode(t, &one)
+	if one.Data.ID != toolID || one.Data.Category != "mcp" {
+		t.Fatalf("GET /api/tools/%s = %+v", toolID, one.Data)
+	}
+	var found2 struct {
+		Data struct{ Tools []struct{ ID string } }
+	}
+	c.do("GET", "/api/tools/search?q="+url.QueryEscape("DIGEST_text"), nil).decode(t, &found2)
+	if !slices.ContainsFunc(found2.Data.Tools, func(tl struct{ ID string }) bool { return tl.ID == toolID }) {
+		t.Fatalf("search for digest_text lacks %s: %+v", toolID, found2.Data.Tools)
+	}
 	other := newClient(t, srv.API)
 	otherID := signUpChatUser(t, other, "remote-tools-other@example.com")
 	if r := other.do("GET", "/api/tools", nil); r.Status != 200 || strings.Contains(string(r.Body), toolID) {
 		t.Fatalf("another user's GET /api/tools: %d, shows %s: %v", r.Status, toolID, strings.Contains(string(r.Body), toolID))
+	}
+	expectError(t, "another user's GET of the tool", other.do("GET", "/api/tools/"+url.PathEscape(toolID), nil), 404, "TOOL_NOT_FOUND")
+	if r := other.do("GET", "/api/tools/search?q=digest_text", nil); r.Status != 200 || strings.Contains(string(r.Body), toolID) {
+		t.Fatalf("another user's search: %d, shows %s", r.Status, toolID)
 	}
 
 	// The hash the workflow behind the tool gives.

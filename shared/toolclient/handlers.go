@@ -50,6 +50,14 @@ type Lister interface {
 	List(ctx context.Context, force bool) ([]ToolSummary, error)
 }
 
+// Tools are what the REST tool routes read: a Catalog, or the catalog
+// with the user's own tools (usertools.Catalog).
+type Tools interface {
+	Lister
+	Search(ctx context.Context, query string) ([]ToolSummary, error)
+	Get(ctx context.Context, id string) (ToolDetail, error)
+}
+
 func handleList(c Lister) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (ListResponse, error) {
 		force, err := parseRefresh(r)
@@ -64,7 +72,7 @@ func handleList(c Lister) http.Handler {
 	})
 }
 
-func handleSearch(c *Catalog) http.Handler {
+func handleSearch(c Tools) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (SearchResponse, error) {
 		const op = "tools.SearchTools"
 		q := strings.TrimSpace(r.URL.Query().Get("q"))
@@ -94,7 +102,7 @@ type Detail struct {
 	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
-func handleGet(c *Catalog) http.Handler {
+func handleGet(c Tools) http.Handler {
 	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (Detail, error) {
 		d, err := c.Get(r.Context(), r.PathValue("toolId"))
 		if err != nil {

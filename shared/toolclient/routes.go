@@ -21,15 +21,16 @@ import (
 //
 // The catalog is shared with the process's other users of the tool list.
 func Routes(c *Catalog, authn *auth.Service) *httpapi.Router {
-	return RoutesWith(c, c, authn)
+	return RoutesWith(c, authn)
 }
 
-// RoutesWith is Routes whose GET /api/tools lists list's tools for the
-// signed-in user (the catalog's and the user's own remote tools).
-func RoutesWith(c *Catalog, list Lister, authn *auth.Service) *httpapi.Router {
+// RoutesWith is Routes over tools, which lists, searches and gets the
+// tools of the signed-in user (the catalog's and the user's own remote
+// tools: usertools.Catalog).
+func RoutesWith(tools Tools, authn *auth.Service) *httpapi.Router {
 	r := httpapi.NewRouter()
-	r.Handle("GET /api/tools", authn.Require(handleList(list)))
-	r.Handle("GET /api/tools/search", authn.Require(handleSearch(c)))
-	r.Handle("GET /api/tools/{toolId}", authn.Require(handleGet(c)))
+	r.Handle("GET /api/tools", authn.Require(handleList(tools)))
+	r.Handle("GET /api/tools/search", authn.Require(handleSearch(tools)))
+	r.Handle("GET /api/tools/{toolId}", authn.Require(handleGet(tools)))
 	return r
 }

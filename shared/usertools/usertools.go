@@ -27,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +62,7 @@ const (
 // Builtin is the tool server's catalog (toolclient.Catalog).
 type Builtin interface {
 	List(ctx context.Context, force bool) ([]toolclient.ToolSummary, error)
+	Search(ctx context.Context, query string) ([]toolclient.ToolSummary, error)
 	Get(ctx context.Context, id string) (toolclient.ToolDetail, error)
 	Details(ctx context.Context) ([]toolclient.ToolDetail, error)
 	Specs(ctx context.Context) ([]model.ToolSpec, error)
@@ -313,6 +315,33 @@ func (c *Catalog) List(ctx context.Context, force bool) ([]toolclient.ToolSummar
 		for _, t := range s.Tools {
 			d := detail(s, t)
 			out = append(out, toolclient.ToolSummary{ID: d.ID, Name: d.Name, Description: d.Description, Category: Category, InputSchema: d.InputSchema})
+		}
+	}
+	return out, nil
+}
+
+// Search returns the built-in tools the tool server ranks for query,
+// then the signed-in user's remote tools whose id, name or description
+// holds every word of query (case folded), in their list's order. The
+// built-in search's errors, and the store's.
+func (c *Catalog) Search(ctx context.Context, query string) ([]toolclient.ToolSummary, error) {
+	const op = "usertools.Search"
+	out, err := c.o.Builtin.Search(ctx, query)
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	servers, err := c.remote(ctx, auth.UserID(ctx))
+	if err != nil {
+		return nil, errs.Wrap(op, err)
+	}
+	words := strings.Fields(strings.ToLower(query))
+	for _, s := range servers {
+		for _, t := range s.Tools {
+			d := detail(s, t)
+			text := strings.ToLower(d.ID + " " + d.Name + " " + d.Description)
+			if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(text, w) }) {
+				out = append(out, toolclient.ToolSummary{ID: d.ID, Name: d.Name, Description: d.Description, Category: Category, InputSchema: d.InputSchema})
+			}
 		}
 	}
 	return out, nil

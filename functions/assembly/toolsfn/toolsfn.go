@@ -33,10 +33,11 @@ func build(_ context.Context, cfg config.Config, d assembly.Deps) (*httpapi.Rout
 	client := d.ToolClient(cfg, toolServerTimeout)
 	catalog := toolclient.NewCatalog(client, cfg.ToolsCacheTTL, d.Now)
 	authn := d.Auth(cfg)
-	// GET /api/tools lists the user's own remote MCP tools too (their
-	// stored lists in the Data table), and their policies can be set.
+	// The tool routes list, search and get the user's own remote MCP
+	// tools too (their stored lists in the Data table), and their
+	// policies can be set.
 	all := d.UserTools(cfg, catalog, nil, usertools.DefaultTTL)
-	routes := toolclient.RoutesWith(catalog, all, authn)
+	routes := toolclient.RoutesWith(all, authn)
 	p := toolpolicy.Routes(d.ToolPolicies(cfg, all), authn)
 	routes.Mount(p, p.Patterns()...)
 	return routes, nil
