@@ -227,6 +227,14 @@ func (s *Service) DeleteChat(ctx context.Context, chatID, userID string) error {
 	}
 }
 
+// Settle returns a as it is now: a pending attachment's upload checked as
+// a read of it checks it (see the package comment), made ready or failed,
+// or left pending while no upload arrived. It fails only when storage
+// does.
+func (s *Service) Settle(ctx context.Context, a Attachment) (Attachment, error) {
+	return s.settle(ctx, a)
+}
+
 // settle checks a pending attachment's upload (see the package comment)
 // and returns the attachment as it is now. It fails only when storage
 // does; a mismatched upload is a failed attachment, not an error.

@@ -99,6 +99,9 @@ type Store interface {
 	// pending or running: Conflict EXPORT_IN_PROGRESS then, decided by a
 	// conditional write.
 	CreateExport(ctx context.Context, e Export) error
+	// ExportInProgress reports whether userID has an export pending or
+	// running, by a strongly consistent read.
+	ExportInProgress(ctx context.Context, userID string) (bool, error)
 	// Export returns userID's export id. NotFound EXPORT_NOT_FOUND.
 	Export(ctx context.Context, userID, id string) (Export, error)
 	// QueuedExports returns up to limit queued exports (pending, or
@@ -152,6 +155,25 @@ func (s *Service) Request(ctx context.Context) (Export, error) {
 	}
 	s.audit.Record(ctx, uid, audit.ExportRequested, map[string]any{"exportId": e.ID})
 	return e, nil
+}
+
+// CheckIdle returns Conflict EXPORT_IN_PROGRESS, the error Request would
+// return, while the signed-in user has an export pending or running, so
+// that a request refused for that is not counted against the rate limit.
+func (s *Service) CheckIdle(ctx context.Context) error {
+	const op = "export.CheckIdle"
+	uid := auth.UserID(ctx)
+	if uid == "" {
+		return errs.E(op, errs.Unauthenticated, "UNAUTHENTICATED", "sign in first")
+	}
+	busy, err := s.store.ExportInProgress(ctx, uid)
+	if err != nil {
+		return errs.Wrap(op, err)
+	}
+	if busy {
+		return errs.E(op, errs.Conflict, CodeInProgress, "an export of this account is already pending or running; wait for it to finish")
+	}
+	return nil
 }
 
 // Get returns the signed-in user's export id, with a download URL once

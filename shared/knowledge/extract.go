@@ -1,13 +1,10 @@
 package knowledge
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/ledongthuc/pdf"
 
 	"github.com/workflowchat/service/shared/errs"
 )
@@ -61,60 +58,4 @@ func Extract(ctx context.Context, ct string, data []byte) (string, error) {
 	default:
 		return "", errs.E(op, errs.Invalid, CodeUnsupportedDocument, fmt.Sprintf("documents of type %s cannot be indexed: text, Markdown, CSV, JSON and PDF can", ct))
 	}
-}
-
-// pdfText reads the text of each page of a PDF, failing with a message
-// for its user. The parser panics on some malformed files: a panic is a
-// damaged file.
-func pdfText(ctx context.Context, data []byte) (text string, err error) {
-	if !bytes.HasPrefix(bytes.TrimLeft(data[:min(len(data), 1024)], "\x00\t\n\r "), []byte("%PDF-")) {
-		what := "it does not start with %PDF-"
-		if bytes.HasPrefix(data, []byte("PK\x03\x04")) {
-			what = "it is a zip archive"
-		}
-		return "", fmt.Errorf("the file is not a PDF: %s", what)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			text, err = "", fmt.Errorf("the PDF is damaged and cannot be read")
-		}
-	}()
-	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return "", fmt.Errorf("the PDF cannot be read: %v", err)
-	}
-	var b strings.Builder
-	fonts := map[string]*pdf.Font{}
-	n := r.NumPage()
-	for i := 1; i <= n; i++ {
-		if err := ctx.Err(); err != nil {
-			return "", fmt.Errorf("reading the PDF took too long")
-		}
-		p := r.Page(i)
-		if p.V.IsNull() {
-			continue
-		}
-		for _, name := range p.Fonts() {
-			if _, ok := fonts[name]; !ok {
-				f := p.Font(name)
-				fonts[name] = &f
-			}
-		}
-		s, err := p.GetPlainText(fonts)
-		if err != nil {
-			return "", fmt.Errorf("page %d of the PDF cannot be read: %v", i, err)
-		}
-		if b.Len()+len(s) > MaxTextBytes {
-			return "", fmt.Errorf("the PDF holds more than %d bytes of text", MaxTextBytes)
-		}
-		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
-			b.WriteByte('\n')
-		}
-		b.WriteString(strings.TrimLeft(s, "\n"))
-	}
-	out := strings.ToValidUTF8(b.String(), "\uFFFD")
-	if strings.TrimSpace(out) == "" {
-		return "", fmt.Errorf("the PDF holds no text (%d pages of images only, as a scan gives): text recognition (OCR) is not supported", n)
-	}
-	return out, nil
 }

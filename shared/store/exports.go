@@ -83,6 +83,20 @@ func (s *Exports) CreateExport(ctx context.Context, e export.Export) error {
 	return storeError(op, err)
 }
 
+// ExportInProgress implements export.Store: one strongly consistent read of
+// the user's marker.
+func (s *Exports) ExportInProgress(ctx context.Context, userID string) (bool, error) {
+	var it exportingItem
+	err := s.data.Get("PK", userKey(userID)).Range("SK", dynamo.Equal, exportingSK).Consistent(true).One(ctx, &it)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storeError("store.ExportInProgress", err)
+	}
+	return true, nil
+}
+
 // Export implements export.Store: one strongly consistent read.
 func (s *Exports) Export(ctx context.Context, userID, id string) (export.Export, error) {
 	const op = "store.Export"

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/export"
+	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
 )
@@ -215,5 +219,65 @@ func checkZip(t *testing.T, blobs blob.Backend, uid, id string, big []byte) {
 	}
 	if !strings.Contains(string(files["profile.json"]), `"id": "`+uid+`"`) || !bytes.Equal(files["files/big.bin"], big) {
 		t.Fatalf("zip of %s holds %d files, profile %q", uid, len(files), files["profile.json"])
+	}
+}
+
+// TestExportRequestsRefusedNotCounted: requests refused with 409
+// EXPORT_IN_PROGRESS while an export is queued are not counted against
+// RATE_LIMIT_EXPORTS, so that clicking again does not lock the user out;
+// requests that queue an export are.
+func TestExportRequestsRefusedNotCounted(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewExports(db.DB, db.Data())
+	clock := &exportClock{t: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
+	svc := export.NewService(s, nil, clock.now)
+	limiter := ratelimit.New(store.NewRateLimits(db.DB, db.RateLimits()), clock.now)
+	const uid = "7b0c3b5e-6f0e-4a39-9a53-0d2f9d4b1a10"
+	r := httpapi.NewRouter()
+	signIn := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(auth.ActingFor(req.Context(), uid)))
+		})
+	}
+	export.Routes(r, svc, signIn, limiter.Limit(ratelimit.MustParse("exports", "2/h")))
+	post := func() int {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest("POST", "/api/users/"+uid+"/exports", nil))
+		return w.Code
+	}
+	if c := post(); c != http.StatusAccepted {
+		t.Fatalf("first request: %d", c)
+	}
+	for i := range 5 {
+		if c := post(); c != http.StatusConflict {
+			t.Fatalf("request %d while one is queued: %d, want 409", i+2, c)
+		}
+	}
+	// The queued export finishes: the next request is the second counted,
+	// within the limit of 2, and the one after that the third.
+	finish := func() {
+		q, err := s.QueuedExports(context.Background(), 10)
+		if err != nil || len(q) != 1 {
+			t.Fatalf("queued = %v, %v", q, err)
+		}
+		e := q[0]
+		if err := s.ClaimExport(context.Background(), e, clock.now(), clock.now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		e.Attempts++
+		e.Status = export.Failed
+		e.Error = "test"
+		if err := s.FinishExport(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish()
+	if c := post(); c != http.StatusAccepted {
+		t.Fatalf("request after the export finished: %d, want 202 (refused requests were counted)", c)
+	}
+	finish()
+	if c := post(); c != http.StatusTooManyRequests {
+		t.Fatalf("third export in the hour: %d, want 429", c)
 	}
 }

@@ -27,7 +27,8 @@ import (
 // account was created, audit.json, chats/<chatId>/chat.json (the chat,
 // its messages of every branch, its runs, its attachments' descriptions
 // and its shares) with chats/<chatId>/attachments/<id>/<name> (each ready
-// attachment's bytes, streamed from the blob store),
+// attachment's bytes, streamed from the blob store; a pending one's
+// upload is checked first, as a read of it would),
 // workflows/<workflowId>/workflow.json (the workflow, its conversation
 // and proposals, every kept version with its definition, its runs and
 // its triggers, never their secrets), knowledge/<kbId>/knowledge-base.json
@@ -45,6 +46,10 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 	auditLog := store.NewAudit(d.DB, cfg.DataTable)
 	chats := store.NewChats(d.DB, cfg.DataTable)
 	atts := store.NewAttachments(d.DB, cfg.DataTable)
+	// Attachments settle lazily, at their first read: one uploaded but
+	// never read is settled here as a read would, so that its bytes are
+	// exported.
+	settler := attachment.NewService(attachment.Options{Store: atts, Blobs: blobs, Quota: cfg.UserStorageQuota, Now: d.Now})
 	workflows := store.NewWorkflows(d.DB, cfg.DataTable)
 	runs := store.NewRuns(d.DB, cfg.DataTable)
 	triggers := store.NewTriggers(d.DB, cfg.DataTable)
@@ -99,6 +104,11 @@ func Exporter(cfg config.Config, d assembly.Deps, blobs blob.Store) *export.Runn
 				as, err := atts.ChatAttachments(ctx, c.ID)
 				if err != nil {
 					return err
+				}
+				for i := range as {
+					if as[i], err = settler.Settle(ctx, as[i]); err != nil {
+						return err
+					}
 				}
 				err = a.Object(dir+"chat.json", func(o *export.Object) error {
 					if err := o.Field("chat", c); err != nil {
