@@ -77,9 +77,9 @@ const (
 
 // Error codes.
 const (
-	CodeDiscovery      = "OAUTH_DISCOVERY_FAILED"
-	CodeUnsupported    = "OAUTH_UNSUPPORTED"
-	CodeRegistration   = "OAUTH_REGISTRATION_FAILED"
+	CodeDiscovery      = mcpserver.CodeOAuthDiscovery
+	CodeUnsupported    = mcpserver.CodeOAuthUnsupported
+	CodeRegistration   = mcpserver.CodeOAuthRegistration
 	CodeState          = "OAUTH_STATE_INVALID"
 	CodeDenied         = "AUTHORIZATION_DENIED"
 	CodeTokenRefused   = "OAUTH_TOKEN_REFUSED"
