@@ -184,6 +184,8 @@ func (s *Service) SignUp(ctx context.Context, c Credentials) (SignedIn, error) {
 		f.Add("name", "is required")
 	} else if utf8.RuneCountInString(name) > MaxNameLen {
 		f.Add("name", "must be at most %d characters", MaxNameLen)
+	} else {
+		f.OneLine("name", name)
 	}
 	if err := f.Err(op); err != nil {
 		return SignedIn{}, err

@@ -56,6 +56,8 @@ func TestSignUpValidation(t *testing.T) {
 		{"one character repeated", auth.Credentials{Email: "a@example.com", Password: "ééééééééé", Name: "A"}, "password"},
 		{"empty name", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: "  "}, "name"},
 		{"long name", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: long}, "name"},
+		{"name with a NUL", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: "\x00ctl"}, "name"},
+		{"name with a line break", auth.Credentials{Email: "a@example.com", Password: "password-1x", Name: "Ada\nLovelace"}, "name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

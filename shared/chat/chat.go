@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/errs"
@@ -436,8 +435,8 @@ func validateTitle(f *errs.FieldErrors, title string) {
 	switch {
 	case utf8.RuneCountInString(title) > MaxTitleLen:
 		f.Add("title", "must be at most %d characters", MaxTitleLen)
-	case strings.ContainsFunc(strings.TrimSpace(title), unicode.IsControl): // the edges are trimmed
-		f.Add("title", "must not contain control characters (line breaks, tabs, NUL)")
+	default:
+		f.OneLine("title", title) // the edges are trimmed
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // Kind classifies an error. The zero value is Internal.
@@ -260,6 +261,27 @@ type FieldErrors []FieldError
 // Add records that field is invalid.
 func (f *FieldErrors) Add(field, format string, args ...any) {
 	*f = append(*f, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// OneLineMessage is the problem OneLine records.
+const OneLineMessage = "must not contain control characters (line breaks, tabs, NUL)"
+
+// HasControl reports whether s, its leading and trailing white space
+// aside (which callers trim), holds a control character: a line break, a
+// tab, a NUL, an escape.
+func HasControl(s string) bool {
+	return strings.ContainsFunc(strings.TrimSpace(s), unicode.IsControl)
+}
+
+// OneLine records that field is invalid when s holds a control character
+// (HasControl), and reports whether it did. Names and titles that users
+// give are one line of text, shown in lists, logs, shares and exports.
+func (f *FieldErrors) OneLine(field, s string) bool {
+	if !HasControl(s) {
+		return false
+	}
+	f.Add(field, "%s", OneLineMessage)
+	return true
 }
 
 // Err returns an Invalid error (VALIDATION_FAILED) listing f, or nil when f

@@ -61,3 +61,22 @@ func TestFieldErrors(t *testing.T) {
 		t.Errorf("err = %+v", e)
 	}
 }
+
+// TestOneLine: a control character inside a name (NUL, line break, tab,
+// escape, DEL, C1) is refused with one field error; white space at the
+// edges, which callers trim, and printable text are not.
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	for s, bad := range map[string]bool{
+		"\x00ctl": true, "a\nb": true, "a\tb": true, "a\x1bb": true, "a\x7fb": true, "a\u0085b": true, "\x00": true,
+		"Ada": false, " Ada\n": false, "\tAda ": false, "Ada Lovelace — née Byron": false, "": false,
+	} {
+		var f errs.FieldErrors
+		if got := f.OneLine("name", s); got != bad || errs.HasControl(s) != bad || (len(f) == 1) != bad {
+			t.Errorf("%q: OneLine %v, HasControl %v, %d errors; want %v", s, got, errs.HasControl(s), len(f), bad)
+		}
+		if bad && (f[0].Field != "name" || f[0].Message != errs.OneLineMessage) {
+			t.Errorf("%q: %+v", s, f)
+		}
+	}
+}

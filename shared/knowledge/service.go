@@ -172,12 +172,14 @@ type CreateRequest struct {
 	Description *string `json:"description"`
 }
 
-// Validate checks the name (1-200 characters) and description (at most
-// 2,000).
+// Validate checks the name (1-200 characters, one line: no control
+// characters) and description (at most 2,000).
 func (r CreateRequest) Validate() error {
 	var bad errs.FieldErrors
 	if n := utf8.RuneCountInString(strings.TrimSpace(r.Name)); n == 0 || n > MaxNameChars {
 		bad.Add("name", "must be 1 to %d characters", MaxNameChars)
+	} else {
+		bad.OneLine("name", r.Name)
 	}
 	if r.Description != nil && utf8.RuneCountInString(*r.Description) > MaxDescriptionChars {
 		bad.Add("description", "must be at most %d characters", MaxDescriptionChars)
@@ -200,6 +202,8 @@ func (r UpdateRequest) Validate() error {
 	if r.Name != nil {
 		if n := utf8.RuneCountInString(strings.TrimSpace(*r.Name)); n == 0 || n > MaxNameChars {
 			bad.Add("name", "must be 1 to %d characters", MaxNameChars)
+		} else {
+			bad.OneLine("name", *r.Name)
 		}
 	}
 	if r.Description != nil && utf8.RuneCountInString(*r.Description) > MaxDescriptionChars {

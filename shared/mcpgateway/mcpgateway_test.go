@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/mcprpc"
 )
 
 func TestWantsProgress(t *testing.T) {
@@ -16,10 +17,14 @@ func TestWantsProgress(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":null}}}`: false,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`:                                false,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":"p"}}}`:             false,
-		`[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`:                                                    false,
-		`not json`: false,
+		// Params the SDK cannot read are answered as JSON, checked whole.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,"_meta":{"progressToken":"p"}}}`: false,
 	} {
-		if got := wantsProgress([]byte(body)); got != want {
+		m, fault := mcprpc.Parse([]byte(body), "")
+		if fault != nil {
+			t.Fatalf("%s: %+v", body, fault)
+		}
+		if got := wantsProgress(m); got != want {
 			t.Errorf("%s: %v, want %v", body, got, want)
 		}
 	}

@@ -1,7 +1,6 @@
 package mcpgateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/logging"
+	"github.com/workflowchat/service/shared/mcprpc"
 	"github.com/workflowchat/service/shared/oauth"
 	"github.com/workflowchat/service/shared/oauth/bearer"
 	"github.com/workflowchat/service/shared/tracing"
@@ -46,7 +46,8 @@ type Options struct {
 
 // Routes returns the handler of POST /api/mcp (McpGatewayFunction), an
 // Open route: bearer tokens only, never the session cookie. Each user's
-// requests are limited by o.Limit, and a JSON-RPC batch is refused.
+// requests are limited by o.Limit; each body is validated as one JSON-RPC
+// message (a batch is refused) before the SDK sees it.
 func Routes(o Options) *httpapi.Router {
 	if o.Tools == nil {
 		o.Tools = NoTools{}
@@ -123,9 +124,12 @@ type gateway struct {
 	json, sse http.Handler
 }
 
-// ServeHTTP refuses a JSON-RPC batch (writeBatchRefusal) and picks the
-// JSON or the SSE handler: SSE only for a tools/call whose params carry
-// _meta.progressToken.
+// ServeHTTP validates the body as one JSON-RPC message, as the tool
+// server does (mcprpc: a batch, an id that is not a string or an
+// integer, a response and the rest are refused as JSON-RPC errors before
+// the SDK sees them), and hands its canonical form to the JSON or the
+// SSE handler: SSE only for a tools/call whose params carry
+// _meta.progressToken and are a valid tools/call's.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 	if err != nil {
@@ -137,47 +141,42 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, errs.E("mcpgateway", errs.Invalid, "INVALID_BODY", "could not read the request body").WithCause(err))
 		return
 	}
-	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
-		writeBatchRefusal(w)
+	m, fault := mcprpc.Parse(body, r.Header.Get("MCP-Protocol-Version"))
+	if fault != nil {
+		mcprpc.WriteFault(w, r, *fault)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	if wantsProgress(body) {
-		g.sse.ServeHTTP(w, r)
-		return
+	h := g.json
+	if wantsProgress(m) {
+		h = g.sse
 	}
-	g.json.ServeHTTP(w, r)
+	mcprpc.Serve(w, r, m, h)
 }
 
 // ErrBatch is the message of the JSON-RPC error a batch is answered
 // with.
-const ErrBatch = "JSON-RPC batches are not supported: send one message per request"
+const ErrBatch = mcprpc.ErrBatch
 
-// writeBatchRefusal answers a JSON-RPC batch: 400 with one JSON-RPC
-// invalid-request error (id null), whatever the batch holds. The
-// protocol versions the SDK negotiates after 2025-03-26 have no batches,
-// and a batch made one request start any number of calls and answers of
-// any size; nothing of it runs.
-func writeBatchRefusal(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"`+ErrBatch+`"}}`)
-}
-
-// wantsProgress reports whether body is a tools/call with a progress
-// token.
-func wantsProgress(body []byte) bool {
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+// wantsProgress reports whether m is a tools/call with a progress token
+// whose params the SDK can read. Params it cannot read go to the JSON
+// handler, whose answer is checked whole (mcprpc.Serve): the SDK's
+// decoding error would name Go types, and an SSE stream is passed on as
+// it is written.
+func wantsProgress(m mcprpc.Message) bool {
+	if m.Method != "tools/call" {
 		return false
 	}
-	tok, ok := msg.Params.Meta["progressToken"]
+	var p mcp.CallToolParamsRaw
+	if json.Unmarshal(m.Params, &p) != nil {
+		return false
+	}
+	var meta struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(m.Params, &meta) != nil {
+		return false
+	}
+	tok, ok := meta.Meta["progressToken"]
 	return ok && string(tok) != "null"
 }
 

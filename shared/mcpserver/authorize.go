@@ -10,6 +10,7 @@ import (
 	"github.com/workflowchat/service/shared/audit"
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/logging"
 )
 
 // CallbackTimeout bounds a callback: the code's redemption and the
@@ -77,11 +78,66 @@ func (s *Service) Authorize(ctx context.Context, id, base, returnTo string) (str
 	}
 	if srv.Status != StatusConnected {
 		// Shown with the server while it waits; best effort (a server
-		// changed meanwhile keeps its own).
+		// changed meanwhile keeps its own). A server whose authorization
+		// could not start before (StartAuthorization) now waits for it.
 		srv.AuthorizationURL = u
+		if srv.Status == StatusError && srv.Error != nil && startFailure(srv.Error.Code) {
+			srv.Status, srv.Error = StatusNeedsAuthorization, nil
+		}
 		_, _ = s.save(ctx, op, srv, srv.Name)
 	}
 	return u, nil
+}
+
+// startFailure reports whether code is an Authorizer's failure to start
+// an authorization.
+func startFailure(code string) bool {
+	switch code {
+	case CodeOAuthDiscovery, CodeOAuthUnsupported, CodeOAuthRegistration:
+		return true
+	}
+	return false
+}
+
+// StartAuthorization starts the authorization of srv, an oauth server
+// just created in status needs_authorization, and returns it as stored
+// after: with its authorizationUrl, or, when the flow cannot start (its
+// authorization server cannot be discovered or used, the registration is
+// refused: OAUTH_DISCOVERY_FAILED, OAUTH_UNSUPPORTED,
+// OAUTH_REGISTRATION_FAILED), in status error with the failure's code and
+// message, as POST .../authorize would answer them, so that no server
+// waits for an authorization nobody can give. Any other failure (of the
+// service itself, or of the request's host: INVALID_BASE_URL) leaves srv
+// as it was, and POST .../authorize says why.
+func (s *Service) StartAuthorization(ctx context.Context, srv Server, base string) Server {
+	const op = "mcpserver.StartAuthorization"
+	if srv.Status != StatusNeedsAuthorization || srv.Auth.Type != AuthOAuth || s.o.OAuth == nil {
+		return srv
+	}
+	_, err := s.Authorize(ctx, srv.ID, base, "")
+	if err == nil {
+		if got, gerr := s.Get(ctx, srv.ID); gerr == nil {
+			return got
+		}
+		return srv
+	}
+	code := errs.CodeOf(err)
+	if errs.KindOf(err) != errs.Invalid || !startFailure(code) {
+		logging.FromContext(ctx).WarnContext(ctx, "start a new server's authorization", "serverId", srv.ID, "err", err.Error())
+		return srv
+	}
+	failed := srv
+	failed.Status, failed.AuthorizationURL = StatusError, ""
+	failed.Error = &Problem{Code: code, Message: errs.MessageOf(err, "the authorization could not be started")}
+	saved, serr := s.save(ctx, op, failed, failed.Name)
+	if serr != nil {
+		// Changed meanwhile: what is stored is the newer state.
+		if got, gerr := s.Get(ctx, srv.ID); gerr == nil {
+			return got
+		}
+		return srv
+	}
+	return saved
 }
 
 // Callback finishes an authorization from the callback's query: the code

@@ -88,6 +88,12 @@ const (
 	CodeToolFailed = "REMOTE_TOOL_ERROR"
 	// CodeResultTooLarge is a remote tool's result over MaxResultBytes.
 	CodeResultTooLarge = "TOOL_VALUE_TOO_LARGE"
+	// The Authorizer's failures to start an authorization (discovery,
+	// an authorization server it cannot use, registration): a new
+	// server's error when its authorization cannot start.
+	CodeOAuthDiscovery    = "OAUTH_DISCOVERY_FAILED"
+	CodeOAuthUnsupported  = "OAUTH_UNSUPPORTED"
+	CodeOAuthRegistration = "OAUTH_REGISTRATION_FAILED"
 )
 
 // MaxResultBytes bounds a remote tool's result (its JSON), as every tool

@@ -116,6 +116,10 @@ type OAuthStore interface {
 	PutGrant(ctx context.Context, g OAuthGrant) error
 	// PutState stores st until st.ExpiresAt.
 	PutState(ctx context.Context, st OAuthState) error
+	// State returns the state of hash without taking it: NotFound as
+	// TakeState. A callback reads it first to check who may redeem it,
+	// so that a visit by someone else leaves it to its user.
+	State(ctx context.Context, hash string, now time.Time) (OAuthState, error)
 	// TakeState deletes and returns the state of hash: NotFound when
 	// there is none (never stored, already taken); an expired one is
 	// NotFound too.

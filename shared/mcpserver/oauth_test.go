@@ -15,6 +15,7 @@ import (
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/mcpserver"
+	"github.com/workflowchat/service/shared/mcpserver/oauthclient"
 	"github.com/workflowchat/service/shared/mcpserver/remote"
 	"github.com/workflowchat/service/shared/store"
 	"github.com/workflowchat/service/shared/store/storetest"
@@ -132,5 +133,72 @@ func TestAuthorizeReturnTo(t *testing.T) {
 		if errs.CodeOf(err) != tc.code || errs.KindOf(err) != errs.Invalid {
 			t.Errorf("returnTo %q: %v, want %s", tc.returnTo, err, tc.code)
 		}
+	}
+}
+
+// TestStartAuthorizationFailure: a new oauth server whose authorization
+// server names an authorization endpoint that is not an https URL
+// (javascript:) cannot be authorized: it is stored in status error with
+// OAUTH_DISCOVERY_FAILED, as POST .../authorize answers, never
+// needs_authorization without an authorizationUrl. Once the metadata is
+// fixed, authorize moves it to needs_authorization with its URL.
+func TestStartAuthorizationFailure(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	endpoint := "javascript:alert(document.cookie)"
+	var base string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/prm"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	mux.HandleFunc("GET /prm", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, base+"/mcp", base)
+	})
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ae := endpoint
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q,"code_challenge_methods_supported":["S256"],
+		  "client_id_metadata_document_supported":true}`, base, ae, base+"/token")
+	})
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	base = hs.URL
+
+	db := storetest.New(t)
+	st := store.NewMCPServers(db.DB, db.Data())
+	v := vault.New(vault.NewMemoryKeys(), nil)
+	client := oauthclient.New(oauthclient.Options{Store: st, Vault: v, AllowPrivate: true})
+	svc := mcpserver.NewService(mcpserver.Options{Store: st, Vault: v, Remote: remote.New(true), AllowPrivate: true, Tokens: client, OAuth: client})
+	ctx := auth.ActingFor(context.Background(), "u1")
+
+	s, err := svc.Create(ctx, mcpserver.CreateRequest{Name: "bad_as", URL: base + "/mcp", Auth: &mcpserver.AuthInput{Type: "oauth"}})
+	if err != nil || s.Status != mcpserver.StatusNeedsAuthorization {
+		t.Fatalf("created = %+v, %v", s, err)
+	}
+	_, aerr := svc.Authorize(ctx, s.ID, "http://svc.example", "")
+	if errs.CodeOf(aerr) != mcpserver.CodeOAuthDiscovery {
+		t.Fatalf("authorize = %v, want %s", aerr, mcpserver.CodeOAuthDiscovery)
+	}
+	s = svc.StartAuthorization(ctx, s, "http://svc.example")
+	if s.Status != mcpserver.StatusError || s.Error == nil || s.Error.Code != mcpserver.CodeOAuthDiscovery || s.Error.Message == "" || s.AuthorizationURL != "" {
+		t.Fatalf("after the start = %+v (error %+v), want status error with %s", s, s.Error, mcpserver.CodeOAuthDiscovery)
+	}
+	if got, err := svc.Get(ctx, s.ID); err != nil || got.Status != mcpserver.StatusError || got.Error == nil || got.Error.Code != mcpserver.CodeOAuthDiscovery {
+		t.Fatalf("stored = %+v, %v", got, err)
+	}
+
+	mu.Lock()
+	endpoint = base + "/authorize"
+	mu.Unlock()
+	u, err := svc.Authorize(ctx, s.ID, "http://svc.example", "")
+	if err != nil || !strings.HasPrefix(u, base+"/authorize?") {
+		t.Fatalf("authorize after the fix = %q, %v", u, err)
+	}
+	if got, err := svc.Get(ctx, s.ID); err != nil || got.Status != mcpserver.StatusNeedsAuthorization || got.Error != nil || got.AuthorizationURL != u {
+		t.Fatalf("after the fix = %+v, %v; want needs_authorization with its URL", got, err)
 	}
 }

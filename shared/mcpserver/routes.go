@@ -80,17 +80,13 @@ type serverList struct {
 }
 
 // handleCreate creates the server; an oauth server waiting for its
-// authorization comes back with an authorizationUrl when the flow could
-// be started at once (best effort: otherwise POST .../authorize says why).
+// authorization comes back with an authorizationUrl, or in status error
+// with the reason its authorization cannot start (StartAuthorization).
 func handleCreate(s *Service, publicBase string) http.Handler {
 	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (View, error) {
 		srv, err := s.Create(r.Context(), in)
-		if err == nil && srv.Status == StatusNeedsAuthorization && s.o.OAuth != nil {
-			if _, aerr := s.Authorize(r.Context(), srv.ID, oauth.BaseURL(publicBase, r), ""); aerr == nil {
-				if got, gerr := s.Get(r.Context(), srv.ID); gerr == nil {
-					srv = got
-				}
-			}
+		if err == nil {
+			srv = s.StartAuthorization(r.Context(), srv, oauth.BaseURL(publicBase, r))
 		}
 		return NewView(srv), err
 	})

@@ -122,6 +122,20 @@ func (s *MCPServers) PutState(ctx context.Context, st mcpserver.OAuthState) erro
 	return storeError(op, err)
 }
 
+// State implements mcpserver.OAuthStore: one consistent GetItem.
+func (s *MCPServers) State(ctx context.Context, hash string, now time.Time) (mcpserver.OAuthState, error) {
+	const op = "store.MCPState"
+	var it mcpStateItem
+	err := s.table.Get("PK", mcpOAuthStatePrefix+hash).Range("SK", dynamo.Equal, mcpOAuthStateSK).Consistent(true).One(ctx, &it)
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound):
+		return mcpserver.OAuthState{}, errs.Wrap(op, errMCPStateNotFound)
+	case err != nil:
+		return mcpserver.OAuthState{}, storeError(op, err)
+	}
+	return stateOf(hash, it, now, op)
+}
+
 // TakeState implements mcpserver.OAuthStore: one DeleteItem conditioned
 // on the item existing, returning it (ReturnValues ALL_OLD): of two
 // callbacks with one state, one gets it.
@@ -135,6 +149,12 @@ func (s *MCPServers) TakeState(ctx context.Context, hash string, now time.Time) 
 	case err != nil:
 		return mcpserver.OAuthState{}, storeError(op, err)
 	}
+	return stateOf(hash, it, now, op)
+}
+
+// stateOf returns the state of it, NotFound once it has expired (the
+// table's TTL removes it later).
+func stateOf(hash string, it mcpStateItem, now time.Time, op string) (mcpserver.OAuthState, error) {
 	if !now.Before(it.Expires) {
 		return mcpserver.OAuthState{}, errs.Wrap(op, errMCPStateNotFound)
 	}

@@ -80,8 +80,8 @@ func TestMCPOAuthGrant(t *testing.T) {
 	}
 }
 
-// TestMCPOAuthState: a state is taken once, of many takers one gets it,
-// an expired one is refused.
+// TestMCPOAuthState: a state is read without being taken, taken once (of
+// many takers one gets it), and neither read nor taken once expired.
 func TestMCPOAuthState(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
@@ -92,6 +92,14 @@ func TestMCPOAuthState(t *testing.T) {
 		ReturnTo: "https://app.example.com/x", Issuer: "https://as.example.com", IssRequired: true, ExpiresAt: now.Add(10 * time.Minute)}
 	if err := s.PutState(ctx, st); err != nil {
 		t.Fatal(err)
+	}
+	for range 2 { // reading does not take it
+		if got, err := s.State(ctx, "h1", now); err != nil || got.UserID != "u1" || got.Verifier != st.Verifier {
+			t.Fatalf("state = %+v, %v", got, err)
+		}
+	}
+	if _, err := s.State(ctx, "h0", now); errs.KindOf(err) != errs.NotFound {
+		t.Fatalf("unknown state: %v, want NotFound", err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -112,6 +120,9 @@ func TestMCPOAuthState(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if _, err := s.State(ctx, "h1", now); errs.KindOf(err) != errs.NotFound {
+		t.Fatalf("a taken state read: %v, want NotFound", err)
+	}
 	if len(taken) != 1 || taken[0].UserID != "u1" || taken[0].ServerID != "s1" || taken[0].ReturnTo != st.ReturnTo || !taken[0].IssRequired ||
 		!taken[0].ExpiresAt.Equal(st.ExpiresAt) {
 		t.Fatalf("taken = %+v, want the state once", taken)
@@ -120,6 +131,9 @@ func TestMCPOAuthState(t *testing.T) {
 	old.Hash = "h2"
 	if err := s.PutState(ctx, old); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.State(ctx, "h2", st.ExpiresAt); errs.KindOf(err) != errs.NotFound {
+		t.Fatalf("expired state read: %v, want NotFound", err)
 	}
 	if _, err := s.TakeState(ctx, "h2", st.ExpiresAt); errs.KindOf(err) != errs.NotFound {
 		t.Fatalf("expired state: %v, want NotFound", err)

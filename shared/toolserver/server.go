@@ -17,6 +17,7 @@ import (
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
+	"github.com/workflowchat/service/shared/mcprpc"
 	"github.com/workflowchat/service/shared/toolclient"
 	"github.com/workflowchat/service/shared/tools"
 )
@@ -116,11 +117,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if fromMCPClient(r) {
 			// An MCP client's body that is not JSON, or not an object.
-			f := rpcFault{status: http.StatusBadRequest, code: rpcInvalidRequest, message: "a JSON-RPC message must be an object, or a batch array of them"}
+			f := mcprpc.Fault{Status: http.StatusBadRequest, Code: mcprpc.CodeInvalidRequest, Message: "a JSON-RPC message must be an object, or a batch array of them"}
 			if errs.CodeOf(err) == CodeInvalidJSON {
-				f.code, f.message = rpcParseError, "the body is not valid JSON"
+				f.Code, f.Message = mcprpc.CodeParseError, "the body is not valid JSON"
 			}
-			writeRPCFault(w, r, f)
+			mcprpc.WriteFault(w, r, f)
 			return
 		}
 		httpapi.WriteError(w, r, err)
@@ -140,25 +141,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	httpapi.Respond(w, http.StatusOK, data)
 }
 
-// serveRPC validates a JSON-RPC body and hands its canonical form to the
-// MCP handler, answering as JSON-RPC whatever either refuses.
+// serveRPC validates a JSON-RPC body (mcprpc) and hands its canonical
+// form to the MCP handler, answering as JSON-RPC whatever either refuses.
 func (s *server) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
-	canonical, calls, fault := parseRPC(body, r.Header.Get("MCP-Protocol-Version"))
+	m, fault := mcprpc.Parse(body, r.Header.Get("MCP-Protocol-Version"))
 	if fault != nil {
-		writeRPCFault(w, r, *fault)
+		mcprpc.WriteFault(w, r, *fault)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(canonical))
-	r.ContentLength = int64(len(canonical))
-	if strings.TrimSpace(r.Header.Get("Content-Type")) == "" {
-		// As on the REST side, a body without Content-Type is read as
-		// JSON (a declared other type never gets here: httpapi.Stack
-		// answers it 415).
-		r.Header.Set("Content-Type", "application/json")
-	}
-	answer := &rpcAnswer{header: w.Header()}
-	s.mcp().ServeHTTP(answer, r)
-	answer.send(w, r, calls)
+	mcprpc.Serve(w, r, m, s.mcp())
 }
 
 // authorized reports whether r carries the service key: X-Service-Key when

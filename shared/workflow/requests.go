@@ -89,14 +89,17 @@ func validateDefinitionFields(f *errs.FieldErrors, inputSchema json.RawMessage, 
 	}
 }
 
-// ValidateName adds to f the problem of name, if any: blank, or longer
-// than MaxNameLen characters. Updates and proposals check names alike.
+// ValidateName adds to f the problem of name, if any: blank, longer than
+// MaxNameLen characters, or holding a control character (a name is one
+// line). Updates and proposals check names alike.
 func ValidateName(f *errs.FieldErrors, field string, name *string) {
 	switch n := utf8.RuneCountInString(strings.TrimSpace(*name)); {
 	case n == 0:
 		f.Add(field, "is required (1-%d characters)", MaxNameLen)
 	case utf8.RuneCountInString(*name) > MaxNameLen:
 		f.Add(field, "must be at most %d characters", MaxNameLen)
+	default:
+		f.OneLine(field, *name)
 	}
 }
 

@@ -77,9 +77,9 @@ const (
 
 // Error codes.
 const (
-	CodeDiscovery      = "OAUTH_DISCOVERY_FAILED"
-	CodeUnsupported    = "OAUTH_UNSUPPORTED"
-	CodeRegistration   = "OAUTH_REGISTRATION_FAILED"
+	CodeDiscovery      = mcpserver.CodeOAuthDiscovery
+	CodeUnsupported    = mcpserver.CodeOAuthUnsupported
+	CodeRegistration   = mcpserver.CodeOAuthRegistration
 	CodeState          = "OAUTH_STATE_INVALID"
 	CodeDenied         = "AUTHORIZATION_DENIED"
 	CodeTokenRefused   = "OAUTH_TOKEN_REFUSED"
@@ -370,7 +370,9 @@ func safeCode(code string) string {
 // Finish implements mcpserver.Authorizer. userID is the signed-in user of
 // the callback's request ("" without a session): a state started by
 // another user is refused before its code is redeemed (a user must not
-// complete someone else's authorization).
+// complete someone else's authorization), and left unused, so that such a
+// visit does not spoil the flow of the user who started it. The state is
+// taken (once, of any number of callbacks) only after the user matches.
 func (c *Client) Finish(ctx context.Context, q url.Values, userID string) (mcpserver.Callback, error) {
 	const op = "oauthclient.Finish"
 	state := q.Get("state")
@@ -378,16 +380,22 @@ func (c *Client) Finish(ctx context.Context, q url.Values, userID string) (mcpse
 		return mcpserver.Callback{}, errs.E(op, errs.Invalid, CodeState, "the callback carries no valid state")
 	}
 	hash := HashState(state)
-	st, err := c.store.TakeState(ctx, hash, c.now())
-	if errs.KindOf(err) == errs.NotFound {
-		return mcpserver.Callback{}, errs.E(op, errs.Invalid, CodeState, "the authorization is unknown, expired or already used; start it again")
-	}
-	if err != nil {
+	unknown := func(err error) (mcpserver.Callback, error) {
+		if errs.KindOf(err) == errs.NotFound {
+			return mcpserver.Callback{}, errs.E(op, errs.Invalid, CodeState, "the authorization is unknown, expired or already used; start it again")
+		}
 		return mcpserver.Callback{}, errs.Wrap(op, err)
+	}
+	st, err := c.store.State(ctx, hash, c.now())
+	if err != nil {
+		return unknown(err)
 	}
 	cb := mcpserver.Callback{UserID: st.UserID, ServerID: st.ServerID, ReturnTo: st.ReturnTo}
 	if userID != st.UserID {
 		return cb, errs.E(op, errs.Forbidden, CodeWrongUser, "sign in to the service as the user who started the authorization")
+	}
+	if st, err = c.store.TakeState(ctx, hash, c.now()); err != nil {
+		return unknown(err)
 	}
 	if e := q.Get("error"); e != "" {
 		return cb, errs.E(op, errs.Invalid, CodeDenied, "the authorization server answered "+safeCode(e))

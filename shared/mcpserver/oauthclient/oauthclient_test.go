@@ -466,3 +466,79 @@ func TestStartFallsBack(t *testing.T) {
 		t.Fatalf("%d registrations, want 1", n)
 	}
 }
+
+// TestFinishChecksTheUserFirst: a callback without a session or by
+// another user is refused (OAUTH_WRONG_USER) and leaves the state to the
+// user who started the authorization; of that user's callbacks at the
+// same moment one redeems the code, the others find the state used.
+func TestFinishChecksTheUserFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var base string
+	var redeemed atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/prm"`)
+		w.WriteHeader(401)
+	})
+	mux.HandleFunc("GET /prm", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, base+"/mcp", base)
+	})
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q,"code_challenge_methods_supported":["S256"],
+		  "client_id_metadata_document_supported":true}`, base, base+"/authorize", base+"/token")
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		if r.Form.Get("grant_type") != "authorization_code" || r.Form.Get("code") != "the-code" || r.Form.Get("code_verifier") == "" {
+			http.Error(w, `{"error":"invalid_request"}`, 400)
+			return
+		}
+		redeemed.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"granted","token_type":"Bearer","expires_in":3600}`)
+	})
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	base = ts.URL
+	ctx := context.Background()
+	srv := mcpserver.Server{ID: "s1", UserID: "u1", URL: base + "/mcp"}
+	u, err := e.c.Start(ctx, srv, "http://svc.example", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, _ := url.Parse(u)
+	q := url.Values{"state": {pu.Query().Get("state")}, "code": {"the-code"}}
+	for _, who := range []string{"", "u2"} {
+		cb, err := e.c.Finish(ctx, q, who)
+		if errs.KindOf(err) != errs.Forbidden || errs.CodeOf(err) != oauthclient.CodeWrongUser || cb.UserID != "u1" {
+			t.Fatalf("callback by %q = %+v, %v; want Forbidden %s", who, cb, err, oauthclient.CodeWrongUser)
+		}
+	}
+	var wg sync.WaitGroup
+	var ok, used atomic.Int32
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb, err := e.c.Finish(ctx, q, "u1")
+			switch {
+			case err == nil && cb.UserID == "u1" && cb.ServerID == "s1":
+				ok.Add(1)
+			case errs.CodeOf(err) == oauthclient.CodeState:
+				used.Add(1)
+			default:
+				t.Errorf("callback = %+v, %v", cb, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1 || used.Load() != 3 || redeemed.Load() != 1 {
+		t.Fatalf("%d finished, %d found the state used, %d codes redeemed; want 1, 3, 1", ok.Load(), used.Load(), redeemed.Load())
+	}
+	if tok, err := e.c.Token(ctx, srv); err != nil || tok != "granted" {
+		t.Fatalf("token after the callback = %q, %v", tok, err)
+	}
+}

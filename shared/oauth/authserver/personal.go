@@ -30,8 +30,8 @@ type TokenRequest struct {
 	ExpiresInDays *int   `json:"expiresInDays"`
 }
 
-// Validate requires a name of 1-100 characters and a lifetime of 1-365
-// days.
+// Validate requires a name of 1-100 characters on one line (no control
+// characters) and a lifetime of 1-365 days.
 func (t TokenRequest) Validate() error {
 	var f errs.FieldErrors
 	switch n := utf8.RuneCountInString(strings.TrimSpace(t.Name)); {
@@ -39,6 +39,8 @@ func (t TokenRequest) Validate() error {
 		f.Add("name", "is required")
 	case n > MaxTokenNameLen:
 		f.Add("name", "must be at most %d characters", MaxTokenNameLen)
+	default:
+		f.OneLine("name", t.Name)
 	}
 	switch {
 	case t.ExpiresInDays == nil:
