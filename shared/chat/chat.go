@@ -86,6 +86,10 @@ type Chat struct {
 	// (see Service.Messages); empty for a chat written before messages
 	// had parents, whose leaf is its last message.
 	Leaf string `json:"-"`
+	// Revision counts the writes that stored new messages in the chat
+	// (0 for none since it was counted): with Leaf, it tells whether the
+	// chat's tree is still the one a read saw (Generation.Guard).
+	Revision int64 `json:"-"`
 }
 
 // Message is one message of a chat.
@@ -185,6 +189,13 @@ type Generation struct {
 	// Lease is the liveness lease of a streamed generation, which its
 	// next log write renews (see package job).
 	Lease job.Lease
+	// Guard conditions the generation's start on the chat's tree being
+	// as the Chat given with it was read: no message stored since
+	// (Chat.Revision) and the same current leaf (Chat.Leaf). A parent
+	// chosen from that read (the current leaf, a parent with room for one
+	// more child) is then still right while the generation holds the
+	// chat. Conflict CHAT_CHANGED otherwise.
+	Guard bool
 }
 
 // Leases of a generation: a reply through POST .../messages ends within
@@ -199,6 +210,10 @@ const (
 	// CodeGenerationActive is the code of a message refused because the
 	// chat is already generating a reply.
 	CodeGenerationActive = "GENERATION_ACTIVE"
+	// CodeChatChanged is the store's code of a guarded start
+	// (Generation.Guard) that found the chat's tree changed since it was
+	// read. The service reads it again rather than answering it.
+	CodeChatChanged = "CHAT_CHANGED"
 	// CodeToolCallNotPending is the code of a decision on a tool call
 	// that is not waiting for one.
 	CodeToolCallNotPending = "TOOL_CALL_NOT_PENDING"
@@ -295,7 +310,9 @@ type Store interface {
 	AddMessages(ctx context.Context, chat Chat, msgs ...Message) error
 	// StartGeneration stores msgs and marks generation g active on chat,
 	// in one transaction, unless another generation's lease is running
-	// at g.Now: Conflict GENERATION_ACTIVE. NotFound CHAT_NOT_FOUND.
+	// at g.Now: Conflict GENERATION_ACTIVE; with g.Guard, unless chat's
+	// tree changed since it was read: Conflict CHAT_CHANGED. NotFound
+	// CHAT_NOT_FOUND.
 	StartGeneration(ctx context.Context, chat Chat, g Generation, msgs ...Message) error
 	// FinishGeneration stores msgs and ends generation id on chat, in one
 	// transaction. When another generation took over the lease (id's had
@@ -306,7 +323,7 @@ type Store interface {
 	// does, with the reply's event log (holding first, with lease
 	// g.Lease), and stores user (unless its ID is empty: a regenerated
 	// reply answers a stored message) and reply (status streaming).
-	// Conflict GENERATION_ACTIVE, NotFound.
+	// Conflict GENERATION_ACTIVE (CHAT_CHANGED with g.Guard), NotFound.
 	StartLoggedGeneration(ctx context.Context, chat Chat, g Generation, first []job.Record, user, reply Message) error
 	// EndLoggedGeneration stores reply with its final status (only while
 	// it is streaming), appends recs and ends its log, freeing chat (a

@@ -52,6 +52,7 @@ func (p *loopProvider) Generate(ctx context.Context, req model.Request, emit fun
 type fixture struct {
 	srv    *httptest.Server
 	svc    *chat.Service
+	raw    *store.Chats
 	cookie string
 	userID string
 	loop   *loopProvider
@@ -88,8 +89,9 @@ func newFixtureWith(t *testing.T, chunkDelay, ping time.Duration, set func(*chat
 	ts := httptest.NewServer(httpapi.Stack(toolserver.Routes(reg, key), httpapi.Options{}))
 	t.Cleanup(ts.Close)
 	catalog := toolclient.NewCatalog(toolclient.NewClient(ts.URL, key, nil), time.Minute, nil)
+	raw := store.NewChats(db.DB, db.Data())
 	opts := chat.Options{
-		Store: store.NewChats(db.DB, db.Data()), Jobs: jobs, Models: models, Preferences: users, DefaultModelID: "builtin",
+		Store: raw, Jobs: jobs, Models: models, Preferences: users, DefaultModelID: "builtin",
 		Tools: catalog, Gate: toolgate.New(toolgate.Options{Tools: catalog}),
 	}
 	if set != nil {
@@ -102,7 +104,7 @@ func newFixtureWith(t *testing.T, chunkDelay, ping time.Duration, set func(*chat
 	}
 	srv := httptest.NewServer(httpapi.Stack(api, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	f := &fixture{srv: srv, svc: svc, loop: loop}
+	f := &fixture{srv: srv, svc: svc, raw: raw, loop: loop}
 	resp := f.do(t, "POST", "/api/auth/sign-up/email", `{"email":"c@example.com","password":"password-1x","name":"C"}`)
 	var body struct {
 		Data struct{ User struct{ ID string } }

@@ -18,10 +18,6 @@ type chatsPage struct {
 	Total int    `json:"total"`
 }
 
-type messagesList struct {
-	Messages []Message `json:"messages"`
-}
-
 func handleCreate(s *Service) http.Handler {
 	return httpapi.Endpoint(http.StatusCreated, func(w http.ResponseWriter, r *http.Request, in CreateRequest) (Chat, error) {
 		return s.Create(r.Context(), in)
@@ -73,17 +69,16 @@ func handleList(s *Service) http.Handler {
 }
 
 func handleMessages(s *Service) http.Handler {
-	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (messagesList, error) {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (MessageList, error) {
 		id, err := httpapi.PathUUID(r, "chatId")
 		if err != nil {
-			return messagesList{}, err
+			return MessageList{}, err
 		}
 		leaf := r.URL.Query().Get("leaf")
 		if r.URL.Query().Has("leaf") && !httpapi.IsUUID(leaf) {
-			return messagesList{}, errs.Fields("chat.handleMessages", errs.FieldError{Field: "leaf", Message: "must be a message id (a UUID)"})
+			return MessageList{}, errs.Fields("chat.handleMessages", errs.FieldError{Field: "leaf", Message: "must be a message id (a UUID)"})
 		}
-		msgs, err := s.Messages(r.Context(), id, leaf)
-		return messagesList{Messages: msgs}, err
+		return s.ListMessages(r.Context(), id, leaf)
 	})
 }
 

@@ -313,7 +313,10 @@ type Exchange struct {
 // follows req.ParentID (default: the chat's current leaf; see
 // Service.Messages) and the model sees only the path to it; the reply
 // becomes the chat's current leaf. While the reply is
-// generated the chat takes no other message. Errors: Invalid
+// generated the chat takes no other message; the parent (and the room
+// under it) is chosen again when another message's reply was stored
+// between this one's read of the chat and its start (startFresh), so a
+// message sent without parentId follows the leaf it starts on. Errors: Invalid
 // (INVALID_MODEL, INVALID_PARENT), NotFound, Forbidden (another user's chat, or a userId
 // other than the caller's), the attachments' (see Attachments.ForMessage),
 // Conflict TOO_MANY_BRANCHES (the parent has MaxSiblings children),
@@ -323,15 +326,44 @@ type Exchange struct {
 // already generating a reply), and the model's errors.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
 	const op = "chat.Send"
-	ex, err := s.newExchange(ctx, op, id, req, true)
-	if err != nil {
-		return Exchange{}, err
+	return startFresh(op, func() (exchange, error) { return s.newExchange(ctx, op, id, req, true) },
+		func(ex exchange) (Exchange, error) {
+			reply, err := s.answer(ctx, op, ex)
+			if err != nil {
+				return Exchange{}, err
+			}
+			return Exchange{Message: ex.user, Response: reply}, nil
+		})
+}
+
+// startAttempts bounds the reads of a chat for one new reply: a reply's
+// parent (and the room under it) is chosen from a read of the chat made
+// before its generation holds the chat, so its start is conditioned on
+// the chat being as read (Generation.Guard), and when another reply was
+// stored in between (or the current leaf moved), the chat is read again
+// and the parent chosen again.
+const startAttempts = 3
+
+// startFresh reads an exchange with read and starts it with start, again
+// from a new read while start finds the chat changed since the read
+// (Conflict CHAT_CHANGED), up to startAttempts reads; then Conflict
+// GENERATION_ACTIVE: other replies keep coming in.
+func startFresh[T any](op string, read func() (exchange, error), start func(exchange) (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		ex, err := read()
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := start(ex)
+		if errs.CodeOf(err) != CodeChatChanged {
+			return v, err
+		}
+		if attempt == startAttempts {
+			return v, errs.E(op, errs.Conflict, CodeGenerationActive,
+				"this chat is taking other messages at the same time; wait for their replies and send again").WithCause(err)
+		}
 	}
-	reply, err := s.answer(ctx, op, ex)
-	if err != nil {
-		return Exchange{}, err
-	}
-	return Exchange{Message: ex.user, Response: reply}, nil
 }
 
 // Regenerate answers again the user message that assistant message
@@ -345,11 +377,8 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 // NOT_AN_ASSISTANT_MESSAGE.
 func (s *Service) Regenerate(ctx context.Context, chatID, messageID string, req RegenerateRequest) (Message, error) {
 	const op = "chat.Regenerate"
-	ex, err := s.regenExchange(ctx, op, chatID, messageID, req)
-	if err != nil {
-		return Message{}, err
-	}
-	return s.answer(ctx, op, ex)
+	return startFresh(op, func() (exchange, error) { return s.regenExchange(ctx, op, chatID, messageID, req) },
+		func(ex exchange) (Message, error) { return s.answer(ctx, op, ex) })
 }
 
 // exchange is a reply about to be generated: in chat, after history (the
@@ -494,7 +523,7 @@ func (s *Service) answer(ctx context.Context, op string, ex exchange) (Message, 
 		return Message{}, errs.Wrap(op, err)
 	}
 	now := s.clock()
-	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease)}
+	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(SendLease), Guard: true}
 	if err := s.store.StartGeneration(ctx, c, gen); err != nil {
 		s.usage.Release(ctx, held)
 		return Message{}, errs.Wrap(op, err)

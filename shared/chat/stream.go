@@ -109,21 +109,20 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 		return nil, errs.Wrap(op, err)
 	}
 	var run *workflow.Workflow
-	ex, err := s.newExchange(ctx, op, id, req.MessageRequest, false)
-	if err != nil {
-		return nil, err
-	}
-	if req.WorkflowID != nil {
-		if s.runs == nil {
-			return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
-		}
-		wf, err := s.runs.CheckStart(ctx, *req.WorkflowID)
-		if err != nil {
-			return nil, errs.Wrap(op, err)
-		}
-		run = &wf
-	}
-	return s.startTurn(ctx, op, ex, run)
+	return startFresh(op, func() (exchange, error) { return s.newExchange(ctx, op, id, req.MessageRequest, false) },
+		func(ex exchange) (*Turn, error) {
+			if req.WorkflowID != nil && run == nil {
+				if s.runs == nil {
+					return nil, errs.E(op, errs.Invalid, "WORKFLOWS_UNAVAILABLE", "running workflows from the stream is not available")
+				}
+				wf, err := s.runs.CheckStart(ctx, *req.WorkflowID)
+				if err != nil {
+					return nil, errs.Wrap(op, err)
+				}
+				run = &wf
+			}
+			return s.startTurn(ctx, op, ex, run)
+		})
 }
 
 // StartRegenerate checks a streamed regenerate of reply messageID of chat
@@ -134,11 +133,8 @@ func (s *Service) StartStream(ctx context.Context, id string, req StreamRequest)
 // budget and GENERATION_ACTIVE.
 func (s *Service) StartRegenerate(ctx context.Context, chatID, messageID string, req RegenerateRequest) (*Turn, error) {
 	const op = "chat.StartRegenerate"
-	ex, err := s.regenExchange(ctx, op, chatID, messageID, req)
-	if err != nil {
-		return nil, err
-	}
-	return s.startTurn(ctx, op, ex, nil)
+	return startFresh(op, func() (exchange, error) { return s.regenExchange(ctx, op, chatID, messageID, req) },
+		func(ex exchange) (*Turn, error) { return s.startTurn(ctx, op, ex, nil) })
 }
 
 // startTurn reserves the budget of ex's first model call (without a run)
@@ -156,7 +152,7 @@ func (s *Service) startTurn(ctx context.Context, op string, ex exchange, run *wo
 		}
 	}
 	now := s.clock()
-	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(StreamLease), Lease: s.newLease(now, 1)}
+	gen := Generation{ID: uuid.NewString(), Now: now, Until: now.Add(StreamLease), Lease: s.newLease(now, 1), Guard: true}
 	parent := user.ID
 	reply := Message{ID: gen.ID, ChatID: c.ID, Role: model.RoleAssistant, ModelID: ex.modelID, ReplyTo: user.ID, ParentID: &parent,
 		Status: StatusStreaming, CreatedAt: now, Citations: citations(ex.passages)}

@@ -66,12 +66,22 @@ func firstWords(s string, n int) string {
 	return strings.Join(w[:min(n, len(w))], " ")
 }
 
-// cleanTitle returns a model's title on one line, without the quotes and
-// final punctuation models add, cut to MaxTitleLen characters.
+// cleanTitle returns a title (a model's, or the first words of a
+// message) on one line, without the quotes and final punctuation models
+// add, cut to MaxTitleLen characters: a title PATCH would take
+// (validateTitle). Its first line is kept, every other control character
+// (an escape sequence's ESC, a bell, a tab) is a space, and runs of
+// spaces are one.
 func cleanTitle(s string) string {
 	if i := strings.IndexAny(strings.TrimSpace(s), "\r\n"); i > 0 {
 		s = strings.TrimSpace(s)[:i]
 	}
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)), " ")
 	s = strings.TrimFunc(strings.TrimSpace(s), func(r rune) bool {
 		return unicode.IsPunct(r) && r != ')' && r != '?' && r != '!' || unicode.IsSpace(r)
 	})

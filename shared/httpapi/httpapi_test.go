@@ -150,7 +150,7 @@ func TestEndpointSuccess(t *testing.T) {
 		want                     string
 	}{
 		{"created envelope", "POST", "/things", `{"name":"a","count":2,"unknown":true}`, 201, `{"data":{"name":"a","count":2}}`},
-		{"uuid path", "GET", "/things/0B7C9A38-8F0C-4E43-9D7A-5BB1A3C5D0E1", "", 200, `{"data":{"id":"0B7C9A38-8F0C-4E43-9D7A-5BB1A3C5D0E1"}}`},
+		{"uuid path, lower-cased", "GET", "/things/0B7C9A38-8F0C-4E43-9D7A-5BB1A3C5D0E1", "", 200, `{"data":{"id":"0b7c9a38-8f0c-4e43-9d7a-5bb1a3c5d0e1"}}`},
 		{"no content", "DELETE", "/things/x", "", 204, ``},
 		{"page defaults", "GET", "/pages", "", 200, `{"data":{"Limit":20,"Offset":0}}`},
 		{"page values", "GET", "/pages?limit=100&offset=40", "", 200, `{"data":{"Limit":100,"Offset":40}}`},

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -12,7 +13,11 @@ import (
 )
 
 // PathUUID returns the path parameter name of r, which must be a UUID in
-// its canonical 36-character form. Otherwise it fails with INVALID_ID.
+// its canonical 36-character form (any case). Otherwise it fails with
+// INVALID_ID. The id is answered lower-cased, as every id is stored, and
+// r's path value is replaced by it, so that a handler reading
+// r.PathValue after the check (PathIDs) finds the same resource: an
+// upper-case id names the resource its lower-case form names.
 func PathUUID(r *http.Request, name string) (string, error) {
 	v := r.PathValue(name)
 	if !IsUUID(v) {
@@ -20,11 +25,16 @@ func PathUUID(r *http.Request, name string) (string, error) {
 		e.Details = []errs.FieldError{{Field: name, Message: "must be a UUID"}}
 		return "", e
 	}
+	if lower := strings.ToLower(v); lower != v {
+		v = lower
+		r.SetPathValue(name, v)
+	}
 	return v, nil
 }
 
 // PathIDs answers 400 INVALID_ID for the first of the path parameters
-// names that is not a UUID (PathUUID), before next runs, so that a route's
+// names that is not a UUID (PathUUID, which also lower-cases them for
+// next), before next runs, so that a route's
 // path is told as malformed whatever its body: the body is read only for
 // a well-formed path.
 func PathIDs(next http.Handler, names ...string) http.Handler {

@@ -42,3 +42,39 @@ func TestPathIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPathUUIDLowerCases: an upper-case id is the id its lower-case form
+// is (ids are stored lower-cased): PathUUID answers it lower-cased, and a
+// handler behind PathIDs reads it so from the path.
+func TestPathUUIDLowerCases(t *testing.T) {
+	t.Parallel()
+	const lower = "0b7c9a38-8f0c-4e43-9d7a-5bb1a3c5d0e1"
+	upper := strings.ToUpper(lower)
+	mux := http.NewServeMux()
+	var got, read string
+	mux.Handle("GET /a/{aId}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := httpapi.PathUUID(r, "aId")
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		got, read = id, r.PathValue("aId")
+	}))
+	mux.Handle("GET /b/{bId}", httpapi.PathIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		read = r.PathValue("bId")
+	}), "bId"))
+	for _, path := range []string{"/a/" + upper, "/a/" + lower, "/a/0B7c9a38-8F0C-4e43-9d7A-5bb1a3c5d0E1"} {
+		got, read = "", ""
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusOK || got != lower || read != lower {
+			t.Errorf("%s: %d, id %q, path value %q; want %q", path, rec.Code, got, read, lower)
+		}
+	}
+	read = ""
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/b/"+upper, nil))
+	if rec.Code != http.StatusOK || read != lower {
+		t.Errorf("PathIDs: %d, path value %q; want %q", rec.Code, read, lower)
+	}
+}

@@ -83,6 +83,7 @@ type chatItem struct {
 	LeaseUntil     int64     `dynamo:"leaseUntil,omitempty"`
 	Decided        string    `dynamo:"decided,omitempty"`
 	Leaf           string    `dynamo:"leaf,omitempty"`
+	Rev            int64     `dynamo:"rev,omitempty"`
 	Pinned         bool      `dynamo:"pinned,omitempty"`
 	Archived       bool      `dynamo:"archived,omitempty"`
 	// KnowledgeBaseIDs are the chat's knowledge bases
@@ -164,7 +165,7 @@ func newChatItem(c chat.Chat) chatItem {
 
 func (it chatItem) chat() chat.Chat {
 	c := chat.Chat{ID: it.ID, UserID: it.UserID, Title: it.Title, WorkflowID: it.WorkflowID, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Generation: it.Generation, Decided: it.Decided, Leaf: it.Leaf, Pinned: it.Pinned, Archived: it.Archived, KnowledgeBaseIDs: it.KnowledgeBaseIDs}
+		Generation: it.Generation, Decided: it.Decided, Leaf: it.Leaf, Revision: it.Rev, Pinned: it.Pinned, Archived: it.Archived, KnowledgeBaseIDs: it.KnowledgeBaseIDs}
 	if it.LeaseUntil != 0 {
 		c.GenerationUntil = time.UnixMilli(it.LeaseUntil).UTC()
 	}
@@ -456,7 +457,7 @@ func (s *Chats) AddMessages(ctx context.Context, c chat.Chat, msgs ...chat.Messa
 	last := msgs[len(msgs)-1].CreatedAt
 	c.UpdatedAt = last
 	upd := s.table.Update("PK", chatPK(c.ID)).Range("SK", chatSK).
-		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c))
+		Set("updatedAt", last).Set("GSI1SK", chatGSISK(c)).Add(revAttr, 1)
 	setLeaf(upd, msgs)
 	tx.Update(upd.If(collectionWritable))
 	err := tx.Run(ctx)
@@ -481,9 +482,11 @@ const (
 
 // StartGeneration stores msgs and marks generation g active on chat c, in
 // one transaction conditioned on the chat being writable and no lease
-// running at g.Now (an expired lease is taken over). On a failed condition
-// one read of the chat tells a running generation (Conflict
-// GENERATION_ACTIVE) from a missing chat (NotFound CHAT_NOT_FOUND).
+// running at g.Now (an expired lease is taken over), and with g.Guard on
+// its tree being as c was read (guardCond). On a failed condition one
+// read of the chat tells a running generation (Conflict
+// GENERATION_ACTIVE) from a missing chat (NotFound CHAT_NOT_FOUND) and a
+// changed tree (Conflict CHAT_CHANGED).
 func (s *Chats) StartGeneration(ctx context.Context, c chat.Chat, g chat.Generation, msgs ...chat.Message) error {
 	return s.startGeneration(ctx, "store.StartGeneration", s.db.WriteTx(), c, g, msgs, nil)
 }
@@ -501,13 +504,37 @@ func (s *Chats) startGeneration(ctx context.Context, op string, tx *dynamo.Write
 	if mark != nil {
 		mark(upd)
 	}
-	tx.Update(upd.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()))
-	return s.generationStarted(ctx, op, c.ID, tx.Run(ctx))
+	tx.Update(guarded(upd.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()), c, g))
+	return s.generationStarted(ctx, op, c, g, tx.Run(ctx))
 }
 
 // generationFree is the condition of a chat's mark of a new generation:
 // writable, no lease running at the time given.
 const generationFree = collectionWritable + " AND (attribute_not_exists($) OR $ < ?)"
+
+// revAttr is the chat item's count of the writes that stored new
+// messages in it (chat.Chat.Revision): every such write adds one, in the
+// same update as its leaf.
+const revAttr = "rev"
+
+// guarded adds to upd, a mark of generation g on chat c, g.Guard's
+// condition: the chat's revision and leaf are still c's (absent when c
+// has none), so that no message was stored and the current path did not
+// move since c was read.
+func guarded(upd *dynamo.Update, c chat.Chat, g chat.Generation) *dynamo.Update {
+	if !g.Guard {
+		return upd
+	}
+	if c.Revision == 0 {
+		upd.If("attribute_not_exists($)", revAttr)
+	} else {
+		upd.If("$ = ?", revAttr, c.Revision)
+	}
+	if c.Leaf == "" {
+		return upd.If("attribute_not_exists($)", leafAttr)
+	}
+	return upd.If("$ = ?", leafAttr, c.Leaf)
+}
 
 // generationMark returns the update of chat c's item marking generation g.
 func (s *Chats) generationMark(c chat.Chat, g chat.Generation) *dynamo.Update {
@@ -515,18 +542,28 @@ func (s *Chats) generationMark(c chat.Chat, g chat.Generation) *dynamo.Update {
 		Set(generationAttr, g.ID).Set(leaseAttr, g.Until.UnixMilli()).Remove(decidedAttr)
 }
 
-// generationStarted returns the error of a mark's write: on a failed
-// condition, one read of the chat tells a missing chat (NotFound) from a
-// running generation (Conflict GENERATION_ACTIVE).
-func (s *Chats) generationStarted(ctx context.Context, op, chatID string, err error) error {
+// generationStarted returns the error of the write of g's mark on chat c:
+// on a failed condition, one read of the chat tells a missing chat
+// (NotFound) from a running generation (Conflict GENERATION_ACTIVE) and,
+// for a guarded mark with no lease running, a tree changed since c was
+// read (Conflict CHAT_CHANGED).
+func (s *Chats) generationStarted(ctx context.Context, op string, c chat.Chat, g chat.Generation, err error) error {
 	if isConditionFailure(err) {
-		if _, gerr := s.Chat(ctx, chatID); gerr != nil {
+		cur, gerr := s.Chat(ctx, c.ID)
+		if gerr != nil {
 			return errs.Wrap(op, gerr)
+		}
+		leased := !cur.GenerationUntil.IsZero() && cur.GenerationUntil.UnixMilli() >= g.Now.UnixMilli()
+		if g.Guard && !leased && (cur.Revision != c.Revision || cur.Leaf != c.Leaf) {
+			return errs.Wrap(op, errChatChanged)
 		}
 		return errs.Wrap(op, errGenerationActive)
 	}
 	return storeError(op, err)
 }
+
+var errChatChanged = errs.E("store.Chats", errs.Conflict, chat.CodeChatChanged,
+	"the chat got another message meanwhile; read it again")
 
 // FinishGeneration stores msgs and ends generation id on chat c, in one
 // transaction conditioned on the chat being writable and id being its
@@ -562,7 +599,7 @@ func (s *Chats) putMessages(tx *dynamo.WriteTx, c *chat.Chat, upd *dynamo.Update
 	}
 	if len(msgs) > 0 {
 		c.UpdatedAt = msgs[len(msgs)-1].CreatedAt
-		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c))
+		upd.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(*c)).Add(revAttr, 1)
 		setLeaf(upd, msgs)
 	}
 	return nil
@@ -638,10 +675,11 @@ func (s *Chats) StartLoggedGeneration(ctx context.Context, c chat.Chat, g chat.G
 	}
 	mark := s.generationMark(c, g)
 	c.UpdatedAt = reply.CreatedAt
-	mark.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(c))
+	mark.Set("updatedAt", c.UpdatedAt).Set("GSI1SK", chatGSISK(c)).Add(revAttr, 1)
 	setMark(mark, g, rit.SK, last)
 	setLeaf(mark, msgs)
-	if err := s.generationStarted(ctx, op, c.ID, mark.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()).Run(ctx)); err != nil {
+	mark = guarded(mark.If(generationFree, leaseAttr, leaseAttr, g.Now.UnixMilli()), c, g)
+	if err := s.generationStarted(ctx, op, c, g, mark.Run(ctx)); err != nil {
 		return err
 	}
 	if err := tx.Run(ctx); err != nil {

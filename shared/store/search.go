@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -155,12 +156,16 @@ func (s *SearchIndex) SetProgress(ctx context.Context, userID string, old, p sea
 }
 
 // ChatsChangedAfter returns up to limit of userID's chats whose position
-// in the user's chat list (GSI1SK: updatedAt#chatId) is after after, in
-// that order: one Query of GSI1, eventually consistent (a change shows
-// within about a second).
+// in the user's chat lists (GSI1SK: updatedAt#chatId) is after after, in
+// that order. A chat is listed in one of three GSI1 partitions (the
+// pinned, the others, the archived: chatListGSI) and a message moves its
+// position within its partition, so each is read: one Query of GSI1
+// each, eventually consistent (a change shows within about a second),
+// merged by position. A chat met twice (read while a PATCH moved it
+// between partitions) is answered once.
 func (s *SearchIndex) ChatsChangedAfter(ctx context.Context, userID, after string, limit int) ([]search.ChatChange, error) {
 	const op = "store.SearchIndex.ChatsChangedAfter"
-	var items []struct {
+	type listed struct {
 		GSI1SK string
 		ID     string `dynamo:"id"`
 		Type   string `dynamo:"type"`
@@ -170,16 +175,36 @@ func (s *SearchIndex) ChatsChangedAfter(ctx context.Context, userID, after strin
 	if from == "" {
 		from = "!"
 	}
-	err := s.table.Get("GSI1PK", userChatsGSI(userID)).Index("GSI1").Range("GSI1SK", dynamo.Between, from, counterGSISK).
-		Project("GSI1SK", "id", "type").Limit(limit+2).All(ctx, &items)
-	if err != nil {
-		return nil, storeError(op, err)
+	var (
+		all []listed
+		// cut is the last position every partition was read through: a
+		// partition whose Query filled its limit may hold more after its
+		// last item, so nothing after that item is answered.
+		cut = counterGSISK
+	)
+	for _, gsi := range []string{pinnedChatsGSI(userID), userChatsGSI(userID), archivedChatsGSI(userID)} {
+		var items []listed
+		err := s.table.Get("GSI1PK", gsi).Index("GSI1").Range("GSI1SK", dynamo.Between, from, counterGSISK).
+			Project("GSI1SK", "id", "type").Limit(limit+2).All(ctx, &items)
+		if err != nil {
+			return nil, storeError(op, err)
+		}
+		if len(items) == limit+2 && items[len(items)-1].GSI1SK < cut {
+			cut = items[len(items)-1].GSI1SK
+		}
+		all = append(all, items...)
 	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].GSI1SK < all[j].GSI1SK })
 	out := []search.ChatChange{}
-	for _, it := range items {
-		if it.Type != "chat" || it.GSI1SK == after || len(out) == limit {
+	seen := map[string]bool{}
+	for _, it := range all {
+		if it.Type != "chat" || it.GSI1SK == after || seen[it.ID] {
 			continue
 		}
+		if it.GSI1SK > cut || len(out) == limit {
+			break
+		}
+		seen[it.ID] = true
 		at, err := time.Parse(timeKey, strings.SplitN(it.GSI1SK, "#", 2)[0])
 		if err != nil {
 			return nil, errs.E(op, errs.Internal, "", "internal error").WithCause(fmt.Errorf("chat %s: GSI1SK %q: %w", it.ID, it.GSI1SK, err))
