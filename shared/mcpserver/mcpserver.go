@@ -22,7 +22,6 @@ import (
 
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/safehttp"
-	"github.com/workflowchat/service/shared/schema"
 )
 
 // Limits.
@@ -236,13 +235,12 @@ func ValidName(name string) bool {
 // can name in a tool id.
 func ValidToolName(name string) bool { return every(name, 1, 128, toolNameChar) }
 
-// CheckInputSchema returns why raw cannot be a remote tool's input schema,
-// or nil: it must be a JSON Schema object that compiles (shared/schema:
-// no bad keyword, no external reference, no reference cycle) with "type"
-// "object" or no "type". Model providers refuse other parameter schemas,
-// failing every chat that offers the tool, and a step's inputs could not
-// be checked against it.
-func CheckInputSchema(raw json.RawMessage) error {
+// ObjectSchema returns why raw cannot be a remote tool's input schema
+// as model providers take one, or nil: a JSON object whose "type", when
+// present, is "object" (they refuse other parameter schemas, failing
+// every chat that offers the tool). Whether it compiles is the listing's
+// check (remote.CheckInputSchema), which links the JSON Schema library.
+func ObjectSchema(raw json.RawMessage) error {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || obj == nil {
 		return errors.New("input schema is not an object")
@@ -251,21 +249,19 @@ func CheckInputSchema(raw json.RawMessage) error {
 	if t, ok := obj["type"]; ok && (json.Unmarshal(t, &typ) != nil || typ != "object") {
 		return errors.New(`input schema's type is not "object"`)
 	}
-	if _, err := schema.Compile(raw); err != nil {
-		return fmt.Errorf("input schema: %w", err)
-	}
 	return nil
 }
 
-// UsableTools returns tools without those a listing drops (CheckInputSchema
-// fails, or an earlier tool has the same name: the model providers refuse
-// duplicate function names), for lists kept from before it dropped them.
+// UsableTools returns tools without those the model providers refuse (an
+// input schema ObjectSchema refuses, or an earlier tool with the same
+// name: duplicate function names), for lists kept from before a listing
+// dropped them.
 // It returns tools itself when it drops none.
 func UsableTools(tools []Tool) []Tool {
 	var out []Tool
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
-		ok := !seen[t.Name] && (len(t.InputSchema) == 0 || CheckInputSchema(t.InputSchema) == nil)
+		ok := !seen[t.Name] && (len(t.InputSchema) == 0 || ObjectSchema(t.InputSchema) == nil)
 		seen[t.Name] = true
 		switch {
 		case ok && out != nil:

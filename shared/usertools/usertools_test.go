@@ -271,9 +271,12 @@ type storedServers []mcpserver.Server
 func (s storedServers) Servers(context.Context, string) ([]mcpserver.Server, error) { return s, nil }
 
 // TestStoredUnusableToolsNotOffered: a tool list stored before listings
-// dropped a duplicate name or an input schema that is not a compilable
-// object schema is read without them: offered to the model, they would
-// make the provider refuse every chat message.
+// dropped a duplicate name or an input schema that is not an object
+// schema is read without them: offered to the model, they would make the
+// provider refuse every chat message. Whether a schema compiles is the
+// listing's check (the catalog links no JSON Schema library, as the
+// functions that only list tools do not): a stored one that does not
+// compile is offered, and a step naming it is refused when saved.
 func TestStoredUnusableToolsNotOffered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -297,7 +300,8 @@ func TestStoredUnusableToolsNotOffered(t *testing.T) {
 			remote = append(remote, s.Name+" "+s.Description)
 		}
 	}
-	if got, want := strings.Join(remote, ", "), `mcp/dup/echo echo {"type":"object"}, mcp/dup/fine fine {"type":"object","properties":{"q":{"type":"string"}}}`; got != want {
+	if got, want := strings.Join(remote, ", "), `mcp/dup/echo echo {"type":"object"}, mcp/dup/bad_pattern bad_pattern {"pattern":"(?<=x)["}, `+
+		`mcp/dup/self self {"type":"object","$ref":"#"}, mcp/dup/fine fine {"type":"object","properties":{"q":{"type":"string"}}}`; got != want {
 		t.Fatalf("offered %s\nwant %s", got, want)
 	}
 	if len(stored[0].Tools) != 7 {

@@ -22,6 +22,7 @@ import (
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/mcpserver"
 	"github.com/workflowchat/service/shared/safehttp"
+	"github.com/workflowchat/service/shared/schema"
 )
 
 // Remote connects to remote MCP servers with the go-sdk's Streamable HTTP
@@ -155,7 +156,7 @@ func toolOf(t *mcp.Tool) (mcpserver.Tool, error) {
 		if err != nil {
 			return mcpserver.Tool{}, err
 		}
-		if err := mcpserver.CheckInputSchema(b); err != nil {
+		if err := CheckInputSchema(b); err != nil {
 			return mcpserver.Tool{}, err
 		}
 		raw = b
@@ -376,3 +377,17 @@ func (l *limitedBody) Close() error { return l.r.Close() }
 
 // maxListPages bounds the tools/list pages read from one server.
 const maxListPages = 16
+
+// CheckInputSchema returns why raw cannot be a remote tool's input schema,
+// or nil: it must be a JSON Schema object (mcpserver.ObjectSchema) that
+// compiles (shared/schema: no bad keyword, no external reference, no
+// reference cycle); else a step's inputs could not be checked against it.
+func CheckInputSchema(raw json.RawMessage) error {
+	if err := mcpserver.ObjectSchema(raw); err != nil {
+		return err
+	}
+	if _, err := schema.Compile(raw); err != nil {
+		return fmt.Errorf("input schema: %w", err)
+	}
+	return nil
+}
