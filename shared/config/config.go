@@ -419,8 +419,12 @@ type Tools struct {
 	ToolsCacheTTL time.Duration `env:"TOOLS_CACHE_TTL" envDefault:"5m"` // TOOLS_CACHE_TTL (Go duration); default 5m
 
 	// ToolsAllowPrivateNetworks (TOOLS_ALLOW_PRIVATE_NETWORKS, a boolean:
-	// true/false, 1/0; default false) lets http_request reach loopback,
-	// private and link-local addresses. Local development and tests only.
+	// true/false, 1/0; default false) lets http_request, the users' remote
+	// MCP servers (their registration, listing and calls) and the
+	// service's OAuth client of those servers reach loopback, private and
+	// link-local addresses, and remote servers use plain http. Local
+	// development and tests only: with it any user can make the service
+	// send requests into its own network.
 	ToolsAllowPrivateNetworks bool `env:"TOOLS_ALLOW_PRIVATE_NETWORKS"`
 	// SandboxPerUser (SANDBOX_PER_USER, an integer from 1 to 64; default
 	// 2, DefaultSandboxPerUser) is how many isolated tool runs (jq,
