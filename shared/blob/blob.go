@@ -34,6 +34,7 @@ package blob
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -320,10 +321,15 @@ func ReadAll(ctx context.Context, s Backend, key string, max int64) ([]byte, Inf
 	if obj.Size > max {
 		return nil, obj.Info, errs.E(op, errs.TooLarge, CodeTooLarge, fmt.Sprintf("the blob holds %d bytes, more than the %d allowed here", obj.Size, max))
 	}
-	data, err := io.ReadAll(io.LimitReader(obj.Body, max+1))
-	if err != nil {
+	// Read into one buffer of the blob's size: io.ReadAll grows its
+	// buffer by doubling, up to twice a large value's size in garbage.
+	// A byte past the size is read for, to tell a body that is longer.
+	data := make([]byte, obj.Size+1) // obj.Size <= max, checked above
+	n, err := io.ReadFull(obj.Body, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, obj.Info, errs.Wrap(op, readError(err))
 	}
+	data = data[:n:n]
 	if int64(len(data)) != obj.Size {
 		return nil, obj.Info, errs.E(op, errs.Internal, "", "internal error").
 			WithCause(fmt.Errorf("blob %s: read %d bytes, its size is %d", key, len(data), obj.Size))

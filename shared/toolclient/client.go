@@ -135,7 +135,9 @@ func (c *Client) RunToolAs(ctx context.Context, id string, input map[string]any,
 	op := "toolserver.RunTool(" + id + ")"
 	params := RunParams{ToolID: id, Input: input, ResultByRef: c.blobs != nil}
 	if c.blobs != nil {
-		b, err := json.Marshal(input)
+		// One buffer of the input's exact JSON (EncodeValue), not the
+		// three json.Marshal holds at once for a large one.
+		b, err := EncodeValue(input)
 		if err != nil {
 			return RunResult{}, errs.E(op, errs.Invalid, CodeInvalidParams, "the tool input is not JSON-encodable").WithCause(err)
 		}

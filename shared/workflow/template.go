@@ -435,3 +435,92 @@ func textOf(v any) string {
 }
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+// ResolvedSize returns MinJSONSize of what ResolveInputs(inputs) returns,
+// reading the values the references name without building the result: a
+// caller may admit a resolution by its size before it holds the text
+// interpolation builds. It counts no more than just past limit. A
+// reference the scope cannot resolve counts nothing (ResolveInputs then
+// fails). An interpolated value that is not a string counts its
+// MinJSONSize, at most the length of the JSON text it becomes; a value
+// held as raw JSON counts its length, at least its decoded MinJSONSize.
+func (s Scope) ResolvedSize(inputs map[string]any, limit int) int {
+	if inputs == nil {
+		return len("{}")
+	}
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch t := v.(type) {
+		case string:
+			if !strings.Contains(t, "{{") {
+				n += len(t) + 2
+				return
+			}
+			if r, ok := IsExactTemplate(t); ok {
+				if val, err := s.Lookup(r); err == nil {
+					n += MinJSONSize(val, limit-n+1)
+				}
+				return
+			}
+			idx := templateRe().FindAllStringSubmatchIndex(t, -1)
+			n += 2
+			last := 0
+			for _, m := range idx {
+				n += m[0] - last
+				last = m[1]
+				val, err := s.Lookup(refOf(t, m))
+				if err != nil {
+					continue
+				}
+				if str, ok := val.(string); ok {
+					n += len(str)
+				} else {
+					n += MinJSONSize(val, limit-n+1)
+				}
+				if n > limit {
+					return
+				}
+			}
+			n += len(t) - last
+		case map[string]any:
+			if t == nil {
+				n += len("null")
+				return
+			}
+			n += 2 + max(len(t)-1, 0)
+			for k, e := range t {
+				n += len(k) + 3
+				walk(e)
+			}
+		case []any:
+			if t == nil {
+				n += len("null")
+				return
+			}
+			n += 2 + max(len(t)-1, 0)
+			for _, e := range t {
+				walk(e)
+			}
+		default:
+			n += MinJSONSize(t, limit-n+1)
+		}
+	}
+	walk(inputs)
+	return n
+}
+
+// UsesItem reports whether inputs name {{item}} (or a field of it): a
+// forEach step whose inputs do not resolves the same input for every
+// element.
+func UsesItem(inputs map[string]any) bool {
+	for _, r := range Refs(inputs) {
+		if r.IsItem() {
+			return true
+		}
+	}
+	return false
+}

@@ -153,7 +153,7 @@ func NewEngine(tools ToolRunner, o EngineOptions) *Engine {
 			return false, errors.New("this runner cannot evaluate conditions")
 		}
 	}
-	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: &valueGate{}, children: o.Children, authWaits: o.AuthWaits, computeOnly: o.ComputeOnly, startDelay: o.StartDelay}
+	return &Engine{tools: tools, stepTimeout: o.StepTimeout, runTimeout: o.RunTimeout, now: o.Now, condition: o.Condition, beforeStep: o.BeforeStep, values: newValueGate(MaxUserValueBytes, MaxProcessValueBytes), children: o.Children, authWaits: o.AuthWaits, computeOnly: o.ComputeOnly, startDelay: o.StartDelay}
 }
 
 func (e *Engine) clock() time.Time { return e.now().UTC() }
@@ -719,6 +719,20 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 			close(halt)
 		}
 	}
+	// Elements whose inputs do not name the item resolve the same input:
+	// it is resolved once, and every call reads that one copy (a call
+	// never changes its input: ToolRunner). Others are each resolved
+	// once admitted, by the size their resolution will have.
+	var (
+		same       = !workflow.UsesItem(step.Inputs)
+		shared     map[string]any
+		sharedErr  error
+		sharedSize int
+	)
+	if same {
+		shared, sharedErr = resolve(scope, step.Inputs)
+		sharedSize = workflow.MinJSONSize(shared, MaxValueBytes+1)
+	}
 	before := make(map[int]bool, len(rs.Elements)) // finished before a resume
 	for j := range rs.Elements {
 		before[j] = true
@@ -742,10 +756,17 @@ func (x *execution) forEach(ctx context.Context, op string, i int, step workflow
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			input, err := resolve(scope.WithItem(item), step.Inputs)
-			var out map[string]any
+			var (
+				out map[string]any
+				err = sharedErr
+			)
 			if err == nil {
-				out, _, err = x.call(fctx, step.ToolID, input, timeout)
+				in, size := func() (map[string]any, error) { return shared, nil }, sharedSize
+				if !same {
+					escope := scope.WithItem(item)
+					in, size = func() (map[string]any, error) { return resolve(escope, step.Inputs) }, escope.ResolvedSize(step.Inputs, MaxValueBytes+1)
+				}
+				out, _, err = x.callAdmitted(fctx, step.ToolID, size, in, timeout)
 			}
 			switch {
 			case err == nil:
@@ -859,19 +880,26 @@ func detailed(err error) string {
 	return strings.Join(parts, "; ")
 }
 
-// call runs one tool call of a step once its input is admitted (a large
-// one waits while the user's runs have MaxUserValueBytes of large inputs
-// in flight, at most until the run's time limit), under timeout cut to
+// call runs one tool call of a step with its resolved input (callAdmitted).
+func (x *execution) call(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+	return x.callAdmitted(ctx, toolID, workflow.MinJSONSize(input, MaxValueBytes+1), func() (map[string]any, error) { return input, nil }, timeout)
+}
+
+// callAdmitted runs one tool call of a step once its input, size bytes
+// of JSON (what resolve returns counts: Scope.ResolvedSize), is admitted
+// (a large one waits while the user's runs have MaxUserValueBytes of
+// large inputs in flight, at most until the run's time limit), and only
+// then resolves it (resolve's error is the call's); under timeout cut to
 // what is left of the run's time once admitted, which it returns. A
 // cancel of ctx ends the wait.
-func (x *execution) call(ctx context.Context, toolID string, input map[string]any, timeout time.Duration) (map[string]any, time.Duration, error) {
+func (x *execution) callAdmitted(ctx context.Context, toolID string, size int, resolve func() (map[string]any, error), timeout time.Duration) (map[string]any, time.Duration, error) {
 	actx := ctx
 	if x.e.runTimeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, x.e.runTimeout-busy(x.run, x.e.clock()))
 		defer cancel()
 	}
-	release, err := x.e.values.admit(actx, x.run.UserID, input)
+	release, err := x.e.values.admit(actx, x.run.UserID, size)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, timeout, ctx.Err()
@@ -879,6 +907,10 @@ func (x *execution) call(ctx context.Context, toolID string, input map[string]an
 		return nil, 0, fmt.Errorf("%w after %s", errStepTimedOut, timeout) // the run's time ran out first
 	}
 	defer release()
+	input, err := resolve()
+	if err != nil {
+		return nil, timeout, err
+	}
 	left, _ := x.runLeft() // the wait for admission may have used some
 	timeout = min(timeout, left)
 	out, err := x.e.runStep(ctx, toolID, input, timeout)

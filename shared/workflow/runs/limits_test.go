@@ -343,7 +343,7 @@ func holdTool(inFlight, most *atomic.Int64) *tools.Tool {
 
 // TestLargeInputsInFlightPerUser: a forEach of 16 calls at once, each
 // reading one 7 MiB value, in two runs of one user at once, has at most
-// MaxUserValueBytes of those inputs in flight (9 calls); the others wait
+// MaxUserValueBytes of those inputs in flight (4 calls); the others wait
 // their turn, outside their step's timeout, and every element completes.
 func TestLargeInputsInFlightPerUser(t *testing.T) {
 	t.Parallel()
