@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
 	"github.com/workflowchat/service/shared/auth"
@@ -66,6 +68,9 @@ func (f *fixture) list(t *testing.T, id, query string) (chat.MessageList, int, s
 
 // jsonSize is the bytes the bound counts for msgs: each message's JSON
 // with its comma.
+// jsonSize is the bytes msgs take in a buffered Lambda's answer, each
+// with its comma: their JSON as a JSON string (the response event's
+// body), its quotes left out.
 func jsonSize(t *testing.T, msgs []chat.Message) int {
 	t.Helper()
 	n := 0
@@ -74,9 +79,50 @@ func jsonSize(t *testing.T, msgs []chat.Message) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n += len(b) + 1
+		s, err := json.Marshal(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(s) - 2 + 1
 	}
 	return n
+}
+
+// lambdaPayload is the size of the response event a buffered Lambda
+// function answers with body, encoded as aws-lambda-go encodes it.
+func lambdaPayload(t *testing.T, body string) int {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Len()
+}
+
+// TestMessagesListFitsALambdaAnswer: content whose quotes and backslashes
+// are escaped again in the Lambda's response event (code, pasted JSON)
+// is counted as it travels, so the answer stays under the 6 MB a Lambda
+// may return.
+func TestMessagesListFitsALambdaAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0, 0)
+	unit := "if (a[\"k\"] == \"v\") {\n\treturn \"x\\\\y\";\n}\n"
+	code := strings.Repeat(unit, chat.MaxContentLen/len([]rune(unit)))
+	id := f.newChat(t)
+	contents := make([]string, 130)
+	for i := range contents {
+		contents[i] = code
+	}
+	stored := f.chain(t, id, contents...)
+	l, _, raw := f.list(t, id, "")
+	if n := lambdaPayload(t, raw); n >= 6_000_000 {
+		t.Fatalf("a Lambda answer of %d bytes (%d messages, %d omitted)", n, len(l.Messages), l.Omitted)
+	}
+	if l.Omitted == 0 || l.Omitted+len(l.Messages) != len(stored) {
+		t.Fatalf("%d messages, %d omitted, want some of %d left out", len(l.Messages), l.Omitted, len(stored))
+	}
 }
 
 // TestMessagesListIsBounded: GET .../messages answers at most
