@@ -151,7 +151,13 @@ func (g *Guard) requests(op string, body []byte) ([]Request, error) {
 		if w.IndexName != "" {
 			hash = t.IndexHashKeys[w.IndexName]
 		}
-		return []Request{{Action: "dynamodb:Query", Table: t.LogicalID, Index: w.IndexName, LeadingKeys: queryKey(w, hash)}}, nil
+		key := queryKey(w, hash)
+		if key == nil {
+			// DynamoDB requires the partition key's equality: a form this
+			// check cannot read is refused, not let through unchecked.
+			return nil, fmt.Errorf("Query of %s: the partition key %s = value is not found in its key condition", w.TableName, hash)
+		}
+		return []Request{{Action: "dynamodb:Query", Table: t.LogicalID, Index: w.IndexName, LeadingKeys: key}}, nil
 	case "Scan":
 		t, err := g.table(w.TableName)
 		if err != nil {
@@ -221,10 +227,14 @@ func (g *Guard) table(name string) (Table, error) {
 
 // keyEquals matches one side of a key condition: a name or #placeholder
 // compared with = to a :value.
-var keyEquals = regexp.MustCompile(`^\(*\s*([#\w]+)\s*=\s*(:\w+)\s*\)*$`)
+var (
+	keyEquals  = regexp.MustCompile(`^\(*\s*([#\w]+)\s*=\s*(:\w+)\s*\)*$`)
+	valueFirst = regexp.MustCompile(`^\(*\s*(:\w+)\s*=\s*([#\w]+)\s*\)*$`)
+)
 
 // queryKey returns the partition key value of a Query's key condition
-// whose partition key attribute is hash (nil when none is found).
+// whose partition key attribute is hash (nil when none is found), in
+// either order of the equality.
 func queryKey(w wire, hash string) []string {
 	// guregu/dynamo sends the older KeyConditions form.
 	if c, ok := w.KeyConditions[hash]; ok && c.ComparisonOperator == "EQ" && len(c.AttributeValueList) == 1 {
@@ -234,7 +244,10 @@ func queryKey(w wire, hash string) []string {
 	for _, p := range parts {
 		m := keyEquals.FindStringSubmatch(strings.TrimSpace(p))
 		if m == nil {
-			continue
+			if m = valueFirst.FindStringSubmatch(strings.TrimSpace(p)); m == nil {
+				continue
+			}
+			m[1], m[2] = m[2], m[1]
 		}
 		name := m[1]
 		if strings.HasPrefix(name, "#") {

@@ -195,8 +195,8 @@ type Request struct {
 	// table itself.
 	Table, Index string
 	// LeadingKeys are the partition key values the request touches;
-	// nil when they are not known (a Scan), which no LeadingKeys
-	// condition allows.
+	// none for a Scan, which names no key: a ForAllValues condition then
+	// holds, as IAM evaluates it over an empty set.
 	LeadingKeys []string
 }
 
@@ -258,9 +258,7 @@ func (s statement) matches(r Request) bool {
 	if s.leadingKeys == nil {
 		return true
 	}
-	if r.LeadingKeys == nil {
-		return false // unknown keys (a Scan): the condition cannot hold
-	}
+	// ForAllValues: every key matches, which an empty set does.
 	for _, k := range r.LeadingKeys {
 		if !slices.ContainsFunc(s.leadingKeys, func(p string) bool { return like(p, k) }) {
 			return false
