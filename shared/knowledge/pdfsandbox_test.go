@@ -59,7 +59,9 @@ func testPDFSandbox(t *testing.T, timeout time.Duration) *PDFSandbox {
 // EXTRACT_FAILED within the worker's bounds; this process survives them,
 // and the pool reads an ordinary PDF after them.
 func TestPDFSandboxHostile(t *testing.T) {
-	const timeout = 4 * time.Second
+	// Well under the 4 s diff_ind_16.pdf takes on a 2-core machine, well
+	// over the milliseconds the in-process guards take.
+	const timeout = 1500 * time.Millisecond
 	s := testPDFSandbox(t, timeout)
 	tests := []struct{ file, msg string }{
 		{"objstm_self_container.pdf", msgPDFLimits},                      // an object stream that contains itself: endless recursion
@@ -68,7 +70,7 @@ func TestPDFSandboxHostile(t *testing.T) {
 		{"prevloop.pdf", msgPDFLimits + ": reading it takes more than"},  // an xref /Prev chain that loops, inside NewReader
 		{"xrefstm_prevloop.pdf", msgPDFLimits},                           // the same through xref streams
 		{"objstm_extends_self.pdf", msgPDFLimits + ": reading it takes"}, // an object stream that /Extends itself
-		{"diff_ind_16.pdf", msgPDFLimits},                                // /Encoding /Differences arrays decoded per glyph
+		{"diff_ind_16.pdf", msgPDFLimits + ": reading it takes"},         // /Encoding /Differences arrays decoded per glyph: seconds
 		{"cycle.pdf", "page tree loops"},                                 // the in-process guards still answer cheap ones
 	}
 	for _, tt := range tests {
@@ -87,9 +89,9 @@ func TestPDFSandboxHostile(t *testing.T) {
 				t.Errorf("err %v is not Invalid", err)
 			}
 			// A worker's start, then its run to the timeout, then the
-			// kill: well within twice the timeout.
-			if took > 2*timeout {
-				t.Errorf("took %s, more than twice the timeout %s", took, timeout)
+			// kill.
+			if took > timeout+5*time.Second {
+				t.Errorf("took %s, for a timeout of %s", took, timeout)
 			}
 			t.Logf("%s: %s in %s", tt.file, err, took.Round(time.Millisecond))
 		})
