@@ -18,6 +18,10 @@ import (
 )
 
 func main() {
+	// A PDF worker of this binary's knowledge service (knowledgecore.PDF).
+	if knowledge.IsPDFWorker() {
+		knowledge.ServePDFWorker() // never returns
+	}
 	assembly.Main(newHandler, func(h func(context.Context, knowledge.Ref) error) { lambda.Start(h) })
 }
 

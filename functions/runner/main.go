@@ -11,10 +11,15 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/runnerfn"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/workflow"
 )
 
 func main() {
+	// A PDF worker of this binary's knowledge service (knowledgecore.PDF).
+	if knowledge.IsPDFWorker() {
+		knowledge.ServePDFWorker() // never returns
+	}
 	assembly.Main(newHandler, func(h func(context.Context, workflow.RunRef) error) { lambda.Start(h) })
 }
 

@@ -8,10 +8,17 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/streamfn"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/lambdahttp"
 )
 
-func main() { assembly.Main(newHandler, lambdahttp.StartStreaming) }
+func main() {
+	// A PDF worker of this binary's knowledge service (knowledgecore.PDF).
+	if knowledge.IsPDFWorker() {
+		knowledge.ServePDFWorker() // never returns
+	}
+	assembly.Main(newHandler, lambdahttp.StartStreaming)
+}
 
 // newHandler builds the function from its builder, streamfn.Stream, the one
 // infra/local mounts for the dev server.

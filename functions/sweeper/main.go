@@ -13,9 +13,14 @@ import (
 
 	"github.com/workflowchat/service/functions/assembly"
 	"github.com/workflowchat/service/functions/assembly/sweeperfn"
+	"github.com/workflowchat/service/shared/knowledge"
 )
 
 func main() {
+	// A PDF worker of this binary's knowledge service (knowledgecore.PDF).
+	if knowledge.IsPDFWorker() {
+		knowledge.ServePDFWorker() // never returns
+	}
 	assembly.Main(newHandler, func(h func(context.Context, events.EventBridgeEvent) error) { lambda.Start(h) })
 }
 

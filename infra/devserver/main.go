@@ -11,7 +11,8 @@
 //
 // Like McpFunction, the binary is also its own tool worker: the tools that
 // evaluate untrusted input run in child processes of it under memory and
-// CPU limits.
+// CPU limits. So does the text extraction of PDFs being indexed, as in
+// KnowledgeIndexFunction.
 package main
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/workflowchat/service/infra/local"
 	"github.com/workflowchat/service/shared/blob"
 	"github.com/workflowchat/service/shared/config"
+	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/logging"
 	"github.com/workflowchat/service/shared/ratelimit"
 	"github.com/workflowchat/service/shared/sandbox"
@@ -42,6 +44,12 @@ import (
 )
 
 func main() {
+	// The binary serves two kinds of sandbox workers, told apart by the
+	// argument after sandbox.WorkerArg: a PDF's text extraction
+	// (knowledge.PDFWorkerArg), or else the isolated tools.
+	if knowledge.IsPDFWorker() {
+		knowledge.ServePDFWorker() // never returns
+	}
 	if sandbox.IsWorker() {
 		tools.ServeWorker() // never returns
 	}

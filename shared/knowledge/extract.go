@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -34,15 +35,31 @@ func baseType(ct string) string {
 // Invalid EXTRACT_FAILED when the file is not what its type says (a zip
 // named .pdf), is damaged, or holds no text (a scanned PDF: images
 // only); Invalid UNSUPPORTED_MEDIA_TYPE for other types.
+//
+// Extract reads a PDF in this process; the service reads it with its
+// Options.PDF (a PDFSandbox: a worker process).
 func Extract(ctx context.Context, ct string, data []byte) (string, error) {
+	return extract(ctx, inProcess{}, "", ct, data)
+}
+
+// extract is Extract reading a PDF of userID's with pdf. An error of pdf's
+// that is a context's (the attempt ended) or an *errs.Error is returned as
+// it is; any other is the file's, EXTRACT_FAILED.
+func extract(ctx context.Context, pdf PDFExtractor, userID, ct string, data []byte) (string, error) {
 	const op = "knowledge.Extract"
 	switch t := baseType(ct); {
 	case t == "application/pdf":
-		text, err := pdfText(ctx, data)
-		if err != nil {
-			return "", errs.E(op, errs.Invalid, CodeExtractFailed, err.Error())
+		text, err := pdf.PDFText(ctx, userID, data)
+		var e *errs.Error
+		switch {
+		case err == nil:
+			return text, nil
+		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			return "", err
+		case errors.As(err, &e):
+			return "", err
 		}
-		return text, nil
+		return "", errs.E(op, errs.Invalid, CodeExtractFailed, err.Error())
 	case strings.HasPrefix(t, "text/") || t == "application/json":
 		if len(data) > MaxTextBytes {
 			return "", errs.E(op, errs.Invalid, CodeExtractFailed, fmt.Sprintf("the text is %d bytes, more than the %d indexed", len(data), MaxTextBytes))

@@ -125,6 +125,9 @@ type Options struct {
 	// MaxKnowledgeBases is the per-user cap; zero means
 	// MaxKnowledgeBasesPerUser.
 	MaxKnowledgeBases int
+	// PDF reads the text of PDFs (a PDFSandbox: worker processes bounded
+	// in memory and time); nil reads them in this process, as tests do.
+	PDF PDFExtractor
 	// IndexTimeout bounds one indexing attempt; zero means 10 minutes.
 	IndexTimeout time.Duration
 	Now          func() time.Time
@@ -156,6 +159,9 @@ func NewService(o Options) *Service {
 	}
 	if o.Embedder == nil {
 		o.Embedder = Lexical{}
+	}
+	if o.PDF == nil {
+		o.PDF = inProcess{}
 	}
 	s := &Service{o: o, segments: newSegmentCache(maxCachedChunks)}
 	if s.o.Dispatch == nil {
@@ -513,7 +519,7 @@ func (s *Service) index(ctx context.Context, d Document) (int, error) {
 	if err != nil {
 		return 0, errs.Wrap(op, err)
 	}
-	text, err := Extract(ctx, a.ContentType, data)
+	text, err := extract(ctx, s.o.PDF, d.UserID, a.ContentType, data)
 	data = nil
 	if err != nil {
 		return 0, err

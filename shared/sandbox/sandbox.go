@@ -107,6 +107,12 @@ type Options struct {
 	CPULimit time.Duration
 	// MaxResponse is the largest response, in bytes, a worker may return.
 	MaxResponse int
+	// Timeout, when positive, bounds each evaluation from the moment a
+	// worker is given it, beside the deadline of Do's context: the time a
+	// request waits for admission does not count against it, so that an
+	// evaluation queued behind a slow one still gets all of its time. Its
+	// passing kills the worker and is a LimitError of Time.
+	Timeout time.Duration
 	// StartTimeout bounds a worker's start, until it reports its limits in
 	// place; zero means 10 s.
 	StartTimeout time.Duration
@@ -126,6 +132,7 @@ const (
 	Memory Resource = "memory"
 	CPU    Resource = "cpu"
 	Output Resource = "output"
+	Time   Resource = "time"
 )
 
 // LimitError reports that an evaluation exceeded one of its worker's
@@ -134,7 +141,7 @@ const (
 type LimitError struct {
 	Resource Resource
 	// Limit is the bound that was passed: bytes for Memory and Output, CPU
-	// time for CPU.
+	// time for CPU, wall-clock time (Options.Timeout) for Time.
 	Limit int64
 	// Detail describes the worker's end, for logs.
 	Detail string
@@ -214,7 +221,8 @@ func New(o Options) (*Pool, error) {
 // allows, and the evaluation gets what is left of ctx's deadline: a
 // worker still busy when ctx ends is killed. Errors:
 //   - ctx's error, wrapped, when ctx ends first (waiting or evaluating);
-//   - *LimitError: the evaluation passed the memory, CPU or response limit;
+//   - *LimitError: the evaluation passed the memory, CPU, response or
+//     time (Options.Timeout) limit;
 //   - *CrashError: the worker stopped for another reason;
 //   - ErrClosed after Close, or a worker that cannot start.
 func (p *Pool) Do(ctx context.Context, key string, request []byte) ([]byte, error) {
@@ -252,7 +260,16 @@ func (p *Pool) Do(ctx context.Context, key string, request []byte) ([]byte, erro
 			return nil, err
 		}
 	}
-	resp, err := w.do(ctx, request, p.o)
+	evalCtx := ctx
+	if p.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		evalCtx, cancel = context.WithTimeout(ctx, p.o.Timeout)
+		defer cancel()
+	}
+	resp, err := w.do(evalCtx, request, p.o)
+	if err != nil && ctx.Err() == nil && evalCtx.Err() != nil {
+		err = &LimitError{Resource: Time, Limit: int64(p.o.Timeout), Detail: fmt.Sprintf("worker %d killed after %s: %v", w.pid, p.o.Timeout, err)}
+	}
 	switch {
 	case err != nil && !w.alive():
 		p.stopped(w, err)

@@ -691,3 +691,45 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeout: Options.Timeout kills an evaluation that outlives it with a
+// Time LimitError, and counts from the evaluation's start, not its
+// admission: a request queued behind another of its key gets its whole
+// time.
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 600 * time.Millisecond
+	p := newPool(t, func(o *sandbox.Options) { o.Timeout = timeout })
+	warm(t, p)
+	before := pid(t, p)
+	start := time.Now()
+	_, err := p.Do(context.Background(), "test", []byte("spin"))
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) || le.Resource != sandbox.Time || le.Limit != int64(timeout) {
+		t.Fatalf("spin: %v, want a time LimitError", err)
+	}
+	if took := time.Since(start); took > timeout+2*time.Second {
+		t.Errorf("spin stopped after %s", took)
+	}
+	if exists(before) {
+		t.Errorf("worker %d still exists after its timeout", before)
+	}
+	// Two evaluations of 400 ms of CPU under one key run one after the
+	// other: the second ends about 800 ms after its Do, past the
+	// timeout, and succeeds.
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() {
+			_, err := p.Do(context.Background(), "test", []byte("burn 400"))
+			errc <- err
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Errorf("burn 400 behind another: %v", err)
+		}
+	}
+}

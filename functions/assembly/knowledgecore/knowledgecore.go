@@ -7,6 +7,7 @@ package knowledgecore
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 
 	"github.com/workflowchat/service/functions/assembly"
@@ -17,6 +18,7 @@ import (
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/knowledge"
 	"github.com/workflowchat/service/shared/knowledge/s3vectorindex"
+	"github.com/workflowchat/service/shared/sandbox"
 )
 
 // services holds one Service per DynamoDB client: a function (each of the
@@ -47,9 +49,47 @@ func Service(ctx context.Context, cfg config.Config, d assembly.Deps, emb knowle
 	if err != nil {
 		return nil, err
 	}
-	s := knowledgeuse.Service(cfg, d, blobs, emb, vectors, Dispatcher(cfg))
+	s := knowledgeuse.Service(cfg, d, blobs, emb, vectors, Dispatcher(cfg), PDF(d.Logger))
 	actual, _ := services.LoadOrStore(d.DB, s)
 	return actual.(*knowledge.Service), nil
+}
+
+// pdf is the process's PDF reader, shared by its knowledge services (the
+// dev server's functions each have one), so that the process keeps one
+// pool of PDF workers.
+var pdf struct {
+	once sync.Once
+	x    knowledge.PDFExtractor
+}
+
+// PDF returns the process's PDF reader: a knowledge.PDFSandbox of this
+// binary (sandbox.SelfPath), whose workers start at the first PDF read. A
+// PDF is never read in the indexing process: a hostile one could abort it
+// (a stack overflow, an allocation of gigabytes) or hold it past its
+// deadline. Every main that links this package therefore serves a PDF
+// worker first thing when knowledge.IsPDFWorker reports true. Its pool
+// holds at most knowledge.PDFWorkers of knowledge.PDFWorkerPeak, which
+// KnowledgeIndexFunction's memory, reading one document at a time, holds
+// with room to spare. logger (of the first call) hears of every worker
+// stopped.
+func PDF(logger *slog.Logger) knowledge.PDFExtractor {
+	pdf.once.Do(func() {
+		self, err := sandbox.SelfPath()
+		if err != nil {
+			pdf.x = noPDF{err}
+			return
+		}
+		pdf.x = knowledge.NewPDFSandbox(knowledge.PDFSandboxOptions{Path: self, Logger: logger})
+	})
+	return pdf.x
+}
+
+// noPDF refuses to read PDFs: this binary's path is not known, so no
+// worker can start.
+type noPDF struct{ err error }
+
+func (n noPDF) PDFText(context.Context, string, []byte) (string, error) {
+	return "", errs.E("knowledgecore.PDFText", errs.Unavailable, knowledge.CodePDFUnavailable, "PDF text extraction is unavailable").WithCause(n.err)
 }
 
 // Dispatcher returns what hands indexing jobs to their worker: the

@@ -97,9 +97,10 @@ func (l Lazy) Run(ctx context.Context, userID string, input map[string]any) (map
 // blob store's segments (blobs), the lease of indexing jobs
 // (GENERATION_LEASE), the per-user cap (KNOWLEDGE_BASES_PER_USER), the
 // clock and the logger, over the embedder, vector index and dispatcher
-// the function gives (knowledgecore.Service's).
-func Service(cfg config.Config, d assembly.Deps, blobs blob.Store, emb knowledge.Embedder, vectors knowledge.VectorIndex, dispatch knowledge.Dispatcher) *knowledge.Service {
+// the function gives (knowledgecore.Service's), and the PDF reader pdf
+// (knowledgecore.PDF: worker processes).
+func Service(cfg config.Config, d assembly.Deps, blobs blob.Store, emb knowledge.Embedder, vectors knowledge.VectorIndex, dispatch knowledge.Dispatcher, pdf knowledge.PDFExtractor) *knowledge.Service {
 	return knowledge.NewService(knowledge.Options{Store: store.NewKnowledge(d.DB, cfg.DataTable), Files: blobstore.Attachments(cfg, d, blobs),
-		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: dispatch, Lease: cfg.GenerationLease,
+		Blobs: blobs, Embedder: emb, Vectors: vectors, Dispatch: dispatch, PDF: pdf, Lease: cfg.GenerationLease,
 		MaxKnowledgeBases: cfg.KnowledgeBasesPerUser, Now: d.Now, Logger: d.Logger})
 }
