@@ -59,8 +59,8 @@ func testPDFSandbox(t *testing.T, timeout time.Duration) *PDFSandbox {
 // EXTRACT_FAILED within the worker's bounds; this process survives them,
 // and the pool reads an ordinary PDF after them.
 func TestPDFSandboxHostile(t *testing.T) {
-	// Well under the 4 s diff_ind_16.pdf takes on a 2-core machine, well
-	// over the milliseconds the in-process guards take.
+	// Well over the milliseconds the in-process guards take; the files
+	// that meet it loop forever, whatever the machine's speed.
 	const timeout = 1500 * time.Millisecond
 	s := testPDFSandbox(t, timeout)
 	tests := []struct{ file, msg string }{
@@ -70,7 +70,6 @@ func TestPDFSandboxHostile(t *testing.T) {
 		{"prevloop.pdf", msgPDFLimits + ": reading it takes more than"},  // an xref /Prev chain that loops, inside NewReader
 		{"xrefstm_prevloop.pdf", msgPDFLimits},                           // the same through xref streams
 		{"objstm_extends_self.pdf", msgPDFLimits + ": reading it takes"}, // an object stream that /Extends itself
-		{"diff_ind_16.pdf", msgPDFLimits + ": reading it takes"},         // /Encoding /Differences arrays decoded per glyph: seconds
 		{"cycle.pdf", "page tree loops"},                                 // the in-process guards still answer cheap ones
 	}
 	for _, tt := range tests {
@@ -89,8 +88,8 @@ func TestPDFSandboxHostile(t *testing.T) {
 				t.Errorf("err %v is not Invalid", err)
 			}
 			// A worker's start, then its run to the timeout, then the
-			// kill.
-			if took > timeout+5*time.Second {
+			// kill: a hang would pass any bound (this is no speed test).
+			if took > timeout+time.Minute {
 				t.Errorf("took %s, for a timeout of %s", took, timeout)
 			}
 			t.Logf("%s: %s in %s", tt.file, err, took.Round(time.Millisecond))
@@ -145,7 +144,7 @@ func TestPDFSandboxAttemptEnds(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || errs.CodeOf(err) == CodeExtractFailed {
 		t.Fatalf("err %v, want the context's", err)
 	}
-	if took := time.Since(start); took > 10*time.Second {
+	if took := time.Since(start); took > time.Minute {
 		t.Errorf("took %s", took)
 	}
 }
