@@ -30,7 +30,7 @@ func Routes(s *Service, authn *auth.Service, l Limits) *httpapi.Router {
 	r.Handle("GET /api/chats/{chatId}", authn.Require(handleGet(s)))
 	r.Handle("PATCH /api/chats/{chatId}", authn.Require(handleUpdate(s)))
 	r.Handle("DELETE /api/chats/{chatId}", authn.Require(handleDelete(s)))
-	r.Handle("GET /api/users/{userId}/chats", authn.Require(handleList(s)))
+	r.Handle("GET /api/users/{userId}/chats", authn.Require(auth.SelfPath(handleList(s))))
 	r.Handle("POST /api/chats/{chatId}/messages", authn.Require(l.Limiter.Limit(l.Messages)(handleSend(s))))
 	r.Handle("GET /api/chats/{chatId}/messages", authn.Require(handleMessages(s)))
 	r.Handle("POST /api/chats/{chatId}/messages/{messageId}/stop", authn.Require(handleStop(s)))

@@ -16,7 +16,7 @@ import (
 //     403 another user's) before the body.
 func Routes(s *Service, authn *auth.Service) *httpapi.Router {
 	r := httpapi.NewRouter()
-	r.Handle("GET /api/users/{userId}/tool-permissions", authn.Require(handleList(s)))
+	r.Handle("GET /api/users/{userId}/tool-permissions", authn.Require(auth.SelfPath(handleList(s))))
 	r.Handle("PUT /api/users/{userId}/tool-permissions/{toolId}", authn.Require(auth.SelfPath(handleSet(s))))
 	return r
 }

@@ -11,7 +11,7 @@ import (
 // (ModelsFunction). It requires a session.
 func Routes(m *Meter, authn *auth.Service) *httpapi.Router {
 	r := httpapi.NewRouter()
-	r.Handle("GET /api/users/{userId}/usage", authn.Require(handleReport(m)))
+	r.Handle("GET /api/users/{userId}/usage", authn.Require(auth.SelfPath(handleReport(m))))
 	return r
 }
 

@@ -15,7 +15,7 @@ func Routes(s *Service, authn *auth.Service) *httpapi.Router {
 	r.Handle("GET /api/workflows/{workflowId}", authn.Require(handleGet(s)))
 	r.Handle("PATCH /api/workflows/{workflowId}", authn.Require(handleUpdate(s)))
 	r.Handle("DELETE /api/workflows/{workflowId}", authn.Require(handleDelete(s)))
-	r.Handle("GET /api/users/{userId}/workflows", authn.Require(handleList(s)))
+	r.Handle("GET /api/users/{userId}/workflows", authn.Require(auth.SelfPath(handleList(s))))
 	r.Handle("GET /api/workflows/{workflowId}/messages", authn.Require(handleMessages(s)))
 	r.Handle("GET /api/workflows/{workflowId}/versions", authn.Require(handleVersions(s)))
 	r.Handle("GET /api/workflows/{workflowId}/versions/{version}", authn.Require(handleVersion(s)))
