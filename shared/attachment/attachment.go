@@ -36,7 +36,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/workflowchat/service/shared/blob"
@@ -163,7 +162,7 @@ func (r CreateRequest) validate() (validated, error) {
 		bad.Add("name", "is required")
 	case n > MaxNameLen:
 		bad.Add("name", "must be at most %d characters", MaxNameLen)
-	case strings.ContainsFunc(name, unicode.IsControl):
+	case strings.ContainsFunc(name, errs.IsControl):
 		bad.Add("name", "must not contain control characters")
 	}
 	var mediaType string

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/model"
 )
 
@@ -77,7 +78,7 @@ func cleanTitle(s string) string {
 		s = strings.TrimSpace(s)[:i]
 	}
 	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if errs.IsControl(r) {
 			return ' '
 		}
 		return r

@@ -264,13 +264,23 @@ func (f *FieldErrors) Add(field, format string, args ...any) {
 }
 
 // OneLineMessage is the problem OneLine records.
-const OneLineMessage = "must not contain control characters (line breaks, tabs, NUL)"
+const OneLineMessage = "must not contain control characters (line breaks, tabs, NUL, direction overrides)"
 
 // HasControl reports whether s, its leading and trailing white space
-// aside (which callers trim), holds a control character: a line break, a
-// tab, a NUL, an escape.
+// aside (which callers trim), holds a control character (IsControl).
 func HasControl(s string) bool {
-	return strings.ContainsFunc(strings.TrimSpace(s), unicode.IsControl)
+	return strings.ContainsFunc(strings.TrimSpace(s), IsControl)
+}
+
+// IsControl reports whether r has no place in one line of text a user
+// names something with: a C0 or C1 control (a line break, a tab, a NUL,
+// an escape), the Unicode line and paragraph separators (U+2028,
+// U+2029), which break lines in many viewers, and the bidirectional
+// embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069),
+// which make a name read otherwise than it is spelled. Other format
+// characters (the zero-width joiner of emoji sequences) are text.
+func IsControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }
 
 // OneLine records that field is invalid when s holds a control character

@@ -69,7 +69,9 @@ func TestOneLine(t *testing.T) {
 	t.Parallel()
 	for s, bad := range map[string]bool{
 		"\x00ctl": true, "a\nb": true, "a\tb": true, "a\x1bb": true, "a\x7fb": true, "a\u0085b": true, "\x00": true,
+		"a\u2028b": true, "a\u2029b": true, "evil\u202egnp.exe": true, "a\u202ab": true, "a\u2066b\u2069": true,
 		"Ada": false, " Ada\n": false, "\tAda ": false, "Ada Lovelace — née Byron": false, "": false,
+		"family 👨\u200d👩\u200d👧": false, "zero\u200bwidth": false, "\u2028Ada\u2029": false,
 	} {
 		var f errs.FieldErrors
 		if got := f.OneLine("name", s); got != bad || errs.HasControl(s) != bad || (len(f) == 1) != bad {
