@@ -45,7 +45,8 @@ type Schema struct {
 	// library's verdict.
 	refs map[*jsonschema.Schema]*jsonschema.Schema
 	// nesting bounds the values validated, so that the library's
-	// recursion stays far from the end of the stack.
+	// recursion stays far from the end of the stack and its work within
+	// MaxWork.
 	nesting Nesting
 }
 
@@ -64,8 +65,9 @@ var ErrExternalRef = errors.New("external schema references are not allowed")
 // than draft-07 and draft 2020-12, an unknown type name, a negative count
 // (minLength, maxItems ...), a multipleOf that is not positive, a regular
 // expression that does not compile, and a "$ref" to another document
-// (ErrExternalRef) or to nothing, and a reference cycle that never
-// descends into the value (ErrRefCycle: {"$ref": "#"}).
+// (ErrExternalRef) or to nothing, a reference cycle that never descends
+// into the value (ErrRefCycle: {"$ref": "#"}), and a schema that applies
+// more than MaxInPlace schemas to one value (ErrCostly).
 func Compile(raw []byte) (*Schema, error) {
 	if !json.Valid(raw) {
 		return nil, errors.New("schema is not valid JSON")
@@ -318,7 +320,8 @@ func (p Problem) Pointer() string {
 // (nil, bool, float64, json.Number, int, string, []any, map[string]any),
 // and returns its problems, sorted by location then message, or nil when v
 // is valid. A value of another Go type is a problem of its own, and so is
-// one that nests too deeply for s (see Nesting).
+// one that nests too deeply for s or would take more than MaxWork schema
+// applications to validate (see Nesting).
 func (s *Schema) Validate(v any) []Problem {
 	v, ok := plain(v)
 	if !ok {

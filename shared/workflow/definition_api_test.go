@@ -134,6 +134,9 @@ func TestWorkflowPatchDefinition(t *testing.T) {
 		{"inputSchema refers to itself", `{"inputSchema":{"type":"object","$ref":"#"}}`, 400, "VALIDATION_FAILED", "inputSchema"},
 		{"inputSchema with a $defs loop", `{"inputSchema":{"type":"object","$defs":{"x":{"$ref":"#/$defs/x"}},"properties":{"a":{"$ref":"#/$defs/x"}}}}`,
 			400, "VALIDATION_FAILED", "inputSchema"},
+		// Validating one against this would take 2^22 schema applications
+		// (2^14 already to check the default).
+		{"inputSchema too costly to validate", `{"inputSchema":` + costlyChain(22) + `}`, 400, "VALIDATION_FAILED", "inputSchema"},
 		{"inputSchema removed under steps that read it", `{"inputSchema":null}`, 400, "VALIDATION_FAILED", "steps[0].inputs"},
 		{"steps not an array", `{"steps":{}}`, 400, "VALIDATION_FAILED", "steps"},
 		{"too many steps", `{"steps":[` + strings.TrimSuffix(strings.Repeat(`{"id":"x","toolId":"hash"},`, 51), ",") + `]}`, 400, "VALIDATION_FAILED", "steps"},
@@ -440,4 +443,16 @@ func TestWorkflowSizeLimitsOverHTTP(t *testing.T) {
 	if httpapi.MaxBodyBytes <= limit {
 		t.Errorf("the body limit %d does not leave room for a definition of %d bytes", httpapi.MaxBodyBytes, limit)
 	}
+}
+
+// costlyChain returns an input schema whose property x, with a default,
+// applies $defs a0, each aK applying aK+1 twice to the same value.
+func costlyChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/a0","default":1}},"$defs":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"a%d":{"allOf":[{"$ref":"#/$defs/a%d"},{"$ref":"#/$defs/a%[2]d"}]},`, i, i+1)
+	}
+	fmt.Fprintf(&b, `"a%d":{}}}`, n)
+	return b.String()
 }

@@ -136,7 +136,9 @@ func Check(raw json.RawMessage) (*Schema, error) {
 		return nil, fmt.Errorf("is not a valid JSON Schema: %s", located(err.Error()))
 	}
 	// Validating anything, the defaults first, against a schema with a
-	// reference cycle would overflow the stack and kill the process.
+	// reference cycle would overflow the stack and kill the process, and
+	// against one that applies too many schemas in place would take
+	// exponential time.
 	nesting, err := schema.CheckRefs(&root)
 	if err != nil {
 		return nil, fmt.Errorf("is not a valid JSON Schema: %s", err)
@@ -144,13 +146,16 @@ func Check(raw json.RawMessage) (*Schema, error) {
 	walk(&root, func(s *jsonschema.Schema) {
 		var d any
 		if problem == nil && s.Default != nil && json.Unmarshal(s.Default, &d) == nil {
-			if err := nesting.Check(d); err != nil {
+			if err := nesting.CheckDepth(d); err != nil {
 				problem = fmt.Errorf("has a default whose %s", err)
 			}
 		}
 	})
 	if problem != nil {
 		return nil, problem
+	}
+	if err := nesting.CheckDefaults(); err != nil {
+		return nil, fmt.Errorf("is too costly to validate: its %s", err)
 	}
 	opts.ValidateDefaults = true
 	resolved, err := root.Resolve(opts)

@@ -2,6 +2,7 @@ package inputschema_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,6 +47,20 @@ func TestCheck(t *testing.T) {
 		{"recursive tree", `{"type":"object","$defs":{"n":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},"properties":{"root":{"$ref":"#/$defs/n"}}}`, ""},
 		{"default nested too deep", `{"type":"object","properties":{"a":{"default":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`,
 			"default whose value nests more than"},
+		// Validating against these would take exponential time: each link
+		// of the chain applies the next twice to the same value.
+		{"allOf chain", chain(14, 2, "allOf", ""), "too costly to validate: the schema at #/$defs/a"},
+		{"allOf chain with a default", chain(14, 2, "allOf", `,"default":1`), "too costly to validate"},
+		{"anyOf fan-out", chain(5, 8, "anyOf", ""), "too costly to validate"},
+		{"if then else", `{"type":"object","properties":{"x":{"$ref":"#/$defs/a0"}},"$defs":{` + ifChain(14) + `}}`, "too costly to validate"},
+		{"costly defaults", `{"type":"object","properties":{` + costlyDefaults(200) + `},"$defs":{` + strings.TrimPrefix(chain(11, 2, "allOf", ""), `{"type":"object","properties":{"x":{"$ref":"#/$defs/a0"}},"$defs":{`),
+			"is too costly to validate: its defaults would take more than 1048576 schema applications"},
+		// As people write them, within the bound.
+		{"small fan-out", chain(8, 2, "allOf", `,"default":1`), ""},
+		{"some defaults", `{"type":"object","properties":{` + costlyDefaults(20) + `},"$defs":{` + strings.TrimPrefix(chain(11, 2, "allOf", ""), `{"type":"object","properties":{"x":{"$ref":"#/$defs/a0"}},"$defs":{`), ""},
+		{"allOf and anyOf levels", `{"type":"object","$defs":{"named":{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}},` +
+			`"item":{"allOf":[{"$ref":"#/$defs/named"},{"anyOf":[{"required":["size"]},{"required":["tags"]}]}],"properties":{"tags":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer"}]}}}}},` +
+			`"properties":{"items":{"type":"array","items":{"$ref":"#/$defs/item"},"default":[{"name":"a","size":1}]},"mode":{"anyOf":[{"const":"fast"},{"const":"slow"}],"default":"fast"}}}`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +80,43 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chain returns an input schema whose property x (with more, say a
+// default) applies $defs a0, each aK applying aK+1 fan times in place
+// through keyword: 2^n schemas to one value for a fan of 2.
+func chain(n, fan int, keyword, more string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/a0"` + more + `}},"$defs":{`)
+	for i := range n {
+		refs := make([]string, fan)
+		for j := range refs {
+			refs[j] = fmt.Sprintf(`{"$ref":"#/$defs/a%d"}`, i+1)
+		}
+		fmt.Fprintf(&b, `"a%d":{%q:[%s]},`, i, keyword, strings.Join(refs, ","))
+	}
+	fmt.Fprintf(&b, `"a%d":{}}}`, n)
+	return b.String()
+}
+
+// ifChain returns $defs a0 to an, each aK applying aK+1 as if and then.
+func ifChain(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `"a%d":{"if":{"$ref":"#/$defs/a%d"},"then":{"$ref":"#/$defs/a%[2]d"}},`, i, i+1)
+	}
+	fmt.Fprintf(&b, `"a%d":{}`, n)
+	return b.String()
+}
+
+// costlyDefaults returns n properties applying $defs a0, each with a
+// default validated against it.
+func costlyDefaults(n int) string {
+	props := make([]string, n)
+	for i := range props {
+		props[i] = fmt.Sprintf(`"p%d":{"$ref":"#/$defs/a0","default":1}`, i)
+	}
+	return strings.Join(props, ",")
 }
 
 func TestSchemaProperties(t *testing.T) {
@@ -158,6 +210,21 @@ func TestValidateInput(t *testing.T) {
 	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"object"}`), map[string]any{"a": deep}); errs.CodeOf(err) != inputschema.CodeInvalidInput ||
 		!strings.Contains(err.Error(), "levels of arrays and objects deep") {
 		t.Errorf("ValidateInput with an input nested 600 deep = %v, want INVALID_INPUT about nesting", err)
+	}
+	// So does a schema stored before costly ones were refused, instead of
+	// taking exponential time; and an input that would take too much
+	// work against an accepted schema is refused before it is validated.
+	if _, err := inputschema.ValidateInput(json.RawMessage(chain(30, 2, "allOf", "")), map[string]any{"x": 1}); errs.CodeOf(err) != "INVALID_INPUT_SCHEMA" ||
+		!strings.Contains(err.Error(), "too costly to validate") {
+		t.Errorf("ValidateInput with a stored costly schema = %v, want INVALID_INPUT_SCHEMA", err)
+	}
+	items := json.RawMessage(strings.Replace(chain(11, 2, "allOf", ""), `"x":{"$ref":"#/$defs/a0"}`, `"x":{"type":"array","items":{"$ref":"#/$defs/a0"}}`, 1))
+	if _, err := inputschema.ValidateInput(items, map[string]any{"x": make([]any, 10)}); err != nil {
+		t.Errorf("ValidateInput with 10 items of about 8,000 applications each: %v", err)
+	}
+	if _, err := inputschema.ValidateInput(items, map[string]any{"x": make([]any, 200)}); errs.CodeOf(err) != inputschema.CodeInvalidInput ||
+		!strings.Contains(err.Error(), "too large to validate against this schema") {
+		t.Errorf("ValidateInput with 200 items of about 8,000 applications each = %v, want INVALID_INPUT about the work", err)
 	}
 	if _, err := inputschema.ValidateInput(json.RawMessage(`{"type":"array"}`), nil); errs.CodeOf(err) != "INVALID_INPUT_SCHEMA" {
 		t.Errorf("a stored schema that does not check: %v", err)
