@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -314,11 +315,25 @@ func plain(input map[string]any) (map[string]any, error) {
 
 var validatingRe = regexp.MustCompile(`^(validating [^:]*: )+`)
 
-// clean drops the validator's "validating <schema path>: " prefixes.
+// maxMessage bounds one problem's message: the validator explains a
+// failed anyOf with each branch's failure, nested, which a schema within
+// the cost bound can still make megabytes long.
+const maxMessage = 1000
+
+// clean drops the validator's "validating <schema path>: " prefixes and
+// cuts the message to maxMessage bytes (at a character's boundary).
 func clean(msg string) string {
 	msg = validatingRe.ReplaceAllString(msg, "")
 	msg = strings.TrimPrefix(msg, "jsonschema.Schema: ")
-	return strings.TrimPrefix(msg, "<anonymous schema>: ")
+	msg = strings.TrimPrefix(msg, "<anonymous schema>: ")
+	if len(msg) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + " (cut)"
+	}
+	return msg
 }
 
 // located keeps where the validator found a problem in a schema:

@@ -2,6 +2,7 @@ package inputschema_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -246,5 +247,27 @@ func TestValidateField(t *testing.T) {
 	e, ok := err.(*errs.Error)
 	if !ok || e.Code != inputschema.CodeInvalidInput || len(e.Details) != 1 || e.Details[0].Field != "values.note" || !strings.HasPrefix(e.Message, "values does not match") {
 		t.Fatalf("bad values: %v", err)
+	}
+}
+
+// TestValidateInputMessagesAreBounded: a failed anyOf, which the
+// validator explains branch by branch, answers a message of a bounded
+// size, whatever the number of branches.
+func TestValidateInputMessagesAreBounded(t *testing.T) {
+	t.Parallel()
+	branches := make([]string, 300)
+	for i := range branches {
+		branches[i] = fmt.Sprintf(`{"type":"object","required":["key_number_%d_that_is_missing"]}`, i)
+	}
+	schema := json.RawMessage(`{"type":"object","properties":{"x":{"anyOf":[` + strings.Join(branches, ",") + `]}}}`)
+	_, err := inputschema.ValidateInput(schema, map[string]any{"x": map[string]any{}})
+	var e *errs.Error
+	if !errors.As(err, &e) || len(e.Details) == 0 {
+		t.Fatalf("err %v, want field errors", err)
+	}
+	for _, d := range e.Details {
+		if len(d.Message) > 1100 {
+			t.Errorf("%s: a message of %d bytes", d.Field, len(d.Message))
+		}
 	}
 }
