@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/httpapi"
 )
 
@@ -13,7 +14,11 @@ type workflowsPage struct {
 }
 
 type messagesList struct {
+	// Messages are the chat's messages, oldest first: all of them, or its
+	// newest ones within httpapi.MaxListBytes.
 	Messages []Message `json:"messages"`
+	// Omitted counts the older messages left out (absent when none).
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // withETag sets the ETag header of a workflow response.
@@ -90,7 +95,16 @@ func handleMessages(s *Service) http.Handler {
 			return messagesList{}, err
 		}
 		msgs, err := s.Messages(r.Context(), id)
-		return messagesList{Messages: msgs}, err
+		if err != nil {
+			return messagesList{}, err
+		}
+		// Proposals carry whole definitions (up to 350 KiB each): the
+		// answer keeps what a Lambda may return.
+		keep, err := httpapi.NewestWithin(msgs, httpapi.MaxListBytes)
+		if err != nil {
+			return messagesList{}, errs.Wrap("workflow.Messages", err)
+		}
+		return messagesList{Messages: msgs[len(msgs)-keep:], Omitted: len(msgs) - keep}, nil
 	})
 }
 
