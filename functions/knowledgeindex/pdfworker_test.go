@@ -6,12 +6,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/knowledge"
 )
 
@@ -23,11 +23,7 @@ import (
 // only the worker.
 func TestBinaryServesPDFWorkers(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gobuild.ForTest(t, "bootstrap", ".", gobuild.LambdaFlags...)
 	s := knowledge.NewPDFSandbox(knowledge.PDFSandboxOptions{Path: bin, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { s.Close() })
 	read := func(name string) []byte {

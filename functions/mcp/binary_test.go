@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/lambdahttp/lambdatest"
 	"github.com/workflowchat/service/shared/sandbox/sandboxtest"
 )
@@ -33,11 +33,7 @@ import (
 // invocation is answered normally by the same process.
 func TestMcpFunctionBinaryIsolatesTools(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gobuild.ForTest(t, "bootstrap", ".", gobuild.LambdaFlags...)
 	rt := newRuntimeAPI(t)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"AWS_LAMBDA_RUNTIME_API=" + rt.addr(), "AWS_LAMBDA_FUNCTION_NAME=McpFunction", "AWS_REGION=us-east-1",

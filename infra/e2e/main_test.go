@@ -14,7 +14,6 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,25 +21,20 @@ import (
 	"time"
 
 	"github.com/workflowchat/service/infra/contract"
+	"github.com/workflowchat/service/infra/gobuild"
 )
 
 var devserverBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "e2e")
+	bin, remove, err := gobuild.ForMain("devserver", "../devserver")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	devserverBin = filepath.Join(dir, "devserver")
-	build := exec.Command("go", "build", "-o", devserverBin, "../devserver")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build devserver:", err)
-		os.Exit(1)
-	}
+	devserverBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

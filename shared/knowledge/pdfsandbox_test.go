@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/errs"
 )
 
@@ -21,24 +20,18 @@ import (
 var pdfWorkerBin string
 
 func TestMain(m *testing.M) {
-	if runtime.GOOS == "linux" {
-		dir, err := os.MkdirTemp("", "pdfworker")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		pdfWorkerBin = filepath.Join(dir, "pdfworker")
-		build := exec.Command("go", "build", "-o", pdfWorkerBin, "./internal/pdfworker")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build pdfworker:", err)
-			os.Exit(1)
-		}
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
+	if runtime.GOOS != "linux" {
+		os.Exit(m.Run())
 	}
-	os.Exit(m.Run())
+	bin, remove, err := gobuild.ForMain("pdfworker", "./internal/pdfworker")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pdfWorkerBin = bin
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }
 
 // testPDFSandbox returns a PDFSandbox of real workers whose reading of one

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/sandbox"
 )
 
@@ -29,20 +30,14 @@ import (
 var workerBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandbox-test")
+	bin, remove, err := gobuild.ForMain("testworker", "./internal/testworker")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	workerBin = filepath.Join(dir, "testworker")
-	build := exec.Command("go", "build", "-o", workerBin, "./internal/testworker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build testworker:", err)
-		os.Exit(1)
-	}
+	workerBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/errs"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
@@ -24,10 +24,11 @@ import (
 // workerBin is internal/toolworker, built without the race detector (see
 // that command's comment); sandboxPool is started from it on first use.
 var (
-	workerDir   string
-	sandboxOnce sync.Once
-	sandboxPool *sandbox.Pool
-	sandboxErr  error
+	workerDir    string
+	removeWorker func()
+	sandboxOnce  sync.Once
+	sandboxPool  *sandbox.Pool
+	sandboxErr   error
 )
 
 func TestMain(m *testing.M) {
@@ -35,8 +36,8 @@ func TestMain(m *testing.M) {
 	if sandboxPool != nil {
 		sandboxPool.Close()
 	}
-	if workerDir != "" {
-		os.RemoveAll(workerDir)
+	if removeWorker != nil {
+		removeWorker()
 	}
 	os.Exit(code)
 }
@@ -50,14 +51,11 @@ func testSandbox(t testing.TB) *sandbox.Pool {
 		t.Skip("worker limits are enforced on Linux only")
 	}
 	sandboxOnce.Do(func() {
-		if workerDir, sandboxErr = os.MkdirTemp("", "toolworker"); sandboxErr != nil {
+		var bin string
+		if bin, removeWorker, sandboxErr = gobuild.ForMain("toolworker", "./internal/toolworker"); sandboxErr != nil {
 			return
 		}
-		bin := filepath.Join(workerDir, "toolworker")
-		if out, err := exec.Command("go", "build", "-o", bin, "./internal/toolworker").CombinedOutput(); err != nil {
-			sandboxErr = fmt.Errorf("build toolworker: %v\n%s", err, out)
-			return
-		}
+		workerDir = filepath.Dir(bin)
 		sandboxPool, sandboxErr = tools.NewSandbox(bin, tools.SandboxSize{Workers: 3, PerUser: 2}, slog.New(slog.DiscardHandler))
 	})
 	if sandboxErr != nil {

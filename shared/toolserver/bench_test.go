@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/infra/latency"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/sandbox"
@@ -68,10 +67,7 @@ func benchSandbox(b *testing.B) *sandbox.Pool {
 	if runtime.GOOS != "linux" {
 		b.Skip("worker limits are enforced on Linux only")
 	}
-	bin := filepath.Join(b.TempDir(), "toolworker")
-	if out, err := exec.Command("go", "build", "-o", bin, "../tools/internal/toolworker").CombinedOutput(); err != nil {
-		b.Fatalf("build toolworker: %v\n%s", err, out)
-	}
+	bin := gobuild.ForTest(b, "toolworker", "../tools/internal/toolworker")
 	pool, err := tools.NewSandbox(bin, tools.SandboxSize{Workers: 3, PerUser: 2}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)

@@ -9,13 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/workflowchat/service/functions/assembly/mcpfn"
+	"github.com/workflowchat/service/infra/gobuild"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/sandbox"
 	"github.com/workflowchat/service/shared/tools"
@@ -40,10 +39,7 @@ type toolServer struct {
 
 func newToolServer(t *testing.T) *toolServer {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolworker")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../shared/tools/internal/toolworker").CombinedOutput(); err != nil {
-		t.Fatalf("build toolworker: %v\n%s", err, out)
-	}
+	bin := gobuild.ForTest(t, "toolworker", "../../../shared/tools/internal/toolworker")
 	cfg := load(t, map[string]string{"MCP_SERVICE_KEY": testKey, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "768"})
 	logger := slog.New(slog.DiscardHandler)
 	pool, err := mcpfn.NewSandbox(cfg, bin, logger)

@@ -1,0 +1,4 @@
+// Command broken does not compile, for gobuild's tests.
+package main
+
+func main() { undefinedName() }
