@@ -26,6 +26,7 @@ package usertools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -482,7 +483,8 @@ func Offered(servers []mcpserver.Server, only map[string]bool) []model.ToolSpec 
 // RunAs runs tool id for who: a remote tool on its server (the server
 // read again from the store, so that a key or a URL changed a moment ago
 // is the one used), else the built-in catalog's. A remote tool's errors
-// are NotFound TOOL_NOT_FOUND and mcpserver.Service.CallTool's.
+// are NotFound TOOL_NOT_FOUND and mcpserver.Service.CallTool's, their
+// messages led by their codes (ledByCode).
 func (c *Catalog) RunAs(ctx context.Context, id string, input map[string]any, who toolclient.Identity) (toolclient.RunResult, error) {
 	const op = "usertools.RunAs"
 	if !IsRemote(id) {
@@ -505,7 +507,22 @@ func (c *Catalog) RunAs(ctx context.Context, id string, input map[string]any, wh
 	start := c.o.Now()
 	out, err := c.o.Caller.CallTool(ctx, s, t.Name, input)
 	if err != nil {
-		return toolclient.RunResult{}, errs.Wrap(op, err)
+		return toolclient.RunResult{}, ledByCode(op, err)
 	}
 	return toolclient.RunResult{Result: out, ExecutionTime: c.o.Now().Sub(start).Milliseconds()}, nil
+}
+
+// ledByCode returns err wrapped with op, its message led by its code
+// ("SERVER_UNREACHABLE: the server could not be reached"), its kind, code
+// and cause kept. A step's error and a model's tool result carry a tool
+// error's message alone, and the code is what tells a remote tool's own
+// failure from a server that is disabled, slow or out of reach. An error
+// with no code of its own or no message, or whose message already starts
+// with its code, is only wrapped.
+func ledByCode(op string, err error) error {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code == "" || e.Message == "" || strings.HasPrefix(e.Message, e.Code+":") {
+		return errs.Wrap(op, err)
+	}
+	return errs.E(op, e.Kind, e.Code, e.Code+": "+e.Message).WithCause(err)
 }

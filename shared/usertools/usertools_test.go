@@ -38,7 +38,8 @@ const (
 )
 
 // filesServer is a real go-sdk MCP server behind an API key: read
-// (read-only) answers "read <path>", write (no hints) answers "wrote".
+// (read-only) answers "read <path>", write (no hints) answers "wrote", or
+// fails with "disk full" (isError) when its path is /full.
 func filesServer(t testing.TB) *httptest.Server {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
@@ -51,6 +52,11 @@ func filesServer(t testing.TB) *httptest.Server {
 		})
 	srv.AddTool(&mcp.Tool{Name: "write", Description: "writes a file", InputSchema: schema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct{ Path string }
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			if in.Path == "/full" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "disk full"}}}, nil
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote"}}}, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
@@ -176,6 +182,50 @@ func TestCatalog(t *testing.T) {
 	}
 	if _, err := e.gate.Steps().Run(u1, "mcp/files/read", nil); errs.CodeOf(err) != mcpserver.CodeServerDisabled {
 		t.Fatalf("disabled step = %v", err)
+	}
+}
+
+// TestRemoteFailuresLeadWithTheirCodes: a remote call's failure keeps its
+// kind and code, and its message starts with the code, so that a step's
+// error and a model's tool result (which carry a tool error's message
+// alone) tell a tool's own failure from a server that is disabled or
+// cannot be reached.
+func TestRemoteFailuresLeadWithTheirCodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.add(t, "u1", "down")
+	files := e.add(t, "u1", "files")
+	off := e.add(t, "u1", "off")
+	u1 := auth.ActingFor(context.Background(), "u1")
+	disabled := false
+	if _, err := e.servers.Update(u1, off.ID, mcpserver.UpdateRequest{Enabled: &disabled}); err != nil {
+		t.Fatal(err)
+	}
+	// down's tools were listed when it was made; its server is gone since.
+	e.remote.Close()
+	e.remote = filesServer(t)
+	if _, err := e.servers.Update(u1, files.ID, mcpserver.UpdateRequest{URL: &e.remote.URL}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool, path string
+		kind       errs.Kind
+		code, text string
+	}{
+		{"mcp/files/write", "/full", errs.Invalid, mcpserver.CodeToolFailed, "disk full"},
+		{"mcp/off/read", "a", errs.Forbidden, mcpserver.CodeServerDisabled, "disabled"},
+		{"mcp/down/read", "a", errs.Unavailable, mcpserver.CodeUnreachable, ""},
+	} {
+		_, err := e.gate.Steps().Run(u1, c.tool, map[string]any{"path": c.path})
+		msg := errs.MessageOf(err, "")
+		if !errs.Is(err, c.kind) || errs.CodeOf(err) != c.code || !strings.HasPrefix(msg, c.code+": ") || !strings.Contains(msg, c.text) ||
+			strings.HasPrefix(msg, c.code+": "+c.code) {
+			t.Errorf("step %s: %v (message %q); want %v %s, the message led by its code once", c.tool, err, msg, c.kind, c.code)
+		}
+		out, err := e.gate.Run(u1, toolgate.Call{Origin: toolgate.Workflow, UserID: "u1", ToolID: c.tool, Input: map[string]any{"path": c.path}})
+		if err != nil || !strings.HasPrefix(errs.MessageOf(out.ToolError, ""), c.code+": ") {
+			t.Errorf("gate %s: %+v, %v; want a tool error led by %s", c.tool, out, err, c.code)
+		}
 	}
 }
 
