@@ -433,6 +433,26 @@ func TestWorkflowJourney(t *testing.T) {
 			expectError(t, "message to an unknown workflow", c.do("POST", "/api/workflows/"+unknownUUID+"/messages", map[string]string{"content": "hi", "modelId": "builtin"}), 404, "WORKFLOW_NOT_FOUND")
 			expectError(t, "messages of an unknown workflow", c.do("GET", "/api/workflows/"+unknownUUID+"/messages", nil), 404, "WORKFLOW_NOT_FOUND")
 			expectError(t, "messages of a malformed workflow id", c.do("GET", "/api/workflows/nope/messages", nil), 400, "INVALID_ID")
+			expectField(t, "before not a uuid", expectError(t, "before not a uuid", c.do("GET", mp+"?before=nope", nil), 400, "VALIDATION_FAILED"), "before")
+			expectError(t, "before an unknown message", c.do("GET", mp+"?before="+unknownUUID, nil), 404, "MESSAGE_NOT_FOUND")
+			if msgs := workflowMessages(t, c, w.ID); len(msgs) > 1 {
+				r := c.do("GET", mp+"?before="+msgs[1].ID, nil)
+				var page struct {
+					Data struct {
+						Messages []workflowMessageJSON
+						Omitted  int
+					}
+				}
+				if r.Status != 200 {
+					t.Fatalf("before the second message: %d %s", r.Status, r.Body)
+				}
+				r.decode(t, &page)
+				if len(page.Data.Messages) != 1 || page.Data.Messages[0].ID != msgs[0].ID || page.Data.Omitted != 0 {
+					t.Errorf("before the second message: %+v", page.Data)
+				}
+			} else {
+				t.Errorf("the workflow chat has %d messages, want more than one", len(msgs))
+			}
 		})
 
 		t.Run("rebase and conflict", func(t *testing.T) {

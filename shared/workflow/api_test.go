@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/model"
@@ -576,4 +578,80 @@ func TestWorkflowCallBudget(t *testing.T) {
 	measure("apply", 2, func() { a.apply(t, w.ID, p.ID) })
 	measure("post message", 2, func() { a.send(t, "a", w.ID, "rename workflow to B", model.BuiltinID) })
 	measure("patch", 2, func() { a.do(t, "a", "PATCH", "/api/workflows/"+w.ID, `{"name":"C"}`, 200, nil) })
+}
+
+// TestWorkflowMessagesPageBack fills a workflow chat past what one answer
+// holds (5 MiB of JSON) and reads it back whole: the newest messages with
+// omitted, then, with before set to the first message answered, the older
+// ones, until nothing is omitted.
+func TestWorkflowMessagesPageBack(t *testing.T) {
+	t.Parallel()
+	a := newWFAPI(t)
+	w := a.create(t, "a", "Long chat")
+	ws := store.NewWorkflows(a.db.DB, a.db.Data())
+	// 24 messages of 300 KB (an item holds at most 400 KB): 7.2 MB, about
+	// 17 to an answer.
+	start := time.Now().UTC().Truncate(time.Millisecond)
+	var want []string
+	for i := range 24 {
+		m := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: "user",
+			Content: fmt.Sprintf("%02d", i) + strings.Repeat("x", 300_000), CreatedAt: start.Add(time.Duration(i) * time.Second)}
+		if err := ws.AddMessages(t.Context(), w.ID, nil, m); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m.ID)
+	}
+	type list struct {
+		Messages []workflow.Message
+		Omitted  int
+	}
+	var got []string
+	path := "/api/workflows/" + w.ID + "/messages"
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("still omitted after %d pages", pages)
+		}
+		var l list
+		a.do(t, "a", "GET", path, "", 200, &l)
+		if len(l.Messages) == 0 {
+			t.Fatalf("page %d: no messages, omitted %d", pages, l.Omitted)
+		}
+		ids := []string{}
+		for _, m := range l.Messages {
+			ids = append(ids, m.ID)
+		}
+		got = append(ids, got...)
+		if l.Omitted != len(want)-len(got) {
+			t.Fatalf("page %d: omitted = %d, want %d", pages, l.Omitted, len(want)-len(got))
+		}
+		if l.Omitted == 0 {
+			if pages == 0 {
+				t.Fatal("the whole chat fit one answer: the test no longer crosses the bound")
+			}
+			break
+		}
+		path = "/api/workflows/" + w.ID + "/messages?before=" + l.Messages[0].ID
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("paged back %v, want %v", got, want)
+	}
+
+	var l list
+	a.do(t, "a", "GET", "/api/workflows/"+w.ID+"/messages?before="+want[0], "", 200, &l)
+	if len(l.Messages) != 0 || l.Omitted != 0 {
+		t.Errorf("before the first message: %d messages, omitted %d", len(l.Messages), l.Omitted)
+	}
+	for _, tc := range []struct {
+		user, query string
+		status      int
+		code        string
+	}{
+		{"a", "?before=not-a-uuid", 400, "VALIDATION_FAILED"},
+		{"a", "?before=", 400, "VALIDATION_FAILED"},
+		{"a", "?before=" + missingID, 404, "MESSAGE_NOT_FOUND"},
+		{"b", "?before=" + missingID, 403, "FORBIDDEN"},
+		{"b", "?before=" + want[3], 403, "FORBIDDEN"},
+	} {
+		a.fail(t, tc.user, "GET", "/api/workflows/"+w.ID+"/messages"+tc.query, "", tc.status, tc.code)
+	}
 }

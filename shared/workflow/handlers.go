@@ -13,14 +13,6 @@ type workflowsPage struct {
 	Total     int        `json:"total"`
 }
 
-type messagesList struct {
-	// Messages are the chat's messages, oldest first: all of them, or its
-	// newest ones within httpapi.MaxListBytes.
-	Messages []Message `json:"messages"`
-	// Omitted counts the older messages left out (absent when none).
-	Omitted int `json:"omitted,omitempty"`
-}
-
 // withETag sets the ETag header of a workflow response.
 func withETag(w http.ResponseWriter, wf Workflow, err error) (Workflow, error) {
 	if err == nil {
@@ -89,22 +81,16 @@ func handleList(s *Service) http.Handler {
 }
 
 func handleMessages(s *Service) http.Handler {
-	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (messagesList, error) {
+	return httpapi.Endpoint(http.StatusOK, func(w http.ResponseWriter, r *http.Request, _ httpapi.Empty) (MessageList, error) {
 		id, err := httpapi.PathUUID(r, "workflowId")
 		if err != nil {
-			return messagesList{}, err
+			return MessageList{}, err
 		}
-		msgs, err := s.Messages(r.Context(), id)
-		if err != nil {
-			return messagesList{}, err
+		before := r.URL.Query().Get("before")
+		if r.URL.Query().Has("before") && !httpapi.IsUUID(before) {
+			return MessageList{}, errs.Fields("workflow.Messages", errs.FieldError{Field: "before", Message: "must be a message id (a UUID)"})
 		}
-		// Proposals carry whole definitions (up to 350 KiB each): the
-		// answer keeps what a Lambda may return.
-		keep, err := httpapi.NewestWithin(msgs, httpapi.MaxListBytes)
-		if err != nil {
-			return messagesList{}, errs.Wrap("workflow.Messages", err)
-		}
-		return messagesList{Messages: msgs[len(msgs)-keep:], Omitted: len(msgs) - keep}, nil
+		return s.Messages(r.Context(), id, before)
 	})
 }
 

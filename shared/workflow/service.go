@@ -12,6 +12,7 @@ import (
 
 	"github.com/workflowchat/service/shared/auth"
 	"github.com/workflowchat/service/shared/errs"
+	"github.com/workflowchat/service/shared/httpapi"
 	"github.com/workflowchat/service/shared/paging"
 )
 
@@ -341,16 +342,46 @@ func (s *Service) List(ctx context.Context, userID string, page paging.Page) ([]
 	return ws, total, errs.Wrap(op, err)
 }
 
-// Messages returns the workflow chat of id in conversation order.
-// NotFound, Forbidden.
-func (s *Service) Messages(ctx context.Context, id string) ([]Message, error) {
+// CodeMessageNotFound: the message named by a list's before is not in
+// this workflow's chat.
+const CodeMessageNotFound = "MESSAGE_NOT_FOUND"
+
+// MessageList is what GET /api/workflows/{id}/messages answers.
+type MessageList struct {
+	// Messages are the chat's messages, oldest first: all of them (older
+	// than Before, when set), or the newest of those within
+	// httpapi.MaxListBytes.
+	Messages []Message `json:"messages"`
+	// Omitted counts the older messages left out (absent when none): a
+	// list with before set to the first message's id answers them.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// Messages returns the workflow chat of id in conversation order: with
+// before set, only the messages older than message before; bounded to
+// httpapi.MaxListBytes of JSON (proposals carry whole definitions, up to
+// 350 KiB each): the newest messages that fit, and how many older ones
+// were left out. NotFound (WORKFLOW_NOT_FOUND, or MESSAGE_NOT_FOUND for a
+// before not in this chat), Forbidden.
+func (s *Service) Messages(ctx context.Context, id, before string) (MessageList, error) {
 	const op = "workflow.Messages"
 	w, msgs, err := s.store.Conversation(ctx, id)
 	if err != nil {
-		return nil, errs.Wrap(op, err)
+		return MessageList{}, errs.Wrap(op, err)
 	}
 	if err := auth.Authorize(ctx, op, w.UserID); err != nil {
-		return nil, err
+		return MessageList{}, err
 	}
-	return msgs, nil
+	if before != "" {
+		i := slices.IndexFunc(msgs, func(m Message) bool { return m.ID == before })
+		if i < 0 {
+			return MessageList{}, errs.NotFoundf(op, CodeMessageNotFound, "no message %s in this workflow's chat", before)
+		}
+		msgs = msgs[:i]
+	}
+	keep, err := httpapi.NewestWithin(msgs, httpapi.MaxListBytes)
+	if err != nil {
+		return MessageList{}, errs.Wrap(op, err)
+	}
+	return MessageList{Messages: msgs[len(msgs)-keep:], Omitted: len(msgs) - keep}, nil
 }
