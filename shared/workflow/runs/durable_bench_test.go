@@ -32,11 +32,15 @@ func benchDurable(b testing.TB) (*storetest.DB, *store.Runs, *store.Jobs, *tools
 	return db, store.NewRuns(db.DB, db.Data()), store.NewJobs(db.DB, db.Data()), reg, chatID, userID
 }
 
-func benchWorkflow(userID string) workflow.Workflow {
+func benchWorkflow(userID string) workflow.Workflow { return benchWorkflowOf(userID, benchSteps) }
+
+// benchWorkflowOf is a workflow of n json_query steps, each querying the
+// previous step's result through a template.
+func benchWorkflowOf(userID string, n int) workflow.Workflow {
 	steps := []workflow.Step{{ID: "s0", ToolID: "json_query", Inputs: benchQueryInput()}}
-	for i := 1; i < benchSteps; i++ {
-		steps = append(steps, workflow.Step{ID: "s" + string(rune('0'+i)), ToolID: "json_query",
-			Inputs: map[string]any{"input": map[string]any{"a": "{{s" + string(rune('0'+i-1)) + ".result}}"}, "query": ".a"}})
+	for i := 1; i < n; i++ {
+		steps = append(steps, workflow.Step{ID: fmt.Sprintf("s%d", i), ToolID: "json_query",
+			Inputs: map[string]any{"input": map[string]any{"a": fmt.Sprintf("{{s%d.result}}", i-1)}, "query": ".a"}})
 	}
 	return workflow.Workflow{ID: uuid.NewString(), UserID: userID, Name: "bench", Steps: steps, Version: 1}
 }
