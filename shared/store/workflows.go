@@ -505,24 +505,47 @@ func (s *Workflows) Conversation(ctx context.Context, id string) (workflow.Workf
 	return *w, msgs, nil
 }
 
+// chatBytesSK is the item of a workflow's collection that counts what its
+// chat holds (n: bytes as workflow.ChatBytes weighs them). It sorts
+// before the versions, outside the range Conversation reads, and goes
+// with the collection when the workflow is deleted.
+const chatBytesSK = "!CHATBYTES"
+
 // AddMessages stores msgs and p (when not nil) in one transaction
-// conditioned on the workflow existing.
+// conditioned on the workflow existing and on its chat having room for
+// the user messages among msgs (workflow.MaxChatBytes: the count, in the
+// same transaction, holds what the chat held before them; replies and
+// proposals are counted, never refused). NotFound WORKFLOW_NOT_FOUND,
+// Conflict CHAT_FULL.
 func (s *Workflows) AddMessages(ctx context.Context, workflowID string, p *workflow.Proposal, msgs ...workflow.Message) error {
 	const op = "store.AddWorkflowMessages"
 	tx := s.db.WriteTx()
+	added := 0
 	for _, m := range msgs {
 		tx.Put(s.table.Put(wfMessageItem{PK: workflowPK(workflowID), SK: workflowMessageSK(m), Type: "message",
 			ID: m.ID, WorkflowID: workflowID, Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt}))
+		added += workflow.MessageWeight(m)
 	}
+	var prop *dynamo.Put
 	if p != nil {
 		it, err := newProposalItem(*p)
 		if err != nil {
 			return errs.Wrap(op, err)
 		}
-		tx.Put(s.table.Put(it).If("attribute_not_exists(PK)"))
+		prop = s.table.Put(it).If("attribute_not_exists(PK)")
+		added += workflow.ProposalWeight(len(it.Changes))
 	}
 	tx.Check(s.table.Check("PK", workflowPK(workflowID)).Range("SK", workflowSK).If(collectionWritable))
+	counted := len(msgs) + 1 // the messages, the check, then the count (the proposal last)
+	tx.Update(s.table.Update("PK", workflowPK(workflowID)).Range("SK", chatBytesSK).Add("n", added).
+		If("attribute_not_exists(n) OR n <= ?", workflow.MaxChatBytes-workflow.RoomAsked(msgs)))
+	if prop != nil {
+		tx.Put(prop)
+	}
 	err := tx.Run(ctx)
+	if failedCondition(err, counted) {
+		return errs.E(op, errs.Conflict, workflow.CodeChatFull, "the workflow's chat holds the most it may hold")
+	}
 	if isConditionFailure(err) {
 		return errs.Wrap(op, errWorkflowNotFound)
 	}

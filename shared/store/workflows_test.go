@@ -450,3 +450,82 @@ func TestWorkflowTooLargeForAnItem(t *testing.T) {
 		t.Errorf("count after the refused create = %d", total)
 	}
 }
+
+// TestWorkflowChatHoldsAtMostMaxChatBytes fills a workflow chat to its
+// bound: a user message is stored while the chat, with it, holds at most
+// workflow.MaxChatBytes, one byte more is Conflict CHAT_FULL with nothing
+// written, and the reply to an accepted message is stored whatever room
+// is left.
+func TestWorkflowChatHoldsAtMostMaxChatBytes(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	s := store.NewWorkflows(db.DB, db.Data())
+	ctx := context.Background()
+	t0 := time.Now().UTC()
+	w := newWorkflow("u1", t0)
+	if err := s.CreateWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	msg := func(role string, weight int) workflow.Message {
+		i++
+		m := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: role, CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		m.Content = strings.Repeat("x", weight-workflow.MessageWeight(m))
+		return m
+	}
+	const big = 300_000 // under an item's 400 KB
+	held := 0
+	for held < workflow.MaxChatBytes-50_000 {
+		n := min(big, workflow.MaxChatBytes-50_000-held)
+		if err := s.AddMessages(ctx, w.ID, nil, msg("user", n)); err != nil {
+			t.Fatalf("at %d bytes: %v", held, err)
+		}
+		held += n
+	}
+	// A reply and its proposal are counted, never refused.
+	name := strings.Repeat("n", 1000)
+	p := &workflow.Proposal{ID: uuid.NewString(), WorkflowID: w.ID, MessageID: uuid.NewString(), Status: workflow.ProposalPending,
+		Changes: []workflow.Change{{Type: "update_workflow", Name: &name}}, BaseVersion: w.Version, CreatedAt: t0}
+	changes, _ := json.Marshal(p.Changes)
+	reply := msg("assistant", 1000)
+	reply.ID = p.MessageID
+	if err := s.AddMessages(ctx, w.ID, p, reply); err != nil {
+		t.Fatal(err)
+	}
+	held += 1000 + workflow.ProposalWeight(len(changes))
+	room := workflow.MaxChatBytes - held
+	stored := func() int {
+		_, msgs, err := s.Conversation(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(msgs)
+	}
+	before := stored()
+	over := msg("user", room+1)
+	err := s.AddMessages(ctx, w.ID, nil, over, msg("assistant", 500))
+	if !errs.Is(err, errs.Conflict) || errs.CodeOf(err) != workflow.CodeChatFull {
+		t.Fatalf("one byte over: %v, want Conflict %s", err, workflow.CodeChatFull)
+	}
+	if n := stored(); n != before {
+		t.Errorf("a refused exchange left %d messages", n-before)
+	}
+	// At the bound exactly: stored, with a reply that goes past it.
+	if err := s.AddMessages(ctx, w.ID, nil, msg("user", room), msg("assistant", 20_000)); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	if err := s.AddMessages(ctx, w.ID, nil, msg("user", workflow.MessageWeight(workflow.Message{})+1)); errs.CodeOf(err) != workflow.CodeChatFull {
+		t.Errorf("past the bound: %v, want %s", err, workflow.CodeChatFull)
+	}
+	if _, msgs, err := s.Conversation(ctx, w.ID); err != nil || workflow.ChatBytes(msgs) != workflow.MaxChatBytes+20_000 {
+		t.Errorf("the chat weighs %d (%v), want %d", workflow.ChatBytes(msgs), err, workflow.MaxChatBytes+20_000)
+	}
+	// The count goes with the workflow.
+	if err := s.DeleteWorkflow(ctx, w.ID, "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	var left []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
+		t.Errorf("left behind: %d items, %v", len(left), err)
+	}
+}

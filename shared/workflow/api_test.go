@@ -655,3 +655,44 @@ func TestWorkflowMessagesPageBack(t *testing.T) {
 		a.fail(t, tc.user, "GET", "/api/workflows/"+w.ID+"/messages"+tc.query, "", tc.status, tc.code)
 	}
 }
+
+// TestWorkflowChatFull: a message to a workflow chat without room for it
+// is 409 CHAT_FULL before the model is called, with nothing stored.
+func TestWorkflowChatFull(t *testing.T) {
+	t.Parallel()
+	a := newWFAPI(t)
+	w := a.create(t, "a", "Full chat")
+	ws := store.NewWorkflows(a.db.DB, a.db.Data())
+	start := time.Now().UTC().Add(-time.Hour)
+	for i, held := 0, 0; held < workflow.MaxChatBytes-100; i++ {
+		m := workflow.Message{ID: uuid.NewString(), WorkflowID: w.ID, Role: "user", CreatedAt: start.Add(time.Duration(i) * time.Millisecond)}
+		m.Content = strings.Repeat("x", min(300_000, workflow.MaxChatBytes-100-held-workflow.MessageWeight(m)))
+		if err := ws.AddMessages(t.Context(), w.ID, nil, m); err != nil {
+			t.Fatal(err)
+		}
+		held += workflow.MessageWeight(m)
+	}
+	count := func() int {
+		_, msgs, err := ws.Conversation(t.Context(), w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(msgs)
+	}
+	before := count()
+	e := a.fail(t, "a", "POST", "/api/workflows/"+w.ID+"/messages", `{"content":"propose something","modelId":"fake-llm"}`, 409, workflow.CodeChatFull)
+	if !strings.Contains(e.Message, "8 MiB") {
+		t.Errorf("message %q does not say the bound", e.Message)
+	}
+	a.llm.mu.Lock()
+	called := a.llm.last.Messages != nil
+	a.llm.mu.Unlock()
+	if called {
+		t.Error("the model was called for a message the chat had no room for")
+	}
+	if n := count(); n != before {
+		t.Errorf("the refused message left %d messages", n-before)
+	}
+	// Another user's send is still 403, whatever the chat holds.
+	a.fail(t, "b", "POST", "/api/workflows/"+w.ID+"/messages", `{"content":"hi","modelId":"builtin"}`, 403, "FORBIDDEN")
+}

@@ -85,7 +85,9 @@ type Exchange struct {
 // and the proposal are stored in one transaction. Errors: Invalid
 // (INVALID_MODEL), NotFound, Forbidden, RateLimited BUDGET_EXCEEDED (the
 // user's monthly token budget has no room for the model call, which is
-// then not made), the model's and the catalog's. The model call reserves
+// then not made), Conflict CHAT_FULL (the chat has no room left for the
+// message: workflow.MaxChatBytes; the model is not called), the model's
+// and the catalog's. The model call reserves
 // the budget with one conditional write before and settles its usage with
 // one write after.
 func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exchange, error) {
@@ -99,6 +101,9 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 	}
 	if err := auth.Authorize(ctx, op, w.UserID); err != nil {
 		return Exchange{}, err
+	}
+	if !workflow.HasRoomFor(workflow.ChatBytes(history), workflow.Message{Content: req.Content}) {
+		return Exchange{}, errChatFull(op)
 	}
 	tools, err := s.catalog.Details(ctx)
 	if err != nil {
@@ -140,6 +145,13 @@ func (s *Service) Send(ctx context.Context, id string, req MessageRequest) (Exch
 		return Exchange{}, errs.Wrap(op, err)
 	}
 	return Exchange{UserMessage: user, AssistantMessage: reply}, nil
+}
+
+// errChatFull is the Conflict CHAT_FULL of a message to a workflow chat
+// that has no room left for it.
+func errChatFull(op string) error {
+	return errs.E(op, errs.Conflict, workflow.CodeChatFull, fmt.Sprintf(
+		"this workflow's chat holds %d MiB of messages, the most it may hold: it takes no more messages (the account export keeps them)", workflow.MaxChatBytes>>20))
 }
 
 // ProposalResult is the proposal part of the apply and reject responses.
