@@ -20,8 +20,12 @@ const (
 	ExportJSON     = "json"
 )
 
-// MaxExportBytes bounds an export file (under the 6 MB a Lambda behind
-// the HTTP API may answer): a longer path is 409 EXPORT_TOO_LARGE.
+// MaxExportBytes bounds an export file, counted as a buffered Lambda's
+// answer carries it (httpapi.BodyWireSize: the file a JSON string of the
+// response event, each quote, backslash and line break two bytes, another
+// control character six), under the 6 MB a Lambda behind the HTTP API
+// may answer: a longer path is 409 EXPORT_TOO_LARGE. The file's own
+// bytes alone let 3.2 MB of quotes (6.4 MB in the answer) through.
 const MaxExportBytes = 5 << 20
 
 // Exported is a chat's current path as GET .../export?format=json gives
@@ -93,9 +97,9 @@ func (s *Service) Export(ctx context.Context, id, format string) (string, []byte
 }
 
 // exportBound fails with Conflict EXPORT_TOO_LARGE for a file over
-// MaxExportBytes.
+// MaxExportBytes as a Lambda's answer carries it.
 func exportBound(op string, b []byte) error {
-	if len(b) > MaxExportBytes {
+	if httpapi.BodyWireSize(b) > MaxExportBytes {
 		return errs.E(op, errs.Conflict, "EXPORT_TOO_LARGE", "this conversation is too long to export as one file (at most 5 MiB)")
 	}
 	return nil

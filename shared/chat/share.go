@@ -110,7 +110,8 @@ func (s *Service) ownedChat(ctx context.Context, op, id string) (Chat, []Message
 }
 
 // CreateShare snapshots the current path of chat id (each message's role,
-// content and time) and its title as a new share. Errors: NotFound,
+// content and time, a reply not finished yet left out) and its title as
+// a new share. Errors: NotFound,
 // Forbidden, Conflict SHARE_LIMIT (MaxShares), SHARE_TOO_LARGE (a path
 // over MaxShareBytes), Invalid SHARES_UNAVAILABLE where no share store is
 // configured.
@@ -126,6 +127,9 @@ func (s *Service) CreateShare(ctx context.Context, id string) (Share, error) {
 	path := currentPath(c, msgs)
 	sh := Share{ID: newShareID(), CreatedAt: s.clock(), ChatID: c.ID, UserID: c.UserID, Title: c.Title, Messages: make([]SharedMessage, 0, len(path))}
 	for _, m := range path {
+		if unfinished(m) {
+			continue
+		}
 		sh.Messages = append(sh.Messages, SharedMessage{Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt})
 	}
 	if b, err := json.Marshal(sh.Messages); err != nil || len(b) > MaxShareBytes {
@@ -136,6 +140,14 @@ func (s *Service) CreateShare(ctx context.Context, id string) (Share, error) {
 	}
 	sh.URL = s.shareURL(sh.ID)
 	return sh, nil
+}
+
+// unfinished reports whether m is a reply not written yet: streaming, or
+// paused for a tool approval. Its content is not its answer (empty, or
+// what came before the paused call), and a share, kept as it was made,
+// would show it so for good: a share leaves it out.
+func unfinished(m Message) bool {
+	return m.Status == StatusStreaming || m.Status == StatusAwaitingApproval
 }
 
 // Shares returns a page of chat id's shares. NotFound, Forbidden.

@@ -2,9 +2,11 @@ package httpapi_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -69,5 +71,39 @@ func TestNewestWithin(t *testing.T) {
 	}
 	if n := lambdaPayload(t, body); n >= 6_000_000 || keep == len(items) {
 		t.Errorf("kept %d of %d: a Lambda answer of %d bytes", keep, len(items), n)
+	}
+}
+
+// TestBodyWireSize: BodyWireSize is the length of the body in a Lambda's
+// response event, as aws-lambda-go encodes it, for any text.
+func TestBodyWireSize(t *testing.T) {
+	t.Parallel()
+	empty := lambdaPayload(t, nil)
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"empty", ""},
+		{"plain", "# Title\n\nsome text, <b>&</b>"},
+		{"quotes and backslashes", `"a\b"\\`},
+		{"short escapes", "\b\f\n\r\t"},
+		{"other controls", "\x00\x01\x1b\x1f\x7f"},
+		{"separators", "a\u2028b\u2029c\u2027\u202a"},
+		{"multi-byte", "😀 crème ß \u0085"},
+		{"not UTF-8", "ab\xff\xfecd"},
+		{"not UTF-8 with quotes", "\"\xff\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			want := lambdaPayload(t, []byte(tt.body)) - empty
+			if !utf8.ValidString(tt.body) {
+				// The proxy sends it as base64, and says so.
+				want = len(base64.StdEncoding.EncodeToString([]byte(tt.body)))
+			}
+			if got := httpapi.BodyWireSize([]byte(tt.body)); got != want {
+				t.Errorf("BodyWireSize(%q) = %d, want %d", tt.body, got, want)
+			}
+		})
 	}
 }

@@ -77,6 +77,8 @@ func TestSnippet(t *testing.T) {
 		{"marks every match, escapes the rest", "Une <b>CRÈME</b> & une crème", []string{"creme"},
 			"Une &lt;b&gt;<mark>CRÈME</mark>&lt;/b&gt; &amp; une <mark>crème</mark>"},
 		{"one line", "first\nsecond\tthird", []string{"second"}, "first <mark>second</mark> third"},
+		{"one line whatever breaks or turns it", "a\u2028b\u2029c\u0085d\x00e\x1bf\u202eneedle\u2066g\r\nh\u200di", []string{"needle"},
+			"a b c d e f <mark>needle</mark> g  h\u200di"},
 		{"cut around a late match", long + "needle " + long, []string{"needle"},
 			"…ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum <mark>needle</mark> lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem…"},
 		{"no match: the start", "abc def", []string{"zzz"}, "abc def"},

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/workflowchat/service/shared/errs"
 )
 
 // BM25's parameters, the usual ones.
@@ -158,10 +160,14 @@ func Snippet(content string, terms []string) string {
 	return b.String()
 }
 
-// collapse turns line breaks and tabs into spaces: a snippet is one line.
+// collapse turns every control character into a space: a snippet is one
+// line, so neither a line break or tab nor what breaks a line in many
+// viewers (U+2028, U+2029, NEL) or reverses its text (the bidirectional
+// overrides and isolates) stays in it (errs.IsControl, the rule of names
+// said to be one line).
 func collapse(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == '\t' {
+		if errs.IsControl(r) {
 			return ' '
 		}
 		return r
