@@ -90,6 +90,43 @@ type Chat struct {
 	// (0 for none since it was counted): with Leaf, it tells whether the
 	// chat's tree is still the one a read saw (Generation.Guard).
 	Revision int64 `json:"-"`
+	// Held is what the chat's messages take as stored (StoredWeight),
+	// every branch; set by a read of the whole conversation.
+	Held int `json:"-"`
+}
+
+// MaxChatBytes bounds what a chat holds, its messages of every branch as
+// StoredWeight weighs them: 8 MiB. Every message sent, regenerate and
+// list reads the whole conversation, in a function of 128 MB; read whole,
+// 40 MB of messages took 114 MiB of heap. A message or regenerate of a
+// chat without room for it is refused (Conflict CHAT_FULL) before the
+// model is called; a reply to an accepted message is stored whatever its
+// weight, so a chat holds at most MaxChatBytes plus the replies under
+// way.
+const MaxChatBytes = 8 << 20
+
+// CodeChatFull: the chat holds MaxChatBytes; it takes no more messages.
+const CodeChatFull = "CHAT_FULL"
+
+// MessageOverhead is what StoredWeight counts for a stored message beyond
+// its text: keys, ids, role, status, times.
+const MessageOverhead = 256
+
+// StoredWeight is what a stored message counts against MaxChatBytes: the
+// bytes of its content, tool calls, paused state and citations (as
+// stored: JSON), 36 for each attachment id, and MessageOverhead.
+func StoredWeight(content, toolCalls, pending, citations, attachments int) int {
+	return content + toolCalls + pending + citations + 36*attachments + MessageOverhead
+}
+
+// roomFor returns Conflict CHAT_FULL unless chat c, as read with its
+// whole conversation, has room for a message of weight w.
+func roomFor(op string, c Chat, w int) error {
+	if c.Held+w <= MaxChatBytes {
+		return nil
+	}
+	return errs.E(op, errs.Conflict, CodeChatFull, fmt.Sprintf(
+		"this chat holds %d MiB of messages, the most a chat may hold: start a new chat (this one stays readable)", MaxChatBytes>>20))
 }
 
 // Message is one message of a chat.
@@ -300,7 +337,8 @@ type Store interface {
 	// Chat.Leaf). NotFound CHAT_NOT_FOUND when the chat is gone.
 	SetLeaf(ctx context.Context, c Chat, leaf string) error
 	// Conversation returns the chat and all its messages in conversation
-	// order, in one read. NotFound CHAT_NOT_FOUND.
+	// order, in one read, with the chat's Held set to what they weigh.
+	// NotFound CHAT_NOT_FOUND.
 	Conversation(ctx context.Context, chatID string) (Chat, []Message, error)
 	// AddMessages stores msgs in chat and sets the chat's updatedAt to the
 	// last message's time, in one transaction. NotFound when the chat is

@@ -451,6 +451,9 @@ func (s *Service) newExchange(ctx context.Context, op, id string, req MessageReq
 		return exchange{}, errs.Wrap(op, err)
 	}
 	ids := normalizeIDs(req.AttachmentIDs)
+	if err := roomFor(op, c, StoredWeight(len(req.Content), 0, 0, 0, len(ids))); err != nil {
+		return exchange{}, err
+	}
 	atts, err := s.attachments(ctx, c, ids, modelID)
 	if err != nil {
 		return exchange{}, errs.Wrap(op, err)
@@ -489,6 +492,9 @@ func (s *Service) regenExchange(ctx context.Context, op, chatID, messageID strin
 		return exchange{}, errs.E(op, errs.Invalid, CodeNotAssistantMessage, "only an assistant's reply to a user message can be regenerated")
 	}
 	if err := t.roomUnder(op, u); err != nil {
+		return exchange{}, err
+	}
+	if err := roomFor(op, c, 0); err != nil { // a regenerate adds a reply
 		return exchange{}, err
 	}
 	modelID := req.ModelID

@@ -420,6 +420,7 @@ func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []c
 	}
 	var c *chat.Chat
 	msgs := []chat.Message{}
+	held := 0
 	for _, it := range items {
 		switch it.Type {
 		case "chat":
@@ -431,11 +432,13 @@ func (s *Chats) Conversation(ctx context.Context, chatID string) (chat.Chat, []c
 				return chat.Chat{}, nil, errs.Wrap(op, err)
 			}
 			msgs = append(msgs, m)
+			held += chat.StoredWeight(len(it.Content), len(it.ToolCalls), len(it.Pending), len(it.Citations), len(it.AttachmentIDs))
 		}
 	}
 	if c == nil {
 		return chat.Chat{}, nil, errs.Wrap(op, errChatNotFound)
 	}
+	c.Held = held
 	return *c, msgs, nil
 }
 
