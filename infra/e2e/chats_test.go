@@ -415,6 +415,7 @@ func TestChatMessages(t *testing.T) {
 	}{
 		{"content missing", ada, path, map[string]any{"modelId": "builtin"}, "VALIDATION_FAILED", "content"},
 		{"content empty", ada, path, map[string]any{"content": "", "modelId": "builtin"}, "VALIDATION_FAILED", "content"},
+		{"content blank", ada, path, map[string]any{"content": " \n\t ", "modelId": "builtin"}, "VALIDATION_FAILED", "content"},
 		{"content over 32000", ada, path, map[string]any{"content": strings.Repeat("é", 32001), "modelId": "builtin"}, "VALIDATION_FAILED", "content"},
 		{"content of the wrong type", ada, path, `{"content": ["hi"]}`, "VALIDATION_FAILED", "content"},
 		{"malformed JSON", ada, path, `{"content": "hi"`, "INVALID_JSON", ""},

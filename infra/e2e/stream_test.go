@@ -371,6 +371,7 @@ func TestStream(t *testing.T) {
 			{"empty modelId", ada, chat.ID, ok("modelId", ""), 400, "VALIDATION_FAILED", "modelId"},
 			{"missing userId", ada, chat.ID, ok("userId", nil), 400, "VALIDATION_FAILED", "userId"},
 			{"missing content", ada, chat.ID, ok("content", nil), 400, "VALIDATION_FAILED", "content"},
+			{"blank content", ada, chat.ID, ok("content", "   "), 400, "VALIDATION_FAILED", "content"},
 			{"content over 32000", ada, chat.ID, ok("content", strings.Repeat("x", 32001)), 400, "VALIDATION_FAILED", "content"},
 			{"workflowId not a UUID", ada, chat.ID, ok("workflowId", "nope"), 400, "VALIDATION_FAILED", "workflowId"},
 			{"malformed JSON", ada, chat.ID, `{"content":`, 400, "INVALID_JSON", ""},

@@ -641,7 +641,9 @@ func validateToolIDs(f *errs.FieldErrors, r MessageRequest) {
 
 func validateContent(f *errs.FieldErrors, content string) {
 	switch n := utf8.RuneCountInString(content); {
-	case n == 0:
+	case strings.TrimSpace(content) == "":
+		// Blank content asks nothing (and would be the model's whole
+		// turn); the workflow chat refuses it the same way.
 		f.Add("content", "is required")
 	case n > MaxContentLen:
 		f.Add("content", "must be at most %d characters", MaxContentLen)
