@@ -110,7 +110,8 @@ func TestSearch(t *testing.T) {
 			t.Errorf("%s: %d %s", tt.name, r.Status, r.Body)
 		}
 	}
-	expectError(t, "a bad cursor", searchChats(c, userID, "papaya", "&cursor=nope"), 400, "INVALID_PAGINATION")
+	expectField(t, "a bad cursor", expectError(t, "a bad cursor", searchChats(c, userID, "papaya", "&cursor=nope"), 400, "INVALID_PAGINATION"), "cursor")
+	expectField(t, "a forged cursor", expectError(t, "a forged cursor", searchChats(c, userID, "papaya", "&cursor=czE6MA"), 400, "INVALID_PAGINATION"), "cursor")
 	expectError(t, "limit 101", searchChats(c, userID, "papaya", "&limit=101"), 400, "INVALID_PAGINATION")
 
 	// A deleted chat is no longer found.

@@ -217,7 +217,8 @@ func decodeCursor(c string) (int, error) {
 	if c == "" {
 		return 0, nil
 	}
-	bad := errs.E("search.decodeCursor", errs.Invalid, "INVALID_PAGINATION", "cursor is not a cursor of this search")
+	bad := errs.Fields("search.decodeCursor", errs.FieldError{Field: "cursor", Message: "is not a cursor of this search"})
+	bad.Code = "INVALID_PAGINATION"
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || !strings.HasPrefix(string(b), cursorPrefix) {
 		return 0, bad
