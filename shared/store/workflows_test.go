@@ -19,6 +19,33 @@ import (
 	"github.com/workflowchat/service/shared/workflow"
 )
 
+// storedWorkflow is a store over a new embedded engine holding one
+// workflow of user u1.
+func storedWorkflow(t *testing.T) (*storetest.DB, *store.Workflows, workflow.Workflow) {
+	t.Helper()
+	db := storetest.New(t)
+	s := store.NewWorkflows(db.DB, db.Data())
+	w := newWorkflow("u1", time.Now().UTC())
+	if err := s.CreateWorkflow(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	return db, s, w
+}
+
+// deletedWhole deletes w and checks that nothing of its collection is
+// left.
+func deletedWhole(t *testing.T, db *storetest.DB, s *store.Workflows, w workflow.Workflow) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.DeleteWorkflow(ctx, w.ID, w.UserID, nil); err != nil {
+		t.Fatal(err)
+	}
+	var left []map[string]any
+	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
+		t.Errorf("left behind: %d items %v, %v", len(left), left, err)
+	}
+}
+
 func newWorkflow(user string, at time.Time) workflow.Workflow {
 	return workflow.Workflow{ID: uuid.NewString(), UserID: user, Name: "w", Steps: []workflow.Step{}, Version: 1, CreatedAt: at, UpdatedAt: at}
 }
@@ -239,14 +266,8 @@ func TestWorkflowsApplyAndReject(t *testing.T) {
 // delete can be retried to the end.
 func TestNothingJoinsAWorkflowBeingDeleted(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewWorkflows(db.DB, db.Data())
-	ctx := context.Background()
-	t0 := time.Now().UTC()
-	w := newWorkflow("u1", t0)
-	if err := s.CreateWorkflow(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	db, s, w := storedWorkflow(t)
+	ctx, t0 := context.Background(), w.CreatedAt
 	p := &workflow.Proposal{ID: uuid.NewString(), WorkflowID: w.ID, MessageID: uuid.NewString(), Status: workflow.ProposalPending,
 		Changes: []workflow.Change{}, BaseVersion: w.Version, CreatedAt: t0}
 	a := workflow.Message{ID: p.MessageID, WorkflowID: w.ID, Role: "assistant", Content: "proposal", Proposal: p, CreatedAt: t0}
@@ -266,13 +287,7 @@ func TestNothingJoinsAWorkflowBeingDeleted(t *testing.T) {
 	if err := s.ApplyProposal(ctx, next, w.Version, p.ID, t0); err == nil {
 		t.Error("an apply rewrote a workflow being deleted")
 	}
-	if err := s.DeleteWorkflow(ctx, w.ID, "u1", nil); err != nil {
-		t.Fatal(err)
-	}
-	var left []map[string]any
-	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
-		t.Errorf("left behind: %v %v", left, err)
-	}
+	deletedWhole(t, db, s, w)
 }
 
 // TestWorkflowToolNames: a toolName is claimed in the transaction of the
@@ -458,14 +473,8 @@ func TestWorkflowTooLargeForAnItem(t *testing.T) {
 // is left.
 func TestWorkflowChatHoldsAtMostMaxChatBytes(t *testing.T) {
 	t.Parallel()
-	db := storetest.New(t)
-	s := store.NewWorkflows(db.DB, db.Data())
-	ctx := context.Background()
-	t0 := time.Now().UTC()
-	w := newWorkflow("u1", t0)
-	if err := s.CreateWorkflow(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	db, s, w := storedWorkflow(t)
+	ctx, t0 := context.Background(), w.CreatedAt
 	i := 0
 	msg := func(role string, weight int) workflow.Message {
 		i++
@@ -521,11 +530,5 @@ func TestWorkflowChatHoldsAtMostMaxChatBytes(t *testing.T) {
 		t.Errorf("the chat weighs %d (%v), want %d", workflow.ChatBytes(msgs), err, workflow.MaxChatBytes+20_000)
 	}
 	// The count goes with the workflow.
-	if err := s.DeleteWorkflow(ctx, w.ID, "u1", nil); err != nil {
-		t.Fatal(err)
-	}
-	var left []map[string]any
-	if err := db.Table(db.Data()).Get("PK", "WF#"+w.ID).All(ctx, &left); err != nil || len(left) != 0 {
-		t.Errorf("left behind: %d items, %v", len(left), err)
-	}
+	deletedWhole(t, db, s, w)
 }
